@@ -1,0 +1,29 @@
+# troupe_add_component(NAME SOURCES ... DEPENDS ...)
+#   Declares one component library, troupe_<NAME>, built from the folder of the same name.
+#   Headers are included as "<folder>/<file>.hpp" from the repository root.
+#
+# troupe_add_test(NAME SOURCES ... DEPENDS ... [TIMEOUT seconds] [LABELS ...])
+#   One GoogleTest executable per test file and one ctest entry per executable, each with a
+#   timeout so a hang fails instead of stalling the suite.
+
+function(troupe_add_component name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
+  add_library(troupe_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(troupe_${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(troupe_${name} PUBLIC ${ARG_DEPENDS})
+  target_compile_options(troupe_${name} PRIVATE -Wall -Wextra)
+endfunction()
+
+function(troupe_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPENDS;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPENDS} GTest::gtest GTest::gtest_main)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;TROUPE_BINARY=$<TARGET_FILE:troupe>"
+                       LABELS "${ARG_LABELS}")
+endfunction()

@@ -1,0 +1,46 @@
+#include "compute/autocast_scope.hpp"
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+namespace troupe::compute {
+namespace {
+
+// LibTorch 2.4 replaced the per-device setters with ones that take the device type.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+bool is_enabled(c10::DeviceType type) { return at::autocast::is_autocast_enabled(type); }
+void enable(c10::DeviceType type, bool on) {
+  at::autocast::set_autocast_dtype(type, at::kBFloat16);
+  at::autocast::set_autocast_enabled(type, on);
+}
+#else
+bool is_enabled(c10::DeviceType type) {
+  return type == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+}
+void enable(c10::DeviceType type, bool on) {
+  if (type == c10::DeviceType::CPU) {
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(on);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(on);
+  }
+}
+#endif
+
+}  // namespace
+
+autocast_scope::autocast_scope(c10::Device device, bool enabled) : device_(device), enabled_(enabled) {
+  if (!enabled_) return;
+  previous_ = is_enabled(device_.type());
+  enable(device_.type(), true);
+  at::autocast::increment_nesting();
+}
+
+autocast_scope::~autocast_scope() {
+  if (!enabled_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  enable(device_.type(), previous_);
+}
+
+}  // namespace troupe::compute

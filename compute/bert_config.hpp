@@ -1,0 +1,23 @@
+#pragma once
+/// Sizes of a BERT-family encoder, with HuggingFace's config.json names.
+
+#include <cstdint>
+#include <string>
+
+namespace troupe::compute {
+
+struct bert_config {
+  int64_t vocab_size = 30522;
+  int64_t hidden_size = 256;
+  int64_t num_hidden_layers = 4;
+  int64_t num_attention_heads = 4;
+  int64_t intermediate_size = 1024;
+  int64_t max_position_embeddings = 512;
+  int64_t type_vocab_size = 2;
+  double hidden_dropout_prob = 0.1;
+  double attention_probs_dropout_prob = 0.1;
+  double layer_norm_eps = 1e-12;
+  double initializer_range = 0.02;
+};
+
+}  // namespace troupe::compute

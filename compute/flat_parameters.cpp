@@ -1,0 +1,58 @@
+#include "compute/flat_parameters.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <torch/utils.h>
+
+#include "compute/error.hpp"
+
+namespace troupe::compute {
+
+bool flat_parameters::decays(const std::string& name) {
+  const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+  return !is_bias && name.find("LayerNorm") == std::string::npos;
+}
+
+flat_parameters::flat_parameters(std::vector<std::pair<std::string, at::Tensor>> named) {
+  TROUPE_ENFORCE(!named.empty(), "no parameters");
+  std::stable_partition(named.begin(), named.end(), [](const auto& entry) { return decays(entry.first); });
+  int64_t total = 0;
+  for (const auto& [name, tensor] : named) {
+    TROUPE_ENFORCE(tensor.scalar_type() == at::kFloat, name, " must be fp32");
+    const bool decay = decays(name);
+    slots_.push_back({name, total, tensor.numel(), tensor.sizes().vec(), decay});
+    if (decay) decay_numel_ = total + tensor.numel();
+    total += tensor.numel();
+  }
+  const auto options = named.front().second.options();
+  values_ = at::empty({total}, options);
+  gradients_ = at::zeros({total}, options);
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    auto& tensor = named[i].second;
+    auto flat_value = value(slots_[i]);
+    flat_value.copy_(tensor);
+    tensor.set_data(flat_value);
+    tensor.mutable_grad() = gradient(slots_[i]);
+  }
+}
+
+at::Tensor flat_parameters::value(const parameter_slot& slot) const {
+  return values_.narrow(0, slot.offset, slot.numel).view(slot.shape);
+}
+
+at::Tensor flat_parameters::gradient(const parameter_slot& slot) const {
+  return gradients_.narrow(0, slot.offset, slot.numel).view(slot.shape);
+}
+
+double clip_gradient_norm(const at::Tensor& flat_gradients, double max_norm) {
+  const double norm = flat_gradients.norm().item<double>();
+  if (max_norm > 0.0) {
+    const double coefficient = max_norm / (norm + 1e-6);
+    if (coefficient < 1.0) flat_gradients.mul_(coefficient);
+  }
+  return norm;
+}
+
+}  // namespace troupe::compute

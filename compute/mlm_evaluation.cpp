@@ -1,0 +1,76 @@
+#include "compute/mlm_evaluation.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+
+#include "compute/autocast_scope.hpp"
+#include "compute/bert_model.hpp"
+
+namespace troupe::compute {
+
+mlm_evaluator::mlm_evaluator(const bert_config& config, const named_tensors& parameters, c10::Device device,
+                             bool bf16)
+    : model_(std::make_shared<bert_for_masked_lm_impl>(config)), device_(device), bf16_(bf16) {
+  assign_named_tensors(model_->hf_named_parameters(), parameters, "checkpoint model");
+  model_->to(device_);
+  model_->eval();
+}
+
+mlm_evaluator::~mlm_evaluator() = default;
+
+nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch) {
+  torch::NoGradGuard no_grad;
+  autocast_scope autocast(device_, bf16_);
+  auto lengths = batch.lengths.defined() ? batch.lengths.to(device_) : batch.lengths;
+  auto hidden = model_->encode(batch.input_ids.to(device_), batch.token_type_ids.to(device_), lengths);
+  auto logits = model_->predict(hidden, batch.masked_positions.to(device_));
+  auto nll = at::cross_entropy_loss(logits, batch.labels.to(device_), {}, at::Reduction::Sum);
+  return {nll.item<double>(), batch.labels.numel()};
+}
+
+nll_sum mlm_evaluator::pseudo_log_likelihood(const at::Tensor& tokens, const at::Tensor& token_types, int64_t length,
+                                             int64_t mask_id, const std::vector<int64_t>& special_ids,
+                                             int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  autocast_scope autocast(device_, bf16_);
+  auto ids = tokens.accessor<int64_t, 1>();
+  std::vector<int64_t> positions;
+  for (int64_t p = 0; p < length; ++p)
+    if (std::find(special_ids.begin(), special_ids.end(), ids[p]) == special_ids.end()) positions.push_back(p);
+  nll_sum sum;
+  const int64_t seq = tokens.size(0);
+  for (std::size_t start = 0; start < positions.size(); start += static_cast<std::size_t>(batch_size)) {
+    const auto count = static_cast<int64_t>(std::min<std::size_t>(batch_size, positions.size() - start));
+    auto chunk = at::tensor(std::vector<int64_t>(positions.begin() + static_cast<std::ptrdiff_t>(start),
+                                                 positions.begin() + static_cast<std::ptrdiff_t>(start) + count));
+    auto copies = tokens.unsqueeze(0).repeat({count, 1});
+    auto rows = at::arange(count, at::kLong);
+    auto labels = copies.index({rows, chunk}).clone();
+    copies.index_put_({rows, chunk}, mask_id);
+    auto lengths = at::full({count}, length, at::kLong);
+    auto hidden = model_->encode(copies.to(device_), token_types.unsqueeze(0).repeat({count, 1}).to(device_),
+                                 length < seq ? lengths.to(device_) : at::Tensor());
+    auto logits = model_->predict(hidden, (rows * seq + chunk).to(device_));
+    sum.total += at::cross_entropy_loss(logits, labels.to(device_), {}, at::Reduction::Sum).item<double>();
+    sum.tokens += count;
+  }
+  return sum;
+}
+
+nll_sum unigram_nll(const std::vector<uint64_t>& counts, const at::Tensor& labels) {
+  double total_count = static_cast<double>(counts.size());
+  for (auto c : counts) total_count += static_cast<double>(c);
+  nll_sum sum;
+  auto flat = labels.to(at::kCPU).to(at::kLong).contiguous();
+  const int64_t* data = flat.data_ptr<int64_t>();
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    double p = (static_cast<double>(counts.at(static_cast<std::size_t>(data[i]))) + 1.0) / total_count;
+    sum.total -= std::log(p);
+  }
+  sum.tokens = flat.numel();
+  return sum;
+}
+
+}  // namespace troupe::compute

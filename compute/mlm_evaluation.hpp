@@ -1,0 +1,56 @@
+#pragma once
+/// Evaluation of a masked-LM: perplexity, pseudo-perplexity and the unigram baseline.
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "compute/bert_config.hpp"
+#include "compute/mlm_batch.hpp"
+#include "compute/named_tensors.hpp"
+
+namespace troupe::compute {
+
+struct bert_for_masked_lm_impl;
+
+/// A running sum of negative log-likelihoods (natural log) over predicted tokens.
+struct nll_sum {
+  double total = 0.0;
+  int64_t tokens = 0;
+  void add(const nll_sum& other) {
+    total += other.total;
+    tokens += other.tokens;
+  }
+  double mean() const { return tokens > 0 ? total / static_cast<double>(tokens) : 0.0; }
+  double perplexity() const { return std::exp(mean()); }
+};
+
+/// A model in evaluation mode (no dropout, no gradients).
+class mlm_evaluator {
+ public:
+  mlm_evaluator(const bert_config& config, const named_tensors& parameters, c10::Device device, bool bf16);
+  ~mlm_evaluator();
+
+  /// NLL of the labels at the batch's masked positions.
+  nll_sum masked_lm(const mlm_batch& batch);
+
+  /// Pseudo-log-likelihood (Salazar et al. 2020, "Masked Language Model Scoring"): every
+  /// maskable position t of the sequence is replaced by [MASK] in its own copy, and the NLL of
+  /// the original token at t is summed; copies run `batch_size` at a time.
+  /// `tokens` is [seq] int64 (one sequence), `length` its unpadded length.
+  nll_sum pseudo_log_likelihood(const at::Tensor& tokens, const at::Tensor& token_types, int64_t length,
+                                int64_t mask_id, const std::vector<int64_t>& special_ids, int64_t batch_size);
+
+ private:
+  std::shared_ptr<bert_for_masked_lm_impl> model_;
+  c10::Device device_;
+  bool bf16_;
+};
+
+/// NLL of `labels` under an add-one-smoothed unigram model with `counts` per vocabulary id.
+nll_sum unigram_nll(const std::vector<uint64_t>& counts, const at::Tensor& labels);
+
+}  // namespace troupe::compute

@@ -1,0 +1,100 @@
+#include "compute/mlm_trainer.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <torch/utils.h>
+
+#include <chrono>
+
+#include "compute/autocast_scope.hpp"
+#include "compute/bert_model.hpp"
+#include "compute/error.hpp"
+#include "compute/flat_parameters.hpp"
+#include "compute/lr_schedule.hpp"
+#include "compute/named_tensors.hpp"
+#include "compute/optimizer.hpp"
+
+namespace troupe::compute {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+at::Tensor to_device(const at::Tensor& t, c10::Device device) {
+  return t.defined() ? t.to(device, /*non_blocking=*/true) : t;
+}
+
+}  // namespace
+
+mlm_trainer::mlm_trainer(const trainer_options& options)
+    : options_(options), device_(options.device) {
+  model_ = std::make_shared<bert_for_masked_lm_impl>(options.model);
+  model_->reset_weights(options.seed);
+  model_->to(device_);
+  model_->train();
+  parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters());
+  optimizer_ = make_optimizer(options.optimizer);
+}
+
+mlm_trainer::~mlm_trainer() = default;
+
+micro_step_result mlm_trainer::micro_step(const mlm_batch& batch) {
+  micro_step_result result;
+  result.masked_tokens = batch.labels.numel();
+  auto start = std::chrono::steady_clock::now();
+  at::Tensor loss;
+  {
+    autocast_scope autocast(device_, options_.bf16);
+    auto hidden = model_->encode(to_device(batch.input_ids, device_), to_device(batch.token_type_ids, device_),
+                                 to_device(batch.lengths, device_));
+    auto logits = model_->predict(hidden, to_device(batch.masked_positions, device_));
+    loss = at::cross_entropy_loss(logits, to_device(batch.labels, device_));
+  }
+  result.forward_seconds = seconds_since(start);
+  start = std::chrono::steady_clock::now();
+  // Weight by samples so the window's gradient is a per-sample average (DESIGN §4).
+  (loss * static_cast<double>(batch.samples)).backward();
+  result.loss = loss.item<double>();
+  result.backward_seconds = seconds_since(start);
+  return result;
+}
+
+window_step_result mlm_trainer::finish_window(int64_t window_samples) {
+  TROUPE_ENFORCE(window_samples > 0, "window_samples=", window_samples);
+  auto start = std::chrono::steady_clock::now();
+  torch::NoGradGuard no_grad;
+  window_step_result result;
+  parameters_->gradients().div_(static_cast<double>(window_samples));
+  result.grad_norm = clip_gradient_norm(parameters_->gradients(), options_.gradient_clipping);
+  result.lr = learning_rate(options_.schedule, options_.optimizer.lr, optimizer_->steps());
+  optimizer_->step(*parameters_, result.lr);
+  parameters_->zero_gradients();
+  result.optimizer_seconds = seconds_since(start);
+  return result;
+}
+
+const at::Tensor& mlm_trainer::gradients() const { return parameters_->gradients(); }
+
+int64_t mlm_trainer::optimizer_steps() const { return optimizer_->steps(); }
+
+named_tensors mlm_trainer::named_parameters() const {
+  named_tensors named;
+  for (const auto& slot : parameters_->slots()) named.emplace_back(slot.name, parameters_->value(slot));
+  return named;
+}
+
+named_tensors mlm_trainer::optimizer_state() const {
+  auto state = optimizer_->state();
+  state.erase(std::remove_if(state.begin(), state.end(), [](const auto& e) { return !e.second.defined(); }),
+              state.end());
+  return state;
+}
+
+void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps) {
+  assign_named_tensors(named_parameters(), parameters, "checkpoint model");
+  if (!state.empty()) optimizer_->load_state(*parameters_, state, optimizer_steps);
+}
+
+}  // namespace troupe::compute

@@ -1,0 +1,79 @@
+#pragma once
+/// The compute of one data-parallel replica: model, flat buffers, optimizer, schedule.
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compute/bert_config.hpp"
+#include "compute/mlm_batch.hpp"
+#include "compute/named_tensors.hpp"
+#include "compute/optimizer_config.hpp"
+
+namespace troupe::compute {
+
+class flat_parameters;
+class optimizer;
+struct bert_for_masked_lm_impl;
+
+struct trainer_options {
+  bert_config model;
+  optimizer_config optimizer;
+  schedule_config schedule;
+  double gradient_clipping = 1.0;
+  bool bf16 = false;
+  std::string device = "cpu";
+  uint64_t seed = 42;
+};
+
+/// What one micro-batch produced.
+struct micro_step_result {
+  double loss = 0.0;          ///< mean cross-entropy over its masked tokens
+  int64_t masked_tokens = 0;
+  double forward_seconds = 0.0;
+  double backward_seconds = 0.0;
+};
+
+/// What the optimizer step at a window's end did.
+struct window_step_result {
+  double grad_norm = 0.0;  ///< global norm of the averaged gradient, before clipping
+  double lr = 0.0;
+  double optimizer_seconds = 0.0;
+};
+
+/// Runs micro-batches (forward, backward, gradients accumulated in the flat buffer, each
+/// micro-batch's mean loss weighted by its sample count) and, at a window's end, averages the
+/// gradient over the window's samples, clips it and steps the optimizer.
+class mlm_trainer {
+ public:
+  explicit mlm_trainer(const trainer_options& options);
+  ~mlm_trainer();
+
+  micro_step_result micro_step(const mlm_batch& batch);
+  /// Call once the flat gradient holds the sum over `window_samples` samples (after any
+  /// allreduce). Zeroes the gradient for the next window.
+  window_step_result finish_window(int64_t window_samples);
+
+  /// The flat gradient buffer (what a reducer allreduces).
+  const at::Tensor& gradients() const;
+  int64_t optimizer_steps() const;
+  /// Parameters under their HuggingFace names (views; copy before handing to another thread).
+  named_tensors named_parameters() const;
+  named_tensors optimizer_state() const;
+  /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments.
+  void load(const named_tensors& parameters, const named_tensors& optimizer_state, int64_t optimizer_steps);
+  c10::Device device() const { return device_; }
+
+ private:
+  trainer_options options_;
+  c10::Device device_;
+  std::shared_ptr<bert_for_masked_lm_impl> model_;
+  std::unique_ptr<flat_parameters> parameters_;
+  std::unique_ptr<optimizer> optimizer_;
+};
+
+}  // namespace troupe::compute

@@ -1,0 +1,34 @@
+#include "compute/named_tensors.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/utils.h>
+
+#include <unordered_map>
+
+#include "compute/error.hpp"
+
+namespace troupe::compute {
+
+void assign_named_tensors(const named_tensors& targets, const named_tensors& sources, const std::string& what) {
+  std::unordered_map<std::string, const at::Tensor*> by_name;
+  for (const auto& [name, tensor] : sources) by_name[name] = &tensor;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, target] : targets) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw make_error(what, ": missing tensor '", name, "'");
+    const at::Tensor& source = *it->second;
+    if (source.sizes() != target.sizes())
+      throw make_error(what, ": tensor '", name, "' has shape ", source.sizes(), ", the model needs ", target.sizes());
+    target.copy_(source);
+  }
+}
+
+named_tensors cpu_copies(const named_tensors& tensors) {
+  named_tensors copies;
+  copies.reserve(tensors.size());
+  for (const auto& [name, tensor] : tensors)
+    copies.emplace_back(name, tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous());
+  return copies;
+}
+
+}  // namespace troupe::compute

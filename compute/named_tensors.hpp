@@ -1,0 +1,22 @@
+#pragma once
+/// Lists of (name, tensor) pairs, the currency of checkpoints and exports.
+
+#include <ATen/Tensor.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace troupe::compute {
+
+using named_tensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+/// Copies each source tensor into the target of the same name. Throws troupe::error naming
+/// `what` and the tensor when a target has no source or the shapes differ; sources without a
+/// target are ignored (e.g. HF's tied cls.predictions.decoder.weight).
+void assign_named_tensors(const named_tensors& targets, const named_tensors& sources, const std::string& what);
+
+/// Deep copies onto the CPU (for handing state to another thread or writing it).
+named_tensors cpu_copies(const named_tensors& tensors);
+
+}  // namespace troupe::compute

@@ -1,0 +1,28 @@
+#pragma once
+/// Small filesystem helpers: atomic file writes and whole-file reads.
+
+#include <cstddef>
+#include <filesystem>
+#include <vector>
+#include <string>
+
+namespace troupe::io {
+
+/// A contiguous run of bytes to write.
+struct byte_span {
+  const std::byte* data;
+  std::size_t size;
+};
+
+/// Writes the parts to `<path>.tmp`, fsyncs it, renames it over `path` and fsyncs the parent
+/// directory, so readers see either the old file or the complete new one.
+void write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts);
+void write_file_atomically(const std::filesystem::path& path, const std::string& text);
+
+/// Reads a whole file; throws troupe::error naming it when it cannot.
+std::string read_whole_file(const std::filesystem::path& path);
+
+/// fsyncs a directory so a rename inside it is durable.
+void fsync_directory(const std::filesystem::path& dir);
+
+}  // namespace troupe::io

@@ -1,0 +1,59 @@
+#pragma once
+/// The JSON job config (DeepSpeed's key names where one exists), parsed and validated.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "compute/bert_config.hpp"
+#include "compute/optimizer_config.hpp"
+
+namespace troupe::io {
+
+struct data_config {
+  std::filesystem::path dir;
+  int64_t prefetch = 4;           ///< micro-batches a data loader may run ahead (bounded queue)
+  double mask_probability = 0.15;
+};
+
+struct checkpoint_config {
+  int64_t every_windows = 0;  ///< 0: only at the end of the run
+  int64_t keep = 2;
+};
+
+struct runtime_config {
+  std::string device = "cpu";  ///< "cpu" or "cuda:N"
+  int64_t threads = 1;         ///< intra-op threads of each worker
+};
+
+struct job_config {
+  int64_t train_batch_size = 0;
+  int64_t micro_batch_size = 0;  ///< train_micro_batch_size_per_gpu
+  int64_t gradient_accumulation_steps = 0;
+  int64_t train_steps = 100;     ///< optimizer steps (windows) to run
+  int64_t steps_per_print = 10;
+  uint64_t seed = 42;
+  double gradient_clipping = 1.0;  ///< global-norm clip; 0 disables
+  bool bf16 = false;
+  std::string model_type = "bert";
+  compute::bert_config model;
+  compute::optimizer_config optimizer;
+  compute::schedule_config scheduler;
+  data_config data;
+  checkpoint_config checkpoint;
+  runtime_config runtime;
+  nlohmann::json source;  ///< the config as given (saved with checkpoints)
+
+  /// Samples per window per worker.
+  int64_t window_samples_per_worker() const { return micro_batch_size * gradient_accumulation_steps; }
+};
+
+/// Parses and validates a config. `workers` is the data-parallel world size the job runs with.
+/// Throws troupe::error naming the source and the JSON path of the first problem: unknown key
+/// (with the nearest valid one), wrong type, out-of-range value, inconsistent batch sizes.
+job_config parse_job_config(const nlohmann::json& root, const std::string& source, int64_t workers = 1);
+job_config load_job_config(const std::filesystem::path& file, int64_t workers = 1);
+
+}  // namespace troupe::io

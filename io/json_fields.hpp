@@ -1,0 +1,49 @@
+#pragma once
+/// Typed, path-aware reading of a JSON object, for configs and manifests.
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::io {
+
+/// Reads fields of one JSON object and remembers which it read. Every error is a
+/// troupe::error naming the source, the JSON path ("optimizer.params.lr") and what was
+/// expected; `finish()` rejects keys nobody read, suggesting the nearest known one.
+class json_fields {
+ public:
+  json_fields(const nlohmann::json& object, std::string source, std::string path = "");
+
+  bool has(const std::string& key) const;
+  double number(const std::string& key, double fallback, double min, double max);
+  int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max);
+  bool boolean(const std::string& key, bool fallback);
+  std::string string(const std::string& key, const std::string& fallback);
+  /// A string that must be one of `choices`.
+  std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& choices);
+  std::vector<double> numbers(const std::string& key, std::vector<double> fallback, std::size_t count);
+  /// A nested object (an empty one when absent).
+  json_fields object(const std::string& key);
+  /// Throws for every key that was not read.
+  void finish() const;
+
+  /// Full path of a key, for messages ("model.hidden_size").
+  std::string where(const std::string& key) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+
+ private:
+  const nlohmann::json* lookup(const std::string& key);
+
+  nlohmann::json object_;
+  std::string source_;
+  std::string path_;
+  std::set<std::string> read_;
+};
+
+/// Levenshtein distance, for "did you mean" suggestions.
+std::size_t edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace troupe::io

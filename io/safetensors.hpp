@@ -1,0 +1,31 @@
+#pragma once
+/// The safetensors format (HuggingFace): 8-byte little-endian header length, a JSON header
+/// {name: {dtype, shape, data_offsets}, "__metadata__": {str: str}}, then raw little-endian data.
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "compute/named_tensors.hpp"
+
+namespace troupe::io {
+
+struct safetensors_content {
+  compute::named_tensors tensors;  ///< in file order
+  std::map<std::string, std::string> metadata;
+};
+
+/// Writes CPU or device tensors (copied to CPU, contiguous) atomically to `path`.
+void write_safetensors(const std::filesystem::path& path, const compute::named_tensors& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/// Reads and validates a file: header length within the file, JSON well-formed, known
+/// dtypes, shapes whose byte size equals the offsets' span, offsets inside the data section,
+/// no overlaps or gaps. Throws troupe::error naming the file and the problem; never reads out
+/// of bounds.
+safetensors_content read_safetensors(const std::filesystem::path& path);
+
+/// The same checks on bytes already in memory (`name` is used in messages).
+safetensors_content parse_safetensors(const std::byte* data, std::size_t size, const std::string& name);
+
+}  // namespace troupe::io

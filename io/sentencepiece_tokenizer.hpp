@@ -1,0 +1,38 @@
+#pragma once
+/// SentencePiece (unigram) tokenization through the sentencepiece library, as ALBERT uses it.
+
+#include <filesystem>
+#include <memory>
+
+#include "io/tokenizer.hpp"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace troupe::io {
+
+/// A trained SentencePiece model with ALBERT's special ids: [PAD]=0, [UNK]=1, [CLS]=2,
+/// [SEP]=3, [MASK]=4.
+class sentencepiece_tokenizer final : public tokenizer {
+ public:
+  /// Trains a unigram model of `vocab_size` pieces on a file of sentences (one per line) and
+  /// writes `<model_prefix>.model` and `.vocab`.
+  static void train(const std::filesystem::path& sentences_file, int vocab_size,
+                    const std::filesystem::path& model_prefix);
+  /// Loads a `.model` file; throws troupe::error naming the file when it cannot.
+  explicit sentencepiece_tokenizer(const std::filesystem::path& model_file);
+  ~sentencepiece_tokenizer() override;
+
+  std::vector<int32_t> encode(std::string_view text) const override;
+  int64_t vocab_size() const override;
+  special_token_ids specials() const override { return {0, 1, 2, 3, 4}; }
+  std::string kind() const override { return "sentencepiece"; }
+  std::string save_to(const std::filesystem::path& dir) const override;
+
+ private:
+  std::filesystem::path model_file_;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+};
+
+}  // namespace troupe::io

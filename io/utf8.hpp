@@ -1,0 +1,23 @@
+#pragma once
+/// UTF-8 decoding and encoding on top of utf8proc.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::io {
+
+/// Decodes `text` into code points. Returns the byte offset of the first invalid sequence, or
+/// std::nullopt when the whole text is valid UTF-8 (then `out` holds every code point).
+std::optional<std::size_t> decode_utf8(std::string_view text, std::vector<char32_t>& out);
+
+/// Appends the UTF-8 encoding of `code_point` to `out`.
+void append_utf8(std::string& out, char32_t code_point);
+
+/// Encodes a run of code points.
+std::string encode_utf8(const char32_t* begin, const char32_t* end);
+
+}  // namespace troupe::io
