@@ -16,12 +16,13 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.hidden_size}).eps(config.layer_norm_eps));
 }
 
-torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
-  if (!training || p == 0.0) return x;
-  return torch::dropout(x, p, true);
-}
-
 }  // namespace
+
+torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training, const c10::optional<at::Generator>& generator) {
+  if (!training || p == 0.0) return x;
+  auto keep = at::empty_like(x).bernoulli_(1.0 - p, generator);
+  return x * keep.div_(1.0 - p);
+}
 
 bert_embeddings_impl::bert_embeddings_impl(const bert_config& config)
     : dropout_p(config.hidden_dropout_prob) {
@@ -38,7 +39,7 @@ torch::Tensor bert_embeddings_impl::forward(const torch::Tensor& input_ids, cons
   auto positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
   auto sum = word_embeddings(input_ids) + position_embeddings(positions).unsqueeze(0) +
              token_type_embeddings(token_type_ids);
-  return maybe_dropout(layer_norm(sum), dropout_p, is_training());
+  return apply_dropout(layer_norm(sum), dropout_p, is_training(), generator);
 }
 
 bert_layer_impl::bert_layer_impl(const bert_config& config)
@@ -65,11 +66,11 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   auto v = split_heads(value(hidden));
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
   if (attention_bias.defined()) scores = scores + attention_bias;
-  auto probabilities = maybe_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training());
+  auto probabilities = apply_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training(), generator);
   auto context = torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, seq, heads * head_size});
-  auto attended = attention_layer_norm(maybe_dropout(attention_output(context), hidden_dropout, is_training()) + hidden);
+  auto attended = attention_layer_norm(apply_dropout(attention_output(context), hidden_dropout, is_training(), generator) + hidden);
   auto expanded = F::gelu(intermediate(attended));
-  return output_layer_norm(maybe_dropout(output(expanded), hidden_dropout, is_training()) + attended);
+  return output_layer_norm(apply_dropout(output(expanded), hidden_dropout, is_training(), generator) + attended);
 }
 
 bert_for_masked_lm_impl::bert_for_masked_lm_impl(const bert_config& config) : config_(config) {
@@ -130,6 +131,13 @@ void bert_for_masked_lm_impl::reset_weights(uint64_t seed) {
       tensor.copy_(values);
     }
   }
+}
+
+void bert_for_masked_lm_impl::seed_dropout(uint64_t seed) {
+  c10::optional<at::Generator> generator;
+  if (prediction_bias.device().is_cpu()) generator = at::detail::createCPUGenerator(seed);
+  embeddings->generator = generator;
+  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->generator = generator;
 }
 
 torch::Tensor bert_for_masked_lm_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,

@@ -8,6 +8,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <ATen/core/Generator.h>
+#include <c10/util/Optional.h>
+
 #include "compute/bert_config.hpp"
 
 namespace troupe::compute {
@@ -16,12 +19,17 @@ namespace troupe::compute {
 // ("bert.encoder.layer.0.attention.self.query.weight") come from hf_named_parameters(), which
 // every consumer (optimizer groups, checkpoints, export) uses.
 
+/// Dropout drawing from `generator` (the device's default generator when it is empty), so
+/// replicas in one process do not share random state.
+torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training, const c10::optional<at::Generator>& generator);
+
 struct bert_embeddings_impl : torch::nn::Module {
   explicit bert_embeddings_impl(const bert_config& config);
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
   double dropout_p;
+  c10::optional<at::Generator> generator;
 };
 TORCH_MODULE_IMPL(bert_embeddings, bert_embeddings_impl);
 
@@ -36,6 +44,7 @@ struct bert_layer_impl : torch::nn::Module {
   torch::nn::LayerNorm output_layer_norm{nullptr};
   int64_t heads, head_size;
   double hidden_dropout, attention_dropout;
+  c10::optional<at::Generator> generator;
 };
 TORCH_MODULE_IMPL(bert_layer, bert_layer_impl);
 
@@ -57,6 +66,9 @@ struct bert_for_masked_lm_impl : torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters();
   /// Initialises weights as HF does: normal(0, initializer_range), zero biases, LayerNorm 1/0.
   void reset_weights(uint64_t seed);
+  /// Gives dropout its own generator seeded with `seed` (CPU models; CUDA models keep the
+  /// device's default generator).
+  void seed_dropout(uint64_t seed);
 
   bert_embeddings embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};

@@ -30,10 +30,12 @@ at::Tensor to_device(const at::Tensor& t, c10::Device device) {
 
 mlm_trainer::mlm_trainer(const trainer_options& options)
     : options_(options), device_(options.device) {
+  at::set_num_threads(static_cast<int>(options.threads));
   model_ = std::make_shared<bert_for_masked_lm_impl>(options.model);
   model_->reset_weights(options.seed);
   model_->to(device_);
   model_->train();
+  model_->seed_dropout(options.seed * 1000003ULL + static_cast<uint64_t>(options.rank));
   parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters());
   optimizer_ = make_optimizer(options.optimizer);
 }

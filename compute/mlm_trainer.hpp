@@ -28,6 +28,8 @@ struct trainer_options {
   bool bf16 = false;
   std::string device = "cpu";
   uint64_t seed = 42;
+  int64_t rank = 0;     ///< dropout streams differ per rank
+  int64_t threads = 1;  ///< intra-op threads, set on the thread that constructs the trainer
 };
 
 /// What one micro-batch produced.

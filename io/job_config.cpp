@@ -188,3 +188,23 @@ job_config load_job_config(const std::filesystem::path& file, int64_t workers) {
 }
 
 }  // namespace troupe::io
+
+#include "io/token_dataset.hpp"
+
+namespace troupe::io {
+
+void reconcile_with_data(job_config& config, const dataset_manifest& data, const std::string& source) {
+  const std::string manifest = (config.data.dir / "manifest.json").string();
+  if (config.model.vocab_size == 0) {
+    config.model.vocab_size = data.vocab_size;
+  } else if (config.model.vocab_size != data.vocab_size) {
+    throw make_error(source, ": model.vocab_size: ", config.model.vocab_size,
+                     " differs from the data's vocabulary of ", data.vocab_size, " tokens (", manifest,
+                     "); the model and the dataset must use the same vocabulary");
+  }
+  if (static_cast<int64_t>(data.max_seq_length) > config.model.max_position_embeddings)
+    throw make_error(source, ": model.max_position_embeddings: ", config.model.max_position_embeddings,
+                     " is shorter than the data's max_seq_length ", data.max_seq_length, " (", manifest, ")");
+}
+
+}  // namespace troupe::io

@@ -57,3 +57,12 @@ job_config parse_job_config(const nlohmann::json& root, const std::string& sourc
 job_config load_job_config(const std::filesystem::path& file, int64_t workers = 1);
 
 }  // namespace troupe::io
+
+namespace troupe::io {
+struct dataset_manifest;
+
+/// Checks the config against the prepared data and fills what the data decides: the model's
+/// vocab_size when the config leaves it 0. Throws troupe::error naming the config field and the
+/// data manifest when the vocabularies or sequence lengths do not fit.
+void reconcile_with_data(job_config& config, const dataset_manifest& data, const std::string& source);
+}  // namespace troupe::io

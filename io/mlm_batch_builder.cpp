@@ -51,6 +51,20 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
   return out;
 }
 
+std::pair<at::Tensor, at::Tensor> sequence_tensors(const token_dataset& dataset, uint64_t index) {
+  auto view = dataset.sequence(index);
+  const int64_t seq = dataset.manifest().max_seq_length;
+  auto tokens = at::empty({seq}, at::kLong);
+  auto types = at::zeros({seq}, at::kLong);
+  auto* ids = tokens.data_ptr<int64_t>();
+  auto* type_data = types.data_ptr<int64_t>();
+  for (int64_t p = 0; p < seq; ++p) {
+    ids[p] = view.token(static_cast<std::size_t>(p));
+    if (p >= view.type_boundary && p < view.length) type_data[p] = 1;
+  }
+  return {tokens, types};
+}
+
 std::vector<uint64_t> count_tokens(const token_dataset& dataset) {
   std::vector<uint64_t> counts(static_cast<std::size_t>(dataset.manifest().vocab_size), 0);
   for (uint64_t i = 0; i < dataset.size(); ++i) {

@@ -2,6 +2,7 @@
 /// Builds masked-LM micro-batches from a token dataset.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "compute/mlm_batch.hpp"
@@ -24,6 +25,9 @@ class mlm_batch_builder {
   compute::masking_config masking_;
   uint64_t seed_;
 };
+
+/// One unmasked sequence as [seq] int64 token ids and token types.
+std::pair<at::Tensor, at::Tensor> sequence_tensors(const token_dataset& dataset, uint64_t index);
 
 /// Occurrences of every vocabulary id in the real (unpadded) tokens of a dataset.
 std::vector<uint64_t> count_tokens(const token_dataset& dataset);

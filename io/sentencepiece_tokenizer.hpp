@@ -1,18 +1,18 @@
 #pragma once
-/// SentencePiece (unigram) tokenization through the sentencepiece library, as ALBERT uses it.
+/// SentencePiece (unigram) tokenization, as ALBERT uses it, through the troupe-sentencepiece
+/// helper process (io/sentencepiece_helper_main.cpp explains why it is a separate process).
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "io/tokenizer.hpp"
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace troupe::io {
 
-/// A trained SentencePiece model with ALBERT's special ids: [PAD]=0, [UNK]=1, [CLS]=2,
+class child_process;
+
+/// A trained SentencePiece model with ALBERT's special ids: <pad>=0, <unk>=1, [CLS]=2,
 /// [SEP]=3, [MASK]=4.
 class sentencepiece_tokenizer final : public tokenizer {
  public:
@@ -25,14 +25,19 @@ class sentencepiece_tokenizer final : public tokenizer {
   ~sentencepiece_tokenizer() override;
 
   std::vector<int32_t> encode(std::string_view text) const override;
-  int64_t vocab_size() const override;
+  int64_t vocab_size() const override { return vocab_size_; }
   special_token_ids specials() const override { return {0, 1, 2, 3, 4}; }
   std::string kind() const override { return "sentencepiece"; }
   std::string save_to(const std::filesystem::path& dir) const override;
 
+  /// Path of the helper: $TROUPE_SENTENCEPIECE_HELPER, else the one built beside the sources.
+  static std::string helper_path();
+
  private:
   std::filesystem::path model_file_;
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  std::unique_ptr<child_process> helper_;
+  mutable std::mutex helper_mutex_;
+  int64_t vocab_size_ = 0;
 };
 
 }  // namespace troupe::io

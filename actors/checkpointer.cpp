@@ -1,0 +1,26 @@
+#include "actors/checkpointer.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "messages/atoms.hpp"
+#include "messages/error_code.hpp"
+#include "messages/training_messages.hpp"
+
+namespace troupe::actors {
+
+caf::behavior checkpointer(caf::event_based_actor*, std::filesystem::path run_dir) {
+  return {
+      [=](messages::save_atom, const messages::checkpoint_request& request) -> caf::result<std::string> {
+        try {
+          auto dir = io::save_checkpoint(run_dir, request.contents, request.keep);
+          spdlog::debug("checkpoint written: {}", dir.string());
+          return dir.string();
+        } catch (const std::exception& e) {
+          return messages::make_error(messages::errc::checkpoint_failed, e.what());
+        }
+      },
+  };
+}
+
+}  // namespace troupe::actors

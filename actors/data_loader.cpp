@@ -1,0 +1,42 @@
+#include "actors/data_loader.hpp"
+
+#include <caf/all.hpp>
+
+#include "messages/atoms.hpp"
+#include "messages/error_code.hpp"
+#include "messages/training_messages.hpp"
+
+namespace troupe::actors {
+
+caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loader_settings settings) {
+  self->state.builder = std::make_unique<io::mlm_batch_builder>(*settings.dataset, settings.mask_probability,
+                                                                settings.seed);
+  self->state.order = std::make_unique<compute::sample_order>(settings.dataset->size(), settings.seed);
+  return {
+      [=](messages::credit_atom, int64_t granted, const caf::actor& worker) {
+        auto& s = self->state;
+        s.credit += granted;
+        try {
+          while (s.credit > 0 && s.next_window < settings.windows) {
+            const uint64_t first = compute::micro_batch_start(settings.start_position, s.next_window, settings.rank,
+                                                              settings.world, s.next_micro, settings.accumulation,
+                                                              settings.micro_size);
+            std::vector<compute::sample_ref> samples;
+            for (uint64_t i = 0; i < settings.micro_size; ++i) samples.push_back(s.order->at(first + i));
+            messages::micro_batch batch{s.builder->build(samples), s.next_window, static_cast<uint32_t>(s.next_micro)};
+            batch.batch.first_position = first;
+            self->send(worker, messages::batch_atom::value, std::move(batch));
+            --s.credit;
+            if (++s.next_micro == settings.accumulation) {
+              s.next_micro = 0;
+              ++s.next_window;
+            }
+          }
+        } catch (const std::exception& e) {
+          self->quit(messages::make_error(messages::errc::data_failed, e.what()));
+        }
+      },
+  };
+}
+
+}  // namespace troupe::actors

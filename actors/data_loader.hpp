@@ -1,0 +1,42 @@
+#pragma once
+/// The data_loader actor: builds one worker's micro-batches ahead of it, within a credit.
+
+#include <caf/fwd.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <cstdint>
+#include <memory>
+
+#include "io/mlm_batch_builder.hpp"
+
+namespace troupe::actors {
+
+struct data_loader_settings {
+  std::shared_ptr<const io::token_dataset> dataset;
+  double mask_probability = 0.15;
+  uint64_t seed = 42;
+  uint64_t rank = 0;
+  uint64_t world = 1;
+  uint64_t micro_size = 8;
+  uint64_t accumulation = 1;
+  uint64_t start_position = 0;  ///< global data cursor of the run's first window
+  uint64_t windows = 0;         ///< windows to produce
+};
+
+struct data_loader_state {
+  static inline const char* name = "data_loader";
+  std::unique_ptr<io::mlm_batch_builder> builder;
+  std::unique_ptr<compute::sample_order> order;
+  uint64_t next_window = 0;
+  uint64_t next_micro = 0;
+  int64_t credit = 0;
+};
+
+/// Protocol (credit-based flow control, so the queue in front of the worker never holds more
+/// than the credit it granted — `data.prefetch` at start, one more per consumed batch):
+///   ← (credit_atom, n, worker)    grant n more micro-batches
+///   → worker: (batch_atom, micro_batch)   while credit remains and windows are left
+/// Runs detached: building a batch never occupies CAF's scheduler threads.
+caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loader_settings settings);
+
+}  // namespace troupe::actors

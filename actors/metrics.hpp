@@ -1,0 +1,37 @@
+#pragma once
+/// The metrics actor: metrics.jsonl and the console progress line.
+
+#include <caf/fwd.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
+namespace troupe::actors {
+
+struct metrics_settings {
+  std::filesystem::path jsonl;   ///< RUN_DIR/metrics.jsonl (appended), empty: none
+  int64_t total_steps = 0;       ///< optimizer step the run ends at (for the ETA)
+  int64_t steps_per_print = 10;  ///< console cadence when stderr is not a terminal
+  bool console = true;
+};
+
+struct metrics_state {
+  static inline const char* name = "metrics";
+  std::ofstream jsonl;
+  std::chrono::steady_clock::time_point started;
+  int64_t first_step = -1;
+  bool tty = false;
+  bool line_open = false;
+};
+
+/// Protocol:
+///   ← (window_atom, window_report)  one JSON object per line in metrics.jsonl with step, loss,
+///                                   lr, grad_norm, samples_per_s, tokens_per_s and the time
+///                                   split; updates the progress line (step, loss, rate, ETA)
+///   ← (flush_atom) → unit           once everything received is on disk
+caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings settings);
+
+}  // namespace troupe::actors

@@ -1,0 +1,141 @@
+#include "actors/training_session.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/checkpointer.hpp"
+#include "actors/data_loader.hpp"
+#include "actors/metrics.hpp"
+#include "actors/worker.hpp"
+#include "compute/device_check.hpp"
+#include "compute/error.hpp"
+#include "io/token_dataset.hpp"
+#include "messages/atoms.hpp"
+#include "messages/type_registration.hpp"
+
+namespace troupe::actors {
+namespace {
+
+compute::trainer_options trainer_options_of(const io::job_config& config) {
+  compute::trainer_options options;
+  options.model = config.model;
+  options.optimizer = config.optimizer;
+  options.schedule = config.scheduler;
+  options.gradient_clipping = config.gradient_clipping;
+  options.bf16 = config.bf16;
+  options.device = config.runtime.device;
+  options.seed = config.seed;
+  options.threads = config.runtime.threads;
+  return options;
+}
+
+std::shared_ptr<io::checkpoint_contents> load_resume_state(const io::job_config& config,
+                                                           const session_options& options,
+                                                           const io::dataset_manifest& data) {
+  if (options.resume.empty()) return nullptr;
+  auto dir = io::resolve_checkpoint(options.resume, options.run_dir);
+  auto contents = std::make_shared<io::checkpoint_contents>(io::load_checkpoint(dir));
+  if (contents->state.vocab_hash != data.vocab_hash)
+    throw make_error(dir.string(), ": the checkpoint was trained with vocabulary ", contents->state.vocab_hash,
+                     ", the data uses ", data.vocab_hash);
+  if (contents->model.hidden_size != config.model.hidden_size ||
+      contents->model.num_hidden_layers != config.model.num_hidden_layers ||
+      contents->model.vocab_size != config.model.vocab_size)
+    throw make_error(dir.string(), ": the checkpoint's model sizes differ from the config's model section");
+  spdlog::info("resuming from {} (step {}, data position {})", dir.string(), contents->state.optimizer_steps,
+               contents->state.next_position);
+  return contents;
+}
+
+}  // namespace
+
+messages::training_summary run_training(io::job_config config, const session_options& options) {
+  if (options.steps) config.train_steps = *options.steps;
+  auto dataset = std::make_shared<const io::token_dataset>(config.data.dir, "train");
+  io::reconcile_with_data(config, dataset->manifest(), "config");
+  auto resume = load_resume_state(config, options, dataset->manifest());
+  compute::check_device(config.runtime.device, "config: runtime.device");
+
+  io::training_state start;
+  start.seed = config.seed;
+  start.world_size = 1;
+  start.vocab_hash = dataset->manifest().vocab_hash;
+  start.dataset_size = dataset->size();
+  if (resume) {
+    start.optimizer_steps = resume->state.optimizer_steps;
+    start.next_position = resume->state.next_position;
+  }
+  const int64_t windows = std::max<int64_t>(0, config.train_steps - start.optimizer_steps);
+  std::filesystem::create_directories(options.run_dir);
+
+  caf::actor_system_config system_config;
+  messages::register_types(system_config);
+  system_config.set("scheduler.max-threads", 2);
+  system_config.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system system{system_config};
+
+  metrics_settings metric_options;
+  if (options.write_metrics) metric_options.jsonl = options.run_dir / "metrics.jsonl";
+  metric_options.total_steps = config.train_steps;
+  metric_options.steps_per_print = config.steps_per_print;
+  metric_options.console = options.console;
+  auto metrics_actor = system.spawn(metrics, metric_options);
+  auto checkpoint_actor = system.spawn<caf::detached>(checkpointer, options.run_dir);
+
+  worker_settings w;
+  w.trainer = trainer_options_of(config);
+  w.accumulation = config.gradient_accumulation_steps;
+  w.prefetch = config.data.prefetch;
+  w.windows = windows;
+  w.checkpoint_every = config.checkpoint.every_windows;
+  w.checkpoint_keep = config.checkpoint.keep;
+  w.save_checkpoints = options.save_checkpoints;
+  w.start = start;
+  w.window_samples = static_cast<uint64_t>(config.train_batch_size);
+  w.job = config.source;
+  w.resume_from = resume;
+
+  caf::scoped_actor supervisor{system};
+  auto worker_actor = system.spawn<caf::detached>(worker, w, metrics_actor, checkpoint_actor,
+                                                  caf::actor_cast<caf::actor>(supervisor));
+  data_loader_settings d;
+  d.dataset = dataset;
+  d.mask_probability = config.data.mask_probability;
+  d.seed = config.seed;
+  d.micro_size = static_cast<uint64_t>(config.micro_batch_size);
+  d.accumulation = static_cast<uint64_t>(config.gradient_accumulation_steps);
+  d.start_position = start.next_position;
+  d.windows = static_cast<uint64_t>(windows);
+  auto loader_actor = system.spawn<caf::detached>(data_loader, d);
+
+  supervisor->monitor(worker_actor);
+  supervisor->monitor(loader_actor);
+  supervisor->monitor(checkpoint_actor);
+  supervisor->monitor(metrics_actor);
+  supervisor->send(worker_actor, messages::start_atom::value, loader_actor);
+
+  // Wait for the worker's summary; any actor going down first is the failure to report.
+  std::optional<messages::training_summary> summary;
+  std::string failure;
+  while (!summary && failure.empty()) {
+    supervisor->receive(
+        [&](messages::done_atom, messages::training_summary& s) { summary = std::move(s); },
+        [&](caf::down_msg& down) {
+          if (down.reason) failure = system.render(down.reason);
+        },
+        caf::after(options.window_timeout) >> [&] {
+          failure = "no window finished within " + std::to_string(options.window_timeout.count()) +
+                    " s (worker stalled or data loader starved)";
+        });
+  }
+  if (summary) {
+    supervisor->request(metrics_actor, std::chrono::seconds(60), messages::flush_atom::value)
+        .receive([] {}, [&](caf::error& e) { failure = system.render(e); });
+  }
+  for (const auto& actor : {worker_actor, loader_actor, checkpoint_actor, metrics_actor})
+    supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
+  if (!failure.empty()) throw error(failure);
+  return *summary;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,148 @@
+#include "actors/worker.hpp"
+
+#include <caf/all.hpp>
+
+#include "compute/named_tensors.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error_code.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings settings, caf::actor metrics,
+                     caf::actor checkpointer, caf::actor supervisor) {
+  try {
+    self->state.trainer = std::make_unique<compute::mlm_trainer>(settings.trainer);
+    if (settings.resume_from)
+      self->state.trainer->load(settings.resume_from->parameters, settings.resume_from->optimizer,
+                                settings.resume_from->state.optimizer_steps);
+  } catch (const std::exception& e) {
+    self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
+    return {};
+  }
+
+  // Saves synchronously from the worker's point of view: `await` holds back further batches
+  // until the checkpointer answers. `then` runs after a successful save.
+  auto save = [=](std::function<void()> then) {
+    auto& s = self->state;
+    messages::checkpoint_request request;
+    request.keep = settings.checkpoint_keep;
+    request.contents.state = settings.start;
+    request.contents.state.optimizer_steps = s.trainer->optimizer_steps();
+    request.contents.state.next_position = s.current.next_position;
+    request.contents.model = settings.trainer.model;
+    request.contents.parameters = compute::cpu_copies(s.trainer->named_parameters());
+    request.contents.optimizer = compute::cpu_copies(s.trainer->optimizer_state());
+    request.contents.job = settings.job;
+    self->request(checkpointer, settings.checkpoint_timeout, messages::save_atom::value, std::move(request))
+        .await(
+            [=](const std::string& path) {
+              self->state.summary.last_checkpoint = path;
+              then();
+            },
+            [=](caf::error& failure) { self->quit(std::move(failure)); });
+  };
+
+  auto finish = [=] {
+    auto& s = self->state;
+    s.summary.optimizer_steps = s.trainer->optimizer_steps();
+    s.summary.next_position = s.current.next_position;
+    const double timed = seconds(clock::now() - s.timed_start);
+    if (s.windows_done > 1 && timed > 0) {
+      s.summary.samples_per_second = static_cast<double>(s.timed_samples) / timed;
+      s.summary.tokens_per_second = static_cast<double>(s.timed_tokens) / timed;
+    }
+    self->send(supervisor, messages::done_atom::value, s.summary);
+    self->quit();
+  };
+
+  auto end_window = [=] {
+    auto& s = self->state;
+    auto step = s.trainer->finish_window(static_cast<int64_t>(settings.window_samples));
+    auto& report = s.current;
+    report.step = s.trainer->optimizer_steps();
+    report.rank = static_cast<int32_t>(settings.rank);
+    report.lr = step.lr;
+    report.grad_norm = step.grad_norm;
+    report.optimizer_seconds = step.optimizer_seconds;
+    report.samples = static_cast<int64_t>(settings.window_samples);
+    report.loss = s.loss_weighted_sum / static_cast<double>(s.local_samples);
+    const auto now = clock::now();
+    report.window_seconds = seconds(now - s.window_start);
+    s.window_start = now;
+    s.summary.losses.push_back(report.loss);
+    ++s.windows_done;
+    s.summary.windows = s.windows_done;
+    if (s.windows_done == 1) {
+      s.timed_start = now;
+    } else {
+      s.timed_samples += report.samples;
+      s.timed_tokens += report.tokens;
+    }
+    self->send(metrics, messages::window_atom::value, report);
+    report = messages::window_report{};
+    report.next_position = s.summary.next_position;
+    s.loss_weighted_sum = 0;
+    s.local_samples = 0;
+    s.micro_in_window = 0;
+
+    const bool last = s.windows_done == settings.windows;
+    const bool periodic = settings.checkpoint_every > 0 && s.trainer->optimizer_steps() % settings.checkpoint_every == 0;
+    if (settings.save_checkpoints && (last || periodic)) {
+      save([=] {
+        if (last) finish();
+      });
+    } else if (last) {
+      finish();
+    }
+  };
+
+  return {
+      [=](messages::start_atom, const caf::actor& loader) {
+        auto& s = self->state;
+        s.loader = loader;
+        s.window_start = s.last_batch_done = clock::now();
+        s.summary.next_position = settings.start.next_position;
+        s.current.next_position = settings.start.next_position;
+        if (settings.windows <= 0) {
+          finish();
+          return;
+        }
+        self->send(loader, messages::credit_atom::value, settings.prefetch, caf::actor_cast<caf::actor>(self));
+      },
+      [=](messages::batch_atom, messages::micro_batch& batch) {
+        auto& s = self->state;
+        try {
+          const auto received = clock::now();
+          s.current.data_wait_seconds += seconds(received - s.last_batch_done);
+          auto result = s.trainer->micro_step(batch.batch);
+          s.current.forward_seconds += result.forward_seconds;
+          s.current.backward_seconds += result.backward_seconds;
+          s.current.tokens += batch.batch.tokens;
+          s.current.masked_tokens += result.masked_tokens;
+          s.loss_weighted_sum += result.loss * static_cast<double>(batch.batch.samples);
+          s.local_samples += batch.batch.samples;
+          if (settings.start.dataset_size > 0) s.current.epoch = batch.batch.first_position / settings.start.dataset_size;
+          self->send(s.loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
+          if (++s.micro_in_window == settings.accumulation) {
+            // The cursor after this window is the window's end over all workers.
+            s.summary.next_position = settings.start.next_position +
+                                      static_cast<uint64_t>(s.windows_done + 1) * settings.window_samples;
+            s.current.next_position = s.summary.next_position;
+            end_window();
+          }
+          s.last_batch_done = clock::now();
+        } catch (const std::exception& e) {
+          self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
+        }
+      },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,65 @@
+#pragma once
+/// The worker actor: one model replica that runs accumulation windows.
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "compute/mlm_trainer.hpp"
+#include "io/checkpoint_store.hpp"
+#include "messages/training_messages.hpp"
+
+namespace troupe::actors {
+
+struct worker_settings {
+  compute::trainer_options trainer;
+  int64_t rank = 0;
+  int64_t world = 1;
+  int64_t accumulation = 1;
+  int64_t prefetch = 4;
+  int64_t windows = 0;            ///< windows to run in this session
+  int64_t checkpoint_every = 0;   ///< windows between checkpoints (0: only at the end)
+  int64_t checkpoint_keep = 2;
+  bool save_checkpoints = true;   ///< false for benchmarks
+  std::chrono::seconds checkpoint_timeout{600};
+  io::training_state start;       ///< step and data cursor the run starts from
+  uint64_t window_samples = 0;    ///< samples per window over all workers
+  nlohmann::json job;             ///< saved with checkpoints
+  std::shared_ptr<io::checkpoint_contents> resume_from;  ///< state to load, or null
+};
+
+struct worker_state {
+  static inline const char* name = "worker";
+  std::unique_ptr<compute::mlm_trainer> trainer;
+  caf::actor loader;
+  int64_t windows_done = 0;
+  uint32_t micro_in_window = 0;
+  messages::window_report current;
+  double loss_weighted_sum = 0;
+  int64_t local_samples = 0;
+  std::chrono::steady_clock::time_point window_start, last_batch_done;
+  std::chrono::steady_clock::time_point timed_start;  ///< end of the first (warm-up) window
+  int64_t timed_samples = 0, timed_tokens = 0;
+  messages::training_summary summary;
+};
+
+/// Protocol:
+///   ← (start_atom, loader)            grants the loader `prefetch` credits
+///   ← (batch_atom, micro_batch)       forward + backward into the flat gradient; on the
+///                                     window's last micro-batch: average, clip, step
+///   → metrics: (window_atom, window_report) after every window
+///   → checkpointer: (save_atom, checkpoint_request), awaited (training pauses) every
+///     `checkpoint_every` windows and after the last one
+///   → supervisor: (done_atom, training_summary), then the worker quits
+/// Detached: compute runs on the worker's own thread. Failures end the actor with a
+/// messages::errc error whose context says what failed.
+caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings settings, caf::actor metrics,
+                     caf::actor checkpointer, caf::actor supervisor);
+
+}  // namespace troupe::actors

@@ -1,0 +1,23 @@
+#pragma once
+/// CAF atoms that tag troupe's messages (CAF 0.17: at most 10 characters each).
+
+#include <caf/atom.hpp>
+
+namespace troupe::messages {
+
+/// data_loader ← worker: (credit_atom, n) lets the loader send n more micro-batches.
+using credit_atom = caf::atom_constant<caf::atom("credit")>;
+/// data_loader → worker: (batch_atom, micro_batch).
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
+/// worker → metrics: (window_atom, window_report).
+using window_atom = caf::atom_constant<caf::atom("window")>;
+/// worker → checkpointer: (save_atom, checkpoint_request) → path of the written checkpoint.
+using save_atom = caf::atom_constant<caf::atom("save")>;
+/// worker → supervisor: (done_atom, training_summary) when the last window is stepped.
+using done_atom = caf::atom_constant<caf::atom("done")>;
+/// supervisor → metrics: (flush_atom) → unit once every report so far is on disk.
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+/// supervisor → worker: (start_atom) begins training once every actor is wired.
+using start_atom = caf::atom_constant<caf::atom("start")>;
+
+}  // namespace troupe::messages

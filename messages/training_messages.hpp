@@ -1,0 +1,70 @@
+#pragma once
+/// The C++ types of troupe's actor messages.
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compute/mlm_batch.hpp"
+#include "io/checkpoint_store.hpp"
+
+namespace troupe::messages {
+
+/// One micro-batch from a data loader to its worker. Node-local (holds tensors).
+struct micro_batch {
+  compute::mlm_batch batch;
+  uint64_t window = 0;  ///< 0-based window index within this run
+  uint32_t micro = 0;   ///< index within the window
+};
+
+/// A worker's measurements of one window; crosses nodes as schema::WindowReport.
+struct window_report {
+  int64_t step = 0;
+  int32_t rank = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t samples = 0;
+  int64_t tokens = 0;
+  int64_t masked_tokens = 0;
+  double window_seconds = 0;
+  double data_wait_seconds = 0;
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double optimizer_seconds = 0;
+  uint64_t epoch = 0;
+  uint64_t next_position = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, window_report& x) {
+  return f(caf::meta::type_name("window_report"), x.step, x.rank, x.loss, x.lr, x.grad_norm, x.samples, x.tokens,
+           x.masked_tokens, x.window_seconds, x.data_wait_seconds, x.forward_seconds, x.backward_seconds,
+           x.optimizer_seconds, x.epoch, x.next_position);
+}
+
+/// State handed to the checkpointer: CPU copies, so training may go on while it writes.
+struct checkpoint_request {
+  io::checkpoint_contents contents;
+  int64_t keep = 2;
+};
+
+/// What a finished run reports to whoever started it.
+struct training_summary {
+  int64_t windows = 0;                ///< windows run in this session
+  int64_t optimizer_steps = 0;        ///< total, including resumed ones
+  std::vector<double> losses;         ///< per window, in order
+  double samples_per_second = 0;      ///< over the windows after the first (warm-up)
+  double tokens_per_second = 0;
+  uint64_t next_position = 0;
+  std::string last_checkpoint;
+};
+
+}  // namespace troupe::messages
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::micro_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::checkpoint_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::training_summary)

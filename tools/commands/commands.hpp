@@ -1,0 +1,13 @@
+#pragma once
+/// The `troupe` subcommands; each adds itself to the CLI11 app and runs from its callback.
+
+#include <CLI/CLI.hpp>
+
+namespace troupe::tools {
+
+void add_prepare_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace troupe::tools

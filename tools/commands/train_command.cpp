@@ -1,0 +1,42 @@
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+#include "actors/training_session.hpp"
+#include "io/job_config.hpp"
+#include "tools/commands/commands.hpp"
+
+namespace troupe::tools {
+namespace {
+
+struct train_arguments {
+  std::string config;
+  std::string run_dir = "runs/default";
+  int64_t steps = 0;
+  std::string resume;
+};
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<train_arguments>();
+  auto* command = app.add_subcommand("train", "train on this machine (one worker) from a JSON job config");
+  command->add_option("--config", args->config, "job config (JSON, DeepSpeed key names)")->required();
+  command->add_option("--run-dir", args->run_dir, "where metrics.jsonl and checkpoints go")->capture_default_str();
+  command->add_option("--steps", args->steps, "optimizer steps in total (overrides train_steps)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--resume", args->resume, "latest, or a checkpoint or run directory");
+  command->callback([args] {
+    auto config = io::load_job_config(args->config);
+    actors::session_options options;
+    options.run_dir = args->run_dir;
+    if (args->steps > 0) options.steps = args->steps;
+    options.resume = args->resume;
+    auto summary = actors::run_training(std::move(config), options);
+    spdlog::info("trained {} windows (step {}), {:.1f} samples/s; final loss {:.4f}; checkpoint {}", summary.windows,
+                 summary.optimizer_steps, summary.samples_per_second,
+                 summary.losses.empty() ? 0.0 : summary.losses.back(), summary.last_checkpoint);
+  });
+}
+
+}  // namespace troupe::tools

@@ -1,0 +1,37 @@
+/// `troupe`: the one binary of the runtime. Subcommands live in tools/commands/.
+
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "compute/error.hpp"
+#include "tools/commands/commands.hpp"
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("%^%l%$: %v");
+  CLI::App app{"troupe: actor-model data-parallel training for BERT-family models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "troupe 0.1.0");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "debug logging");
+  app.parse_complete_callback([&] {
+    if (verbose) spdlog::set_level(spdlog::level::debug);
+  });
+  troupe::tools::add_prepare_command(app);
+  troupe::tools::add_train_command(app);
+  troupe::tools::add_eval_command(app);
+  troupe::tools::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const troupe::error& e) {
+    std::fprintf(stderr, "troupe: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe: internal error: %s\n", e.what());
+    return 70;
+  }
+  return 0;
+}
