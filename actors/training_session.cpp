@@ -50,7 +50,7 @@ std::shared_ptr<io::checkpoint_contents> load_resume_state(const io::job_config&
 }  // namespace
 
 messages::training_summary run_training(io::job_config config, const session_options& options) {
-  if (options.steps) config.train_steps = *options.steps;
+  if (options.steps) config.set_train_steps(*options.steps);
   auto dataset = std::make_shared<const io::token_dataset>(config.data.dir, "train");
   io::reconcile_with_data(config, dataset->manifest(), "config");
   auto resume = load_resume_state(config, options, dataset->manifest());

@@ -59,6 +59,7 @@ compute::schedule_config parse_scheduler(json_fields& fields, double base_lr, in
   schedule.warmup_max_lr = base_lr;
   schedule.total_num_steps = train_steps;
   if (!fields.has("type")) {
+    if (fields.has("params")) fields.fail("type", "one of \"WarmupDecayLR\", \"WarmupLinearDecayExp\", \"Constant\"");
     fields.finish();
     return schedule;
   }
@@ -151,6 +152,7 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   auto optimizer = root.object("optimizer");
   config.optimizer = parse_optimizer(optimizer);
   auto scheduler = root.object("scheduler");
+  config.schedule_follows_train_steps = !scheduler.object("params").has("total_num_steps");
   config.scheduler = parse_scheduler(scheduler, config.optimizer.lr, config.train_steps);
 
   auto data = root.object("data");
@@ -174,6 +176,11 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
 
   root.finish();
   return config;
+}
+
+void job_config::set_train_steps(int64_t steps) {
+  train_steps = steps;
+  if (schedule_follows_train_steps) scheduler.total_num_steps = steps;
 }
 
 job_config load_job_config(const std::filesystem::path& file, int64_t workers) {

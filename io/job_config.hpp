@@ -45,6 +45,11 @@ struct job_config {
   checkpoint_config checkpoint;
   runtime_config runtime;
   nlohmann::json source;  ///< the config as given (saved with checkpoints)
+  bool schedule_follows_train_steps = true;  ///< scheduler total_num_steps was not given
+
+  /// Overrides train_steps (the CLI's --steps); a schedule without an explicit
+  /// total_num_steps follows it.
+  void set_train_steps(int64_t steps);
 
   /// Samples per window per worker.
   int64_t window_samples_per_worker() const { return micro_batch_size * gradient_accumulation_steps; }

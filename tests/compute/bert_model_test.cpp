@@ -1,0 +1,104 @@
+#include "compute/bert_model.hpp"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "compute/flat_parameters.hpp"
+
+namespace troupe::compute {
+namespace {
+
+bert_config tiny() {
+  bert_config config;
+  config.vocab_size = 50;
+  config.hidden_size = 16;
+  config.num_hidden_layers = 2;
+  config.num_attention_heads = 2;
+  config.intermediate_size = 32;
+  config.max_position_embeddings = 32;
+  return config;
+}
+
+TEST(bert_model, parameter_names_are_huggingface_bert_for_masked_lm) {
+  bert_for_masked_lm_impl model(tiny());
+  std::set<std::string> names;
+  int64_t total = 0;
+  for (const auto& [name, tensor] : model.hf_named_parameters()) {
+    names.insert(name);
+    total += tensor.numel();
+  }
+  for (const char* expected :
+       {"bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
+        "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.weight",
+        "bert.encoder.layer.0.attention.self.query.weight", "bert.encoder.layer.1.attention.self.value.bias",
+        "bert.encoder.layer.1.attention.output.dense.weight", "bert.encoder.layer.0.attention.output.LayerNorm.bias",
+        "bert.encoder.layer.1.intermediate.dense.weight", "bert.encoder.layer.1.output.dense.bias",
+        "bert.encoder.layer.1.output.LayerNorm.weight", "cls.predictions.bias",
+        "cls.predictions.transform.dense.weight", "cls.predictions.transform.LayerNorm.bias"})
+    EXPECT_EQ(names.count(expected), 1u) << expected;
+  EXPECT_EQ(names.size(), 5u + 2 * 16 + 5);
+  // Every registered parameter is listed once (the decoder is tied to the word embeddings).
+  int64_t registered = 0;
+  for (const auto& p : model.parameters()) registered += p.numel();
+  EXPECT_EQ(total, registered);
+}
+
+TEST(bert_model, padding_does_not_change_real_positions) {
+  torch::manual_seed(0);
+  bert_for_masked_lm_impl model(tiny());
+  model.eval();
+  auto ids = torch::randint(5, 50, {1, 12}, torch::kLong);
+  auto types = torch::zeros({1, 12}, torch::kLong);
+  auto short_hidden = model.encode(ids.narrow(1, 0, 8), types.narrow(1, 0, 8), {});
+  auto padded_hidden = model.encode(ids, types, torch::tensor({8}, torch::kLong));
+  const double difference = (short_hidden - padded_hidden.narrow(1, 0, 8)).abs().max().item<double>();
+  std::printf("max difference with padding: %.3g\n", difference);
+  EXPECT_LT(difference, 1e-5);
+}
+
+TEST(bert_model, predict_scores_only_requested_positions) {
+  bert_for_masked_lm_impl model(tiny());
+  auto hidden = model.encode(torch::randint(5, 50, {2, 8}, torch::kLong), torch::zeros({2, 8}, torch::kLong), {});
+  auto logits = model.predict(hidden, torch::tensor({1, 9, 15}, torch::kLong));
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{3, 50}));
+  EXPECT_EQ(logits.scalar_type(), torch::kFloat);
+}
+
+TEST(flat_parameters, gradients_accumulate_into_the_flat_buffer) {
+  bert_for_masked_lm_impl model(tiny());
+  flat_parameters flat(model.hf_named_parameters());
+  auto run = [&] {
+    auto hidden = model.encode(torch::randint(5, 50, {2, 8}, torch::kLong), torch::zeros({2, 8}, torch::kLong), {});
+    model.predict(hidden, torch::tensor({1, 9}, torch::kLong)).sum().backward();
+  };
+  run();
+  auto after_one = flat.gradients().clone();
+  EXPECT_GT(after_one.abs().sum().item<double>(), 0.0);
+  run();
+  EXPECT_GT((flat.gradients() - after_one).abs().sum().item<double>(), 0.0);  // accumulated, not replaced
+  // Every .grad is a view into the flat gradient buffer.
+  const auto* grad_begin = flat.gradients().data_ptr<float>();
+  const auto* grad_end = grad_begin + flat.gradients().numel();
+  for (const auto& [name, tensor] : model.hf_named_parameters()) {
+    const auto* g = tensor.grad().data_ptr<float>();
+    EXPECT_TRUE(g >= grad_begin && g < grad_end) << name;
+  }
+  // Parameters are views of the flat value buffer, decayed tensors first.
+  const auto* base = flat.values().data_ptr<float>();
+  for (const auto& slot : flat.slots()) EXPECT_EQ(flat.value(slot).data_ptr<float>(), base + slot.offset);
+  bool seen_no_decay = false;
+  for (const auto& slot : flat.slots()) {
+    if (!slot.weight_decay) seen_no_decay = true;
+    if (seen_no_decay) EXPECT_FALSE(slot.weight_decay) << slot.name;
+  }
+  EXPECT_FALSE(flat_parameters::decays("bert.embeddings.LayerNorm.weight"));
+  EXPECT_FALSE(flat_parameters::decays("cls.predictions.bias"));
+  EXPECT_TRUE(flat_parameters::decays("bert.encoder.layer.0.attention.self.query.weight"));
+  flat.zero_gradients();
+  EXPECT_EQ(flat.gradients().abs().sum().item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace troupe::compute

@@ -1,0 +1,169 @@
+#include "compute/optimizer.hpp"
+
+#include <gtest/gtest.h>
+#include <torch/optim/adamw.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "compute/flat_parameters.hpp"
+#include "compute/lr_schedule.hpp"
+
+namespace troupe::compute {
+namespace {
+
+double max_difference(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+TEST(adamw, matches_torch_optim_adamw_over_steps) {
+  torch::manual_seed(0);
+  auto weight = torch::randn({7, 5}, torch::requires_grad());
+  auto bias = torch::randn({5}, torch::requires_grad());
+  auto reference_weight = weight.detach().clone().requires_grad_();
+  auto reference_bias = bias.detach().clone().requires_grad_();
+
+  optimizer_config config;
+  config.lr = 1e-2;
+  config.weight_decay = 0.1;
+  config.eps = 1e-8;
+  flat_parameters flat({{"layer.weight", weight}, {"layer.bias", bias}});
+  adamw_optimizer ours(config);
+  // torch applies decay per group: decay on the weight, none on the bias, as troupe does.
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{reference_weight},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.1)));
+  groups.emplace_back(std::vector<at::Tensor>{reference_bias},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.0)));
+  torch::optim::AdamW reference(groups, torch::optim::AdamWOptions(1e-2));
+
+  for (int step = 0; step < 5; ++step) {
+    auto input = torch::randn({3, 7});
+    flat.zero_gradients();
+    (torch::matmul(input, weight) + bias).pow(2).sum().backward();
+    reference.zero_grad();
+    (torch::matmul(input, reference_weight) + reference_bias).pow(2).sum().backward();
+    ours.step(flat, 1e-2);
+    reference.step();
+  }
+  const double difference = std::max(max_difference(weight, reference_weight), max_difference(bias, reference_bias));
+  std::printf("max |troupe - torch.optim.AdamW| = %.3g\n", difference);
+  EXPECT_LT(difference, 1e-6);
+}
+
+TEST(adamw, first_step_has_closed_form) {
+  // After one step with zero decay: m̂ = g, v̂ = g², so w ← w − lr · g / (|g| + eps).
+  auto weight = torch::tensor({1.0f, -2.0f, 3.0f}, torch::requires_grad());
+  flat_parameters flat({{"w.weight", weight}});
+  flat.gradients().copy_(torch::tensor({0.5f, -0.25f, 2.0f}));
+  optimizer_config config;
+  config.weight_decay = 0.0;
+  config.eps = 1e-8;
+  adamw_optimizer optimizer(config);
+  optimizer.step(flat, 0.1);
+  auto expected = torch::tensor({1.0f - 0.1f, -2.0f + 0.1f, 3.0f - 0.1f});
+  EXPECT_LT(max_difference(weight, expected), 1e-6);
+  EXPECT_EQ(optimizer.steps(), 1);
+}
+
+TEST(lamb, one_step_matches_reference_loop) {
+  // A slow, obviously-correct scalar reference of one LAMB step per tensor.
+  auto weight = torch::tensor({{0.5f, -1.0f}, {2.0f, 0.25f}}, torch::requires_grad());
+  auto bias = torch::tensor({0.1f, -0.2f}, torch::requires_grad());
+  flat_parameters flat({{"dense.weight", weight}, {"dense.bias", bias}});
+  std::vector<float> grads_w{0.3f, -0.6f, 0.9f, 0.05f}, grads_b{-0.4f, 0.2f};
+  flat.gradient(flat.slots()[0]).copy_(torch::tensor(grads_w).view({2, 2}));
+  flat.gradient(flat.slots()[1]).copy_(torch::tensor(grads_b));
+  optimizer_config config;
+  config.kind = optimizer_kind::lamb;
+  config.weight_decay = 0.01;
+  config.eps = 1e-6;
+  config.min_trust = 0.01;
+  config.max_trust = 10.0;
+  const double lr = 0.05;
+
+  auto reference = [&](std::vector<float> w, const std::vector<float>& g, bool decay) {
+    std::vector<double> update(w.size());
+    double w_norm = 0, u_norm = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      double m = (1 - config.beta1) * g[i], v = (1 - config.beta2) * g[i] * g[i];
+      double m_hat = m / (1 - config.beta1), v_hat = v / (1 - config.beta2);
+      update[i] = m_hat / (std::sqrt(v_hat) + config.eps) + (decay ? config.weight_decay * w[i] : 0.0);
+      w_norm += double(w[i]) * w[i];
+      u_norm += update[i] * update[i];
+    }
+    double trust = std::clamp(std::sqrt(w_norm) / std::sqrt(u_norm), config.min_trust, config.max_trust);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(w[i] - lr * trust * update[i]);
+    return w;
+  };
+  auto expected_w = reference({0.5f, -1.0f, 2.0f, 0.25f}, grads_w, true);
+  auto expected_b = reference({0.1f, -0.2f}, grads_b, false);
+  lamb_optimizer optimizer(config);
+  optimizer.step(flat, lr);
+  const double difference = std::max(max_difference(weight.view({-1}), torch::tensor(expected_w)),
+                                     max_difference(bias, torch::tensor(expected_b)));
+  std::printf("max |troupe LAMB - reference| = %.3g\n", difference);
+  EXPECT_LT(difference, 1e-6);
+}
+
+TEST(lamb, trust_ratio_is_clamped) {
+  auto weight = torch::full({4}, 100.0f, torch::requires_grad());  // ||w|| / ||update|| = 100 > 10
+  flat_parameters flat({{"w.weight", weight}});
+  flat.gradients().fill_(1.0f);
+  optimizer_config config;
+  config.kind = optimizer_kind::lamb;
+  config.weight_decay = 0.0;
+  config.max_trust = 10.0;
+  lamb_optimizer optimizer(config);
+  optimizer.step(flat, 0.01);
+  // update ≈ 1 per element; clamped trust 10 → each weight moves by lr · 10 · 1.
+  EXPECT_NEAR(weight[0].item<double>(), 100.0 - 0.1, 1e-4);
+}
+
+TEST(gradient_clipping, scales_to_max_norm_like_torch) {
+  auto grads = torch::tensor({3.0f, 4.0f});
+  double norm = clip_gradient_norm(grads, 1.0);
+  EXPECT_NEAR(norm, 5.0, 1e-6);
+  EXPECT_NEAR(grads.norm().item<double>(), 1.0, 1e-6);
+  auto small = torch::tensor({0.3f, 0.4f});
+  clip_gradient_norm(small, 1.0);
+  EXPECT_NEAR(small.norm().item<double>(), 0.5, 1e-7);
+}
+
+TEST(lr_schedule, warmup_decay_matches_deepspeed_formula) {
+  schedule_config s;
+  s.kind = schedule_kind::warmup_decay;
+  s.warmup_min_lr = 0.0;
+  s.warmup_max_lr = 1e-3;
+  s.warmup_num_steps = 10;
+  s.total_num_steps = 110;
+  EXPECT_DOUBLE_EQ(learning_rate(s, 1e-3, 0), 0.0);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 1e-3, 5), 5e-4);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 1e-3, 10), 1e-3);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 1e-3, 60), 5e-4);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 1e-3, 110), 0.0);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 1e-3, 200), 0.0);
+  s.shape = warmup_shape::log;
+  EXPECT_NEAR(learning_rate(s, 1e-3, 4), 1e-3 * std::log(5.0) / std::log(10.0), 1e-15);
+}
+
+TEST(lr_schedule, warmup_linear_decay_exp_matches_formula) {
+  schedule_config s;
+  s.kind = schedule_kind::warmup_linear_decay_exp;
+  s.warmup_max_lr = 2e-3;
+  s.warmup_proportion = 0.1;
+  s.decay_rate = 0.5;
+  s.decay_steps = 50;
+  s.total_num_steps = 1000;
+  EXPECT_NEAR(learning_rate(s, 0, 50), 2e-3 * 0.5, 1e-15);    // halfway through warm-up
+  EXPECT_NEAR(learning_rate(s, 0, 100), 2e-3, 1e-15);         // warm-up ends at 10%
+  EXPECT_NEAR(learning_rate(s, 0, 150), 2e-3 * 0.5, 1e-15);   // one decay period later
+  EXPECT_NEAR(learning_rate(s, 0, 200), 2e-3 * 0.25, 1e-15);
+}
+
+TEST(lr_schedule, constant_is_the_base_rate) {
+  schedule_config s;
+  EXPECT_DOUBLE_EQ(learning_rate(s, 3e-4, 0), 3e-4);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 3e-4, 12345), 3e-4);
+}
+
+}  // namespace
+}  // namespace troupe::compute

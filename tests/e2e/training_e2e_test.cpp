@@ -1,0 +1,182 @@
+// End to end: `troupe prepare` on a generated corpus, training bert-tiny through the actors,
+// bitwise reproducibility, `troupe eval`, and bad input refused before any work.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "actors/training_session.hpp"
+#include "compute/error.hpp"
+#include "io/file_util.hpp"
+#include "tests/support/test_corpus.hpp"
+
+namespace troupe {
+namespace {
+
+using nlohmann::json;
+using testing::run_command;
+using testing::troupe_binary;
+
+class training_e2e : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::temp_dir("troupe-e2e");
+    testing::write_toy_corpus(*dir_ / "corpus", 40, 60, 11);
+    testing::write_toy_vocab(*dir_ / "vocab.txt");
+    auto prepared = run_command(troupe_binary() + " prepare --input " + (*dir_ / "corpus").string() +
+                                " --tokenizer wordpiece:" + (*dir_ / "vocab.txt").string() + " --out " +
+                                (*dir_ / "data").string() + " --max-seq-length 32 --validation-fraction 0.1");
+    ASSERT_EQ(prepared.status, 0) << prepared.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static json config() {
+    return json{{"train_batch_size", 16},
+                {"train_micro_batch_size_per_gpu", 8},
+                {"gradient_accumulation_steps", 2},
+                {"train_steps", 40},
+                {"seed", 7},
+                {"bf16", {{"enabled", true}}},
+                {"model", {{"hidden_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 2}}},
+                {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 3e-3}, {"weight_decay", 0.01}}}}},
+                {"scheduler", {{"type", "WarmupDecayLR"}, {"params", {{"warmup_num_steps", 4}}}}},
+                {"data", {{"dir", (*dir_ / "data").string()}, {"prefetch", 3}}},
+                {"checkpoint", {{"every_windows", 20}, {"keep", 2}}}};
+  }
+
+  static std::string write_config(const json& c, const std::string& name) {
+    auto path = *dir_ / name;
+    testing::write_text(path, c.dump(2));
+    return path.string();
+  }
+
+  static messages::training_summary train(const std::string& run) {
+    actors::session_options options;
+    options.run_dir = *dir_ / run;
+    options.console = false;
+    return actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
+  }
+
+  static inline testing::temp_dir* dir_ = nullptr;
+};
+
+double mean(const std::vector<double>& v, std::size_t from, std::size_t count) {
+  return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(from),
+                         v.begin() + static_cast<std::ptrdiff_t>(from + count), 0.0) /
+         static_cast<double>(count);
+}
+
+TEST_F(training_e2e, loss_falls_and_runs_are_bitwise_identical) {
+  auto first = train("run-a");
+  ASSERT_EQ(first.losses.size(), 40u);
+  const double start = mean(first.losses, 0, 5), end = mean(first.losses, 35, 5);
+  std::printf("mean loss of windows 1-5: %.4f, of windows 36-40: %.4f\n", start, end);
+  EXPECT_LT(end, start - 1.5) << "the loss should fall by at least 1.5 nats";
+
+  auto second = train("run-b");
+  ASSERT_EQ(second.losses.size(), first.losses.size());
+  for (std::size_t i = 0; i < first.losses.size(); ++i)
+    EXPECT_EQ(first.losses[i], second.losses[i]) << "window " << i + 1 << " differs";  // bitwise
+
+  // One metrics line per window, checkpoints every 20 windows with the latest pointer.
+  std::ifstream metrics(*dir_ / "run-a" / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line); ++lines) {
+    auto record = json::parse(line);
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "samples_per_s", "tokens_per_s", "time_data_wait_s",
+                            "time_forward_s", "time_backward_s", "time_optimizer_s"})
+      EXPECT_TRUE(record.contains(key)) << key;
+  }
+  EXPECT_EQ(lines, 40);
+  EXPECT_EQ(io::read_whole_file(*dir_ / "run-a" / "checkpoints" / "latest"), "step-00000040\n");
+  EXPECT_TRUE(std::filesystem::exists(*dir_ / "run-a" / "checkpoints" / "step-00000020"));
+
+  // The evaluation of the trained model beats the unigram baseline by far.
+  auto eval = run_command(troupe_binary() + " eval --checkpoint " + (*dir_ / "run-a").string() +
+                          " --pseudo-samples 2 --json");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  auto result = json::parse(eval.output.substr(eval.output.find('{')));
+  std::printf("perplexity %.3f, unigram %.3f, pseudo %.3f\n", result["perplexity"].get<double>(),
+              result["unigram_perplexity"].get<double>(), result["pseudo_perplexity"].get<double>());
+  EXPECT_LT(result["perplexity"].get<double>(), 0.5 * result["unigram_perplexity"].get<double>());
+  EXPECT_GT(result["pseudo_perplexity_tokens"].get<int64_t>(), 0);
+}
+
+TEST_F(training_e2e, resume_continues_from_the_latest_checkpoint) {
+  auto path = write_config(config(), "resume.json");
+  const auto run = (*dir_ / "run-resume").string();
+  auto first = run_command(troupe_binary() + " train --config " + path + " --run-dir " + run + " --steps 10");
+  ASSERT_EQ(first.status, 0) << first.output;
+  auto second = run_command(troupe_binary() + " train --config " + path + " --run-dir " + run +
+                            " --steps 14 --resume latest");
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_NE(second.output.find("resuming from"), std::string::npos) << second.output;
+  EXPECT_EQ(io::read_whole_file(std::filesystem::path(run) / "checkpoints" / "latest"), "step-00000014\n");
+  std::ifstream metrics(std::filesystem::path(run) / "metrics.jsonl");
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(metrics, line);) steps.push_back(json::parse(line)["step"].get<int64_t>());
+  ASSERT_EQ(steps.size(), 14u);
+  EXPECT_EQ(steps[10], 11);  // continued, not restarted
+}
+
+TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
+  struct bad_case {
+    std::string name;
+    json config;
+    std::string expected;
+  };
+  std::vector<bad_case> cases;
+  auto c = config();
+  c["optimiser"] = c["optimizer"];
+  cases.push_back({"unknown key", c, "optimiser: unknown key (did you mean 'optimizer'?)"});
+  c = config();
+  c["train_batch_size"] = 17;
+  cases.push_back({"batch mismatch", c, "train_batch_size: expected"});
+  c = config();
+  c["data"]["dir"] = (*dir_ / "no-such-data").string();
+  cases.push_back({"missing data", c, "data directory not found"});
+  c = config();
+  c["model"]["vocab_size"] = 30522;
+  cases.push_back({"vocab mismatch", c, "model.vocab_size: 30522 differs from the data's vocabulary"});
+  c = config();
+  c["model"]["num_hidden_layers"] = "two";
+  cases.push_back({"wrong type", c, "model.num_hidden_layers: expected an integer"});
+  c = config();
+  c["runtime"]["device"] = "cuda:0";
+  cases.push_back({"absent device", c, "runtime.device"});
+  for (const auto& bad : cases) {
+    auto path = write_config(bad.config, "bad.json");
+    const auto run = *dir_ / ("bad-" + std::to_string(&bad - cases.data()));
+    auto result = run_command(troupe_binary() + " train --config " + path + " --run-dir " + run.string());
+    EXPECT_NE(result.status, 0) << bad.name;
+    EXPECT_NE(result.output.find(bad.expected), std::string::npos) << bad.name << ": " << result.output;
+    EXPECT_FALSE(std::filesystem::exists(run)) << bad.name << ": the run directory was created";
+  }
+  auto missing = run_command(troupe_binary() + " train --config " + (*dir_ / "absent.json").string());
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find("absent.json: config file not found"), std::string::npos) << missing.output;
+  auto bad_flag = run_command(troupe_binary() + " train --config x.json --steps -3");
+  EXPECT_NE(bad_flag.status, 0);
+  EXPECT_NE(bad_flag.output.find("--steps"), std::string::npos) << bad_flag.output;
+}
+
+TEST_F(training_e2e, corrupt_data_is_refused_naming_the_shard) {
+  const auto copy = *dir_ / "data-corrupt";
+  std::filesystem::copy(*dir_ / "data", copy, std::filesystem::copy_options::recursive);
+  {
+    std::fstream shard(copy / "train-0.bin", std::ios::in | std::ios::out | std::ios::binary);
+    shard.seekp(100);
+    shard.put('\x7f');
+  }
+  auto c = config();
+  c["data"]["dir"] = copy.string();
+  auto path = write_config(c, "corrupt.json");
+  auto result = run_command(troupe_binary() + " train --config " + path + " --run-dir " + (*dir_ / "bad-data").string());
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.output.find("train-0.bin: checksum mismatch"), std::string::npos) << result.output;
+}
+
+}  // namespace
+}  // namespace troupe
