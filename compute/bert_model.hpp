@@ -8,10 +8,10 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
-#include <ATen/core/Generator.h>
-#include <c10/util/Optional.h>
+#include <memory>
 
 #include "compute/bert_config.hpp"
+#include "compute/dropout_mask.hpp"
 
 namespace troupe::compute {
 
@@ -19,9 +19,11 @@ namespace troupe::compute {
 // ("bert.encoder.layer.0.attention.self.query.weight") come from hf_named_parameters(), which
 // every consumer (optimizer groups, checkpoints, export) uses.
 
-/// Dropout drawing from `generator` (the device's default generator when it is empty), so
-/// replicas in one process do not share random state.
-torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training, const c10::optional<at::Generator>& generator);
+/// Dropout. On the CPU the mask comes from the replica's own counter-based `stream` (fast,
+/// and replicas in one process share no random state); on other devices, or without a stream,
+/// from the device's default generator.
+torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
+                            const std::shared_ptr<dropout_stream>& stream);
 
 struct bert_embeddings_impl : torch::nn::Module {
   explicit bert_embeddings_impl(const bert_config& config);
@@ -29,7 +31,7 @@ struct bert_embeddings_impl : torch::nn::Module {
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
   double dropout_p;
-  c10::optional<at::Generator> generator;
+  std::shared_ptr<dropout_stream> stream;
 };
 TORCH_MODULE_IMPL(bert_embeddings, bert_embeddings_impl);
 
@@ -44,7 +46,7 @@ struct bert_layer_impl : torch::nn::Module {
   torch::nn::LayerNorm output_layer_norm{nullptr};
   int64_t heads, head_size;
   double hidden_dropout, attention_dropout;
-  c10::optional<at::Generator> generator;
+  std::shared_ptr<dropout_stream> stream;
 };
 TORCH_MODULE_IMPL(bert_layer, bert_layer_impl);
 
@@ -66,8 +68,7 @@ struct bert_for_masked_lm_impl : torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters();
   /// Initialises weights as HF does: normal(0, initializer_range), zero biases, LayerNorm 1/0.
   void reset_weights(uint64_t seed);
-  /// Gives dropout its own generator seeded with `seed` (CPU models; CUDA models keep the
-  /// device's default generator).
+  /// Gives dropout its own counter-based stream seeded with `seed` (used on the CPU).
   void seed_dropout(uint64_t seed);
 
   bert_embeddings embeddings{nullptr};

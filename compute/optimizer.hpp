@@ -54,6 +54,12 @@ class lamb_optimizer final : public optimizer {
   optimizer_config config_;
 };
 
+/// torch.optim.AdamW's update as tensor operations (any device): the obviously-correct
+/// reference the fused CPU loop is tested against, and the path for GPU tensors.
+void adamw_reference_update(const at::Tensor& values, const at::Tensor& grads, const at::Tensor& exp_avg,
+                            const at::Tensor& exp_avg_sq, int64_t decay_numel, const optimizer_config& config,
+                            double lr, int64_t step);
+
 std::unique_ptr<optimizer> make_optimizer(const optimizer_config& config);
 
 }  // namespace troupe::compute

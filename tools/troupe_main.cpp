@@ -6,10 +6,12 @@
 #include <cstdio>
 
 #include "compute/error.hpp"
+#include "compute/host_memory.hpp"
 #include "tools/commands/commands.hpp"
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("%^%l%$: %v");
+  troupe::compute::keep_freed_memory_mapped();
   CLI::App app{"troupe: actor-model data-parallel training for BERT-family models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "troupe 0.1.0");

@@ -102,3 +102,22 @@ TEST(flat_parameters, gradients_accumulate_into_the_flat_buffer) {
 
 }  // namespace
 }  // namespace troupe::compute
+
+namespace troupe::compute {
+namespace {
+
+TEST(dropout_mask, keeps_one_minus_p_scaled_and_is_reproducible) {
+  dropout_stream a{9, 0}, b{9, 0};
+  auto like = torch::empty({1 << 20});
+  auto mask = dropout_keep_mask(like, 0.1, a);
+  const double kept = (mask > 0).to(torch::kDouble).mean().item<double>();
+  std::printf("kept share %.5f\n", kept);
+  EXPECT_NEAR(kept, 0.9, 0.002);
+  EXPECT_NEAR(mask.max().item<double>(), 1.0 / 0.9, 1e-6);
+  EXPECT_TRUE(torch::equal(mask, dropout_keep_mask(like, 0.1, b)));      // same seed, same call
+  EXPECT_FALSE(torch::equal(mask, dropout_keep_mask(like, 0.1, a)));     // next call differs
+  EXPECT_NEAR((mask * torch::ones_like(mask)).mean().item<double>(), 1.0, 0.003);  // unbiased
+}
+
+}  // namespace
+}  // namespace troupe::compute

@@ -167,3 +167,34 @@ TEST(lr_schedule, constant_is_the_base_rate) {
 
 }  // namespace
 }  // namespace troupe::compute
+
+namespace troupe::compute {
+namespace {
+
+TEST(adamw, fused_cpu_loop_matches_the_tensor_reference) {
+  torch::manual_seed(3);
+  const int64_t n = 10007, decay_numel = 6000;
+  auto values = torch::randn({n});
+  auto reference_values = values.clone();
+  auto weight = values.clone().requires_grad_();
+  flat_parameters flat({{"a.weight", weight.narrow(0, 0, decay_numel).detach().clone().requires_grad_()},
+                        {"a.bias", weight.narrow(0, decay_numel, n - decay_numel).detach().clone().requires_grad_()}});
+  optimizer_config config;
+  config.weight_decay = 0.05;
+  adamw_optimizer fused(config);
+  auto m = torch::zeros({n}), v = torch::zeros({n});
+  auto reference = flat.values().clone();
+  double worst = 0;
+  for (int64_t step = 1; step <= 4; ++step) {
+    auto grads = torch::randn({n});
+    flat.gradients().copy_(grads);
+    fused.step(flat, 1e-3);
+    adamw_reference_update(reference, grads, m, v, flat.decay_numel(), config, 1e-3, step);
+    worst = std::max(worst, (flat.values() - reference).abs().max().item<double>());
+  }
+  std::printf("max |fused - reference| = %.3g\n", worst);
+  EXPECT_LT(worst, 1e-6);
+}
+
+}  // namespace
+}  // namespace troupe::compute
