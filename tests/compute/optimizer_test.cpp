@@ -174,11 +174,8 @@ namespace {
 TEST(adamw, fused_cpu_loop_matches_the_tensor_reference) {
   torch::manual_seed(3);
   const int64_t n = 10007, decay_numel = 6000;
-  auto values = torch::randn({n});
-  auto reference_values = values.clone();
-  auto weight = values.clone().requires_grad_();
-  flat_parameters flat({{"a.weight", weight.narrow(0, 0, decay_numel).detach().clone().requires_grad_()},
-                        {"a.bias", weight.narrow(0, decay_numel, n - decay_numel).detach().clone().requires_grad_()}});
+  flat_parameters flat({{"a.weight", torch::randn({decay_numel}, torch::requires_grad())},
+                        {"a.bias", torch::randn({n - decay_numel}, torch::requires_grad())}});
   optimizer_config config;
   config.weight_decay = 0.05;
   adamw_optimizer fused(config);

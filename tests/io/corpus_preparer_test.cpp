@@ -135,3 +135,28 @@ TEST(sequence_packer, packs_segments_without_dropping_tokens) {
 
 }  // namespace
 }  // namespace troupe::io
+
+namespace troupe::io {
+namespace {
+
+TEST(corpus_preparer, sentencepiece_trains_on_the_corpus_with_albert_ids) {
+  troupe::testing::temp_dir dir;
+  troupe::testing::write_toy_corpus(dir / "corpus", 6, 40, 9);
+  auto options = options_for(dir);
+  options.tokenizer_spec = "sentencepiece:64";
+  auto summary = prepare_corpus(options);
+  EXPECT_GT(summary.train_sequences, 0u);
+  token_dataset data(dir / "data", "train");
+  EXPECT_EQ(data.manifest().tokenizer_kind, "sentencepiece");
+  EXPECT_EQ(data.manifest().vocab_size, 64);
+  EXPECT_EQ(data.manifest().specials.cls, 2);
+  EXPECT_EQ(data.manifest().specials.mask, 4);
+  EXPECT_TRUE(std::filesystem::exists(dir / "data" / "spm.model"));
+  EXPECT_EQ(data.sequence(0).token(0), 2);
+  options.tokenizer_spec = "sentencepiece:many";
+  options.overwrite = true;
+  EXPECT_NE(error_of(options).find("expected a vocabulary size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::io
