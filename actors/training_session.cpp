@@ -33,8 +33,8 @@ std::shared_ptr<io::checkpoint_contents> load_resume_state(const io::job_config&
                                                            const session_options& options,
                                                            const io::dataset_manifest& data) {
   if (options.resume.empty()) return nullptr;
-  auto dir = io::resolve_checkpoint(options.resume, options.run_dir);
-  auto contents = std::make_shared<io::checkpoint_contents>(io::load_checkpoint(dir));
+  auto contents = std::make_shared<io::checkpoint_contents>(io::load_for_resume(options.resume, options.run_dir));
+  const auto& dir = contents->dir;
   if (contents->state.vocab_hash != data.vocab_hash)
     throw make_error(dir.string(), ": the checkpoint was trained with vocabulary ", contents->state.vocab_hash,
                      ", the data uses ", data.vocab_hash);
@@ -114,12 +114,14 @@ messages::training_summary run_training(io::job_config config, const session_opt
   supervisor->monitor(metrics_actor);
   supervisor->send(worker_actor, messages::start_atom::value, loader_actor);
 
-  // Wait for the worker's summary; any actor going down first is the failure to report.
+  // Wait for the worker's summary; any actor going down first is the failure to report. Each
+  // finished window restarts the timeout, so it bounds one window, not the whole run.
   std::optional<messages::training_summary> summary;
   std::string failure;
   while (!summary && failure.empty()) {
     supervisor->receive(
         [&](messages::done_atom, messages::training_summary& s) { summary = std::move(s); },
+        [&](messages::window_atom, const messages::window_report&) {},
         [&](caf::down_msg& down) {
           if (down.reason) failure = system.render(down.reason);
         },

@@ -17,7 +17,7 @@ struct session_options {
   bool save_checkpoints = true;
   bool console = true;
   bool write_metrics = true;
-  std::chrono::seconds window_timeout{900};  ///< longest wait for any window to finish
+  std::chrono::seconds window_timeout{900};  ///< longest wait for the next window to finish
 };
 
 /// Runs `config` (already parsed) with one data_loader, one worker, the checkpointer and the

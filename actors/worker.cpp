@@ -13,15 +13,20 @@ using clock = std::chrono::steady_clock;
 
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+std::string dropout_stream_name(int64_t rank) { return "dropout/rank" + std::to_string(rank); }
+
 }  // namespace
 
 caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings settings, caf::actor metrics,
                      caf::actor checkpointer, caf::actor supervisor) {
   try {
     self->state.trainer = std::make_unique<compute::mlm_trainer>(settings.trainer);
-    if (settings.resume_from)
-      self->state.trainer->load(settings.resume_from->parameters, settings.resume_from->optimizer,
-                                settings.resume_from->state.optimizer_steps);
+    if (settings.resume_from) {
+      const auto& resumed = *settings.resume_from;
+      self->state.trainer->load(resumed.parameters, resumed.optimizer, resumed.state.optimizer_steps);
+      for (const auto& stream : resumed.state.rng)
+        if (stream.name == dropout_stream_name(settings.rank)) self->state.trainer->set_dropout_calls(stream.counter);
+    }
   } catch (const std::exception& e) {
     self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
     return {};
@@ -36,6 +41,9 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     request.contents.state = settings.start;
     request.contents.state.optimizer_steps = s.trainer->optimizer_steps();
     request.contents.state.next_position = s.current.next_position;
+    request.contents.state.last_lr = s.last_lr;
+    request.contents.state.rng = {
+        {dropout_stream_name(settings.rank), s.trainer->dropout_seed(), s.trainer->dropout_calls()}};
     request.contents.model = settings.trainer.model;
     request.contents.parameters = compute::cpu_copies(s.trainer->named_parameters());
     request.contents.optimizer = compute::cpu_copies(s.trainer->optimizer_state());
@@ -69,6 +77,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     report.step = s.trainer->optimizer_steps();
     report.rank = static_cast<int32_t>(settings.rank);
     report.lr = step.lr;
+    s.last_lr = step.lr;
     report.grad_norm = step.grad_norm;
     report.optimizer_seconds = step.optimizer_seconds;
     report.samples = static_cast<int64_t>(settings.window_samples);
@@ -86,6 +95,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
       s.timed_tokens += report.tokens;
     }
     self->send(metrics, messages::window_atom::value, report);
+    self->send(supervisor, messages::window_atom::value, report);  // liveness for the run's timeout
     report = messages::window_report{};
     report.next_position = s.summary.next_position;
     s.loss_weighted_sum = 0;

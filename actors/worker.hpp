@@ -43,6 +43,7 @@ struct worker_state {
   messages::window_report current;
   double loss_weighted_sum = 0;
   int64_t local_samples = 0;
+  double last_lr = 0;
   std::chrono::steady_clock::time_point window_start, last_batch_done;
   std::chrono::steady_clock::time_point timed_start;  ///< end of the first (warm-up) window
   int64_t timed_samples = 0, timed_tokens = 0;
@@ -53,7 +54,7 @@ struct worker_state {
 ///   ← (start_atom, loader)            grants the loader `prefetch` credits
 ///   ← (batch_atom, micro_batch)       forward + backward into the flat gradient; on the
 ///                                     window's last micro-batch: average, clip, step
-///   → metrics: (window_atom, window_report) after every window
+///   → metrics, supervisor: (window_atom, window_report) after every window
 ///   → checkpointer: (save_atom, checkpoint_request), awaited (training pauses) every
 ///     `checkpoint_every` windows and after the last one
 ///   → supervisor: (done_atom, training_summary), then the worker quits

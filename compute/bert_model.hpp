@@ -70,6 +70,7 @@ struct bert_for_masked_lm_impl : torch::nn::Module {
   void reset_weights(uint64_t seed);
   /// Gives dropout its own counter-based stream seeded with `seed` (used on the CPU).
   void seed_dropout(uint64_t seed);
+  const std::shared_ptr<dropout_stream>& dropout_stream_state() const { return embeddings->stream; }
 
   bert_embeddings embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};

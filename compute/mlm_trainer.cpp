@@ -77,6 +77,10 @@ window_step_result mlm_trainer::finish_window(int64_t window_samples) {
   return result;
 }
 
+uint64_t mlm_trainer::dropout_seed() const { return model_->dropout_stream_state()->seed; }
+uint64_t mlm_trainer::dropout_calls() const { return model_->dropout_stream_state()->calls; }
+void mlm_trainer::set_dropout_calls(uint64_t calls) { model_->dropout_stream_state()->calls = calls; }
+
 const at::Tensor& mlm_trainer::gradients() const { return parameters_->gradients(); }
 
 int64_t mlm_trainer::optimizer_steps() const { return optimizer_->steps(); }

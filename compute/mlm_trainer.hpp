@@ -69,6 +69,10 @@ class mlm_trainer {
   /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments.
   void load(const named_tensors& parameters, const named_tensors& optimizer_state, int64_t optimizer_steps);
   c10::Device device() const { return device_; }
+  /// The dropout stream's position, saved with checkpoints so a resumed run draws the same masks.
+  uint64_t dropout_seed() const;
+  uint64_t dropout_calls() const;
+  void set_dropout_calls(uint64_t calls);
 
  private:
   trainer_options options_;

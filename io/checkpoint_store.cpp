@@ -1,19 +1,27 @@
 #include "io/checkpoint_store.hpp"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <xxhash.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "compute/error.hpp"
 #include "io/file_util.hpp"
 #include "io/json_fields.hpp"
+#include "io/mapped_file.hpp"
 #include "io/safetensors.hpp"
-#include "io/token_dataset.hpp"
 
 namespace troupe::io {
 namespace {
 
 using nlohmann::json;
-constexpr int checkpoint_format_version = 1;
+
+const char* const manifest_file = "manifest.bin";
 
 std::string checkpoint_name(int64_t step) {
   char name[32];
@@ -21,7 +29,10 @@ std::string checkpoint_name(int64_t step) {
   return name;
 }
 
-std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& root) {
+std::filesystem::path checkpoints_root(const std::filesystem::path& run_dir) { return run_dir / "checkpoints"; }
+
+/// Committed checkpoint directories (no ".tmp"), oldest first.
+std::vector<std::filesystem::path> committed(const std::filesystem::path& root) {
   std::vector<std::filesystem::path> dirs;
   if (!std::filesystem::is_directory(root)) return dirs;
   for (const auto& entry : std::filesystem::directory_iterator(root)) {
@@ -31,6 +42,42 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
   }
   std::sort(dirs.begin(), dirs.end());
   return dirs;
+}
+
+std::optional<std::string> latest_name(const std::filesystem::path& root) {
+  const auto pointer = root / "latest";
+  if (!std::filesystem::exists(pointer)) return std::nullopt;
+  std::string name = read_whole_file(pointer);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (name.empty() || name.find('/') != std::string::npos || name == "..")
+    throw make_error(pointer.string(), ": corrupt pointer");
+  return name;
+}
+
+std::string hex64(uint64_t value) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(value));
+  return hex;
+}
+
+uint64_t file_xxh64(const std::filesystem::path& path) {
+  mapped_file file(path);
+  return XXH64(file.data(), file.size(), 0);
+}
+
+/// The stall seam (see stall_checkpoint_variable): a progress callback that never returns once
+/// the configured byte count is reached while writing the configured step.
+write_progress stall_seam(int64_t step) {
+  const char* spec = std::getenv(stall_checkpoint_variable);
+  if (spec == nullptr) return {};
+  long long stall_step = -1;
+  unsigned long long stall_bytes = 0;
+  if (std::sscanf(spec, "%lld:%llu", &stall_step, &stall_bytes) != 2 || stall_step != step) return {};
+  return [stall_bytes](std::size_t written) {
+    if (written < stall_bytes) return;
+    spdlog::warn("{}: stalling mid-file for a crash test", stall_checkpoint_variable);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  };
 }
 
 json parse_json_file(const std::filesystem::path& file) {
@@ -76,101 +123,198 @@ compute::bert_config bert_config_from_hf(const json& config, const std::string& 
   model.attention_probs_dropout_prob = fields.number("attention_probs_dropout_prob", 0.1, 0, 1);
   model.layer_norm_eps = fields.number("layer_norm_eps", 1e-12, 0, 1);
   model.initializer_range = fields.number("initializer_range", 0.02, 0, 1);
+  if (fields.has("hidden_act") && fields.string("hidden_act", "gelu") != "gelu")
+    fields.fail("hidden_act", "\"gelu\" (the only activation troupe implements)");
   if (model.hidden_size % model.num_attention_heads != 0)
     fields.fail("hidden_size", "a multiple of num_attention_heads");
-  return model;  // other HF keys (architectures, hidden_act, ...) are allowed and ignored
+  return model;  // other HF keys (architectures, torch_dtype, ...) are allowed and ignored
+}
+
+void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoint_contents& contents) {
+  const auto& s = contents.state;
+  const auto temporary = std::filesystem::path(dir.string() + ".tmp");
+  std::filesystem::remove_all(temporary);
+  std::filesystem::create_directories(temporary);
+
+  write_safetensors(temporary / "model.safetensors", contents.parameters, {{"format", "pt"}},
+                    stall_seam(s.optimizer_steps));
+  write_safetensors(temporary / "optimizer.safetensors", contents.optimizer, {{"format", "pt"}});
+  write_file_atomically(temporary / "config.json", hf_bert_config(contents.model).dump(2) + "\n");
+
+  checkpoint_manifest manifest;
+  manifest.step = s.optimizer_steps;
+  manifest.window = s.optimizer_steps;
+  manifest.consumed_samples = s.next_position;
+  manifest.seed = s.seed;
+  manifest.epoch = s.dataset_size > 0 ? s.next_position / s.dataset_size : 0;
+  manifest.next_position = s.next_position;
+  manifest.rng = s.rng;
+  manifest.scheduler_kind = contents.job.value("scheduler", json::object()).value("type", "Constant");
+  manifest.scheduler_step = s.optimizer_steps;
+  manifest.last_lr = s.last_lr;
+  manifest.world_size = static_cast<int32_t>(s.world_size);
+  manifest.job_config = contents.job.dump();
+  manifest.job_config_hash = hex64(XXH64(manifest.job_config.data(), manifest.job_config.size(), 0));
+  manifest.vocab_hash = s.vocab_hash;
+  manifest.dataset_size = s.dataset_size;
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "config.json"})
+    manifest.files.push_back({file, std::filesystem::file_size(temporary / file), file_xxh64(temporary / file)});
+  manifest.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  auto bytes = encode_manifest(manifest);
+  write_file_atomically(temporary / manifest_file, {byte_span{bytes.data(), bytes.size()}});
+  fsync_directory(temporary);
+
+  std::filesystem::remove_all(dir);
+  std::filesystem::rename(temporary, dir);
+  fsync_directory(std::filesystem::absolute(dir).parent_path());
 }
 
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const checkpoint_contents& contents,
                                       int64_t keep) {
-  const auto root = run_dir / "checkpoints";
+  const auto root = checkpoints_root(run_dir);
   std::filesystem::create_directories(root);
+  // A run has one writer: temporary directories left by a crash are garbage.
+  for (const auto& entry : std::filesystem::directory_iterator(root))
+    if (entry.is_directory() && entry.path().extension() == ".tmp") std::filesystem::remove_all(entry.path());
   const std::string name = checkpoint_name(contents.state.optimizer_steps);
-  const auto final_dir = root / name;
-  const auto temporary = root / (name + ".tmp");
-  std::filesystem::remove_all(temporary);
-  std::filesystem::create_directories(temporary);
-
-  write_safetensors(temporary / "model.safetensors", contents.parameters, {{"format", "pt"}});
-  write_safetensors(temporary / "optimizer.safetensors", contents.optimizer, {{"format", "pt"}});
-  write_file_atomically(temporary / "config.json", hf_bert_config(contents.model).dump(2) + "\n");
-  write_file_atomically(temporary / "job.json", contents.job.dump(2) + "\n");
-  json files = json::object();
-  for (const char* file : {"model.safetensors", "optimizer.safetensors", "config.json", "job.json"})
-    files[file] = {{"size", std::filesystem::file_size(temporary / file)}, {"xxh64", file_xxh64_hex(temporary / file)}};
-  const auto& s = contents.state;
-  json state = {{"format_version", checkpoint_format_version},
-                {"optimizer_steps", s.optimizer_steps},
-                {"data_cursor", {{"seed", s.seed}, {"next_position", s.next_position},
-                                 {"epoch", s.dataset_size ? s.next_position / s.dataset_size : 0}}},
-                {"world_size", s.world_size},
-                {"vocab_hash", s.vocab_hash},
-                {"dataset_size", s.dataset_size},
-                {"files", files}};
-  write_file_atomically(temporary / "trainer_state.json", state.dump(2) + "\n");
-  fsync_directory(temporary);
-
-  std::filesystem::remove_all(final_dir);
-  std::filesystem::rename(temporary, final_dir);
-  fsync_directory(root);
+  write_checkpoint_directory(root / name, contents);
   write_file_atomically(root / "latest", name + "\n");
+  prune_checkpoints(run_dir, keep);
+  return root / name;
+}
 
-  auto all = list_checkpoints(root);
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) std::filesystem::remove_all(all[i]);
-  return final_dir;
+checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir) {
+  const std::string where = dir.string();
+  if (!std::filesystem::is_directory(dir)) throw make_error(where, ": checkpoint directory not found");
+  const auto manifest_path = dir / manifest_file;
+  if (!std::filesystem::exists(manifest_path))
+    throw make_error(where, ": ", manifest_file, " is missing (an incomplete checkpoint)");
+  mapped_file manifest_bytes(manifest_path);
+  auto manifest = decode_manifest(manifest_bytes.data(), manifest_bytes.size(), manifest_path.string());
+  for (const auto& file : manifest.files) {
+    const auto path = dir / file.name;
+    if (!std::filesystem::exists(path)) throw make_error(where, ": ", file.name, " is missing");
+    const auto size = std::filesystem::file_size(path);
+    if (size != file.size)
+      throw make_error(where, ": ", file.name, " has ", size, " bytes, the manifest says ", file.size);
+    if (file_xxh64(path) != file.xxh64) throw make_error(where, ": ", file.name, " fails its xxh64 checksum (corrupt)");
+    if (path.extension() == ".safetensors") read_safetensors(path);  // header and offsets
+  }
+  return manifest;
+}
+
+checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer) {
+  auto manifest = verify_checkpoint(dir);
+  checkpoint_contents contents;
+  contents.dir = dir;
+  auto& s = contents.state;
+  s.optimizer_steps = manifest.step;
+  s.next_position = manifest.next_position;
+  s.seed = manifest.seed;
+  s.world_size = manifest.world_size;
+  s.vocab_hash = manifest.vocab_hash;
+  s.dataset_size = manifest.dataset_size;
+  s.rng = manifest.rng;
+  s.last_lr = manifest.last_lr;
+  contents.job = json::parse(manifest.job_config, nullptr, false);
+  if (contents.job.is_discarded()) throw make_error(dir.string(), ": the manifest's job config is not valid JSON");
+  contents.model = bert_config_from_hf(parse_json_file(dir / "config.json"), (dir / "config.json").string());
+  contents.parameters = read_safetensors(dir / "model.safetensors").tensors;
+  if (with_optimizer) contents.optimizer = read_safetensors(dir / "optimizer.safetensors").tensors;
+  return contents;
 }
 
 std::filesystem::path resolve_checkpoint(const std::string& spec, const std::filesystem::path& run_dir) {
   auto from_run = [](const std::filesystem::path& run) -> std::filesystem::path {
-    const auto root = run / "checkpoints";
-    const auto pointer = root / "latest";
-    if (!std::filesystem::exists(pointer)) throw make_error(run.string(), ": no checkpoint found (", pointer.string(), " is missing)");
-    std::string name = read_whole_file(pointer);
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    if (name.empty() || name.find('/') != std::string::npos) throw make_error(pointer.string(), ": corrupt pointer");
-    return root / name;
+    auto name = latest_name(checkpoints_root(run));
+    if (!name) throw make_error(run.string(), ": no checkpoint found (", (checkpoints_root(run) / "latest").string(),
+                                " is missing)");
+    return checkpoints_root(run) / *name;
   };
   if (spec == "latest") return from_run(run_dir);
   std::filesystem::path path(spec);
-  if (std::filesystem::exists(path / "trainer_state.json")) return path;
-  if (std::filesystem::exists(path / "checkpoints")) return from_run(path);
-  throw make_error(spec, ": not a checkpoint directory (no trainer_state.json) nor a run directory");
+  if (std::filesystem::exists(path / manifest_file) || std::filesystem::exists(path / "model.safetensors")) return path;
+  if (std::filesystem::exists(checkpoints_root(path))) return from_run(path);
+  throw make_error(spec, ": not a checkpoint directory (no ", manifest_file, ") nor a run directory");
 }
 
-checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer) {
-  const std::string where = dir.string();
-  if (!std::filesystem::is_directory(dir)) throw make_error(where, ": checkpoint directory not found");
-  auto state_json = parse_json_file(dir / "trainer_state.json");
-  checkpoint_contents contents;
-  contents.dir = dir;
+checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir) {
+  const auto first = resolve_checkpoint(spec, run_dir);
   try {
-    if (state_json.at("format_version").get<int>() != checkpoint_format_version)
-      throw make_error(where, ": checkpoint format ", state_json.at("format_version").dump(), ", expected ",
-                       checkpoint_format_version);
-    for (const auto& [file, info] : state_json.at("files").items()) {
-      const auto path = dir / file;
-      if (!std::filesystem::exists(path)) throw make_error(where, ": ", file, " is missing");
-      if (std::filesystem::file_size(path) != info.at("size").get<uint64_t>())
-        throw make_error(where, ": ", file, " has size ", std::filesystem::file_size(path), ", expected ",
-                         info.at("size").get<uint64_t>());
-      if (file_xxh64_hex(path) != info.at("xxh64").get<std::string>())
-        throw make_error(where, ": ", file, " fails its xxh64 checksum (corrupt)");
+    return load_checkpoint(first);
+  } catch (const error& e) {
+    const bool named_directly = spec != "latest" && std::filesystem::exists(std::filesystem::path(spec) / manifest_file);
+    if (named_directly) throw;
+    spdlog::error("checkpoint {} is damaged: {}", first.string(), e.what());
+    auto candidates = committed(first.parent_path());
+    std::reverse(candidates.begin(), candidates.end());
+    for (const auto& candidate : candidates) {
+      if (candidate.filename() >= first.filename()) continue;
+      try {
+        auto contents = load_checkpoint(candidate);
+        spdlog::warn("falling back to the previous valid checkpoint {}", candidate.string());
+        return contents;
+      } catch (const error& older) {
+        spdlog::error("checkpoint {} is damaged too: {}", candidate.string(), older.what());
+      }
     }
-    auto& s = contents.state;
-    s.optimizer_steps = state_json.at("optimizer_steps").get<int64_t>();
-    s.next_position = state_json.at("data_cursor").at("next_position").get<uint64_t>();
-    s.seed = state_json.at("data_cursor").at("seed").get<uint64_t>();
-    s.world_size = state_json.at("world_size").get<int64_t>();
-    s.vocab_hash = state_json.at("vocab_hash").get<std::string>();
-    s.dataset_size = state_json.at("dataset_size").get<uint64_t>();
-  } catch (const json::exception& e) {
-    throw make_error((dir / "trainer_state.json").string(), ": missing or mistyped field: ", e.what());
+    throw make_error(first.parent_path().string(), ": no valid checkpoint to resume from (the newest, ",
+                     first.filename().string(), ", is damaged: ", e.what(), ")");
   }
-  contents.model = bert_config_from_hf(parse_json_file(dir / "config.json"), (dir / "config.json").string());
-  contents.job = parse_json_file(dir / "job.json");
-  contents.parameters = read_safetensors(dir / "model.safetensors").tensors;
-  if (with_optimizer) contents.optimizer = read_safetensors(dir / "optimizer.safetensors").tensors;
-  return contents;
+}
+
+std::vector<checkpoint_listing> list_checkpoints(const std::filesystem::path& run_dir) {
+  const auto root = checkpoints_root(run_dir);
+  std::vector<checkpoint_listing> listings;
+  if (!std::filesystem::is_directory(root)) return listings;
+  std::optional<std::string> latest;
+  try {
+    latest = latest_name(root);
+  } catch (const error&) {
+  }
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& entry : std::filesystem::directory_iterator(root))
+    if (entry.is_directory() && entry.path().filename().string().rfind("step-", 0) == 0) dirs.push_back(entry.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    checkpoint_listing listing;
+    listing.dir = dir;
+    listing.latest = latest && dir.filename() == *latest;
+    for (const auto& file : std::filesystem::directory_iterator(dir))
+      if (file.is_regular_file()) listing.bytes += file.file_size();
+    try {
+      auto manifest = verify_checkpoint(dir);
+      listing.step = manifest.step;
+      listing.created_unix_ms = manifest.created_unix_ms;
+      listing.valid = dir.extension() != ".tmp";
+      if (!listing.valid) listing.problem = "uncommitted temporary directory";
+    } catch (const error& e) {
+      listing.problem = e.what();
+    }
+    listings.push_back(std::move(listing));
+  }
+  return listings;
+}
+
+std::vector<std::filesystem::path> prune_checkpoints(const std::filesystem::path& run_dir, int64_t keep) {
+  TROUPE_ENFORCE(keep >= 1, "keep=", keep);
+  const auto root = checkpoints_root(run_dir);
+  std::vector<std::filesystem::path> removed;
+  if (!std::filesystem::is_directory(root)) return removed;
+  std::optional<std::string> latest;
+  try {
+    latest = latest_name(root);
+  } catch (const error&) {
+  }
+  auto dirs = committed(root);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < dirs.size(); ++i) {
+    if (latest && dirs[i].filename() == *latest) continue;
+    std::filesystem::remove_all(dirs[i]);
+    removed.push_back(dirs[i]);
+  }
+  return removed;
 }
 
 }  // namespace troupe::io

@@ -1,18 +1,19 @@
 #pragma once
-/// Checkpoint directories of a run: write, list, resolve and load.
+/// Checkpoint directories of a run: write, verify, list, resolve (with fallback), load, prune.
 ///
 /// RUN_DIR/checkpoints/step-00000100/
 ///   model.safetensors      parameters under HuggingFace names
 ///   optimizer.safetensors  optimizer moments over the flat buffer
-///   config.json            HuggingFace BertConfig (so transformers and `troupe eval` rebuild the model)
-///   job.json               the job config as given
-///   trainer_state.json     step, data cursor, world size, data identity, file sizes and xxh64
+///   config.json            HuggingFace BertConfig (transformers and `troupe eval` rebuild the model)
+///   manifest.bin           Cap'n Proto CheckpointManifest, written last: step, data cursor, RNG
+///                          counters, scheduler, world size, job config + hash, every file's
+///                          size and xxh64
 /// RUN_DIR/checkpoints/latest   the name of the newest complete checkpoint
 ///
-/// A checkpoint is written into "<name>.tmp", every file fsynced, renamed into place, the parent
-/// fsynced, and only then `latest` replaced atomically, so a crash leaves the previous
-/// checkpoint as latest. (The crash-proof protocol with a Cap'n Proto manifest and background
-/// writing is a later issue; this is the synchronous version.)
+/// Commit protocol: write every file into "<name>.tmp" (each fsynced), the manifest last, fsync
+/// the directory, rename it into place, fsync the parent, then replace `latest` atomically. A
+/// crash at any point leaves the previous checkpoint as `latest`; a directory without a
+/// manifest whose files match is never trusted.
 
 #include <cstdint>
 #include <filesystem>
@@ -24,17 +25,25 @@
 
 #include "compute/bert_config.hpp"
 #include "compute/named_tensors.hpp"
+#include "io/checkpoint_manifest.hpp"
 
 namespace troupe::io {
 
+/// TROUPE_TEST_STALL_CHECKPOINT="STEP:BYTES" — test seam for crash tests: while writing the
+/// checkpoint of step STEP, stop forever once BYTES bytes of model.safetensors are written, so
+/// a test can SIGKILL the process mid-file. Unset in normal use.
+inline constexpr const char* stall_checkpoint_variable = "TROUPE_TEST_STALL_CHECKPOINT";
+
 /// Where training stands; enough to continue exactly.
 struct training_state {
-  int64_t optimizer_steps = 0;     ///< windows completed
-  uint64_t next_position = 0;      ///< global data cursor: next sample position in the stream
+  int64_t optimizer_steps = 0;  ///< windows completed
+  uint64_t next_position = 0;   ///< global data cursor: next sample position in the stream
   uint64_t seed = 0;
   int64_t world_size = 1;
   std::string vocab_hash;
   uint64_t dataset_size = 0;
+  std::vector<rng_state> rng;   ///< counter-based streams (dropout)
+  double last_lr = 0;
 };
 
 struct checkpoint_contents {
@@ -46,19 +55,49 @@ struct checkpoint_contents {
   nlohmann::json job;
 };
 
-/// Writes a checkpoint under `run_dir/checkpoints`, updates `latest` and keeps the newest
-/// `keep` checkpoints. Returns the checkpoint directory.
+/// Writes a checkpoint under `run_dir/checkpoints` with the commit protocol above, then keeps
+/// the newest `keep` checkpoints. Returns the checkpoint directory.
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const checkpoint_contents& contents,
                                       int64_t keep);
+
+/// Writes one checkpoint directory with the commit protocol (temp sibling, files, manifest
+/// last, fsync, rename, fsync parent). Used by save_checkpoint and `troupe ckpt import`.
+void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoint_contents& contents);
+
+/// Checks a checkpoint directory: manifest decodes, every listed file exists with its size and
+/// xxh64, the safetensors headers are valid. Returns the manifest; throws troupe::error naming
+/// the checkpoint and the bad file.
+checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir);
+
+/// Loads a verified checkpoint.
+checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
 
 /// "latest" (the run's newest), a run directory, or a checkpoint directory → checkpoint dir.
 std::filesystem::path resolve_checkpoint(const std::string& spec, const std::filesystem::path& run_dir);
 
-/// Loads and verifies a checkpoint (sizes and xxh64 of every file). Throws troupe::error
-/// naming the checkpoint and the bad file.
-checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
+/// For resuming: resolves `spec`; when it names a run's latest checkpoint and that one fails
+/// verification, logs why and falls back to the newest older checkpoint that verifies.
+checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir);
 
-/// HuggingFace BertConfig JSON for a model.
+/// One checkpoint directory of a run, as `troupe ckpt list` shows it.
+struct checkpoint_listing {
+  std::filesystem::path dir;
+  int64_t step = -1;
+  int64_t created_unix_ms = 0;
+  uint64_t bytes = 0;
+  bool valid = false;
+  bool latest = false;
+  std::string problem;  ///< why it is not valid
+};
+
+/// Every checkpoint directory under run_dir/checkpoints (complete or not), oldest first.
+std::vector<checkpoint_listing> list_checkpoints(const std::filesystem::path& run_dir);
+
+/// Removes all but the newest `keep` committed checkpoints (never the one `latest` names);
+/// returns what it removed. Temporary directories are left alone (a writer may be busy).
+std::vector<std::filesystem::path> prune_checkpoints(const std::filesystem::path& run_dir, int64_t keep);
+
+/// HuggingFace BertConfig JSON for a model, and back.
 nlohmann::json hf_bert_config(const compute::bert_config& model);
 compute::bert_config bert_config_from_hf(const nlohmann::json& config, const std::string& source);
 

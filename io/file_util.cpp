@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -19,14 +20,17 @@ void fsync_directory(const std::filesystem::path& dir) {
   ::close(fd);
 }
 
-void write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts) {
+void write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts,
+                           const write_progress& progress) {
+  constexpr std::size_t chunk_bytes = 4 << 20;
+  std::size_t total = 0;
   const std::filesystem::path temporary = path.string() + ".tmp";
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw make_error(temporary.string(), ": cannot create: ", std::strerror(errno));
   for (const auto& part : parts) {
     std::size_t written = 0;
     while (written < part.size) {
-      auto n = ::write(fd, part.data + written, part.size - written);
+      auto n = ::write(fd, part.data + written, std::min(chunk_bytes, part.size - written));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         int saved = errno;
@@ -35,6 +39,8 @@ void write_file_atomically(const std::filesystem::path& path, const std::vector<
         throw make_error(temporary.string(), ": write failed: ", std::strerror(saved));
       }
       written += static_cast<std::size_t>(n);
+      total += static_cast<std::size_t>(n);
+      if (progress) progress(total);
     }
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <vector>
 #include <string>
 
@@ -14,9 +15,13 @@ struct byte_span {
   std::size_t size;
 };
 
+/// Called after each chunk (at most 4 MiB) with the bytes written so far: a test seam.
+using write_progress = std::function<void(std::size_t written)>;
+
 /// Writes the parts to `<path>.tmp`, fsyncs it, renames it over `path` and fsyncs the parent
 /// directory, so readers see either the old file or the complete new one.
-void write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts);
+void write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts,
+                           const write_progress& progress = {});
 void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 /// Reads a whole file; throws troupe::error naming it when it cannot.

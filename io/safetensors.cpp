@@ -44,7 +44,7 @@ const dtype_entry& find_dtype(at::ScalarType type) {
 }  // namespace
 
 void write_safetensors(const std::filesystem::path& path, const compute::named_tensors& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, const write_progress& progress) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> contiguous;
@@ -65,7 +65,7 @@ void write_safetensors(const std::filesystem::path& path, const compute::named_t
   parts.push_back({reinterpret_cast<const std::byte*>(header_text.data()), header_text.size()});
   for (const auto& t : contiguous)
     parts.push_back({static_cast<const std::byte*>(t.data_ptr()), static_cast<std::size_t>(t.nbytes())});
-  write_file_atomically(path, parts);
+  write_file_atomically(path, parts, progress);
 }
 
 safetensors_content parse_safetensors(const std::byte* data, std::size_t size, const std::string& name) {

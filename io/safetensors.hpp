@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compute/named_tensors.hpp"
+#include "io/file_util.hpp"
 
 namespace troupe::io {
 
@@ -17,7 +18,7 @@ struct safetensors_content {
 
 /// Writes CPU or device tensors (copied to CPU, contiguous) atomically to `path`.
 void write_safetensors(const std::filesystem::path& path, const compute::named_tensors& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {}, const write_progress& progress = {});
 
 /// Reads and validates a file: header length within the file, JSON well-formed, known
 /// dtypes, shapes whose byte size equals the offsets' span, offsets inside the data section,

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   troupe::tools::add_train_command(app);
   troupe::tools::add_eval_command(app);
   troupe::tools::add_bench_command(app);
+  troupe::tools::add_ckpt_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

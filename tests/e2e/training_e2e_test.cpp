@@ -104,6 +104,20 @@ TEST_F(training_e2e, loss_falls_and_runs_are_bitwise_identical) {
   EXPECT_GT(result["pseudo_perplexity_tokens"].get<int64_t>(), 0);
 }
 
+TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
+  actors::session_options options;
+  options.run_dir = *dir_ / "run-timeout";
+  options.console = false;
+  options.save_checkpoints = false;
+  options.steps = 120;
+  options.window_timeout = std::chrono::seconds(2);
+  const auto start = std::chrono::steady_clock::now();
+  auto summary = actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("120 windows in %.1f s with a 2 s window timeout\n", seconds);
+  EXPECT_EQ(summary.windows, 120);
+}
+
 TEST_F(training_e2e, resume_continues_from_the_latest_checkpoint) {
   auto path = write_config(config(), "resume.json");
   const auto run = (*dir_ / "run-resume").string();

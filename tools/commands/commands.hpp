@@ -9,5 +9,6 @@ void add_prepare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_ckpt_command(CLI::App& app);
 
 }  // namespace troupe::tools

@@ -1,0 +1,128 @@
+#include "io/hf_interchange.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "compute/bert_model.hpp"
+#include "compute/error.hpp"
+#include "io/checkpoint_store.hpp"
+#include "io/file_util.hpp"
+#include "io/safetensors.hpp"
+#include "io/token_dataset.hpp"
+
+namespace troupe::io {
+namespace {
+
+using nlohmann::json;
+
+void refuse_existing(const std::filesystem::path& out, bool overwrite) {
+  if (std::filesystem::exists(out) && !overwrite)
+    throw make_error(out.string(), ": already exists; pass --overwrite to replace it");
+}
+
+std::filesystem::path default_vocab(const checkpoint_contents& checkpoint) {
+  const std::string data_dir = checkpoint.job.value("data", json::object()).value("dir", "");
+  if (data_dir.empty())
+    throw make_error(checkpoint.dir.string(), ": its job config names no data.dir; pass --vocab VOCAB.txt");
+  auto manifest = dataset_manifest::from_file(std::filesystem::path(data_dir) / "manifest.json");
+  if (manifest.tokenizer_kind != "wordpiece")
+    throw make_error(data_dir, ": the data uses a ", manifest.tokenizer_kind,
+                     " tokenizer; BertTokenizer needs a WordPiece vocab.txt (pass --vocab)");
+  return std::filesystem::path(data_dir) / manifest.tokenizer_file;
+}
+
+/// HF names → troupe's names: BertModel checkpoints lack the "bert." prefix.
+std::string troupe_name(const std::string& hf) {
+  if (hf.rfind("embeddings.", 0) == 0 || hf.rfind("encoder.", 0) == 0 || hf.rfind("pooler.", 0) == 0)
+    return "bert." + hf;
+  return hf;
+}
+
+bool is_dropped(const std::string& name) {
+  return name.rfind("bert.pooler.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0 ||
+         name.rfind("cls.predictions.decoder.", 0) == 0 || name.find("position_ids") != std::string::npos;
+}
+
+}  // namespace
+
+void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesystem::path& hf_dir,
+               const std::filesystem::path& vocab, bool overwrite) {
+  refuse_existing(hf_dir, overwrite);
+  auto checkpoint = load_checkpoint(checkpoint_dir, /*with_optimizer=*/false);
+  const auto vocab_file = vocab.empty() ? default_vocab(checkpoint) : vocab;
+  if (!std::filesystem::is_regular_file(vocab_file)) throw make_error(vocab_file.string(), ": vocabulary not found");
+  const auto temporary = std::filesystem::path(hf_dir.string() + ".tmp");
+  std::filesystem::remove_all(temporary);
+  std::filesystem::create_directories(temporary);
+  write_file_atomically(temporary / "config.json", hf_bert_config(checkpoint.model).dump(2) + "\n");
+  write_safetensors(temporary / "model.safetensors", checkpoint.parameters, {{"format", "pt"}});
+  std::filesystem::copy_file(vocab_file, temporary / "vocab.txt");
+  write_file_atomically(temporary / "tokenizer_config.json",
+                        json{{"tokenizer_class", "BertTokenizer"}, {"do_lower_case", true},
+                             {"model_max_length", checkpoint.model.max_position_embeddings}}
+                                .dump(2) +
+                            "\n");
+  fsync_directory(temporary);
+  std::filesystem::remove_all(hf_dir);
+  std::filesystem::rename(temporary, hf_dir);
+}
+
+void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path& checkpoint_dir,
+               const std::filesystem::path& vocab, bool overwrite) {
+  refuse_existing(checkpoint_dir, overwrite);
+  const auto config_path = hf_dir / "config.json";
+  if (!std::filesystem::exists(config_path)) throw make_error(config_path.string(), ": not found");
+  json config;
+  try {
+    config = json::parse(read_whole_file(config_path));
+  } catch (const json::parse_error& e) {
+    throw make_error(config_path.string(), ": not valid JSON: ", e.what());
+  }
+  if (config.value("model_type", "bert") != "bert")
+    throw make_error(config_path.string(), ": model_type is \"", config.value("model_type", ""),
+                     "\"; troupe imports BERT models");
+  const auto weights = hf_dir / "model.safetensors";
+  if (!std::filesystem::exists(weights))
+    throw make_error(weights.string(), ": not found (only safetensors weights are imported; convert "
+                                       "pytorch_model.bin with transformers' save_pretrained(safe_serialization=True))");
+
+  checkpoint_contents contents;
+  contents.model = bert_config_from_hf(config, config_path.string());
+  compute::named_tensors loaded;
+  for (auto& [name, tensor] : read_safetensors(weights).tensors) {
+    auto mapped = troupe_name(name);
+    if (!is_dropped(mapped)) loaded.emplace_back(mapped, tensor.to(at::kFloat));
+  }
+  // Check names and shapes against the model the config describes; a missing MLM head (a
+  // BertModel checkpoint) keeps the fresh initialisation.
+  compute::bert_for_masked_lm_impl model(contents.model);
+  auto targets = model.hf_named_parameters();
+  bool has_head = false;
+  for (const auto& [name, tensor] : loaded) has_head = has_head || name.rfind("cls.", 0) == 0;
+  if (!has_head) {
+    spdlog::warn("{}: no MLM head (cls.predictions.*); initialising it fresh", weights.string());
+    targets.erase(std::remove_if(targets.begin(), targets.end(), [](auto& e) { return e.first.rfind("cls.", 0) == 0; }),
+                  targets.end());
+  }
+  compute::assign_named_tensors(targets, loaded, weights.string());
+  std::vector<std::string> unused;
+  for (const auto& [name, tensor] : loaded) {
+    bool known = false;
+    for (const auto& [target, value] : model.hf_named_parameters()) known = known || target == name;
+    if (!known) unused.push_back(name);
+  }
+  if (!unused.empty()) throw make_error(weights.string(), ": tensor '", unused.front(), "' is not part of a BERT MLM");
+
+  contents.parameters = compute::cpu_copies(model.hf_named_parameters());
+  const auto vocab_file = vocab.empty() ? hf_dir / "vocab.txt" : vocab;
+  if (std::filesystem::exists(vocab_file)) {
+    contents.state.vocab_hash = file_xxh64_hex(vocab_file);
+  } else {
+    spdlog::warn("{}: no vocabulary; the checkpoint can only resume with --data of a matching vocab", hf_dir.string());
+  }
+  contents.job = json{{"imported_from", std::filesystem::absolute(hf_dir).string()}};
+  write_checkpoint_directory(checkpoint_dir, contents);
+}
+
+}  // namespace troupe::io
