@@ -20,6 +20,8 @@ caf::behavior checkpointer(caf::event_based_actor*, std::filesystem::path run_di
           return messages::make_error(messages::errc::checkpoint_failed, e.what());
         }
       },
+      // Answered once every save queued before it is written (mailbox order).
+      [](messages::flush_atom) { return caf::unit; },
   };
 }
 

@@ -41,7 +41,9 @@ nlohmann::json to_json(const messages::window_report& r) {
           {"time_backward_s", r.backward_seconds},
           {"time_optimizer_s", r.optimizer_seconds},
           {"epoch", r.epoch},
-          {"next_position", r.next_position}};
+          {"next_position", r.next_position},
+          {"checkpoint_stall_s", r.checkpoint_stall_seconds},
+          {"checkpoints_skipped", r.checkpoints_skipped}};
 }
 
 }  // namespace

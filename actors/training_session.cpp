@@ -9,6 +9,7 @@
 #include "actors/worker.hpp"
 #include "compute/device_check.hpp"
 #include "compute/error.hpp"
+#include "compute/staging_buffer.hpp"
 #include "io/token_dataset.hpp"
 #include "messages/atoms.hpp"
 #include "messages/type_registration.hpp"
@@ -55,6 +56,12 @@ messages::training_summary run_training(io::job_config config, const session_opt
   io::reconcile_with_data(config, dataset->manifest(), "config");
   auto resume = load_resume_state(config, options, dataset->manifest());
   compute::check_device(config.runtime.device, "config: runtime.device");
+  // fp32 parameters and two optimizer moments are staged for each checkpoint.
+  const int64_t staged_bytes = 12 * compute::parameter_count(config.model);
+  if (options.save_checkpoints && staged_bytes > config.checkpoint.max_staging_bytes)
+    throw make_error("config: checkpoint.max_staging_bytes: ", config.checkpoint.max_staging_bytes,
+                     " bytes cannot hold one staged copy of the parameters and optimizer moments (", staged_bytes,
+                     " bytes)");
 
   io::training_state start;
   start.seed = config.seed;
@@ -65,7 +72,8 @@ messages::training_summary run_training(io::job_config config, const session_opt
     start.optimizer_steps = resume->state.optimizer_steps;
     start.next_position = resume->state.next_position;
   }
-  const int64_t windows = std::max<int64_t>(0, config.train_steps - start.optimizer_steps);
+  int64_t windows = std::max<int64_t>(0, config.train_steps - start.optimizer_steps);
+  if (options.max_windows) windows = std::min(windows, *options.max_windows);
   std::filesystem::create_directories(options.run_dir);
 
   caf::actor_system_config system_config;
@@ -90,6 +98,7 @@ messages::training_summary run_training(io::job_config config, const session_opt
   w.checkpoint_every = config.checkpoint.every_windows;
   w.checkpoint_keep = config.checkpoint.keep;
   w.save_checkpoints = options.save_checkpoints;
+  w.skip_checkpoint_when_busy = config.checkpoint.skip_when_busy;
   w.start = start;
   w.window_samples = static_cast<uint64_t>(config.train_batch_size);
   w.job = config.source;

@@ -13,6 +13,7 @@ namespace troupe::actors {
 struct session_options {
   std::filesystem::path run_dir;
   std::optional<int64_t> steps;     ///< overrides train_steps
+  std::optional<int64_t> max_windows;  ///< stop (with a checkpoint) after this many windows of this session
   std::string resume;               ///< "", "latest" or a checkpoint/run directory
   bool save_checkpoints = true;
   bool console = true;

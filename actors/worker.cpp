@@ -1,6 +1,7 @@
 #include "actors/worker.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "compute/named_tensors.hpp"
 #include "messages/atoms.hpp"
@@ -32,31 +33,6 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     return {};
   }
 
-  // Saves synchronously from the worker's point of view: `await` holds back further batches
-  // until the checkpointer answers. `then` runs after a successful save.
-  auto save = [=](std::function<void()> then) {
-    auto& s = self->state;
-    messages::checkpoint_request request;
-    request.keep = settings.checkpoint_keep;
-    request.contents.state = settings.start;
-    request.contents.state.optimizer_steps = s.trainer->optimizer_steps();
-    request.contents.state.next_position = s.current.next_position;
-    request.contents.state.last_lr = s.last_lr;
-    request.contents.state.rng = {
-        {dropout_stream_name(settings.rank), s.trainer->dropout_seed(), s.trainer->dropout_calls()}};
-    request.contents.model = settings.trainer.model;
-    request.contents.parameters = compute::cpu_copies(s.trainer->named_parameters());
-    request.contents.optimizer = compute::cpu_copies(s.trainer->optimizer_state());
-    request.contents.job = settings.job;
-    self->request(checkpointer, settings.checkpoint_timeout, messages::save_atom::value, std::move(request))
-        .await(
-            [=](const std::string& path) {
-              self->state.summary.last_checkpoint = path;
-              then();
-            },
-            [=](caf::error& failure) { self->quit(std::move(failure)); });
-  };
-
   auto finish = [=] {
     auto& s = self->state;
     s.summary.optimizer_steps = s.trainer->optimizer_steps();
@@ -68,6 +44,61 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     }
     self->send(supervisor, messages::done_atom::value, s.summary);
     self->quit();
+  };
+
+  // Background checkpointing. The worker stalls only to copy its state into the staging
+  // buffers; the checkpointer writes them while training goes on. At most one save is in flight
+  // (so staging holds one copy): when the next is due before the previous one is written, the
+  // worker waits for it (a flush request queued behind the save) or, with when_busy = "skip",
+  // skips this one, logged and counted in metrics. The run's last save is awaited before `done`.
+  auto on_save_failed = [=](caf::error& failure) { self->quit(std::move(failure)); };
+  auto stage_and_send = [=](bool last) {
+    auto& s = self->state;
+    const auto start = clock::now();
+    messages::checkpoint_request request;
+    request.keep = settings.checkpoint_keep;
+    request.contents.state = settings.start;
+    request.contents.state.optimizer_steps = s.trainer->optimizer_steps();
+    request.contents.state.next_position = s.summary.next_position;
+    request.contents.state.last_lr = s.last_lr;
+    request.contents.state.rng = {
+        {dropout_stream_name(settings.rank), s.trainer->dropout_seed(), s.trainer->dropout_calls()}};
+    request.contents.model = settings.trainer.model;
+    request.contents.parameters = s.parameter_staging.stage(s.trainer->named_parameters());
+    request.contents.optimizer = s.optimizer_staging.stage(s.trainer->optimizer_state());
+    request.contents.job = settings.job;
+    s.current.checkpoint_stall_seconds += seconds(clock::now() - start);
+    ++s.saves_started;
+    auto on_saved = [=](const std::string& path) {
+      ++self->state.saves_finished;
+      self->state.summary.last_checkpoint = path;
+      if (last) finish();
+    };
+    auto handle =
+        self->request(checkpointer, settings.checkpoint_timeout, messages::save_atom::value, std::move(request));
+    if (last)
+      handle.await(on_saved, on_save_failed);
+    else
+      handle.then(on_saved, on_save_failed);
+  };
+  auto checkpoint = [=](bool last) {
+    auto& s = self->state;
+    if (s.saves_started == s.saves_finished) {
+      stage_and_send(last);
+    } else if (settings.skip_checkpoint_when_busy && !last) {
+      ++s.current.checkpoints_skipped;
+      spdlog::warn("checkpoint of step {} skipped: the previous one is still being written",
+                   s.trainer->optimizer_steps());
+    } else {
+      const auto start = clock::now();
+      self->request(checkpointer, settings.checkpoint_timeout, messages::flush_atom::value)
+          .await(
+              [=] {
+                self->state.current.checkpoint_stall_seconds += seconds(clock::now() - start);
+                stage_and_send(last);
+              },
+              on_save_failed);
+    }
   };
 
   auto end_window = [=] {
@@ -96,7 +127,9 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     }
     self->send(metrics, messages::window_atom::value, report);
     self->send(supervisor, messages::window_atom::value, report);  // liveness for the run's timeout
+    const int64_t skipped = report.checkpoints_skipped;
     report = messages::window_report{};
+    report.checkpoints_skipped = skipped;
     report.next_position = s.summary.next_position;
     s.loss_weighted_sum = 0;
     s.local_samples = 0;
@@ -105,9 +138,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     const bool last = s.windows_done == settings.windows;
     const bool periodic = settings.checkpoint_every > 0 && s.trainer->optimizer_steps() % settings.checkpoint_every == 0;
     if (settings.save_checkpoints && (last || periodic)) {
-      save([=] {
-        if (last) finish();
-      });
+      checkpoint(last);
     } else if (last) {
       finish();
     }

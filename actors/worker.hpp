@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "compute/mlm_trainer.hpp"
+#include "compute/staging_buffer.hpp"
 #include "io/checkpoint_store.hpp"
 #include "messages/training_messages.hpp"
 
@@ -27,6 +28,7 @@ struct worker_settings {
   int64_t checkpoint_every = 0;   ///< windows between checkpoints (0: only at the end)
   int64_t checkpoint_keep = 2;
   bool save_checkpoints = true;   ///< false for benchmarks
+  bool skip_checkpoint_when_busy = false;
   std::chrono::seconds checkpoint_timeout{600};
   io::training_state start;       ///< step and data cursor the run starts from
   uint64_t window_samples = 0;    ///< samples per window over all workers
@@ -44,6 +46,8 @@ struct worker_state {
   double loss_weighted_sum = 0;
   int64_t local_samples = 0;
   double last_lr = 0;
+  compute::staging_buffer parameter_staging, optimizer_staging;
+  uint64_t saves_started = 0, saves_finished = 0;
   std::chrono::steady_clock::time_point window_start, last_batch_done;
   std::chrono::steady_clock::time_point timed_start;  ///< end of the first (warm-up) window
   int64_t timed_samples = 0, timed_tokens = 0;
@@ -55,8 +59,8 @@ struct worker_state {
 ///   ← (batch_atom, micro_batch)       forward + backward into the flat gradient; on the
 ///                                     window's last micro-batch: average, clip, step
 ///   → metrics, supervisor: (window_atom, window_report) after every window
-///   → checkpointer: (save_atom, checkpoint_request), awaited (training pauses) every
-///     `checkpoint_every` windows and after the last one
+///   → checkpointer: (save_atom, checkpoint_request) every `checkpoint_every` windows, written
+///     in the background from staging buffers; the last one is awaited
 ///   → supervisor: (done_atom, training_summary), then the worker quits
 /// Detached: compute runs on the worker's own thread. Failures end the actor with a
 /// messages::errc error whose context says what failed.

@@ -72,10 +72,18 @@ write_progress stall_seam(int64_t step) {
   if (spec == nullptr) return {};
   long long stall_step = -1;
   unsigned long long stall_bytes = 0;
-  if (std::sscanf(spec, "%lld:%llu", &stall_step, &stall_bytes) != 2 || stall_step != step) return {};
-  return [stall_bytes](std::size_t written) {
-    if (written < stall_bytes) return;
-    spdlog::warn("{}: stalling mid-file for a crash test", stall_checkpoint_variable);
+  double stall_seconds = -1;
+  if (std::sscanf(spec, "%lld:%llu:%lf", &stall_step, &stall_bytes, &stall_seconds) < 2 || stall_step != step)
+    return {};
+  auto done = std::make_shared<bool>(false);
+  return [stall_bytes, stall_seconds, done](std::size_t written) {
+    if (written < stall_bytes || *done) return;
+    *done = true;
+    spdlog::warn("{}: stalling mid-file for a test", stall_checkpoint_variable);
+    if (stall_seconds >= 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(stall_seconds));
+      return;
+    }
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   };
 }
@@ -235,9 +243,10 @@ std::filesystem::path resolve_checkpoint(const std::string& spec, const std::fil
   };
   if (spec == "latest") return from_run(run_dir);
   std::filesystem::path path(spec);
-  if (std::filesystem::exists(path / manifest_file) || std::filesystem::exists(path / "model.safetensors")) return path;
   if (std::filesystem::exists(checkpoints_root(path))) return from_run(path);
-  throw make_error(spec, ": not a checkpoint directory (no ", manifest_file, ") nor a run directory");
+  // Any other directory is taken as a checkpoint; verification says what it lacks.
+  if (std::filesystem::is_directory(path)) return path;
+  throw make_error(spec, ": no such checkpoint or run directory");
 }
 
 checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,9 +30,9 @@
 
 namespace troupe::io {
 
-/// TROUPE_TEST_STALL_CHECKPOINT="STEP:BYTES" — test seam for crash tests: while writing the
-/// checkpoint of step STEP, stop forever once BYTES bytes of model.safetensors are written, so
-/// a test can SIGKILL the process mid-file. Unset in normal use.
+/// TROUPE_TEST_STALL_CHECKPOINT="STEP:BYTES[:SECONDS]" — test seam: while writing the
+/// checkpoint of step STEP, pause once BYTES bytes of model.safetensors are written — forever
+/// (so a test can SIGKILL the process mid-file) or for SECONDS (a slow disk). Unset in normal use.
 inline constexpr const char* stall_checkpoint_variable = "TROUPE_TEST_STALL_CHECKPOINT";
 
 /// Where training stands; enough to continue exactly.

@@ -165,6 +165,9 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   auto checkpoint = root.object("checkpoint");
   config.checkpoint.every_windows = checkpoint.integer("every_windows", 0, 0, big);
   config.checkpoint.keep = checkpoint.integer("keep", 2, 1, 1000);
+  config.checkpoint.max_staging_bytes =
+      checkpoint.integer("max_staging_bytes", config.checkpoint.max_staging_bytes, 1, INT64_MAX);
+  config.checkpoint.skip_when_busy = checkpoint.choice("when_busy", "wait", {"wait", "skip"}) == "skip";
   checkpoint.finish();
 
   auto runtime = root.object("runtime");

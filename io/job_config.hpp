@@ -21,6 +21,12 @@ struct data_config {
 struct checkpoint_config {
   int64_t every_windows = 0;  ///< 0: only at the end of the run
   int64_t keep = 2;
+  /// Host memory for the staged copy the background writer reads; must hold one copy of the
+  /// parameters and optimizer moments (checked before training starts).
+  int64_t max_staging_bytes = int64_t{16} << 30;
+  /// When a checkpoint is due while the previous one is still being written: wait for it
+  /// (false) or skip this one (true, logged and counted in metrics).
+  bool skip_when_busy = false;
 };
 
 struct runtime_config {

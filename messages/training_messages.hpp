@@ -37,13 +37,15 @@ struct window_report {
   double optimizer_seconds = 0;
   uint64_t epoch = 0;
   uint64_t next_position = 0;
+  double checkpoint_stall_seconds = 0;  ///< staging copies and waits for a busy writer
+  int64_t checkpoints_skipped = 0;      ///< so far in this run (when_busy = "skip")
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, window_report& x) {
   return f(caf::meta::type_name("window_report"), x.step, x.rank, x.loss, x.lr, x.grad_norm, x.samples, x.tokens,
            x.masked_tokens, x.window_seconds, x.data_wait_seconds, x.forward_seconds, x.backward_seconds,
-           x.optimizer_seconds, x.epoch, x.next_position);
+           x.optimizer_seconds, x.epoch, x.next_position, x.checkpoint_stall_seconds, x.checkpoints_skipped);
 }
 
 /// State handed to the checkpointer: CPU copies, so training may go on while it writes.

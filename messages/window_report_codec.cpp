@@ -29,6 +29,8 @@ std::vector<uint8_t> encode_window_report(const window_report& r) {
   out.setOptimizerSeconds(r.optimizer_seconds);
   out.setEpoch(r.epoch);
   out.setNextPosition(r.next_position);
+  out.setCheckpointStallSeconds(r.checkpoint_stall_seconds);
+  out.setCheckpointsSkipped(r.checkpoints_skipped);
   auto words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
   return {bytes.begin(), bytes.end()};
@@ -58,6 +60,8 @@ window_report decode_window_report(const std::vector<uint8_t>& bytes) {
     r.optimizer_seconds = in.getOptimizerSeconds();
     r.epoch = in.getEpoch();
     r.next_position = in.getNextPosition();
+    r.checkpoint_stall_seconds = in.getCheckpointStallSeconds();
+    r.checkpoints_skipped = in.getCheckpointsSkipped();
     return r;
   } catch (const kj::Exception& e) {
     throw make_error("WindowReport: malformed Cap'n Proto message: ", e.getDescription().cStr());

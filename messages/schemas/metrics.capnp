@@ -21,4 +21,6 @@ struct WindowReport {
   optimizerSeconds @12 :Float64;
   epoch @13 :UInt64;
   nextPosition @14 :UInt64;    # global data cursor after this window
+  checkpointStallSeconds @15 :Float64;  # staging copies and waits for a busy checkpoint writer
+  checkpointsSkipped @16 :Int64;        # checkpoints skipped so far (when_busy = "skip")
 }

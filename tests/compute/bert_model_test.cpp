@@ -6,6 +6,7 @@
 #include <set>
 
 #include "compute/flat_parameters.hpp"
+#include "compute/staging_buffer.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -43,6 +44,7 @@ TEST(bert_model, parameter_names_are_huggingface_bert_for_masked_lm) {
   int64_t registered = 0;
   for (const auto& p : model.parameters()) registered += p.numel();
   EXPECT_EQ(total, registered);
+  EXPECT_EQ(parameter_count(tiny()), total);  // the closed form used to bound staging memory
 }
 
 TEST(bert_model, padding_does_not_change_real_positions) {

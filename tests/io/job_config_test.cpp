@@ -105,6 +105,9 @@ TEST(job_config, out_of_range_values_are_refused) {
   config["scheduler"]["params"]["warmup_type"] = "cosine";
   expect_error(config, {"scheduler.params.warmup_type", "\"linear\", \"log\""});
   config = valid_config();
+  config["checkpoint"]["when_busy"] = "drop";
+  expect_error(config, {"checkpoint.when_busy", "\"wait\", \"skip\""});
+  config = valid_config();
   config["fp16"]["enabled"] = true;
   expect_error(config, {"fp16.enabled", "bf16"});
 }

@@ -24,6 +24,8 @@ TEST(window_report_codec, round_trips_every_field) {
   report.optimizer_seconds = 0.1;
   report.epoch = 2;
   report.next_position = 123456;
+  report.checkpoint_stall_seconds = 0.02;
+  report.checkpoints_skipped = 3;
   auto decoded = decode_window_report(encode_window_report(report));
   EXPECT_EQ(decoded.step, 42);
   EXPECT_EQ(decoded.rank, 3);
@@ -40,6 +42,8 @@ TEST(window_report_codec, round_trips_every_field) {
   EXPECT_DOUBLE_EQ(decoded.optimizer_seconds, 0.1);
   EXPECT_EQ(decoded.epoch, 2u);
   EXPECT_EQ(decoded.next_position, 123456u);
+  EXPECT_DOUBLE_EQ(decoded.checkpoint_stall_seconds, 0.02);
+  EXPECT_EQ(decoded.checkpoints_skipped, 3);
 }
 
 TEST(window_report_codec, malformed_bytes_are_rejected) {

@@ -14,6 +14,7 @@ struct train_arguments {
   std::string run_dir = "runs/default";
   int64_t steps = 0;
   std::string resume;
+  int64_t max_windows = 0;
 };
 
 }  // namespace
@@ -26,12 +27,16 @@ void add_train_command(CLI::App& app) {
   command->add_option("--steps", args->steps, "optimizer steps in total (overrides train_steps)")
       ->check(CLI::PositiveNumber);
   command->add_option("--resume", args->resume, "latest, or a checkpoint or run directory");
+  command->add_option("--max-windows", args->max_windows,
+                      "stop after this many windows of this session, with a checkpoint (resume later)")
+      ->check(CLI::PositiveNumber);
   command->callback([args] {
     auto config = io::load_job_config(args->config);
     actors::session_options options;
     options.run_dir = args->run_dir;
     if (args->steps > 0) options.steps = args->steps;
     options.resume = args->resume;
+    if (args->max_windows > 0) options.max_windows = args->max_windows;
     auto summary = actors::run_training(std::move(config), options);
     spdlog::info("trained {} windows (step {}), {:.1f} samples/s; final loss {:.4f}; checkpoint {}", summary.windows,
                  summary.optimizer_steps, summary.samples_per_second,
