@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "io/json_fields.hpp"
 #include "io/mapped_file.hpp"
 #include "io/safetensors.hpp"
+#include "io/safetensors_header.hpp"
 
 namespace troupe::io {
 namespace {
@@ -60,10 +62,6 @@ std::string hex64(uint64_t value) {
   return hex;
 }
 
-uint64_t file_xxh64(const std::filesystem::path& path) {
-  mapped_file file(path);
-  return XXH64(file.data(), file.size(), 0);
-}
 
 /// The stall seam (see stall_checkpoint_variable): a progress callback that never returns once
 /// the configured byte count is reached while writing the configured step.
@@ -91,7 +89,7 @@ write_progress stall_seam(int64_t step) {
 json parse_json_file(const std::filesystem::path& file) {
   try {
     return json::parse(read_whole_file(file));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw make_error(file.string(), ": not valid JSON: ", e.what());
   }
 }
@@ -144,10 +142,13 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   std::filesystem::remove_all(temporary);
   std::filesystem::create_directories(temporary);
 
-  write_safetensors(temporary / "model.safetensors", contents.parameters, {{"format", "pt"}},
-                    stall_seam(s.optimizer_steps));
-  write_safetensors(temporary / "optimizer.safetensors", contents.optimizer, {{"format", "pt"}});
-  write_file_atomically(temporary / "config.json", hf_bert_config(contents.model).dump(2) + "\n");
+  std::map<std::string, uint64_t> hashes;
+  hashes["model.safetensors"] = write_safetensors(temporary / "model.safetensors", contents.parameters,
+                                                  {{"format", "pt"}}, stall_seam(s.optimizer_steps));
+  hashes["optimizer.safetensors"] =
+      write_safetensors(temporary / "optimizer.safetensors", contents.optimizer, {{"format", "pt"}});
+  hashes["config.json"] =
+      write_file_atomically(temporary / "config.json", hf_bert_config(contents.model).dump(2) + "\n");
 
   checkpoint_manifest manifest;
   manifest.step = s.optimizer_steps;
@@ -165,8 +166,8 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   manifest.job_config_hash = hex64(XXH64(manifest.job_config.data(), manifest.job_config.size(), 0));
   manifest.vocab_hash = s.vocab_hash;
   manifest.dataset_size = s.dataset_size;
-  for (const char* file : {"model.safetensors", "optimizer.safetensors", "config.json"})
-    manifest.files.push_back({file, std::filesystem::file_size(temporary / file), file_xxh64(temporary / file)});
+  for (const auto& [file, hash] : hashes)
+    manifest.files.push_back({file, std::filesystem::file_size(temporary / file), hash});
   manifest.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
@@ -193,28 +194,52 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, cons
   return root / name;
 }
 
-checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir) {
+namespace {
+
+/// A verified checkpoint: its manifest and the bytes of every file it lists, each read once.
+struct verified_checkpoint {
+  checkpoint_manifest manifest;
+  std::map<std::string, compute::named_tensors> tensors;  ///< per .safetensors file
+};
+
+verified_checkpoint read_verified(const std::filesystem::path& dir) {
   const std::string where = dir.string();
   if (!std::filesystem::is_directory(dir)) throw make_error(where, ": checkpoint directory not found");
   const auto manifest_path = dir / manifest_file;
   if (!std::filesystem::exists(manifest_path))
     throw make_error(where, ": ", manifest_file, " is missing (an incomplete checkpoint)");
-  mapped_file manifest_bytes(manifest_path);
-  auto manifest = decode_manifest(manifest_bytes.data(), manifest_bytes.size(), manifest_path.string());
-  for (const auto& file : manifest.files) {
+  auto manifest_bytes = read_file_bytes(manifest_path);
+  verified_checkpoint result;
+  result.manifest = decode_manifest(manifest_bytes.data(), manifest_bytes.size(), manifest_path.string());
+  for (const auto& file : result.manifest.files) {
     const auto path = dir / file.name;
     if (!std::filesystem::exists(path)) throw make_error(where, ": ", file.name, " is missing");
     const auto size = std::filesystem::file_size(path);
     if (size != file.size)
       throw make_error(where, ": ", file.name, " has ", size, " bytes, the manifest says ", file.size);
-    if (file_xxh64(path) != file.xxh64) throw make_error(where, ": ", file.name, " fails its xxh64 checksum (corrupt)");
-    if (path.extension() == ".safetensors") read_safetensors(path);  // header and offsets
+    if (path.extension() == ".safetensors") {
+      result.tensors.emplace(file.name, read_safetensors_verified(path, file.xxh64).tensors);  // names the file
+      continue;
+    }
+    auto bytes = read_file_bytes(path);
+    if (XXH64(bytes.data(), bytes.size(), 0) != file.xxh64)
+      throw make_error(where, ": ", file.name, " fails its xxh64 checksum (corrupt)");
   }
-  return manifest;
+  return result;
 }
 
+}  // namespace
+
+checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir) { return read_verified(dir).manifest; }
+
 checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer) {
-  auto manifest = verify_checkpoint(dir);
+  auto verified = read_verified(dir);
+  const auto& manifest = verified.manifest;
+  auto tensors_of = [&](const std::string& file) {
+    auto it = verified.tensors.find(file);
+    if (it == verified.tensors.end()) throw make_error(dir.string(), ": the manifest does not list ", file);
+    return std::move(it->second);
+  };
   checkpoint_contents contents;
   contents.dir = dir;
   auto& s = contents.state;
@@ -229,8 +254,8 @@ checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_
   contents.job = json::parse(manifest.job_config, nullptr, false);
   if (contents.job.is_discarded()) throw make_error(dir.string(), ": the manifest's job config is not valid JSON");
   contents.model = bert_config_from_hf(parse_json_file(dir / "config.json"), (dir / "config.json").string());
-  contents.parameters = read_safetensors(dir / "model.safetensors").tensors;
-  if (with_optimizer) contents.optimizer = read_safetensors(dir / "optimizer.safetensors").tensors;
+  contents.parameters = tensors_of("model.safetensors");
+  if (with_optimizer) contents.optimizer = tensors_of("optimizer.safetensors");
   return contents;
 }
 

@@ -1,6 +1,7 @@
 #include "io/file_util.hpp"
 
 #include <fcntl.h>
+#include <xxhash.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,8 +21,10 @@ void fsync_directory(const std::filesystem::path& dir) {
   ::close(fd);
 }
 
-void write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts,
-                           const write_progress& progress) {
+uint64_t write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts,
+                               const write_progress& progress) {
+  XXH64_state_t* hash = XXH64_createState();
+  XXH64_reset(hash, 0);
   constexpr std::size_t chunk_bytes = 4 << 20;
   std::size_t total = 0;
   const std::filesystem::path temporary = path.string() + ".tmp";
@@ -35,24 +38,50 @@ void write_file_atomically(const std::filesystem::path& path, const std::vector<
       if (n <= 0) {
         int saved = errno;
         ::close(fd);
+        XXH64_freeState(hash);
         std::filesystem::remove(temporary);
         throw make_error(temporary.string(), ": write failed: ", std::strerror(saved));
       }
+      XXH64_update(hash, part.data + written, static_cast<std::size_t>(n));
       written += static_cast<std::size_t>(n);
       total += static_cast<std::size_t>(n);
       if (progress) progress(total);
     }
   }
+  const uint64_t digest = XXH64_digest(hash);
+  XXH64_freeState(hash);
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     std::filesystem::remove(temporary);
     throw make_error(temporary.string(), ": fsync/close failed: ", std::strerror(errno));
   }
   std::filesystem::rename(temporary, path);
   fsync_directory(path.parent_path());
+  return digest;
 }
 
-void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  write_file_atomically(path, {byte_span{reinterpret_cast<const std::byte*>(text.data()), text.size()}});
+uint64_t write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  return write_file_atomically(path, {byte_span{reinterpret_cast<const std::byte*>(text.data()), text.size()}});
+}
+
+std::vector<std::byte> read_file_bytes(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw make_error(path.string(), ": cannot open: ", std::strerror(errno));
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::vector<std::byte> bytes(std::filesystem::file_size(path));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    auto n = ::read(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, 16 << 20));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int saved = errno;
+      ::close(fd);
+      throw make_error(path.string(), ": read failed after ", done, " bytes: ", n == 0 ? "unexpected end of file"
+                                                                                  : std::strerror(saved));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
 }
 
 std::string read_whole_file(const std::filesystem::path& path) {

@@ -2,6 +2,7 @@
 /// Small filesystem helpers: atomic file writes and whole-file reads.
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <vector>
@@ -19,13 +20,18 @@ struct byte_span {
 using write_progress = std::function<void(std::size_t written)>;
 
 /// Writes the parts to `<path>.tmp`, fsyncs it, renames it over `path` and fsyncs the parent
-/// directory, so readers see either the old file or the complete new one.
-void write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts,
-                           const write_progress& progress = {});
-void write_file_atomically(const std::filesystem::path& path, const std::string& text);
+/// directory, so readers see either the old file or the complete new one. Returns the xxh64 of
+/// the bytes written, hashed on the way (no second read).
+uint64_t write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts,
+                               const write_progress& progress = {});
+uint64_t write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 /// Reads a whole file; throws troupe::error naming it when it cannot.
 std::string read_whole_file(const std::filesystem::path& path);
+
+/// Reads a whole file with large read() calls into one buffer (much faster than page-faulting
+/// a cold mmap); throws troupe::error naming it when it cannot.
+std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
 
 /// fsyncs a directory so a rename inside it is durable.
 void fsync_directory(const std::filesystem::path& dir);

@@ -76,7 +76,7 @@ void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path&
   json config;
   try {
     config = json::parse(read_whole_file(config_path));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw make_error(config_path.string(), ": not valid JSON: ", e.what());
   }
   if (config.value("model_type", "bert") != "bert")

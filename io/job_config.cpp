@@ -191,7 +191,7 @@ job_config load_job_config(const std::filesystem::path& file, int64_t workers) {
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(read_whole_file(file));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw make_error(file.string(), ": not valid JSON: ", e.what());
   }
   return parse_job_config(root, file.string(), workers);

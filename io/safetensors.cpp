@@ -2,7 +2,13 @@
 
 #include <ATen/ATen.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <map>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -40,7 +46,7 @@ const char* dtype_name(at::ScalarType type) {
 
 }  // namespace
 
-void write_safetensors(const std::filesystem::path& path, const compute::named_tensors& tensors,
+uint64_t write_safetensors(const std::filesystem::path& path, const compute::named_tensors& tensors,
                        const std::map<std::string, std::string>& metadata, const write_progress& progress) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -62,7 +68,7 @@ void write_safetensors(const std::filesystem::path& path, const compute::named_t
   parts.push_back({reinterpret_cast<const std::byte*>(header_text.data()), header_text.size()});
   for (const auto& t : contiguous)
     parts.push_back({static_cast<const std::byte*>(t.data_ptr()), static_cast<std::size_t>(t.nbytes())});
-  write_file_atomically(path, parts, progress);
+  return write_file_atomically(path, parts, progress);
 }
 
 safetensors_content parse_safetensors(const std::byte* data, std::size_t size, const std::string& name) {
@@ -75,6 +81,63 @@ safetensors_content parse_safetensors(const std::byte* data, std::size_t size, c
       std::memcpy(tensor.data_ptr(), data + header.payload_offset + entry.begin, entry.end - entry.begin);
     content.tensors.emplace_back(entry.name, std::move(tensor));
   }
+  return content;
+}
+
+safetensors_content read_safetensors_verified(const std::filesystem::path& path, uint64_t expected_xxh64) {
+  const std::string name = path.string();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw make_error(name, ": cannot open: ", std::strerror(errno));
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_on_exit{fd};
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  const uint64_t file_size = std::filesystem::file_size(path);
+  auto read_exactly = [&](void* into, uint64_t bytes) {
+    uint64_t done = 0;
+    while (done < bytes) {
+      auto n = ::read(fd, static_cast<char*>(into) + done, std::min<uint64_t>(bytes - done, 16 << 20));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw make_error(name, ": read failed after ", done, " of ", bytes, " bytes");
+      done += static_cast<uint64_t>(n);
+    }
+  };
+  std::vector<std::byte> prefix(8);
+  if (file_size < 8) throw make_error(name, ": too short for a safetensors file (", file_size, " bytes)");
+  read_exactly(prefix.data(), 8);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, prefix.data(), 8);
+  if (header_length > file_size - 8 || header_length > 100'000'000)
+    throw make_error(name, ": safetensors header length ", header_length, " exceeds the file (", file_size, " bytes)");
+  prefix.resize(8 + header_length);
+  read_exactly(prefix.data() + 8, header_length);
+  auto header = parse_safetensors_header_prefix(prefix.data(), prefix.size(), file_size, name);
+
+  XXH64_state_t* hash = XXH64_createState();
+  XXH64_reset(hash, 0);
+  XXH64_update(hash, prefix.data(), prefix.size());
+  std::vector<const safetensors_entry*> by_offset;
+  for (const auto& entry : header.entries) by_offset.push_back(&entry);
+  std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  std::map<std::string, at::Tensor> tensors;
+  try {
+    for (const auto* entry : by_offset) {  // contiguous and gap-free, checked by the header parser
+      auto tensor = at::empty(entry->shape, at::TensorOptions().dtype(scalar_type_of(entry->dtype)));
+      read_exactly(tensor.data_ptr(), entry->end - entry->begin);
+      XXH64_update(hash, tensor.data_ptr(), entry->end - entry->begin);
+      tensors.emplace(entry->name, std::move(tensor));
+    }
+  } catch (...) {
+    XXH64_freeState(hash);
+    throw;
+  }
+  const uint64_t digest = XXH64_digest(hash);
+  XXH64_freeState(hash);
+  if (digest != expected_xxh64) throw make_error(name, " fails its xxh64 checksum (corrupt)");
+  safetensors_content content;
+  content.metadata = std::move(header.metadata);
+  for (const auto& entry : header.entries) content.tensors.emplace_back(entry.name, tensors.at(entry.name));
   return content;
 }
 

@@ -17,7 +17,8 @@ struct safetensors_content {
 };
 
 /// Writes CPU or device tensors (copied to CPU, contiguous) atomically to `path`.
-void write_safetensors(const std::filesystem::path& path, const compute::named_tensors& tensors,
+/// Returns the xxh64 of the file's bytes.
+uint64_t write_safetensors(const std::filesystem::path& path, const compute::named_tensors& tensors,
                        const std::map<std::string, std::string>& metadata = {}, const write_progress& progress = {});
 
 /// Reads and validates a file: header length within the file, JSON well-formed, known
@@ -25,6 +26,10 @@ void write_safetensors(const std::filesystem::path& path, const compute::named_t
 /// no overlaps or gaps. Throws troupe::error naming the file and the problem; never reads out
 /// of bounds.
 safetensors_content read_safetensors(const std::filesystem::path& path);
+
+/// Reads a file with large read() calls straight into the tensors' memory, hashing on the way;
+/// throws troupe::error naming the file when its xxh64 is not `expected_xxh64` or it is invalid.
+safetensors_content read_safetensors_verified(const std::filesystem::path& path, uint64_t expected_xxh64);
 
 /// The same checks on bytes already in memory (`name` is used in messages).
 safetensors_content parse_safetensors(const std::byte* data, std::size_t size, const std::string& name);

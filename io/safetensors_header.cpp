@@ -23,16 +23,22 @@ std::size_t safetensors_dtype_bytes(const std::string& dtype) {
 }
 
 safetensors_header parse_safetensors_header(const std::byte* data, std::size_t size, const std::string& name) {
-  if (size < 8) throw make_error(name, ": too short for a safetensors file (", size, " bytes)");
+  return parse_safetensors_header_prefix(data, size, size, name);
+}
+
+safetensors_header parse_safetensors_header_prefix(const std::byte* data, std::size_t prefix_size, uint64_t size,
+                                                   const std::string& name) {
+  if (size < 8 || prefix_size < 8) throw make_error(name, ": too short for a safetensors file (", size, " bytes)");
   uint64_t header_length = 0;
   std::memcpy(&header_length, data, 8);
   if (header_length > max_header_bytes || header_length > size - 8)
     throw make_error(name, ": safetensors header length ", header_length, " exceeds the file (", size, " bytes)");
+  if (header_length > prefix_size - 8) throw make_error(name, ": the header was not fully read");
   json header;
   try {
     header = json::parse(reinterpret_cast<const char*>(data) + 8,
                          reinterpret_cast<const char*>(data) + 8 + header_length);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw make_error(name, ": safetensors header is not valid JSON: ", e.what());
   }
   if (!header.is_object()) throw make_error(name, ": safetensors header must be a JSON object");

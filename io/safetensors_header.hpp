@@ -31,6 +31,11 @@ struct safetensors_header {
 /// or gaps. Throws troupe::error naming `name` and the problem; reads nothing out of bounds.
 safetensors_header parse_safetensors_header(const std::byte* data, std::size_t size, const std::string& name);
 
+/// The same checks when only the file's first `prefix_size` bytes are at hand (they must hold
+/// the 8-byte length and the header) and the file has `file_size` bytes in all.
+safetensors_header parse_safetensors_header_prefix(const std::byte* prefix, std::size_t prefix_size,
+                                                   uint64_t file_size, const std::string& name);
+
 /// Bytes per element of a safetensors dtype, 0 when unknown.
 std::size_t safetensors_dtype_bytes(const std::string& dtype);
 

@@ -64,7 +64,7 @@ dataset_manifest dataset_manifest::from_file(const std::filesystem::path& file) 
   json root;
   try {
     root = json::parse(read_whole_file(file));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw make_error(where, ": corrupt data manifest: ", e.what());
   }
   if (!root.is_object() || root.value("format", "") != "troupe-token-shards")

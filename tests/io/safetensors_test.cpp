@@ -59,6 +59,8 @@ TEST(safetensors, hostile_headers_are_rejected_without_reading_out_of_bounds) {
   expect_rejected(huge + "{}", "exceeds the file");
   expect_rejected(file_with_header("{not json", 0), "not valid JSON");
   expect_rejected(file_with_header("[1,2]", 0), "must be a JSON object");
+  // Found by the fuzzer: a number too large for a double threw out_of_range, not parse_error.
+  expect_rejected(file_with_header("{\"a\":3" + std::string(30, '3') + "e33333333}", 0), "not valid JSON");
   expect_rejected(file_with_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8),
                   "fall outside the data section");
   expect_rejected(file_with_header(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", 16),

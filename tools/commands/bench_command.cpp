@@ -8,6 +8,7 @@
 #include "compute/error.hpp"
 #include "io/job_config.hpp"
 #include "io/synthetic_dataset.hpp"
+#include "tools/commands/bench_ckpt.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {
@@ -76,6 +77,21 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(8, 65535));
   train->add_flag("--json", args->json, "print one JSON line");
   train->callback([args] { bench_train(*args); });
+
+  struct ckpt_arguments {
+    std::string bytes = "1G";
+    std::string dir;
+    bool json = false;
+  };
+  auto ckpt_args = std::make_shared<ckpt_arguments>();
+  auto* ckpt = bench->add_subcommand("ckpt", "checkpoint write throughput, training stall, resume time");
+  ckpt->add_option("--bytes", ckpt_args->bytes, "state size (e.g. 256M, 1G)")->capture_default_str();
+  ckpt->add_option("--dir", ckpt_args->dir, "directory to write into (the disk under test)")->required();
+  ckpt->add_flag("--json", ckpt_args->json, "print one JSON line");
+  ckpt->callback([ckpt_args] {
+    auto result = bench_checkpoint(parse_byte_count(ckpt_args->bytes), ckpt_args->dir);
+    std::printf("%s\n", ckpt_args->json ? result.dump().c_str() : result.dump(2).c_str());
+  });
 }
 
 }  // namespace troupe::tools
