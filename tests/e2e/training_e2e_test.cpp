@@ -23,11 +23,7 @@ class training_e2e : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::temp_dir("troupe-e2e");
-    testing::write_toy_corpus(*dir_ / "corpus", 40, 60, 11);
-    testing::write_toy_vocab(*dir_ / "vocab.txt");
-    auto prepared = run_command(troupe_binary() + " prepare --input " + (*dir_ / "corpus").string() +
-                                " --tokenizer wordpiece:" + (*dir_ / "vocab.txt").string() + " --out " +
-                                (*dir_ / "data").string() + " --max-seq-length 32 --validation-fraction 0.1");
+    auto prepared = testing::prepare_toy_dataset(dir_->path(), 40, 60, 11, 0.1);
     ASSERT_EQ(prepared.status, 0) << prepared.output;
   }
   static void TearDownTestSuite() { delete dir_; }

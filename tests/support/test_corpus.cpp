@@ -85,3 +85,16 @@ command_result run_command(const std::string& command, int timeout_seconds) {
 }
 
 }  // namespace troupe::testing
+
+namespace troupe::testing {
+
+command_result prepare_toy_dataset(const std::filesystem::path& dir, int documents, int sentences_per_document,
+                                   uint64_t seed, double validation_fraction) {
+  write_toy_corpus(dir / "corpus", documents, sentences_per_document, seed);
+  write_toy_vocab(dir / "vocab.txt");
+  return run_command(troupe_binary() + " prepare --input " + (dir / "corpus").string() + " --tokenizer wordpiece:" +
+                     (dir / "vocab.txt").string() + " --out " + (dir / "data").string() +
+                     " --max-seq-length 32 --validation-fraction " + std::to_string(validation_fraction));
+}
+
+}  // namespace troupe::testing

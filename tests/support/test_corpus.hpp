@@ -30,6 +30,12 @@ void write_toy_corpus(const std::filesystem::path& dir, int documents, int sente
 /// a few "##" pieces) covering the toy corpus.
 void write_toy_vocab(const std::filesystem::path& file);
 
+/// Writes a toy corpus and vocabulary into `dir` (corpus/, vocab.txt) and runs
+/// `troupe prepare` on them into dir/data with sequences of 32 tokens; returns its result.
+struct command_result;
+command_result prepare_toy_dataset(const std::filesystem::path& dir, int documents, int sentences_per_document,
+                                   uint64_t seed, double validation_fraction = 0.05);
+
 /// Writes a text file.
 void write_text(const std::filesystem::path& file, const std::string& text);
 
