@@ -65,7 +65,9 @@ checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, con
   checkpoint_manifest m;
   try {
     capnp::ReaderOptions limits;
-    limits.traversalLimitInWords = 64 * 1024 * 1024;  // a manifest is kilobytes; bound hostile input
+    // A manifest is kilobytes (the job config is its largest part): bound what hostile bytes can
+    // make the reader visit, and the list lengths, before anything is copied out.
+    limits.traversalLimitInWords = 1 << 20;
     limits.nestingLimit = 16;
     capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()), limits);
     auto in = message.getRoot<schema::CheckpointManifest>();
@@ -76,6 +78,10 @@ checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, con
     m.seed = in.getCursor().getSeed();
     m.epoch = in.getCursor().getEpoch();
     m.next_position = in.getCursor().getNextPosition();
+    constexpr unsigned max_entries = 4096;
+    if (in.getRng().size() > max_entries || in.getFiles().size() > max_entries)
+      throw make_error(name, ": manifest lists ", in.getRng().size(), " RNG streams and ", in.getFiles().size(),
+                       " files (at most ", max_entries, " each)");
     for (auto r : in.getRng()) m.rng.push_back({r.getName().cStr(), r.getSeed(), r.getCounter()});
     m.scheduler_kind = in.getScheduler().getKind().cStr();
     m.scheduler_step = in.getScheduler().getStep();
