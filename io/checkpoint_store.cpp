@@ -14,7 +14,6 @@
 #include "compute/error.hpp"
 #include "io/file_util.hpp"
 #include "io/json_fields.hpp"
-#include "io/mapped_file.hpp"
 #include "io/safetensors.hpp"
 #include "io/safetensors_header.hpp"
 
