@@ -105,13 +105,13 @@ TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
   options.run_dir = *dir_ / "run-timeout";
   options.console = false;
   options.save_checkpoints = false;
-  options.steps = 120;
-  options.window_timeout = std::chrono::seconds(2);
+  options.steps = 150;
+  options.window_timeout = std::chrono::seconds(3);
   const auto start = std::chrono::steady_clock::now();
   auto summary = actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("120 windows in %.1f s with a 2 s window timeout\n", seconds);
-  EXPECT_EQ(summary.windows, 120);
+  std::printf("150 windows in %.1f s with a 3 s window timeout\n", seconds);
+  EXPECT_EQ(summary.windows, 150);
 }
 
 TEST_F(training_e2e, resume_continues_from_the_latest_checkpoint) {
