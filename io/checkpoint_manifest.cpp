@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/error.hpp"
+#include "io/file_util.hpp"
 #include "messages/schemas/checkpoint.capnp.h"
 
 namespace troupe::io {
@@ -113,11 +114,7 @@ checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, con
 
 std::string checkpoint_manifest::to_json() const {
   nlohmann::json files_json = nlohmann::json::array();
-  char hex[17];
-  for (const auto& f : files) {
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(f.xxh64));
-    files_json.push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex}});
-  }
+  for (const auto& f : files) files_json.push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
   nlohmann::json rng_json = nlohmann::json::array();
   for (const auto& r : rng) rng_json.push_back({{"name", r.name}, {"seed", r.seed}, {"counter", r.counter}});
   nlohmann::json job = nlohmann::json::parse(job_config, nullptr, false);

@@ -55,12 +55,6 @@ std::optional<std::string> latest_name(const std::filesystem::path& root) {
   return name;
 }
 
-std::string hex64(uint64_t value) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(value));
-  return hex;
-}
-
 
 /// The stall seam (see stall_checkpoint_variable): a progress callback that never returns once
 /// the configured byte count is reached while writing the configured step.
@@ -83,6 +77,15 @@ write_progress stall_seam(int64_t step) {
     }
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   };
+}
+
+/// The `latest` pointer for listing and pruning, where a corrupt pointer means "none".
+std::optional<std::string> latest_name_if_readable(const std::filesystem::path& root) {
+  try {
+    return latest_name(root);
+  } catch (const error&) {
+    return std::nullopt;
+  }
 }
 
 json parse_json_file(const std::filesystem::path& file) {
@@ -302,11 +305,7 @@ std::vector<checkpoint_listing> list_checkpoints(const std::filesystem::path& ru
   const auto root = checkpoints_root(run_dir);
   std::vector<checkpoint_listing> listings;
   if (!std::filesystem::is_directory(root)) return listings;
-  std::optional<std::string> latest;
-  try {
-    latest = latest_name(root);
-  } catch (const error&) {
-  }
+  const auto latest = latest_name_if_readable(root);
   std::vector<std::filesystem::path> dirs;
   for (const auto& entry : std::filesystem::directory_iterator(root))
     if (entry.is_directory() && entry.path().filename().string().rfind("step-", 0) == 0) dirs.push_back(entry.path());
@@ -336,11 +335,7 @@ std::vector<std::filesystem::path> prune_checkpoints(const std::filesystem::path
   const auto root = checkpoints_root(run_dir);
   std::vector<std::filesystem::path> removed;
   if (!std::filesystem::is_directory(root)) return removed;
-  std::optional<std::string> latest;
-  try {
-    latest = latest_name(root);
-  } catch (const error&) {
-  }
+  const auto latest = latest_name_if_readable(root);
   auto dirs = committed(root);
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < dirs.size(); ++i) {
     if (latest && dirs[i].filename() == *latest) continue;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -63,22 +64,35 @@ uint64_t write_file_atomically(const std::filesystem::path& path, const std::str
   return write_file_atomically(path, {byte_span{reinterpret_cast<const std::byte*>(text.data()), text.size()}});
 }
 
+void read_exactly(int fd, void* into, uint64_t bytes, const std::string& name) {
+  uint64_t done = 0;
+  while (done < bytes) {
+    auto n = ::read(fd, static_cast<char*>(into) + done, std::min<uint64_t>(bytes - done, 16 << 20));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw make_error(name, ": read failed after ", done, " of ", bytes, " bytes: ",
+                       n == 0 ? "unexpected end of file" : std::strerror(errno));
+    done += static_cast<uint64_t>(n);
+  }
+}
+
+std::string hex64(uint64_t value) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(value));
+  return hex;
+}
+
 std::vector<std::byte> read_file_bytes(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw make_error(path.string(), ": cannot open: ", std::strerror(errno));
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  std::vector<std::byte> bytes(std::filesystem::file_size(path));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    auto n = ::read(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, 16 << 20));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int saved = errno;
-      ::close(fd);
-      throw make_error(path.string(), ": read failed after ", done, " bytes: ", n == 0 ? "unexpected end of file"
-                                                                                  : std::strerror(saved));
-    }
-    done += static_cast<std::size_t>(n);
+  std::vector<std::byte> bytes;
+  try {
+    bytes.resize(std::filesystem::file_size(path));
+    read_exactly(fd, bytes.data(), bytes.size(), path.string());
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
   return bytes;

@@ -33,6 +33,13 @@ std::string read_whole_file(const std::filesystem::path& path);
 /// a cold mmap); throws troupe::error naming it when it cannot.
 std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
 
+/// Reads exactly `bytes` bytes from `fd` into `into` in large read() calls; throws troupe::error
+/// naming `name` on an error or an early end of file.
+void read_exactly(int fd, void* into, uint64_t bytes, const std::string& name);
+
+/// A 64-bit hash as 16 lower-case hex digits (how troupe writes xxh64 values).
+std::string hex64(uint64_t value);
+
 /// fsyncs a directory so a rename inside it is durable.
 void fsync_directory(const std::filesystem::path& dir);
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "compute/bert_model.hpp"
 #include "compute/error.hpp"
@@ -106,13 +107,10 @@ void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path&
                   targets.end());
   }
   compute::assign_named_tensors(targets, loaded, weights.string());
-  std::vector<std::string> unused;
-  for (const auto& [name, tensor] : loaded) {
-    bool known = false;
-    for (const auto& [target, value] : model.hf_named_parameters()) known = known || target == name;
-    if (!known) unused.push_back(name);
-  }
-  if (!unused.empty()) throw make_error(weights.string(), ": tensor '", unused.front(), "' is not part of a BERT MLM");
+  std::set<std::string> known;
+  for (const auto& [name, value] : model.hf_named_parameters()) known.insert(name);
+  for (const auto& [name, tensor] : loaded)
+    if (known.count(name) == 0) throw make_error(weights.string(), ": tensor '", name, "' is not part of a BERT MLM");
 
   contents.parameters = compute::cpu_copies(model.hf_named_parameters());
   const auto vocab_file = vocab.empty() ? hf_dir / "vocab.txt" : vocab;

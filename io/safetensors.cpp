@@ -113,15 +113,7 @@ safetensors_content read_safetensors_verified(const std::filesystem::path& path,
   } close_on_exit{fd};
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   const uint64_t file_size = std::filesystem::file_size(path);
-  auto read_exactly = [&](void* into, uint64_t bytes) {
-    uint64_t done = 0;
-    while (done < bytes) {
-      auto n = ::read(fd, static_cast<char*>(into) + done, std::min<uint64_t>(bytes - done, 16 << 20));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw make_error(name, ": read failed after ", done, " of ", bytes, " bytes");
-      done += static_cast<uint64_t>(n);
-    }
-  };
+  auto read_exactly = [&](void* into, uint64_t bytes) { io::read_exactly(fd, into, bytes, name); };
   std::vector<std::byte> prefix(8);
   if (file_size < 8) throw make_error(name, ": too short for a safetensors file (", file_size, " bytes)");
   read_exactly(prefix.data(), 8);

@@ -27,10 +27,8 @@ T required(const json& object, const char* key, const std::string& where) {
 }  // namespace
 
 std::string file_xxh64_hex(const std::filesystem::path& file) {
-  auto bytes = read_whole_file(file);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(bytes.data(), bytes.size(), 0)));
-  return hex;
+  auto bytes = read_file_bytes(file);
+  return hex64(XXH64(bytes.data(), bytes.size(), 0));
 }
 
 const split_info* dataset_manifest::find_split(const std::string& name) const {
