@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "io/file_util.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
 #include "messages/training_messages.hpp"
@@ -43,7 +44,9 @@ nlohmann::json to_json(const messages::window_report& r) {
           {"epoch", r.epoch},
           {"next_position", r.next_position},
           {"checkpoint_stall_s", r.checkpoint_stall_seconds},
-          {"checkpoints_skipped", r.checkpoints_skipped}};
+          {"checkpoints_skipped", r.checkpoints_skipped},
+          {"parameter_hash", io::hex64(r.parameter_hash)},
+          {"world_size", r.world_size}};
 }
 
 }  // namespace

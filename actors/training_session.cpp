@@ -6,6 +6,7 @@
 #include "actors/checkpointer.hpp"
 #include "actors/data_loader.hpp"
 #include "actors/metrics.hpp"
+#include "actors/reducer.hpp"
 #include "actors/worker.hpp"
 #include "compute/device_check.hpp"
 #include "compute/error.hpp"
@@ -13,6 +14,7 @@
 #include "io/token_dataset.hpp"
 #include "messages/atoms.hpp"
 #include "messages/type_registration.hpp"
+#include "messages/error_code.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -50,7 +52,28 @@ std::shared_ptr<io::checkpoint_contents> load_resume_state(const io::job_config&
 
 }  // namespace
 
+void configure_actor_system(caf::actor_system_config& config) {
+  messages::register_types(config);
+  config.set("scheduler.max-threads", 2);
+  config.set("logger.verbosity", caf::atom("quiet"));
+}
+
 messages::training_summary run_training(io::job_config config, const session_options& options) {
+  caf::actor_system_config system_config;
+  configure_actor_system(system_config);
+  caf::actor_system system{system_config};
+  caf::scoped_actor supervisor{system};
+  return run_training(system, supervisor, std::move(config), options, nullptr);
+}
+
+messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
+                                        io::job_config config, const session_options& options,
+                                        const cluster_role* role) {
+  const int world = role ? role->world : 1;
+  const int first_rank = role ? role->first_rank : 0;
+  const int local_workers = role ? static_cast<int>(role->transports.size()) : 1;
+  const bool reports = first_rank == 0;  // global rank 0 writes metrics and checkpoints
+
   if (options.steps) config.set_train_steps(*options.steps);
   auto dataset = std::make_shared<const io::token_dataset>(config.data.dir, "train");
   io::reconcile_with_data(config, dataset->manifest(), "config");
@@ -65,7 +88,7 @@ messages::training_summary run_training(io::job_config config, const session_opt
 
   io::training_state start;
   start.seed = config.seed;
-  start.world_size = 1;
+  start.world_size = world;
   start.vocab_hash = dataset->manifest().vocab_hash;
   start.dataset_size = dataset->size();
   if (resume) {
@@ -74,77 +97,110 @@ messages::training_summary run_training(io::job_config config, const session_opt
   }
   int64_t windows = std::max<int64_t>(0, config.train_steps - start.optimizer_steps);
   if (options.max_windows) windows = std::min(windows, *options.max_windows);
-  std::filesystem::create_directories(options.run_dir);
+  if (reports) std::filesystem::create_directories(options.run_dir);
 
-  caf::actor_system_config system_config;
-  messages::register_types(system_config);
-  system_config.set("scheduler.max-threads", 2);
-  system_config.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system system{system_config};
+  caf::actor metrics_actor, checkpoint_actor;
+  if (reports) {
+    metrics_settings metric_options;
+    if (options.write_metrics) metric_options.jsonl = options.run_dir / "metrics.jsonl";
+    metric_options.total_steps = config.train_steps;
+    metric_options.steps_per_print = config.steps_per_print;
+    metric_options.console = options.console;
+    metrics_actor = system.spawn(metrics, metric_options);
+    checkpoint_actor = system.spawn<caf::detached>(checkpointer, options.run_dir);
+  }
 
-  metrics_settings metric_options;
-  if (options.write_metrics) metric_options.jsonl = options.run_dir / "metrics.jsonl";
-  metric_options.total_steps = config.train_steps;
-  metric_options.steps_per_print = config.steps_per_print;
-  metric_options.console = options.console;
-  auto metrics_actor = system.spawn(metrics, metric_options);
-  auto checkpoint_actor = system.spawn<caf::detached>(checkpointer, options.run_dir);
+  std::vector<caf::actor> workers, helpers;  // helpers: loaders and reducers
+  for (int local = 0; local < local_workers; ++local) {
+    const int rank = first_rank + local;
+    worker_settings w;
+    w.trainer = trainer_options_of(config);
+    w.trainer.rank = rank;
+    w.rank = rank;
+    w.world = world;
+    w.accumulation = config.gradient_accumulation_steps;
+    w.prefetch = config.data.prefetch;
+    w.windows = windows;
+    w.checkpoint_every = config.checkpoint.every_windows;
+    w.checkpoint_keep = config.checkpoint.keep;
+    w.reports = reports && local == 0;
+    w.save_checkpoints = options.save_checkpoints && w.reports;
+    w.skip_checkpoint_when_busy = config.checkpoint.skip_when_busy;
+    w.start = start;
+    w.window_samples = static_cast<uint64_t>(config.train_batch_size);
+    w.job = config.source;
+    w.resume_from = resume;
+    w.sync_every_micro_batch = config.sync_every_micro_batch;
+    if (role) {
+      w.collective_timeout = role->collective_timeout;
+      for (std::size_t ring = 0; ring < role->ring_orders.size(); ++ring) {
+        reducer_settings r;
+        r.transport = role->transports[static_cast<std::size_t>(local)][ring];
+        r.rank = rank;
+        r.ring.order = role->ring_orders[ring];
+        r.ring.ring_index = static_cast<int>(ring);
+        r.ring.chunk_bytes = role->chunk_bytes;
+        r.ring.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role->collective_timeout);
+        w.reducers.push_back(system.spawn<caf::detached>(reducer, r));
+        helpers.push_back(w.reducers.back());
+      }
+    }
+    auto worker_actor = system.spawn<caf::detached>(worker, w, w.reports ? metrics_actor : caf::actor{},
+                                                    w.save_checkpoints ? checkpoint_actor : caf::actor{},
+                                                    caf::actor_cast<caf::actor>(supervisor));
+    data_loader_settings d;
+    d.dataset = dataset;
+    d.mask_probability = config.data.mask_probability;
+    d.seed = config.seed;
+    d.rank = static_cast<uint64_t>(rank);
+    d.world = static_cast<uint64_t>(world);
+    d.micro_size = static_cast<uint64_t>(config.micro_batch_size);
+    d.accumulation = static_cast<uint64_t>(config.gradient_accumulation_steps);
+    d.start_position = start.next_position;
+    d.windows = static_cast<uint64_t>(windows);
+    auto loader_actor = system.spawn<caf::detached>(data_loader, d);
+    workers.push_back(worker_actor);
+    helpers.push_back(loader_actor);
+    supervisor->send(worker_actor, messages::start_atom::value, loader_actor);
+  }
+  for (const auto& actor : workers) supervisor->monitor(actor);
+  for (const auto& actor : helpers) supervisor->monitor(actor);
+  for (const auto& actor : {metrics_actor, checkpoint_actor})
+    if (actor) supervisor->monitor(actor);
+  if (role && role->coordinator) supervisor->monitor(role->coordinator);
 
-  worker_settings w;
-  w.trainer = trainer_options_of(config);
-  w.accumulation = config.gradient_accumulation_steps;
-  w.prefetch = config.data.prefetch;
-  w.windows = windows;
-  w.checkpoint_every = config.checkpoint.every_windows;
-  w.checkpoint_keep = config.checkpoint.keep;
-  w.save_checkpoints = options.save_checkpoints;
-  w.skip_checkpoint_when_busy = config.checkpoint.skip_when_busy;
-  w.start = start;
-  w.window_samples = static_cast<uint64_t>(config.train_batch_size);
-  w.job = config.source;
-  w.resume_from = resume;
-
-  caf::scoped_actor supervisor{system};
-  auto worker_actor = system.spawn<caf::detached>(worker, w, metrics_actor, checkpoint_actor,
-                                                  caf::actor_cast<caf::actor>(supervisor));
-  data_loader_settings d;
-  d.dataset = dataset;
-  d.mask_probability = config.data.mask_probability;
-  d.seed = config.seed;
-  d.micro_size = static_cast<uint64_t>(config.micro_batch_size);
-  d.accumulation = static_cast<uint64_t>(config.gradient_accumulation_steps);
-  d.start_position = start.next_position;
-  d.windows = static_cast<uint64_t>(windows);
-  auto loader_actor = system.spawn<caf::detached>(data_loader, d);
-
-  supervisor->monitor(worker_actor);
-  supervisor->monitor(loader_actor);
-  supervisor->monitor(checkpoint_actor);
-  supervisor->monitor(metrics_actor);
-  supervisor->send(worker_actor, messages::start_atom::value, loader_actor);
-
-  // Wait for the worker's summary; any actor going down first is the failure to report. Each
-  // finished window restarts the timeout, so it bounds one window, not the whole run.
+  // Wait for every local worker's summary; any actor going down with a reason first is the
+  // failure to report. Each finished window restarts the timeout, so it bounds one window.
   std::optional<messages::training_summary> summary;
+  int summaries = 0;
   std::string failure;
-  while (!summary && failure.empty()) {
+  while (summaries < local_workers && failure.empty()) {
     supervisor->receive(
-        [&](messages::done_atom, messages::training_summary& s) { summary = std::move(s); },
+        [&](messages::done_atom, messages::training_summary& s) {
+          if (summaries++ == 0) summary = std::move(s);
+        },
         [&](messages::window_atom, const messages::window_report&) {},
+        [&](messages::abort_atom, const std::string& reason) { failure = reason; },
         [&](caf::down_msg& down) {
-          if (down.reason) failure = system.render(down.reason);
+          if (role && down.source == role->coordinator)
+            failure = "the head node's coordinator at " + role->head + " went down (" + system.render(down.reason) + ")";
+          else if (down.reason)
+            failure = system.render(down.reason);
         },
         caf::after(options.window_timeout) >> [&] {
           failure = "no window finished within " + std::to_string(options.window_timeout.count()) +
                     " s (worker stalled or data loader starved)";
         });
   }
-  if (summary) {
+  if (summary && metrics_actor) {
     supervisor->request(metrics_actor, std::chrono::seconds(60), messages::flush_atom::value)
         .receive([] {}, [&](caf::error& e) { failure = system.render(e); });
   }
-  for (const auto& actor : {worker_actor, loader_actor, checkpoint_actor, metrics_actor})
-    supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
+  for (const auto& actor : workers) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
+  for (const auto& actor : helpers) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
+  for (const auto& actor : {metrics_actor, checkpoint_actor})
+    if (actor) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
+  if (role && role->coordinator) supervisor->demonitor(role->coordinator);
   if (!failure.empty()) throw error(failure);
   return *summary;
 }

@@ -1,11 +1,17 @@
 #pragma once
 /// One training run on this process: spawns and wires the actors, waits for the end.
 
+#include <caf/actor.hpp>
+
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "io/job_config.hpp"
+#include "io/transport.hpp"
 #include "messages/training_messages.hpp"
 
 namespace troupe::actors {
@@ -21,15 +27,41 @@ struct session_options {
   std::chrono::seconds window_timeout{900};  ///< longest wait for the next window to finish
 };
 
-/// Runs `config` (already parsed) with one data_loader, one worker, the checkpointer and the
-/// metrics actor, in one CAF actor system:
+/// This process's part in a multi-node job, set up by the node after rendezvous
+/// (tools/commands/node_command.cpp).
+struct cluster_role {
+  int first_rank = 0;  ///< global rank of this process's first worker
+  int world = 1;
+  /// transports[w][r]: local worker w's transport for ring r, connected to its neighbours.
+  std::vector<std::vector<std::shared_ptr<io::transport>>> transports;
+  std::vector<std::vector<int>> ring_orders;
+  std::size_t chunk_bytes = 1 << 20;
+  std::chrono::seconds collective_timeout{120};
+  caf::actor coordinator;  ///< sends (abort_atom, reason); its going down means the head died
+  std::string head;        ///< "host:port", for messages
+};
+
+/// Runs `config` (already parsed) in `system`, with one data_loader and one worker per local
+/// worker, a reducer per ring per worker when `role` is given, and (on global rank 0) the
+/// checkpointer and the metrics actor:
 ///
-///   data_loader --batch--> worker --window_report--> metrics
-///        ^--------credit------'  \--save (awaited)--> checkpointer
+///   data_loader --batch--> worker --window_report--> metrics            (rank 0)
+///        ^--------credit------'  |\--save (awaited)--> checkpointer     (rank 0)
+///                                 \--reduce (awaited)--> reducer[r] <=ring r=> other ranks
 ///
+/// `supervisor` receives the workers' reports (and, in a cluster, the coordinator's abort).
 /// Checks the data and the resume checkpoint before any actor starts, so bad input fails
-/// with nothing written. Throws troupe::error with the first actor's failure reason, or when
-/// no window finishes within `window_timeout`.
+/// with nothing written. Throws troupe::error with the first failure (an actor's reason, an
+/// abort from the coordinator, the head going down), or when no window finishes within
+/// `window_timeout`. Returns global rank 0's summary, or this process's first worker's.
+messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
+                                        io::job_config config, const session_options& options,
+                                        const cluster_role* role);
+
+/// A single-process run with its own actor system.
 messages::training_summary run_training(io::job_config config, const session_options& options);
+
+/// The CAF settings every troupe process uses (scheduler threads, quiet logger, message types).
+void configure_actor_system(caf::actor_system_config& config);
 
 }  // namespace troupe::actors

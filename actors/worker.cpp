@@ -1,9 +1,13 @@
 #include "actors/worker.hpp"
 
 #include <caf/all.hpp>
+#include <functional>
 #include <spdlog/spdlog.h>
 
+#include "compute/error.hpp"
 #include "compute/named_tensors.hpp"
+#include "compute/ring_schedule.hpp"
+#include "io/file_util.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
 
@@ -15,6 +19,27 @@ using clock = std::chrono::steady_clock;
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string dropout_stream_name(int64_t rank) { return "dropout/rank" + std::to_string(rank); }
+
+// Window statistics travel with ring 0's slice, so every rank reports the cluster's numbers
+// and checks that the replicas agree (DESIGN §4):
+//   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
+//   [4+4r .. 4+4r+3]       rank r's parameter hash in four 16-bit parts, zero elsewhere;
+//                          after the sum every rank holds every rank's hash exactly (doubles
+//                          add integers below 2^53 exactly).
+constexpr std::size_t statistics_header = 4;
+constexpr int hash_parts = 4;
+
+uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
+  const auto& values = trainer.parameter_values();
+  return io::xxh64(values.data_ptr(), static_cast<std::size_t>(values.numel()) * values.element_size());
+}
+
+uint64_t hash_of_rank(const std::vector<double>& statistics, int64_t rank) {
+  uint64_t hash = 0;
+  for (int part = 0; part < hash_parts; ++part)
+    hash |= static_cast<uint64_t>(statistics[statistics_header + hash_parts * rank + part]) << (16 * part);
+  return hash;
+}
 
 }  // namespace
 
@@ -101,17 +126,87 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     }
   };
 
+  // Fills the statistics this rank contributes to the window's allreduce.
+  auto fill_statistics = [=] {
+    auto& s = self->state;
+    auto& stats = s.statistics;
+    stats.assign(statistics_header + hash_parts * static_cast<std::size_t>(settings.world), 0.0);
+    stats[0] = s.loss_weighted_sum;
+    stats[1] = static_cast<double>(s.local_samples);
+    stats[2] = static_cast<double>(s.current.tokens);
+    stats[3] = static_cast<double>(s.current.masked_tokens);
+    const uint64_t hash = parameter_hash(*s.trainer);
+    for (int part = 0; part < hash_parts; ++part)
+      stats[statistics_header + hash_parts * settings.rank + part] = static_cast<double>((hash >> (16 * part)) & 0xffff);
+  };
+
+  // Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and
+  // runs `then` once every ring has replied. The worker awaits: its buffers stay untouched
+  // while the reducers' threads work on them.
+  auto reduce = [=](bool with_statistics, std::function<void()> then) {
+    auto& s = self->state;
+    const auto& gradients = s.trainer->gradients();
+    float* data = gradients.data_ptr<float>();
+    const auto count = static_cast<std::size_t>(gradients.numel());
+    const int rings = static_cast<int>(settings.reducers.size());
+    const uint64_t sequence = s.reduces++;
+    auto pending = std::make_shared<int>(rings);
+    for (int r = 0; r < rings; ++r) {
+      messages::reduce_request request;
+      const auto slice = compute::ring_slice(count, rings, r);
+      request.gradient = data + slice.begin;
+      request.gradient_count = slice.size();
+      if (with_statistics && r == 0) {
+        request.statistics = s.statistics.data();
+        request.statistic_count = s.statistics.size();
+      }
+      request.sequence = sequence;
+      request.window = settings.start.optimizer_steps + s.windows_done + 1;
+      // The ring's own timeout (naming the peer) fires first; this one is a backstop.
+      self->request(settings.reducers[static_cast<std::size_t>(r)], settings.collective_timeout + std::chrono::seconds(30),
+                    messages::reduce_atom::value, request)
+          .await(
+              [=] {
+                if (--*pending > 0) return;
+                try {
+                  then();
+                } catch (const std::exception& e) {
+                  self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
+                }
+              },
+              [=](caf::error& failure) { self->quit(std::move(failure)); });
+    }
+  };
+
   auto end_window = [=] {
     auto& s = self->state;
-    auto step = s.trainer->finish_window(static_cast<int64_t>(settings.window_samples));
     auto& report = s.current;
+    int64_t window_samples = static_cast<int64_t>(settings.window_samples);
+    if (settings.reducers.empty()) {
+      report.parameter_hash = parameter_hash(*s.trainer);
+    } else {
+      const auto& stats = s.statistics;
+      s.loss_weighted_sum = stats[0];
+      s.local_samples = static_cast<int64_t>(stats[1]);
+      window_samples = s.local_samples;
+      report.tokens = static_cast<int64_t>(stats[2]);
+      report.masked_tokens = static_cast<int64_t>(stats[3]);
+      report.parameter_hash = hash_of_rank(stats, settings.rank);
+      for (int64_t rank = 0; rank < settings.world; ++rank)
+        if (hash_of_rank(stats, rank) != report.parameter_hash)
+          throw make_error("replicas diverged before step ", s.trainer->optimizer_steps() + 1, ": rank ", rank,
+                           "'s parameters hash to ", io::hex64(hash_of_rank(stats, rank)), ", rank ", settings.rank,
+                           "'s to ", io::hex64(report.parameter_hash));
+    }
+    report.world_size = static_cast<int32_t>(settings.world);
+    auto step = s.trainer->finish_window(window_samples);
     report.step = s.trainer->optimizer_steps();
     report.rank = static_cast<int32_t>(settings.rank);
     report.lr = step.lr;
     s.last_lr = step.lr;
     report.grad_norm = step.grad_norm;
     report.optimizer_seconds = step.optimizer_seconds;
-    report.samples = static_cast<int64_t>(settings.window_samples);
+    report.samples = window_samples;
     report.loss = s.loss_weighted_sum / static_cast<double>(s.local_samples);
     const auto now = clock::now();
     report.window_seconds = seconds(now - s.window_start);
@@ -125,7 +220,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
       s.timed_samples += report.samples;
       s.timed_tokens += report.tokens;
     }
-    self->send(metrics, messages::window_atom::value, report);
+    if (metrics) self->send(metrics, messages::window_atom::value, report);
     self->send(supervisor, messages::window_atom::value, report);  // liveness for the run's timeout
     const int64_t skipped = report.checkpoints_skipped;
     report = messages::window_report{};
@@ -171,12 +266,28 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
           s.local_samples += batch.batch.samples;
           if (settings.start.dataset_size > 0) s.current.epoch = batch.batch.first_position / settings.start.dataset_size;
           self->send(s.loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
-          if (++s.micro_in_window == settings.accumulation) {
+          const bool window_full = ++s.micro_in_window == settings.accumulation;
+          if (window_full) {
             // The cursor after this window is the window's end over all workers.
             s.summary.next_position = settings.start.next_position +
                                       static_cast<uint64_t>(s.windows_done + 1) * settings.window_samples;
             s.current.next_position = s.summary.next_position;
-            end_window();
+          }
+          if (settings.reducers.empty()) {
+            if (window_full) end_window();
+          } else if (settings.sync_every_micro_batch) {
+            // Every micro-batch's gradient is reduced on its own and banked (DDP without
+            // no_sync), the seed paper's baseline for delayed synchronisation.
+            if (window_full) fill_statistics();
+            reduce(window_full, [=] {
+              self->state.trainer->bank_gradient();
+              if (!window_full) return;
+              self->state.trainer->restore_banked_gradient();
+              end_window();
+            });
+          } else if (window_full) {
+            fill_statistics();
+            reduce(true, end_window);
           }
           s.last_batch_done = clock::now();
         } catch (const std::exception& e) {

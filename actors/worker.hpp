@@ -34,6 +34,11 @@ struct worker_settings {
   uint64_t window_samples = 0;    ///< samples per window over all workers
   nlohmann::json job;             ///< saved with checkpoints
   std::shared_ptr<io::checkpoint_contents> resume_from;  ///< state to load, or null
+  // Data parallelism (empty `reducers`: a single-worker run).
+  std::vector<caf::actor> reducers;  ///< one per ring; ring r reduces slice r of the gradient
+  bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window
+  std::chrono::seconds collective_timeout{120};
+  bool reports = true;  ///< this worker writes metrics and checkpoints (global rank 0)
 };
 
 struct worker_state {
@@ -52,12 +57,18 @@ struct worker_state {
   std::chrono::steady_clock::time_point timed_start;  ///< end of the first (warm-up) window
   int64_t timed_samples = 0, timed_tokens = 0;
   messages::training_summary summary;
+  /// Summed over all ranks with the gradient (see window_statistics in worker.cpp).
+  std::vector<double> statistics;
+  uint64_t reduces = 0;  ///< sequence number of the next allreduce
 };
 
 /// Protocol:
 ///   ← (start_atom, loader)            grants the loader `prefetch` credits
 ///   ← (batch_atom, micro_batch)       forward + backward into the flat gradient; on the
-///                                     window's last micro-batch: average, clip, step
+///                                     window's last micro-batch: allreduce (when there are
+///                                     reducers), average, clip, step
+///   → reducers: (reduce_atom, reduce_request) at the window's end (or after every
+///     micro-batch with sync_every_micro_batch), all awaited before the optimizer steps
 ///   → metrics, supervisor: (window_atom, window_report) after every window
 ///   → checkpointer: (save_atom, checkpoint_request) every `checkpoint_every` windows, written
 ///     in the background from staging buffers; the last one is awaited

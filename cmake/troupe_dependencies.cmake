@@ -40,6 +40,12 @@ troupe_require_package(nlohmann_json_FOUND "nlohmann-json" "nlohmann-json3-dev")
 find_package(CLI11 QUIET)
 troupe_require_package(CLI11_FOUND "CLI11" "libcli11-dev")
 
+# UCX (the reducer rings' host-memory transport) ships a pkg-config file, not a CMake package.
+find_package(PkgConfig QUIET)
+troupe_require_package(PKG_CONFIG_FOUND "pkg-config" "pkg-config")
+pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
+troupe_require_package(UCX_FOUND "UCX ${UCX_VERSION} (pkg-config ucx)" "libucx-dev")
+
 # troupe_find_plain_library(TARGET HEADER LIBRARIES PACKAGE DESCRIPTION)
 #   For libraries without a CMake package: finds HEADER and every library in LIBRARIES and
 #   defines the imported-style INTERFACE target TARGET, or stops with the Debian package name.

@@ -82,6 +82,21 @@ uint64_t mlm_trainer::dropout_calls() const { return model_->dropout_stream_stat
 void mlm_trainer::set_dropout_calls(uint64_t calls) { model_->dropout_stream_state()->calls = calls; }
 
 const at::Tensor& mlm_trainer::gradients() const { return parameters_->gradients(); }
+const at::Tensor& mlm_trainer::parameter_values() const { return parameters_->values(); }
+
+void mlm_trainer::bank_gradient() {
+  torch::NoGradGuard no_grad;
+  if (!banked_gradient_.defined()) banked_gradient_ = at::zeros_like(parameters_->gradients());
+  banked_gradient_.add_(parameters_->gradients());
+  parameters_->zero_gradients();
+}
+
+void mlm_trainer::restore_banked_gradient() {
+  torch::NoGradGuard no_grad;
+  TROUPE_ENFORCE(banked_gradient_.defined(), "restore_banked_gradient without bank_gradient");
+  parameters_->gradients().copy_(banked_gradient_);
+  banked_gradient_.zero_();
+}
 
 int64_t mlm_trainer::optimizer_steps() const { return optimizer_->steps(); }
 

@@ -62,6 +62,13 @@ class mlm_trainer {
 
   /// The flat gradient buffer (what a reducer allreduces).
   const at::Tensor& gradients() const;
+  /// The flat parameter buffer (hashed to check that replicas agree).
+  const at::Tensor& parameter_values() const;
+  /// For synchronising after every micro-batch: adds the (already reduced) gradient into a
+  /// separate accumulator and zeroes it, so the next micro-batch's reduce sees only its own
+  /// gradient; restore_banked_gradient() moves the accumulated sum back before finish_window.
+  void bank_gradient();
+  void restore_banked_gradient();
   int64_t optimizer_steps() const;
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
   named_tensors named_parameters() const;
@@ -80,6 +87,7 @@ class mlm_trainer {
   std::shared_ptr<bert_for_masked_lm_impl> model_;
   std::unique_ptr<flat_parameters> parameters_;
   std::unique_ptr<optimizer> optimizer_;
+  at::Tensor banked_gradient_;
 };
 
 }  // namespace troupe::compute

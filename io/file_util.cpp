@@ -76,6 +76,8 @@ void read_exactly(int fd, void* into, uint64_t bytes, const std::string& name) {
   }
 }
 
+uint64_t xxh64(const void* data, std::size_t bytes) { return XXH64(data, bytes, 0); }
+
 std::string hex64(uint64_t value) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(value));

@@ -37,6 +37,9 @@ std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
 /// naming `name` on an error or an early end of file.
 void read_exactly(int fd, void* into, uint64_t bytes, const std::string& name);
 
+/// xxh64 (seed 0) of a block of memory: checkpoint file hashes and replica checks.
+uint64_t xxh64(const void* data, std::size_t bytes);
+
 /// A 64-bit hash as 16 lower-case hex digits (how troupe writes xxh64 values).
 std::string hex64(uint64_t value);
 

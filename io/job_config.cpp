@@ -135,6 +135,7 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   config.steps_per_print = root.integer("steps_per_print", config.steps_per_print, 1, big);
   config.seed = static_cast<uint64_t>(root.integer("seed", 42, 0, INT64_MAX));
   config.gradient_clipping = root.number("gradient_clipping", config.gradient_clipping, 0.0, 1e9);
+  config.sync_every_micro_batch = root.boolean("sync_every_micro_batch", false);
 
   auto bf16 = root.object("bf16");
   config.bf16 = bf16.boolean("enabled", false);

@@ -52,6 +52,9 @@ struct job_config {
   runtime_config runtime;
   nlohmann::json source;  ///< the config as given (saved with checkpoints)
   bool schedule_follows_train_steps = true;  ///< scheduler total_num_steps was not given
+  /// Allreduce after every micro-batch instead of once per window (the seed paper's baseline
+  /// for delayed synchronisation; slower by design).
+  bool sync_every_micro_batch = false;
 
   /// Overrides train_steps (the CLI's --steps); a schedule without an explicit
   /// total_num_steps follows it.

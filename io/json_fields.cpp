@@ -102,6 +102,18 @@ std::vector<double> json_fields::numbers(const std::string& key, std::vector<dou
   return out;
 }
 
+nlohmann::json json_fields::raw(const std::string& key) {
+  const json* value = lookup(key);
+  return value == nullptr ? json() : *value;
+}
+
+nlohmann::json json_fields::array(const std::string& key) {
+  const json* value = lookup(key);
+  if (value == nullptr) return json::array();
+  if (!value->is_array()) fail(key, "a JSON array");
+  return *value;
+}
+
 json_fields json_fields::object(const std::string& key) {
   const json* value = lookup(key);
   if (value != nullptr && !value->is_object()) fail(key, "a JSON object");

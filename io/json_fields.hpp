@@ -25,6 +25,10 @@ class json_fields {
   /// A string that must be one of `choices`.
   std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& choices);
   std::vector<double> numbers(const std::string& key, std::vector<double> fallback, std::size_t count);
+  /// The value as it is (null when absent), for fields of more than one shape.
+  nlohmann::json raw(const std::string& key);
+  /// A JSON array (empty when absent); elements are checked by the caller.
+  nlohmann::json array(const std::string& key);
   /// A nested object (an empty one when absent).
   json_fields object(const std::string& key);
   /// Throws for every key that was not read.

@@ -20,4 +20,20 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;
 /// supervisor → worker: (start_atom) begins training once every actor is wired.
 using start_atom = caf::atom_constant<caf::atom("start")>;
 
+/// worker → reducer: (reduce_atom, reduce_request) → unit once the slice is allreduced.
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
+
+// Rendezvous (cluster/, actors/coordinator): node manager ↔ the head's coordinator. The
+// payloads are Cap'n Proto bytes (messages/schemas/cluster.capnp) carried in a std::string.
+/// node → coordinator: (join_atom, JoinRequest bytes).
+using join_atom = caf::atom_constant<caf::atom("join")>;
+/// coordinator → node: (plan_atom, ClusterPlan bytes) once every node has joined.
+using plan_atom = caf::atom_constant<caf::atom("plan")>;
+/// coordinator → node: (abort_atom, reason) when another node failed or left.
+using abort_atom = caf::atom_constant<caf::atom("abort")>;
+/// node → coordinator: (finished_atom, node name) when its workers are done.
+using finished_atom = caf::atom_constant<caf::atom("finished")>;
+/// coordinator → node: (release_atom) once every node finished; nodes may exit.
+using release_atom = caf::atom_constant<caf::atom("release")>;
+
 }  // namespace troupe::messages

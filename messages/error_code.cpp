@@ -10,6 +10,8 @@ std::string to_string(errc code) {
     case errc::checkpoint_failed: return "checkpoint_failed";
     case errc::metrics_failed: return "metrics_failed";
     case errc::timed_out: return "timed_out";
+    case errc::collective_failed: return "collective_failed";
+    case errc::cluster_failed: return "cluster_failed";
   }
   return "unknown";
 }

@@ -24,6 +24,10 @@ enum class errc : uint8_t {
   metrics_failed,
   /// A wait ran past its timeout; the context names what was awaited.
   timed_out,
+  /// A collective failed: a peer died or stopped answering; the context names peer and window.
+  collective_failed,
+  /// Rendezvous or membership failed: a node did not join, sent a bad message or left.
+  cluster_failed,
 };
 
 std::string to_string(errc code);

@@ -39,19 +39,34 @@ struct window_report {
   uint64_t next_position = 0;
   double checkpoint_stall_seconds = 0;  ///< staging copies and waits for a busy writer
   int64_t checkpoints_skipped = 0;      ///< so far in this run (when_busy = "skip")
+  uint64_t parameter_hash = 0;          ///< xxh64 of the parameters the window started from
+  int32_t world_size = 1;               ///< workers whose samples these numbers cover
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, window_report& x) {
   return f(caf::meta::type_name("window_report"), x.step, x.rank, x.loss, x.lr, x.grad_norm, x.samples, x.tokens,
            x.masked_tokens, x.window_seconds, x.data_wait_seconds, x.forward_seconds, x.backward_seconds,
-           x.optimizer_seconds, x.epoch, x.next_position, x.checkpoint_stall_seconds, x.checkpoints_skipped);
+           x.optimizer_seconds, x.epoch, x.next_position, x.checkpoint_stall_seconds, x.checkpoints_skipped, x.parameter_hash,
+           x.world_size);
 }
 
 /// State handed to the checkpointer: CPU copies, so training may go on while it writes.
 struct checkpoint_request {
   io::checkpoint_contents contents;
   int64_t keep = 2;
+};
+
+/// One reducer's share of a window's allreduce: its ring's slice of the worker's flat gradient
+/// and, for ring 0, the window statistics (see actors/worker.cpp). Node-local: raw pointers
+/// into the worker's buffers, which the worker leaves alone until the reducer replies.
+struct reduce_request {
+  float* gradient = nullptr;
+  std::size_t gradient_count = 0;
+  double* statistics = nullptr;
+  std::size_t statistic_count = 0;
+  uint64_t sequence = 0;  ///< distinguishes successive reduces on the ring
+  int64_t window = 0;     ///< for messages
 };
 
 /// What a finished run reports to whoever started it.
@@ -70,3 +85,4 @@ struct training_summary {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::micro_batch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::checkpoint_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::training_summary)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::reduce_request)

@@ -31,6 +31,8 @@ std::vector<uint8_t> encode_window_report(const window_report& r) {
   out.setNextPosition(r.next_position);
   out.setCheckpointStallSeconds(r.checkpoint_stall_seconds);
   out.setCheckpointsSkipped(r.checkpoints_skipped);
+  out.setParameterHash(r.parameter_hash);
+  out.setWorldSize(r.world_size);
   auto words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
   return {bytes.begin(), bytes.end()};
@@ -62,6 +64,8 @@ window_report decode_window_report(const std::vector<uint8_t>& bytes) {
     r.next_position = in.getNextPosition();
     r.checkpoint_stall_seconds = in.getCheckpointStallSeconds();
     r.checkpoints_skipped = in.getCheckpointsSkipped();
+    r.parameter_hash = in.getParameterHash();
+    r.world_size = in.getWorldSize();
     return r;
   } catch (const kj::Exception& e) {
     throw make_error("WindowReport: malformed Cap'n Proto message: ", e.getDescription().cStr());

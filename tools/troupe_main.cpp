@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   troupe::tools::add_eval_command(app);
   troupe::tools::add_bench_command(app);
   troupe::tools::add_ckpt_command(app);
+  troupe::tools::add_launch_command(app);
+  troupe::tools::add_node_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -23,4 +23,6 @@ struct WindowReport {
   nextPosition @14 :UInt64;    # global data cursor after this window
   checkpointStallSeconds @15 :Float64;  # staging copies and waits for a busy checkpoint writer
   checkpointsSkipped @16 :Int64;        # checkpoints skipped so far (when_busy = "skip")
+  parameterHash @17 :UInt64;            # xxh64 of the parameters before this window's step
+  worldSize @18 :Int32;                 # workers whose samples the window's numbers cover
 }

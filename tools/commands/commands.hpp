@@ -10,5 +10,7 @@ void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_ckpt_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
+void add_node_command(CLI::App& app);
 
 }  // namespace troupe::tools

@@ -1,0 +1,55 @@
+#pragma once
+/// The coordinator: runs in the head node's process; every node joins it over CAF's
+/// middleman, it hands out the plan, watches membership, and tells everyone when a node fails.
+
+#include <caf/fwd.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "cluster/manifest.hpp"
+#include "cluster/plan.hpp"
+
+namespace troupe::actors {
+
+struct coordinator_settings {
+  cluster::cluster_manifest manifest;
+  uint64_t manifest_hash = 0;  ///< every node must have parsed the same manifest …
+  uint64_t config_hash = 0;    ///< … and the same job config
+};
+
+struct joined_node {
+  caf::actor_addr manager;  ///< the node's side of the rendezvous (monitored)
+  cluster::join_request request;
+  caf::response_promise reply;  ///< delivers the plan
+};
+
+struct coordinator_state {
+  static inline const char* name = "coordinator";
+  std::map<std::string, joined_node> joined;
+  std::set<std::string> finished;
+  std::set<std::string> departed;  ///< nodes that disconnected after the release
+  bool planned = false;
+  bool released = false;
+};
+
+/// Protocol:
+///   ← (join_atom, JoinRequest bytes) → ClusterPlan bytes, once every node of the manifest has
+///     joined (checked: known node, not yet joined, same manifest and config hashes, as many
+///     workers and rings as the manifest says); a bad join is refused with an error naming it
+///   ← (finished_atom, node)  when every node finished: → everyone (release_atom), then quits
+///   ← down of a node that has not finished → everyone else (abort_atom, "node X … left"),
+///     then quits with errc::cluster_failed
+///   Not every node joined within timeouts.join → the waiting joins fail naming the missing
+///   nodes, and the coordinator quits with errc::cluster_failed.
+caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordinator_settings settings);
+
+/// The plan for a complete set of joins: ranks in manifest order, ring orders (explicit or
+/// auto), every reducer's address. Pure, for tests.
+cluster::cluster_plan make_plan(const cluster::cluster_manifest& manifest,
+                                const std::map<std::string, cluster::join_request>& joins);
+
+}  // namespace troupe::actors

@@ -1,0 +1,37 @@
+#include "actors/reducer.hpp"
+
+#include <caf/all.hpp>
+
+#include "messages/atoms.hpp"
+#include "messages/error_code.hpp"
+#include "messages/training_messages.hpp"
+
+namespace troupe::actors {
+
+caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings settings) {
+  const int ring_index = settings.ring.ring_index;
+  try {
+    self->state.transport = settings.transport;
+    self->state.ring = std::make_unique<io::ring_allreduce>(*settings.transport, settings.rank, settings.ring);
+  } catch (const std::exception& e) {
+    self->quit(messages::make_error(messages::errc::collective_failed, e.what()));
+    return {};
+  }
+  return {
+      [self, ring_index](messages::reduce_atom, const messages::reduce_request& request) -> caf::result<void> {
+        auto& ring = *self->state.ring;
+        try {
+          if (request.gradient_count > 0) ring.sum(request.gradient, request.gradient_count, 2 * request.sequence);
+          if (request.statistic_count > 0)
+            ring.sum(request.statistics, request.statistic_count, 2 * request.sequence + 1);
+          return caf::unit;
+        } catch (const std::exception& e) {
+          return messages::make_error(messages::errc::collective_failed,
+                                      "ring " + std::to_string(ring_index) + ", window " +
+                                          std::to_string(request.window) + ": " + e.what());
+        }
+      },
+  };
+}
+
+}  // namespace troupe::actors

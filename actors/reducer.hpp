@@ -1,0 +1,34 @@
+#pragma once
+/// The reducer actor: one per ring per worker; allreduces its ring's slice of the worker's
+/// flat gradient with the same ring's reducers on the other ranks.
+
+#include <caf/fwd.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <memory>
+
+#include "io/ring_allreduce.hpp"
+#include "io/transport.hpp"
+
+namespace troupe::actors {
+
+struct reducer_settings {
+  std::shared_ptr<io::transport> transport;  ///< connected to the ring neighbours already
+  int rank = 0;                              ///< this worker's global rank
+  io::ring_settings ring;
+};
+
+struct reducer_state {
+  static inline const char* name = "reducer";
+  std::shared_ptr<io::transport> transport;
+  std::unique_ptr<io::ring_allreduce> ring;  ///< drives `transport`; declared after it, so destroyed first
+};
+
+/// Protocol:
+///   ← (reduce_atom, reduce_request)   sums the request's gradient slice (and statistics) over
+///                                     the ring in place → unit; a dead or silent peer →
+///                                     errc::collective_failed naming the peer, ring and window
+/// Detached: the ring blocks its own thread while it drives the transport.
+caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings settings);
+
+}  // namespace troupe::actors

@@ -1,0 +1,233 @@
+#include "cluster/launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "compute/error.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::vector<std::string> node_arguments(const launch_options& options) {
+  std::vector<std::string> args = {options.troupe_binary.string(), "node",
+                                   "--manifest", std::filesystem::absolute(options.manifest_file).string(),
+                                   "--config", std::filesystem::absolute(options.config_file).string(),
+                                   "--run-dir", std::filesystem::absolute(options.run_dir).string()};
+  args.insert(args.end(), options.node_arguments.begin(), options.node_arguments.end());
+  return args;
+}
+
+/// One running node process: its pid and the read end of its merged stdout/stderr.
+struct running_node {
+  std::string name;
+  pid_t pid = -1;
+  int output = -1;
+  std::string partial_line;
+  std::optional<int> status;  ///< exit status once reaped (128+signal when killed)
+};
+
+// The launcher's own signal handling: SIGINT/SIGTERM only set a flag (async-signal-safe);
+// the supervision loop forwards them. A self-pipe wakes poll() at once.
+volatile sig_atomic_t pending_signal = 0;
+int wake_pipe[2] = {-1, -1};
+
+void on_signal(int signal) {
+  pending_signal = signal;
+  const char byte = 1;
+  [[maybe_unused]] auto written = ::write(wake_pipe[1], &byte, 1);
+}
+
+running_node start(const node_command& command) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw make_error("launch: pipe: ", std::strerror(errno));
+  std::vector<char*> argv;
+  for (const auto& arg : command.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw make_error("launch: fork for node ", command.node, ": ", std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::dup2(pipe_fds[1], STDERR_FILENO);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cannot start %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  running_node node;
+  node.name = command.node;
+  node.pid = pid;
+  node.output = pipe_fds[0];
+  return node;
+}
+
+/// Prints complete lines of `text` with the node's prefix; keeps a trailing partial line.
+void forward_output(running_node& node, const char* data, std::size_t size) {
+  node.partial_line.append(data, size);
+  std::size_t start = 0;
+  for (std::size_t newline; (newline = node.partial_line.find('\n', start)) != std::string::npos; start = newline + 1)
+    std::printf("[%s] %.*s\n", node.name.c_str(), static_cast<int>(newline - start), node.partial_line.data() + start);
+  node.partial_line.erase(0, start);
+  std::fflush(stdout);
+}
+
+void drain(running_node& node) {
+  char buffer[8192];
+  for (;;) {
+    const auto n = ::read(node.output, buffer, sizeof buffer);
+    if (n > 0) {
+      forward_output(node, buffer, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (!node.partial_line.empty()) forward_output(node, "\n", 1);
+    ::close(node.output);
+    node.output = -1;
+    return;
+  }
+}
+
+std::string describe(int status) {
+  if (status >= 128) return "was killed by signal " + std::to_string(status - 128) + " (" + strsignal(status - 128) + ")";
+  return "exited with status " + std::to_string(status);
+}
+
+}  // namespace
+
+std::string shell_quote(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& arg : argv) {
+    if (!line.empty()) line += ' ';
+    const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_./=:,@+", c) != nullptr;
+    });
+    if (plain) {
+      line += arg;
+      continue;
+    }
+    line += '\'';
+    for (char c : arg) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += '\'';
+  }
+  return line;
+}
+
+std::vector<node_command> node_commands(const cluster_manifest& manifest, const launch_options& options,
+                                        bool inside_slurm) {
+  const auto base = node_arguments(options);
+  std::vector<node_command> commands;
+  if (inside_slurm) {
+    // One srun with one task per node; each task reads its node index from SLURM_PROCID.
+    const auto n = std::to_string(manifest.nodes.size());
+    std::vector<std::string> argv = {"srun", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--kill-on-bad-exit=1"};
+    argv.insert(argv.end(), base.begin(), base.end());
+    argv.push_back("--node-from-slurm");
+    commands.push_back({"slurm", launch_method::slurm, argv});
+    return commands;
+  }
+  for (const auto& node : manifest.nodes) {
+    auto argv = base;
+    argv.push_back("--node");
+    argv.push_back(node.name);
+    if (is_local_host(node.host)) {
+      commands.push_back({node.name, launch_method::local, argv});
+    } else {
+      // The remote shell starts in the same directory (a shared filesystem is assumed, as
+      // with DeepSpeed's and Horovod's ssh launchers).
+      const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && " + shell_quote(argv);
+      commands.push_back({node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", node.host, remote}});
+    }
+  }
+  return commands;
+}
+
+// Supervision loop: poll every child's output and the wake pipe; reap children as they exit.
+// The first failure starts a grace period in which the others should notice (through the
+// coordinator or their transports) and exit on their own; whoever is left afterwards is killed,
+// so the launcher never leaves a process behind.
+int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace) {
+  if (::pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw make_error("launch: pipe: ", std::strerror(errno));
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
+
+  std::vector<running_node> nodes;
+  for (const auto& command : commands) {
+    nodes.push_back(start(command));
+    ::fcntl(nodes.back().output, F_SETFL, O_NONBLOCK);
+  }
+
+  std::optional<std::string> first_failure;
+  std::optional<clock::time_point> kill_at;
+  bool interrupted = false;
+  auto alive = [&] {
+    return std::any_of(nodes.begin(), nodes.end(), [](const running_node& n) { return !n.status || n.output >= 0; });
+  };
+  while (alive()) {
+    std::vector<pollfd> fds{{wake_pipe[0], POLLIN, 0}};
+    for (const auto& node : nodes)
+      if (node.output >= 0) fds.push_back({node.output, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
+    char sink[64];
+    while (::read(wake_pipe[0], sink, sizeof sink) > 0) {
+    }
+    for (auto& node : nodes)
+      if (node.output >= 0) drain(node);
+    if (pending_signal != 0) {
+      const int signal = pending_signal;
+      pending_signal = 0;
+      std::fprintf(stderr, "troupe launch: %s: stopping every node\n", strsignal(signal));
+      for (const auto& node : nodes)
+        if (!node.status) ::kill(node.pid, signal);
+      interrupted = true;
+      if (!kill_at) kill_at = clock::now() + std::chrono::seconds(10);
+    }
+    for (auto& node : nodes) {
+      if (node.status) continue;
+      int raw = 0;
+      if (::waitpid(node.pid, &raw, WNOHANG) != node.pid) continue;
+      node.status = WIFSIGNALED(raw) ? 128 + WTERMSIG(raw) : WEXITSTATUS(raw);
+      if (*node.status != 0 && !first_failure) {
+        first_failure = "node " + node.name + " " + describe(*node.status);
+        if (!interrupted) std::fprintf(stderr, "troupe launch: %s\n", first_failure->c_str());
+        if (!kill_at) kill_at = clock::now() + grace;
+      }
+    }
+    if (kill_at && clock::now() > *kill_at) {
+      for (auto& node : nodes) {
+        if (node.status) continue;
+        std::fprintf(stderr, "troupe launch: node %s still running after the failure; killing it\n", node.name.c_str());
+        ::kill(node.pid, SIGKILL);
+      }
+      kill_at = clock::now() + std::chrono::hours(1);
+    }
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::close(wake_pipe[0]);
+  ::close(wake_pipe[1]);
+  if (first_failure) {
+    std::fprintf(stderr, "troupe launch: the job failed: %s\n", first_failure->c_str());
+    return 1;
+  }
+  return interrupted ? 130 : 0;
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,45 @@
+#pragma once
+/// `troupe launch`: starts one `troupe node` per manifest node and supervises them.
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cluster/manifest.hpp"
+
+namespace troupe::cluster {
+
+struct launch_options {
+  std::filesystem::path manifest_file;
+  std::filesystem::path config_file;
+  std::filesystem::path run_dir;
+  std::filesystem::path troupe_binary;   ///< the `troupe` executable the nodes run
+  std::vector<std::string> node_arguments;  ///< passed on to every node (--resume, --steps, …)
+  bool dry_run = false;                  ///< print the commands, start nothing
+};
+
+/// How a node process is started: fork/exec for this host, ssh for others, srun inside a
+/// Slurm allocation (one task per node; the node finds its name from SLURM_PROCID).
+enum class launch_method { local, ssh, slurm };
+
+struct node_command {
+  std::string node;                ///< the manifest name ("slurm" for the single srun)
+  launch_method method;
+  std::vector<std::string> argv;   ///< what is exec'ed here
+};
+
+/// The commands `launch` runs (and `--dry-run` prints). `inside_slurm` comes from the
+/// environment (SLURM_JOB_ID set).
+std::vector<node_command> node_commands(const cluster_manifest& manifest, const launch_options& options,
+                                        bool inside_slurm);
+
+/// Runs the commands, merges their output line by line with a `[node] ` prefix, forwards
+/// SIGINT/SIGTERM to every child, and reaps every child. When a node fails, the others are
+/// given `grace` to notice and exit (they should, naming it); then they are killed. Returns 0
+/// when every node exited 0; otherwise prints which node failed first and how, and returns 1.
+int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace);
+
+/// A command line as a shell would need it quoted (for --dry-run and ssh).
+std::string shell_quote(const std::vector<std::string>& argv);
+
+}  // namespace troupe::cluster

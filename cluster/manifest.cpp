@@ -1,0 +1,210 @@
+#include "cluster/manifest.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "compute/error.hpp"
+#include "io/file_util.hpp"
+#include "io/json_fields.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t max_workers_per_node = 4096;
+
+node_spec parse_node(const json& element, const std::string& source, const std::string& path) {
+  io::json_fields fields(element, source, path);
+  node_spec node;
+  node.name = fields.string("name", "");
+  if (node.name.empty()) fields.fail("name", "a non-empty node name");
+  node.host = fields.string("host", "");
+  if (node.host.empty()) fields.fail("host", "a host name or address");
+  node.workers = fields.integer("workers", 1, 1, max_workers_per_node);
+  node.threads_per_worker = fields.integer("threads_per_worker", 1, 1, 1024);
+  const json devices = fields.array("devices");
+  for (const auto& device : devices) {
+    if (!device.is_string() || (device != "cpu" && device.get<std::string>().rfind("cuda:", 0) != 0))
+      fields.fail("devices", "a list of \"cpu\" or \"cuda:N\" strings, one per worker");
+    node.devices.push_back(device.get<std::string>());
+  }
+  if (!node.devices.empty() && static_cast<int64_t>(node.devices.size()) != node.workers)
+    fields.fail("devices", detail::concat("one device per worker (", node.workers, " workers)"));
+  fields.finish();
+  return node;
+}
+
+/// Ring orders given explicitly: each must be a permutation of 0..world-1.
+std::vector<std::vector<int>> parse_orders(const io::json_fields& rings, const json& value, int64_t world,
+                                          const std::string& source) {
+  std::vector<std::vector<int>> orders;
+  for (std::size_t r = 0; r < value.size(); ++r) {
+    const std::string where = rings.where("order") + "[" + std::to_string(r) + "]";
+    const json& ring = value[r];
+    std::vector<int> order;
+    std::vector<bool> seen(static_cast<std::size_t>(world), false);
+    if (!ring.is_array() || static_cast<int64_t>(ring.size()) != world)
+      throw make_error(source, ": ", where, ": expected a list of all ",
+                       world, " ranks (a permutation of 0..", world - 1, "), got ", ring.dump());
+    for (const auto& rank : ring) {
+      if (!rank.is_number_integer() || rank.get<int64_t>() < 0 || rank.get<int64_t>() >= world ||
+          seen[rank.get<std::size_t>()])
+        throw make_error(source, ": ", where, ": expected a permutation of the ranks 0..", world - 1,
+                         " (each exactly once), got ", ring.dump());
+      seen[rank.get<std::size_t>()] = true;
+      order.push_back(rank.get<int>());
+    }
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+/// Workers per host must fit its cores (and per node its devices) unless oversubscription is
+/// allowed: two workers sharing a core halve each other's speed and hide it in the numbers.
+void check_capacity(const cluster_manifest& m) {
+  std::map<std::string, int64_t> threads_per_host;
+  for (const auto& node : m.nodes) {
+    threads_per_host[is_local_host(node.host) ? std::string("localhost") : node.host] +=
+        node.workers * node.threads_per_worker;
+    std::set<std::string> distinct(node.devices.begin(), node.devices.end());
+    distinct.erase("cpu");
+    const auto gpus = std::count_if(node.devices.begin(), node.devices.end(),
+                                    [](const std::string& d) { return d != "cpu"; });
+    if (!m.oversubscribe && static_cast<int64_t>(distinct.size()) < gpus)
+      throw make_error(m.source, ": nodes[", node.name, "].devices: ", gpus, " workers share ", distinct.size(),
+                       " GPU(s); give each worker its own device or set \"oversubscribe\": true");
+  }
+  const auto local = threads_per_host.find("localhost");
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (!m.oversubscribe && local != threads_per_host.end() && local->second > cores)
+    throw make_error(m.source, ": nodes: the nodes on this host run ", local->second,
+                     " worker threads (workers × threads_per_worker) but it has ", cores,
+                     " cores; lower them or set \"oversubscribe\": true");
+}
+
+}  // namespace
+
+int64_t cluster_manifest::world_size() const {
+  int64_t world = 0;
+  for (const auto& node : nodes) world += node.workers;
+  return world;
+}
+
+std::size_t cluster_manifest::node_index(const std::string& name) const {
+  std::string known;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].name == name) return i;
+    known += (i ? ", " : "") + nodes[i].name;
+  }
+  throw make_error(source, ": no node called \"", name, "\" (nodes: ", known, ")");
+}
+
+int cluster_manifest::first_rank(std::size_t node) const {
+  int rank = 0;
+  for (std::size_t i = 0; i < node; ++i) rank += static_cast<int>(nodes[i].workers);
+  return rank;
+}
+
+bool is_local_host(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
+
+cluster_manifest parse_manifest(const json& root_json, const std::string& source) {
+  io::json_fields root(root_json, source);
+  cluster_manifest m;
+  m.source = source;
+
+  auto head = root.object("head");
+  m.head_host = head.string("host", m.head_host);
+  m.head_port = head.integer("port", m.head_port, 1, 65535);
+  m.head_node = head.string("node", "");
+  head.finish();
+
+  const json nodes = root.array("nodes");
+  if (nodes.empty()) root.fail("nodes", "a non-empty list of {name, host, workers, ...}");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    auto node = parse_node(nodes[i], source, "nodes[" + std::to_string(i) + "]");
+    if (!names.insert(node.name).second)
+      throw make_error(source, ": nodes[", i, "].name: \"", node.name, "\" is used by two nodes; names must be unique");
+    m.nodes.push_back(std::move(node));
+  }
+  if (m.head_node.empty()) m.head_node = m.nodes.front().name;
+  if (names.count(m.head_node) == 0) head.fail("node", "the name of one of the nodes");
+
+  auto rings = root.object("rings");
+  m.rings.count = rings.integer("count", 1, 1, 64);
+  m.rings.chunk_bytes = rings.integer("chunk_bytes", m.rings.chunk_bytes, 4096, int64_t{1} << 30);
+  const json order = rings.raw("order");
+  if (order.is_array()) {
+    m.rings.orders = parse_orders(rings, order, m.world_size(), source);
+    if (static_cast<int64_t>(m.rings.orders.size()) != m.rings.count)
+      rings.fail("order", detail::concat("\"auto\" or one rank list per ring (count = ", m.rings.count, ")"));
+  } else if (!order.is_null() && order != "auto") {
+    rings.fail("order", "\"auto\" or a list of rank lists, one permutation of the ranks per ring");
+  }
+  rings.finish();
+
+  m.transport = root.string("transport", m.transport);
+  if (m.transport == "nccl")
+    root.fail("transport", "\"ucx\" (the NCCL transport is not implemented yet)");
+  if (m.transport != "ucx") root.fail("transport", "\"ucx\"");
+
+  auto timeouts = root.object("timeouts");
+  m.timeouts.join = std::chrono::seconds(timeouts.integer("join_s", m.timeouts.join.count(), 1, 86400));
+  m.timeouts.collective =
+      std::chrono::seconds(timeouts.integer("collective_s", m.timeouts.collective.count(), 1, 86400));
+  m.timeouts.window = std::chrono::seconds(timeouts.integer("window_s", m.timeouts.window.count(), 1, 86400 * 7));
+  timeouts.finish();
+
+  m.oversubscribe = root.boolean("oversubscribe", false);
+  root.finish();
+  check_capacity(m);
+  return m;
+}
+
+cluster_manifest parse_hostfile(const std::string& text, const std::string& source) {
+  json root = json::object();
+  root["nodes"] = json::array();
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string host, slots;
+    if (!(words >> host)) continue;
+    int64_t count = 1;
+    if (words >> slots) {
+      std::string extra;
+      char* end = nullptr;
+      if (slots.rfind("slots=", 0) == 0) count = std::strtoll(slots.c_str() + 6, &end, 10);
+      if (slots.rfind("slots=", 0) != 0 || end == nullptr || *end != '\0' || count < 1 || (words >> extra))
+        throw make_error(source, ":", number, ": expected `host slots=N` (a DeepSpeed hostfile line), got \"", line,
+                         "\"");
+    }
+    root["nodes"].push_back({{"name", host}, {"host", host}, {"workers", count}});
+  }
+  if (root["nodes"].empty()) throw make_error(source, ": the hostfile lists no hosts");
+  root["head"] = {{"host", root["nodes"][0]["host"]}};
+  return parse_manifest(root, source);
+}
+
+cluster_manifest load_manifest(const std::filesystem::path& file) {
+  if (!std::filesystem::is_regular_file(file)) throw make_error(file.string(), ": manifest file not found");
+  const auto bytes = io::read_file_bytes(file);
+  std::string text(bytes.size(), '\0');
+  std::transform(bytes.begin(), bytes.end(), text.begin(), [](std::byte b) { return static_cast<char>(b); });
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{') return parse_hostfile(text, file.string());
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    throw make_error(file.string(), ": not valid JSON: ", e.what());
+  }
+  return parse_manifest(root, file.string());
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,68 @@
+#pragma once
+/// The cluster manifest: which nodes take part, how many workers each runs, how the reducer
+/// rings are laid out, and the timeouts of rendezvous and collectives.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::cluster {
+
+struct node_spec {
+  std::string name;
+  std::string host;
+  int64_t workers = 1;
+  std::vector<std::string> devices;  ///< one per worker ("cpu", "cuda:0", ...); empty: all "cpu"
+  int64_t threads_per_worker = 1;    ///< intra-op threads of each worker
+};
+
+struct ring_spec {
+  int64_t count = 1;
+  /// Empty: "auto" (see ring_orders in cluster/plan.hpp); otherwise one permutation of the
+  /// global ranks per ring.
+  std::vector<std::vector<int>> orders;
+  int64_t chunk_bytes = int64_t{1} << 20;
+};
+
+struct timeout_spec {
+  std::chrono::seconds join{60};         ///< rendezvous: every node must join within this
+  std::chrono::seconds collective{120};  ///< one allreduce; a dead peer fails within this
+  std::chrono::seconds window{900};      ///< one accumulation window, compute included
+};
+
+struct cluster_manifest {
+  std::string head_host = "127.0.0.1";
+  int64_t head_port = 29500;
+  std::string head_node;  ///< the node process that runs the coordinator (default: the first)
+  std::vector<node_spec> nodes;
+  ring_spec rings;
+  std::string transport = "ucx";
+  timeout_spec timeouts;
+  bool oversubscribe = false;  ///< allow more worker threads than cores on one host
+  std::string source;          ///< the file it came from, for messages
+
+  int64_t world_size() const;
+  /// Index of the node called `name`; throws troupe::error listing the known names.
+  std::size_t node_index(const std::string& name) const;
+  /// The global rank of node `node`'s first worker (ranks follow node order, then workers).
+  int first_rank(std::size_t node) const;
+};
+
+/// Parses and validates a JSON manifest. Throws troupe::error naming the source and field.
+cluster_manifest parse_manifest(const nlohmann::json& root, const std::string& source);
+
+/// A DeepSpeed hostfile: one `host slots=N` per line, `#` comments. Node names are the hosts;
+/// the first host is the head.
+cluster_manifest parse_hostfile(const std::string& text, const std::string& source);
+
+/// Reads a manifest file: JSON when it starts with `{`, a DeepSpeed hostfile otherwise.
+cluster_manifest load_manifest(const std::filesystem::path& file);
+
+/// True for the addresses `troupe launch` starts with fork/exec instead of ssh.
+bool is_local_host(const std::string& host);
+
+}  // namespace troupe::cluster

@@ -1,0 +1,183 @@
+#include "cluster/plan.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "compute/error.hpp"
+#include "messages/schemas/cluster.capnp.h"
+
+namespace troupe::cluster {
+namespace {
+
+// Limits on what a peer may send: far above any real cluster, far below what would exhaust
+// memory. Cap'n Proto's traversal limit bounds the total a reader will follow.
+constexpr uint32_t max_world = 65536;
+constexpr uint32_t max_rings = 64;
+constexpr std::size_t max_address_bytes = 64 * 1024;
+constexpr uint64_t traversal_limit_words = uint64_t{1} << 27;  // 1 GiB
+
+std::string to_bytes(capnp::MallocMessageBuilder& message) {
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+/// Decodes `bytes` as root type T and hands the reader to `read`, turning every Cap'n Proto
+/// failure into a troupe::error naming the sender.
+template <class T, class Read>
+auto with_reader(const std::string& bytes, const std::string& what, const std::string& sender, Read read) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
+    throw make_error(what, " from ", sender, ": ", bytes.size(), " bytes is not a whole number of Cap'n Proto words");
+  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = traversal_limit_words;
+    capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()), options);
+    return read(message.getRoot<T>());
+  } catch (const kj::Exception& e) {
+    throw make_error(what, " from ", sender, ": malformed Cap'n Proto message: ", e.getDescription().cStr());
+  }
+}
+
+void set_endpoints(capnp::List<schema::WorkerEndpoints>::Builder out, const worker_endpoints& endpoints) {
+  for (std::size_t w = 0; w < endpoints.size(); ++w) {
+    auto rings = out[w].initRings(endpoints[w].size());
+    for (std::size_t r = 0; r < endpoints[w].size(); ++r)
+      rings.set(r, kj::arrayPtr(endpoints[w][r].data(), endpoints[w][r].size()));
+  }
+}
+
+worker_endpoints get_endpoints(capnp::List<schema::WorkerEndpoints>::Reader in, std::size_t expected_rings,
+                               const std::string& where) {
+  worker_endpoints endpoints;
+  for (auto worker : in) {
+    auto rings = worker.getRings();
+    if (rings.size() != expected_rings)
+      throw make_error(where, ": a worker lists ", rings.size(), " ring addresses, expected ", expected_rings);
+    std::vector<io::transport_address> addresses;
+    for (auto address : rings) {
+      if (address.size() == 0 || address.size() > max_address_bytes)
+        throw make_error(where, ": a transport address of ", address.size(), " bytes (expected 1..",
+                         max_address_bytes, ")");
+      addresses.emplace_back(address.begin(), address.end());
+    }
+    endpoints.push_back(std::move(addresses));
+  }
+  return endpoints;
+}
+
+void check_version(uint32_t version, const std::string& what, const std::string& sender) {
+  if (version != cluster_protocol_version)
+    throw make_error(what, " from ", sender, ": cluster protocol version ", version, ", this troupe speaks ",
+                     cluster_protocol_version, " (run the same troupe build on every node)");
+}
+
+}  // namespace
+
+int cluster_plan::previous(int ring, int rank) const {
+  const auto& order = ring_orders.at(static_cast<std::size_t>(ring));
+  const auto at = std::find(order.begin(), order.end(), rank) - order.begin();
+  return order[static_cast<std::size_t>((at + world - 1) % world)];
+}
+
+int cluster_plan::next(int ring, int rank) const {
+  const auto& order = ring_orders.at(static_cast<std::size_t>(ring));
+  const auto at = std::find(order.begin(), order.end(), rank) - order.begin();
+  return order[static_cast<std::size_t>((at + 1) % world)];
+}
+
+std::vector<std::vector<int>> auto_ring_orders(int world, int rings) {
+  std::vector<std::vector<int>> orders;
+  for (int r = 0; r < rings; ++r) {
+    std::vector<int> order(static_cast<std::size_t>(world));
+    std::iota(order.begin(), order.end(), 0);
+    std::rotate(order.begin(), order.begin() + (r / 2) % std::max(world, 1), order.end());
+    if (r % 2 == 1) std::reverse(order.begin(), order.end());
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+std::string encode_join(const join_request& join) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::JoinRequest>();
+  out.setProtocolVersion(join.protocol_version);
+  out.setNode(join.node);
+  out.setManifestHash(join.manifest_hash);
+  out.setConfigHash(join.config_hash);
+  set_endpoints(out.initWorkers(join.workers.size()), join.workers);
+  return to_bytes(message);
+}
+
+join_request decode_join(const std::string& bytes, const std::string& sender) {
+  return with_reader<schema::JoinRequest>(bytes, "join request", sender, [&](schema::JoinRequest::Reader in) {
+    join_request join;
+    join.protocol_version = in.getProtocolVersion();
+    check_version(join.protocol_version, "join request", sender);
+    join.node = in.getNode();
+    join.manifest_hash = in.getManifestHash();
+    join.config_hash = in.getConfigHash();
+    if (in.getWorkers().size() == 0 || in.getWorkers().size() > max_world)
+      throw make_error("join request from ", sender, ": ", in.getWorkers().size(), " workers (expected 1..", max_world,
+                       ")");
+    const auto rings = in.getWorkers()[0].getRings().size();
+    if (rings == 0 || rings > max_rings)
+      throw make_error("join request from ", sender, ": ", rings, " rings (expected 1..", max_rings, ")");
+    join.workers = get_endpoints(in.getWorkers(), rings, "join request from " + sender);
+    return join;
+  });
+}
+
+std::string encode_plan(const cluster_plan& plan) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::ClusterPlan>();
+  out.setProtocolVersion(plan.protocol_version);
+  out.setWorld(static_cast<uint32_t>(plan.world));
+  auto rings = out.initRings(plan.ring_orders.size());
+  for (std::size_t r = 0; r < plan.ring_orders.size(); ++r) {
+    auto ranks = rings[r].initRanks(plan.ring_orders[r].size());
+    for (std::size_t i = 0; i < plan.ring_orders[r].size(); ++i) ranks.set(i, static_cast<uint32_t>(plan.ring_orders[r][i]));
+  }
+  out.setChunkBytes(plan.chunk_bytes);
+  set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
+  return to_bytes(message);
+}
+
+cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
+  return with_reader<schema::ClusterPlan>(bytes, "cluster plan", sender, [&](schema::ClusterPlan::Reader in) {
+    const std::string where = "cluster plan from " + sender;
+    cluster_plan plan;
+    plan.protocol_version = in.getProtocolVersion();
+    check_version(plan.protocol_version, "cluster plan", sender);
+    plan.world = static_cast<int>(in.getWorld());
+    if (in.getWorld() == 0 || in.getWorld() > max_world)
+      throw make_error(where, ": world size ", in.getWorld(), " (expected 1..", max_world, ")");
+    if (in.getRings().size() == 0 || in.getRings().size() > max_rings)
+      throw make_error(where, ": ", in.getRings().size(), " rings (expected 1..", max_rings, ")");
+    for (auto ring : in.getRings()) {
+      std::vector<int> order;
+      std::vector<bool> seen(in.getWorld(), false);
+      for (auto rank : ring.getRanks()) {
+        if (rank >= in.getWorld() || seen[rank]) throw make_error(where, ": a ring order is not a permutation of the ranks");
+        seen[rank] = true;
+        order.push_back(static_cast<int>(rank));
+      }
+      if (order.size() != in.getWorld()) throw make_error(where, ": a ring order does not list every rank");
+      plan.ring_orders.push_back(std::move(order));
+    }
+    plan.chunk_bytes = in.getChunkBytes();
+    if (plan.chunk_bytes < 4096) throw make_error(where, ": chunk of ", plan.chunk_bytes, " bytes (expected ≥ 4096)");
+    if (in.getEndpoints().size() != in.getWorld())
+      throw make_error(where, ": ", in.getEndpoints().size(), " endpoint lists for ", in.getWorld(), " ranks");
+    plan.endpoints = get_endpoints(in.getEndpoints(), plan.ring_orders.size(), where);
+    return plan;
+  });
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,51 @@
+#pragma once
+/// The rendezvous plan: global ranks, ring orders, and every reducer's transport address; and
+/// the join request each node sends to build it. Both cross nodes as Cap'n Proto messages
+/// (messages/schemas/cluster.capnp); decoding checks every size, as for any network input.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/transport.hpp"
+
+namespace troupe::cluster {
+
+inline constexpr uint32_t cluster_protocol_version = 1;
+
+/// endpoints[w][r]: worker w's reducer address for ring r.
+using worker_endpoints = std::vector<std::vector<io::transport_address>>;
+
+struct join_request {
+  uint32_t protocol_version = cluster_protocol_version;
+  std::string node;
+  uint64_t manifest_hash = 0;
+  uint64_t config_hash = 0;
+  worker_endpoints workers;
+};
+
+struct cluster_plan {
+  uint32_t protocol_version = cluster_protocol_version;
+  int world = 0;
+  std::vector<std::vector<int>> ring_orders;  ///< one permutation of 0..world-1 per ring
+  uint64_t chunk_bytes = 0;
+  worker_endpoints endpoints;                 ///< indexed by global rank, then ring
+
+  /// The ranks before and after `rank` in ring `ring`.
+  int previous(int ring, int rank) const;
+  int next(int ring, int rank) const;
+};
+
+/// Ring orders when the manifest says "auto". Rings alternate direction (ring 0 runs
+/// 0→1→…→W-1, ring 1 the reverse, ring 2 forward again starting one rank later, …) so that
+/// concurrent rings load both directions of every link instead of queueing on one.
+std::vector<std::vector<int>> auto_ring_orders(int world, int rings);
+
+std::string encode_join(const join_request& join);
+/// Throws troupe::error naming `sender` when the bytes are not a well-formed join request.
+join_request decode_join(const std::string& bytes, const std::string& sender);
+
+std::string encode_plan(const cluster_plan& plan);
+cluster_plan decode_plan(const std::string& bytes, const std::string& sender);
+
+}  // namespace troupe::cluster

@@ -1,0 +1,76 @@
+#pragma once
+/// Pipelined ring allreduce (sum, in place) over the transport interface: reduce-scatter then
+/// allgather round one ring of ranks, as in gloo's and NCCL's rings. The algorithm and the tag
+/// layout are described in io/ring_allreduce.cpp; the segment arithmetic is in
+/// compute/ring_schedule.hpp.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "io/transport.hpp"
+
+namespace troupe::io {
+
+/// One ring's shape; every rank of the ring must use equal settings.
+struct ring_settings {
+  std::vector<int> order;   ///< global ranks in ring order, each once
+  int ring_index = 0;       ///< which of the concurrent rings (0 … 15); goes into every tag
+  std::size_t chunk_bytes = 1 << 20;          ///< largest message; a segment moves in chunks
+  std::chrono::milliseconds timeout{60000};   ///< limit for each wait on one message
+};
+
+/// Sums buffers across the ranks of one ring. Driven by one thread, like its transport.
+///
+/// The caller connects the transport to previous() and next() beforehand. Every rank of the
+/// ring calls sum() with the same element type, count and sequence, in the same order of calls.
+/// sum() blocks until this rank's buffer holds the sum; afterwards every rank's buffer is
+/// bitwise identical, and the order of additions depends only on settings.order and count.
+///
+/// Errors: sum() throws transport_error naming the peer and the step awaited when a peer fails
+/// or a wait runs past settings.timeout. The transport then still holds requests that write
+/// into `data` and into this object's staging buffers: destroy the transport first (it cancels
+/// them), then this object, then reuse `data`; build a new transport and ring to go on. A ring
+/// whose sum() threw refuses further calls.
+class ring_allreduce {
+ public:
+  /// Checks the settings; throws std::invalid_argument when my_rank is not in settings.order,
+  /// a rank appears twice or is negative, ring_index is outside 0 … 15, chunk_bytes is 0 or
+  /// the timeout is not positive.
+  ring_allreduce(transport& t, int my_rank, ring_settings settings);
+  ~ring_allreduce();
+  ring_allreduce(const ring_allreduce&) = delete;
+  ring_allreduce& operator=(const ring_allreduce&) = delete;
+
+  /// Replaces data[0 … count) by its sum over the ring, in place. `sequence` tells consecutive
+  /// calls apart in the tags (its low 16 bits are used). World 1 and count 0 return at once.
+  void sum(float* data, std::size_t count, std::uint64_t sequence);
+  /// As above, for double.
+  void sum(double* data, std::size_t count, std::uint64_t sequence);
+
+  int next() const;       ///< the rank this one sends to
+  int previous() const;   ///< the rank this one receives from
+  int position() const;   ///< this rank's index in settings().order
+  int world() const;      ///< number of ranks in the ring
+  const ring_settings& settings() const;
+
+  /// Number of ring indices the tag layout has room for.
+  static constexpr int max_rings = 16;
+
+  struct schedule;
+
+ private:
+  template <class T>
+  void run(T* data, std::size_t count, std::uint64_t sequence);
+
+  transport& transport_;
+  int my_rank_;
+  ring_settings settings_;
+  int position_ = 0;
+  bool broken_ = false;
+  std::unique_ptr<schedule> schedule_;
+};
+
+}  // namespace troupe::io

@@ -1,0 +1,31 @@
+@0x82d9f77928d040ae;
+# Rendezvous: what a node tells the head's coordinator when it joins, and the plan the
+# coordinator sends back once every node of the manifest has joined.
+# Field numbers are the wire contract: add fields at the end, never renumber.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("troupe::schema");
+
+struct WorkerEndpoints {
+  rings @0 :List(Data);        # the transport address of this worker's reducer for ring r
+}
+
+struct JoinRequest {
+  protocolVersion @0 :UInt32;  # CLUSTER_PROTOCOL_VERSION of the sender
+  node @1 :Text;               # the node's name in the manifest
+  manifestHash @2 :UInt64;     # xxh64 of the manifest as the node parsed it
+  configHash @3 :UInt64;       # xxh64 of the job config as the node parsed it
+  workers @4 :List(WorkerEndpoints);  # one per worker of the node, in worker order
+}
+
+struct RingOrder {
+  ranks @0 :List(UInt32);      # global ranks in ring order; rank i sends to ranks[i+1]
+}
+
+struct ClusterPlan {
+  protocolVersion @0 :UInt32;
+  world @1 :UInt32;            # workers over all nodes
+  rings @2 :List(RingOrder);
+  chunkBytes @3 :UInt64;       # pipeline chunk of the ring allreduce
+  endpoints @4 :List(WorkerEndpoints);  # indexed by global rank
+}

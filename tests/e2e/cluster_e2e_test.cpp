@@ -1,0 +1,187 @@
+// End to end through `troupe launch` on 127.0.0.1: 2 and 3 node processes train bert-tiny with
+// ring allreduce over UCX. Replicas must agree bitwise after every window (the workers check
+// every rank's parameter hash each window and fail otherwise), the loss curve must match one
+// process with the same global batch, two runs must be bitwise identical, and killing a node
+// must stop the job with a message naming it and leave no process behind.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_corpus.hpp"
+
+namespace troupe {
+namespace {
+
+using nlohmann::json;
+using testing::run_command;
+using testing::troupe_binary;
+
+struct window_line {
+  double loss;
+  std::string parameter_hash;
+  int world_size;
+};
+
+class cluster_e2e : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::temp_dir("troupe-cluster");
+    auto prepared = testing::prepare_toy_dataset(dir_->path(), 30, 40, 5, 0.1);
+    ASSERT_EQ(prepared.status, 0) << prepared.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  /// bert-tiny-sized, fp32, no dropout (dropout streams are per rank, so with dropout only the
+  /// statistics, not the bits, would match a single process). Global batch 12 = 1×6 = 2×3 = 3×2.
+  static std::string write_config(int64_t steps, bool sync_every_micro_batch = false) {
+    json c{{"train_batch_size", 12},
+           {"train_micro_batch_size_per_gpu", 2},
+           {"train_steps", steps},
+           {"seed", 3},
+           {"sync_every_micro_batch", sync_every_micro_batch},
+           {"model",
+            {{"hidden_size", 64},
+             {"num_hidden_layers", 2},
+             {"num_attention_heads", 2},
+             {"hidden_dropout_prob", 0.0},
+             {"attention_probs_dropout_prob", 0.0}}},
+           {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 2e-3}}}}},
+           {"data", {{"dir", (*dir_ / "data").string()}, {"prefetch", 2}}},
+           {"checkpoint", {{"every_windows", 0}}}};
+    const auto path = *dir_ / ("config-" + std::to_string(steps) + (sync_every_micro_batch ? "-sync" : "") + ".json");
+    testing::write_text(path, c.dump(2));
+    return path.string();
+  }
+
+  static std::string write_manifest(int nodes, int port, const std::string& name) {
+    json m{{"head", {{"host", "127.0.0.1"}, {"port", port}}},
+           {"rings", {{"count", 2}, {"chunk_bytes", 16384}}},
+           {"timeouts", {{"join_s", 30}, {"collective_s", 10}}},
+           {"oversubscribe", true}};
+    for (int i = 0; i < nodes; ++i)
+      m["nodes"].push_back({{"name", std::string(1, static_cast<char>('a' + i))}, {"host", "127.0.0.1"}, {"workers", 1}});
+    const auto path = *dir_ / name;
+    testing::write_text(path, m.dump(2));
+    return path.string();
+  }
+
+  static std::vector<window_line> read_metrics(const std::string& run) {
+    std::vector<window_line> lines;
+    std::ifstream in(*dir_ / run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto j = json::parse(line);
+      lines.push_back({j.at("loss").get<double>(), j.at("parameter_hash").get<std::string>(), j.at("world_size").get<int>()});
+    }
+    return lines;
+  }
+
+  static testing::command_result launch(const std::string& manifest, const std::string& config, const std::string& run,
+                                        const std::string& extra = "") {
+    return run_command(troupe_binary() + " launch --manifest " + manifest + " --config " + config + " --run-dir " +
+                           (*dir_ / run).string() + " " + extra,
+                       400);
+  }
+
+  static inline testing::temp_dir* dir_ = nullptr;
+};
+
+void expect_same_curve(const std::vector<window_line>& reference, const std::vector<window_line>& other,
+                       const std::string& what) {
+  ASSERT_EQ(reference.size(), other.size()) << what;
+  for (std::size_t i = 0; i < reference.size(); ++i)
+    EXPECT_LE(std::abs(other[i].loss - reference[i].loss), 1e-4 * std::abs(reference[i].loss))
+        << what << ": window " << i + 1 << ": " << other[i].loss << " vs " << reference[i].loss;
+}
+
+TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
+  const auto config = write_config(20);
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "single").string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  const auto reference = read_metrics("single");
+  ASSERT_EQ(reference.size(), 20u);
+
+  auto two = launch(write_manifest(2, 29611, "two.json"), config, "two");
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_NE(two.output.find("[a]"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("[b]"), std::string::npos) << two.output;
+  const auto two_nodes = read_metrics("two");
+  expect_same_curve(reference, two_nodes, "2 nodes");
+  for (const auto& w : two_nodes) EXPECT_EQ(w.world_size, 2);
+
+  const auto three_manifest = write_manifest(3, 29612, "three.json");
+  auto three = launch(three_manifest, config, "three");
+  ASSERT_EQ(three.status, 0) << three.output;
+  auto again = launch(three_manifest, config, "three-again");
+  ASSERT_EQ(again.status, 0) << again.output;
+  const auto first = read_metrics("three"), second = read_metrics("three-again");
+  expect_same_curve(reference, first, "3 nodes");
+  ASSERT_EQ(first.size(), second.size());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(first[i].loss, second[i].loss) << "window " << i + 1;  // bitwise
+    EXPECT_EQ(first[i].parameter_hash, second[i].parameter_hash) << "window " << i + 1;
+  }
+  // The first window starts from the same initial parameters everywhere.
+  EXPECT_EQ(first[0].parameter_hash, reference[0].parameter_hash);
+}
+
+TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
+  auto delayed = launch(write_manifest(2, 29613, "sync.json"), write_config(6), "delayed");
+  ASSERT_EQ(delayed.status, 0) << delayed.output;
+  auto every = launch(write_manifest(2, 29614, "sync2.json"), write_config(6, true), "every");
+  ASSERT_EQ(every.status, 0) << every.output;
+  expect_same_curve(read_metrics("delayed"), read_metrics("every"), "sync every micro-batch");
+}
+
+TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
+  const auto manifest = write_manifest(2, 29615, "kill.json");
+  const auto run = (*dir_ / "killed").string();
+  // "kille[d]" matches the node's command line but not the shell's own, which holds the pattern.
+  const auto pattern = run.substr(0, run.size() - 1) + "[d]";
+  const std::string script =
+      "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " + write_config(100000) +
+      " --run-dir " + run + " > " + run + ".log 2>&1 & launcher=$!; " +
+      "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
+      "pkill -KILL -f -- \"" + pattern + " --node b\"; wait $launcher; echo launch-status=$?; " +
+      "sleep 1; echo left=$(pgrep -f -- \"" + pattern + "( --|$)\" | wc -l); cat " + run + ".log'";
+  const auto start = std::chrono::steady_clock::now();
+  auto result = run_command(script, 300);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("killed node b; the job ended after %.1f s (including startup)\n", seconds);
+  EXPECT_NE(result.output.find("launch-status=1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("left=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node b was killed by signal 9"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("[a] troupe: error: node a:"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node b (127.0.0.1)"), std::string::npos) << result.output;
+}
+
+TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {
+  json m{{"head", {{"host", "127.0.0.1"}, {"port", 29616}}},
+         {"nodes", {{{"name", "a"}, {"host", "127.0.0.1"}}, {{"name", "b"}, {"host", "127.0.0.1"}}}},
+         {"timeouts", {{"join_s", 2}}}};
+  const auto manifest = *dir_ / "lonely.json";
+  testing::write_text(manifest, m.dump());
+  auto lonely = run_command(troupe_binary() + " node --manifest " + manifest.string() + " --config " +
+                            write_config(5) + " --node b --run-dir " + (*dir_ / "lonely").string(), 60);
+  EXPECT_NE(lonely.status, 0);
+  EXPECT_NE(lonely.output.find("cannot reach the head at 127.0.0.1:29616 within 2 s"), std::string::npos)
+      << lonely.output;
+
+  m["nodes"][1]["name"] = "a";
+  testing::write_text(manifest, m.dump());
+  auto duplicate = launch(manifest.string(), write_config(5), "never");
+  EXPECT_NE(duplicate.status, 0);
+  EXPECT_NE(duplicate.output.find("nodes[1].name"), std::string::npos) << duplicate.output;
+  EXPECT_FALSE(std::filesystem::exists(*dir_ / "never"));
+
+  auto dry = launch(write_manifest(2, 29617, "dry.json"), write_config(5), "dry", "--dry-run");
+  ASSERT_EQ(dry.status, 0) << dry.output;
+  EXPECT_NE(dry.output.find("a: "), std::string::npos) << dry.output;
+  EXPECT_NE(dry.output.find("--node b"), std::string::npos) << dry.output;
+  EXPECT_FALSE(std::filesystem::exists(*dir_ / "dry"));
+}
+
+}  // namespace
+}  // namespace troupe

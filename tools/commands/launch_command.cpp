@@ -1,0 +1,137 @@
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "actors/node_session.hpp"
+#include "cluster/launcher.hpp"
+#include "cluster/manifest.hpp"
+#include "compute/error.hpp"
+#include "io/file_util.hpp"
+#include "io/job_config.hpp"
+#include "io/token_dataset.hpp"
+#include "tools/commands/commands.hpp"
+
+namespace troupe::tools {
+namespace {
+
+/// Options that `launch` passes through to every node and `node` accepts.
+struct job_arguments {
+  std::string manifest;
+  std::string config;
+  std::string run_dir = "runs/default";
+  int64_t steps = 0;
+  std::string resume;
+  int64_t max_windows = 0;
+};
+
+void add_job_options(CLI::App* command, job_arguments& args) {
+  command->add_option("--manifest", args.manifest, "cluster manifest (JSON) or DeepSpeed hostfile")->required();
+  command->add_option("--config", args.config, "job config (JSON, DeepSpeed key names)")->required();
+  command->add_option("--run-dir", args.run_dir, "where metrics.jsonl and checkpoints go (global rank 0 writes)")
+      ->capture_default_str();
+  command->add_option("--steps", args.steps, "optimizer steps in total (overrides train_steps)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--resume", args.resume, "latest, or a checkpoint or run directory");
+  command->add_option("--max-windows", args.max_windows, "stop after this many windows, with a checkpoint")
+      ->check(CLI::PositiveNumber);
+}
+
+std::vector<std::string> pass_through(const job_arguments& args) {
+  std::vector<std::string> out;
+  if (args.steps > 0) out.insert(out.end(), {"--steps", std::to_string(args.steps)});
+  if (!args.resume.empty()) out.insert(out.end(), {"--resume", args.resume});
+  if (args.max_windows > 0) out.insert(out.end(), {"--max-windows", std::to_string(args.max_windows)});
+  return out;
+}
+
+/// Everything a node needs, checked before any process starts: manifest, config parsed for
+/// the manifest's world size, data present and consistent with the config.
+io::job_config check_job(const cluster::cluster_manifest& manifest, const job_arguments& args) {
+  auto config = io::load_job_config(args.config, manifest.world_size());
+  const io::token_dataset data(config.data.dir, "train");
+  io::reconcile_with_data(config, data.manifest(), args.config);
+  return config;
+}
+
+std::string node_from_slurm(const cluster::cluster_manifest& manifest) {
+  const char* procid = std::getenv("SLURM_PROCID");
+  if (procid == nullptr) throw error("--node-from-slurm: SLURM_PROCID is not set (run under srun)");
+  const long index = std::strtol(procid, nullptr, 10);
+  if (index < 0 || static_cast<std::size_t>(index) >= manifest.nodes.size())
+    throw make_error("--node-from-slurm: SLURM_PROCID=", procid, " but the manifest has ", manifest.nodes.size(),
+                     " nodes");
+  return manifest.nodes[static_cast<std::size_t>(index)].name;
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app) {
+  auto args = std::make_shared<job_arguments>();
+  auto dry_run = std::make_shared<bool>(false);
+  auto* command = app.add_subcommand("launch", "run a job on every node of a cluster manifest");
+  add_job_options(command, *args);
+  command->add_flag("--dry-run", *dry_run, "print the node commands and start nothing");
+  command->callback([args, dry_run] {
+    const auto manifest = cluster::load_manifest(args->manifest);
+    check_job(manifest, *args);
+    cluster::launch_options options;
+    options.manifest_file = args->manifest;
+    options.config_file = args->config;
+    options.run_dir = args->run_dir;
+    options.troupe_binary = std::filesystem::read_symlink("/proc/self/exe");
+    options.node_arguments = pass_through(*args);
+    options.dry_run = *dry_run;
+    const bool inside_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+    const auto commands = cluster::node_commands(manifest, options, inside_slurm);
+    if (*dry_run) {
+      for (const auto& c : commands) std::printf("%s: %s\n", c.node.c_str(), cluster::shell_quote(c.argv).c_str());
+      return;
+    }
+    spdlog::info("launching {} node(s), {} worker(s), head {}:{}", manifest.nodes.size(), manifest.world_size(),
+                 manifest.head_host, manifest.head_port);
+    const int status = cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join);
+    if (status != 0) throw make_error("launch failed (see the node messages above)");
+  });
+}
+
+void add_node_command(CLI::App& app) {
+  auto args = std::make_shared<job_arguments>();
+  auto node_name = std::make_shared<std::string>();
+  auto from_slurm = std::make_shared<bool>(false);
+  auto* command = app.add_subcommand("node", "one node of a launched job (started by `troupe launch`)");
+  add_job_options(command, *args);
+  command->add_option("--node", *node_name, "this node's name in the manifest");
+  command->add_flag("--node-from-slurm", *from_slurm, "take the node from SLURM_PROCID (node index)");
+  command->callback([args, node_name, from_slurm] {
+    actors::node_identity node;
+    node.manifest = cluster::load_manifest(args->manifest);
+    const auto bytes = io::read_file_bytes(args->manifest);
+    node.manifest_hash = io::xxh64(bytes.data(), bytes.size());
+    node.name = *from_slurm ? node_from_slurm(node.manifest) : *node_name;
+    if (node.name.empty()) throw error("node: give --node NAME or --node-from-slurm");
+    node.manifest.node_index(node.name);
+    auto config = check_job(node.manifest, *args);
+    actors::session_options options;
+    options.run_dir = args->run_dir;
+    if (args->steps > 0) options.steps = args->steps;
+    options.resume = args->resume;
+    if (args->max_windows > 0) options.max_windows = args->max_windows;
+    options.window_timeout = node.manifest.timeouts.window;
+    try {
+      auto summary = actors::run_node(node, std::move(config), options);
+      if (summary.windows > 0)
+        spdlog::info("trained {} windows (step {}), {:.1f} samples/s over the cluster; final loss {:.4f}",
+                     summary.windows, summary.optimizer_steps, summary.samples_per_second, summary.losses.back());
+    } catch (const std::exception& e) {
+      // A reducer may still be blocked in its transport until the collective timeout; the
+      // process ends here rather than wait for it (checkpoints on disk are always complete).
+      std::fprintf(stderr, "troupe: error: node %s: %s\n", node.name.c_str(), e.what());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  });
+}
+
+}  // namespace troupe::tools
