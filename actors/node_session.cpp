@@ -35,14 +35,9 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
                    " s (timeouts.join_s): ", last_error);
 }
 
-uint64_t config_hash(const io::job_config& config) {
-  const auto text = config.source.dump();
-  return io::xxh64(text.data(), text.size());
-}
-
 }  // namespace
 
-messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
+cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash) : node_(node) {
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
   const auto& spec = m.nodes[index];
@@ -51,24 +46,23 @@ messages::training_summary run_node(const node_identity& node, io::job_config co
       throw make_error(m.source, ": nodes[", spec.name, "].devices: ", device,
                        ": the ucx transport reduces host memory; GPU workers need transport \"nccl\", which is "
                        "not implemented yet");
-  config.runtime.threads = spec.threads_per_worker;
-  const bool is_head = spec.name == m.head_node;
+  is_head_ = spec.name == m.head_node;
 
-  // Declared before the actor system, so it outlives every reducer using its transports.
-  io::ucx_context ucx;
-  caf::actor_system_config system_config;
-  configure_actor_system(system_config);
-  system_config.load<caf::io::middleman>();
-  caf::actor_system system{system_config};
-  caf::scoped_actor self{system};
+  ucx_ = std::make_unique<io::ucx_context>();
+  system_config_ = std::make_unique<caf::actor_system_config>();
+  configure_actor_system(*system_config_);
+  system_config_->load<caf::io::middleman>();
+  system_ = std::make_unique<caf::actor_system>(*system_config_);
+  self_ = std::make_unique<caf::scoped_actor>(*system_);
+  auto& system = *system_;
+  auto& self = *self_;
 
-  caf::actor coordinator_actor;
-  if (is_head) {
-    coordinator_actor = system.spawn(coordinator, coordinator_settings{m, node.manifest_hash, config_hash(config)});
+  if (is_head_) {
+    coordinator_ = system.spawn(coordinator, coordinator_settings{m, node.manifest_hash, job_hash});
     const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
-    auto port = system.middleman().publish(coordinator_actor, static_cast<uint16_t>(m.head_port), bind_to, true);
+    auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
-      self->send_exit(coordinator_actor, caf::exit_reason::user_shutdown);
+      self->send_exit(coordinator_, caf::exit_reason::user_shutdown);
       throw make_error(m.source, ": head.port: cannot listen on ", head_address(m), ": ", system.render(port.error()),
                        " (another job on this port?)");
     }
@@ -79,57 +73,59 @@ messages::training_summary run_node(const node_identity& node, io::job_config co
   cluster::join_request join;
   join.node = spec.name;
   join.manifest_hash = node.manifest_hash;
-  join.config_hash = config_hash(config);
+  join.config_hash = job_hash;
   for (std::size_t local = 0; local < transports.size(); ++local) {
     auto& worker = transports[local];
     std::vector<io::transport_address> addresses;
     for (int64_t ring = 0; ring < m.rings.count; ++ring) {
-      worker.push_back(std::make_shared<io::ucx_transport>(ucx, m.first_rank(index) + static_cast<int>(local)));
+      worker.push_back(std::make_shared<io::ucx_transport>(*ucx_, m.first_rank(index) + static_cast<int>(local)));
       addresses.push_back(worker.back()->local_address());
     }
     join.workers.push_back(std::move(addresses));
   }
 
-  auto coordinator_handle = is_head ? coordinator_actor : reach_coordinator(system, m);
+  if (!is_head_) coordinator_ = reach_coordinator(system, m);
   std::string plan_bytes, failure;
-  self->request(coordinator_handle, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
+  self->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
                 cluster::encode_join(join))
       .receive([&](const std::string& bytes) { plan_bytes = bytes; },
                [&](caf::error& e) { failure = "joining the head at " + head_address(m) + ": " + system.render(e); });
   if (!failure.empty()) throw error(failure);
   const auto plan = cluster::decode_plan(plan_bytes, "the head at " + head_address(m));
 
-  cluster_role role;
-  role.first_rank = m.first_rank(index);
-  role.world = plan.world;
-  role.ring_orders = plan.ring_orders;
-  role.chunk_bytes = plan.chunk_bytes;
-  role.collective_timeout = m.timeouts.collective;
-  role.coordinator = coordinator_handle;
-  role.head = head_address(m);
+  role_.first_rank = m.first_rank(index);
+  role_.world = plan.world;
+  role_.ring_orders = plan.ring_orders;
+  role_.chunk_bytes = plan.chunk_bytes;
+  role_.collective_timeout = m.timeouts.collective;
+  role_.coordinator = coordinator_;
+  role_.head = head_address(m);
   for (std::size_t local = 0; local < transports.size(); ++local) {
-    const int rank = role.first_rank + static_cast<int>(local);
+    const int rank = role_.first_rank + static_cast<int>(local);
     for (std::size_t ring = 0; ring < transports[local].size(); ++ring) {
       const int ring_index = static_cast<int>(ring);
       for (int peer : {plan.previous(ring_index, rank), plan.next(ring_index, rank)})
         if (peer != rank) transports[local][ring]->connect(peer, plan.endpoints[static_cast<std::size_t>(peer)][ring]);
     }
   }
-  role.transports = transports;
-  transports.clear();
-  spdlog::info("node {}: ranks {}..{} of {}, {} ring(s)", spec.name, role.first_rank,
-               role.first_rank + spec.workers - 1, role.world, plan.ring_orders.size());
+  role_.transports = std::move(transports);
+  spdlog::info("node {}: ranks {}..{} of {}, {} ring(s)", spec.name, role_.first_rank,
+               role_.first_rank + spec.workers - 1, role_.world, plan.ring_orders.size());
+}
 
-  auto summary = run_training(system, self, std::move(config), options, &role);
+cluster_membership::~cluster_membership() = default;
 
+void cluster_membership::finish() {
+  const auto& m = node_.manifest;
+  auto& self = *self_;
   // Finished: wait for the release (or the head's departure, which only happens after it).
-  self->monitor(coordinator_handle);
-  self->send(coordinator_handle, messages::finished_atom::value, spec.name);
+  self->monitor(coordinator_);
+  self->send(coordinator_, messages::finished_atom::value, node_.name);
   bool released = false;
   while (!released) {
     self->receive([&](messages::release_atom) { released = true; },
                   [&](caf::down_msg& down) {
-                    if (down.source == coordinator_handle) released = true;
+                    if (down.source == coordinator_) released = true;
                   },
                   [&](messages::abort_atom, const std::string& reason) { throw error(reason); },
                   caf::after(m.timeouts.join) >> [&] {
@@ -137,13 +133,25 @@ messages::training_summary run_node(const node_identity& node, io::job_config co
                                      m.timeouts.join.count(), " s after finishing");
                   });
   }
-  if (is_head) {
+  if (is_head_) {
     // Serve the others' releases until they have disconnected (bounded by the coordinator).
     bool gone = false;
     while (!gone)
-      self->receive([&](caf::down_msg& down) { gone = down.source == coordinator_actor; },
+      self->receive([&](caf::down_msg& down) { gone = down.source == coordinator_; },
                     caf::after(std::chrono::seconds(15)) >> [&] { gone = true; });
   }
+}
+
+uint64_t job_config_hash(const io::job_config& config) {
+  const auto text = config.source.dump();
+  return io::xxh64(text.data(), text.size());
+}
+
+messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
+  config.runtime.threads = node.manifest.nodes[node.manifest.node_index(node.name)].threads_per_worker;
+  cluster_membership membership(node, job_config_hash(config));
+  auto summary = run_training(membership.system(), membership.self(), std::move(config), options, &membership.role());
+  membership.finish();
   return summary;
 }
 

@@ -1,11 +1,20 @@
 #pragma once
 /// One node of a multi-node job (`troupe node`): rendezvous with the head, then training.
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <memory>
 #include <string>
 
 #include "actors/training_session.hpp"
 #include "cluster/manifest.hpp"
 #include "io/job_config.hpp"
+
+namespace troupe::io {
+class ucx_context;
+}
 
 namespace troupe::actors {
 
@@ -14,6 +23,37 @@ struct node_identity {
   uint64_t manifest_hash = 0;  ///< xxh64 of the manifest file as read
   std::string name;            ///< this node's name in the manifest
 };
+
+/// This process's membership in a job: steps 1–3 below in the constructor, step 4 in finish().
+/// Members are declared so that the UCX context outlives the actor system, whose reducers
+/// use its transports.
+class cluster_membership {
+ public:
+  /// `job_hash` must be equal on every node (the head refuses joins that differ).
+  cluster_membership(const node_identity& node, uint64_t job_hash);
+  ~cluster_membership();
+  cluster_membership(const cluster_membership&) = delete;
+  cluster_membership& operator=(const cluster_membership&) = delete;
+
+  caf::actor_system& system() { return *system_; }
+  caf::scoped_actor& self() { return *self_; }
+  const cluster_role& role() const { return role_; }
+  /// Reports this node finished and waits for the coordinator's release.
+  void finish();
+
+ private:
+  node_identity node_;
+  bool is_head_ = false;
+  std::unique_ptr<io::ucx_context> ucx_;
+  std::unique_ptr<caf::actor_system_config> system_config_;
+  std::unique_ptr<caf::actor_system> system_;
+  std::unique_ptr<caf::scoped_actor> self_;
+  caf::actor coordinator_;
+  cluster_role role_;
+};
+
+/// xxh64 of the job config as given (what the head compares).
+uint64_t job_config_hash(const io::job_config& config);
 
 /// Runs this node's part of the job:
 ///  1. the head node publishes the coordinator on head.port (CAF middleman);

@@ -135,7 +135,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   if (names.count(m.head_node) == 0) head.fail("node", "the name of one of the nodes");
 
   auto rings = root.object("rings");
-  m.rings.count = rings.integer("count", 1, 1, 64);
+  m.rings.count = rings.integer("count", 1, 1, 16);  // the ring tag layout has room for 16
   m.rings.chunk_bytes = rings.integer("chunk_bytes", m.rings.chunk_bytes, 4096, int64_t{1} << 30);
   const json order = rings.raw("order");
   if (order.is_array()) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -40,7 +39,13 @@ namespace troupe::io {
 // added into `data` while later chunks are already moving; allgather chunks land in `data`,
 // but only after this rank's reduce-scatter send of that same region finished (it was read
 // from there). So sending, receiving and adding overlap, and a chunk never waits for a whole
-// segment.
+// segment. The addition itself runs in blocks of add_block_elements with a progress call
+// between blocks, because over shared memory this rank's sends only move while it progresses.
+//
+// Measured (2 ranks, 64 MiB float, 2 cores, UCX 1.13 over sysv shared memory): about 21 ms a
+// sum, 3.0–3.2 GB/s busbw, the same for 256 KiB to 1 MiB chunks; memory bandwidth is the
+// limit (each rank copies 64 MiB into and 64 MiB out of the shared-memory FIFOs and adds
+// 32 MiB). Deeper pipelines did not help.
 //
 // Tags (transport_tag_bits = 48; the transport adds the sender above them):
 //
@@ -72,10 +77,10 @@ constexpr int reduce_scatter = 0;
 constexpr int allgather = 1;
 
 // Receives posted ahead of the one being processed (reduce-scatter: staging slots in use).
-static const std::size_t pipeline_depth = getenv("TMP_DEPTH") ? atoi(getenv("TMP_DEPTH")) : 4;  // TMP
+constexpr std::size_t pipeline_depth = 4;
 constexpr std::size_t staging_alignment = 64;
 // Elements added between two progress calls (see the reduce-scatter loop).
-static const std::size_t add_block_elements = getenv("TMP_ADDBLOCK") ? atoi(getenv("TMP_ADDBLOCK")) : 16384;  // TMP
+constexpr std::size_t add_block_elements = 16384;
 
 std::uint64_t field(std::uint64_t value, int bits, int shift) {
   return (value & ((std::uint64_t{1} << bits) - 1)) << shift;

@@ -298,11 +298,10 @@ void ucx_transport::connect(int peer, const transport_address& address) {
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(address.data());
-  params.err_mode = getenv("TMP_ERR_NONE") ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;  // TMP
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = on_endpoint_error;
   params.err_handler.arg = state.get();
   ucx_check(ucp_ep_create(impl_->worker, &params, &state->endpoint), "ucp_ep_create", peer);
-  if (getenv("TMP_EPINFO")) { for (int i = 0; i < 1000; ++i) ucp_worker_progress(impl_->worker); ucp_ep_print_info(state->endpoint, stdout); }  // TMP
   if (impl_->peers.size() <= static_cast<std::size_t>(peer)) impl_->peers.resize(peer + 1);
   impl_->peers[peer] = std::move(state);
 }

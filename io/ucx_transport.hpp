@@ -30,6 +30,12 @@ namespace troupe::io {
 ///
 /// Created with mt_workers_shared, so transports (workers) may be created, driven and destroyed
 /// from different threads at the same time. Must outlive every transport made from it.
+///
+/// Sets UCX_MM_ERROR_HANDLING=y for its own configuration unless the environment sets
+/// UCX_{MM,SYSV,POSIX}_ERROR_HANDLING: without it UCX 1.13 will not use shared memory for
+/// endpoints with peer failure detection and two ranks on one host talk TCP over loopback
+/// (1.1 instead of 3.1 GB/s busbw in the ring benchmark). A dead peer process is then found by
+/// UCX's keepalive (UCX_KEEPALIVE_INTERVAL, 20 s by default) or by the waits' timeouts.
 class ucx_context {
  public:
   /// Reads the UCX_* environment (ucp_config_read) and initialises UCP; throws transport_error

@@ -235,7 +235,8 @@ T reference_sum(const std::vector<int>& order, std::size_t count, std::size_t sl
   int segment = 0;
   while (compute::ring_segment(count, world, segment).end <= i) ++segment;
   T partial = random_input<T>(order[segment], slice_begin + i, seed);
-  for (int hop = 1; hop < world; ++hop) partial = random_input<T>(order[(segment + hop) % world], slice_begin + i, seed) + partial;
+  for (int hop = 1; hop < world; ++hop)
+    partial = random_input<T>(order[(segment + hop) % world], slice_begin + i, seed) + partial;
   return partial;
 }
 
@@ -458,12 +459,44 @@ TEST(ucx_transport, receives_match_the_sender_not_only_the_tag) {
 // ---------------------------------------------------------------------------------------------
 // Dead peers: the surviving rank's sum must fail quickly with an error that names the peer.
 
-void expect_fails_naming_rank_1(ucx_transport& transport, std::size_t count) {
+/// Runs ranks 0 and 1 of a two-rank ring as this thread and one more; each body owns its
+/// connected transport, so it can destroy it early. Returns the failures.
+template <class Body>
+std::string run_two_ranks(Body body) {
+  ucx_context& context = shared_context();
+  transport_address addresses[2];
+  test_barrier barrier(2);
+  std::mutex failure_mutex;
+  std::string failures;
+  auto run = [&](int rank) {
+    try {
+      auto transport = std::make_unique<ucx_transport>(context, rank);
+      addresses[rank] = transport->local_address();
+      barrier.wait();
+      transport->connect(1 - rank, addresses[1 - rank]);
+      barrier.wait();
+      body(rank, transport, barrier);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      failures += "rank " + std::to_string(rank) + ": " + e.what() + "\n";
+      barrier.break_barrier();
+    }
+  };
+  std::thread one(run, 1);
+  run(0);
+  one.join();
+  return failures;
+}
+
+/// Rank 0's side: a sum of `count` floats with a 500 ms timeout must throw a transport_error
+/// naming rank 1 within a few seconds, and the ring must refuse the next call. Destroys the
+/// transport before the ring and the buffer, as ring_allreduce asks after a failure.
+void expect_sum_fails_naming_rank_1(std::unique_ptr<ucx_transport>& transport, std::size_t count) {
   ring_settings settings;
   settings.order = {0, 1};
   settings.timeout = 500ms;
-  ring_allreduce ring(transport, 0, settings);
   std::vector<float> data(count, 1.0f);
+  ring_allreduce ring(*transport, 0, settings);
   const auto start = std::chrono::steady_clock::now();
   try {
     ring.sum(data.data(), data.size(), 1);
@@ -476,53 +509,31 @@ void expect_fails_naming_rank_1(ucx_transport& transport, std::size_t count) {
     if (elapsed > 5s) throw std::runtime_error("took too long to fail: " + what);
     std::printf("[ dead peer ] %s\n", what.c_str());
   }
-  // A ring whose sum failed refuses further calls instead of mixing stale messages.
   try {
     ring.sum(data.data(), data.size(), 2);
     throw std::runtime_error("a broken ring accepted another sum");
   } catch (const transport_error&) {
   }
+  transport.reset();
 }
 
 TEST(ring_allreduce_failure, peer_that_never_calls_sum_times_out_naming_it) {
   // 1M floats: the step-0 sends are rendezvous sends that rank 1 never matches, so the
   // transport's teardown must also get past sends it cannot cancel.
-  expect_no_failures(run_ring_threads(2, 1, [](const rank_context& ctx) {
-    if (ctx.rank == 0) expect_fails_naming_rank_1(ctx.transport, 1000003);
-    ctx.barrier.wait();  // rank 1 stays alive, silent, until rank 0 is done
-  }));
+  EXPECT_EQ(run_two_ranks([](int rank, std::unique_ptr<ucx_transport>& transport, test_barrier& barrier) {
+              if (rank == 0) expect_sum_fails_naming_rank_1(transport, 1000003);
+              barrier.wait();  // rank 1 stays alive, silent, until rank 0 is done
+            }),
+            "");
 }
 
 TEST(ring_allreduce_failure, peer_whose_transport_is_gone_fails_naming_it) {
-  ucx_context& context = shared_context();
-  transport_address addresses[2];
-  test_barrier barrier(2);
-  std::string failure;
-  std::mutex failure_mutex;
-  auto run = [&](int rank) {
-    try {
-      auto transport = std::make_unique<ucx_transport>(context, rank);
-      addresses[rank] = transport->local_address();
-      barrier.wait();
-      transport->connect(1 - rank, addresses[1 - rank]);
-      barrier.wait();
-      if (rank == 1) {
-        transport.reset();  // rank 1 dies before the sum
-        barrier.wait();
-      } else {
-        barrier.wait();
-        expect_fails_naming_rank_1(*transport, 1000);
-      }
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      failure += "rank " + std::to_string(rank) + ": " + e.what() + "\n";
-      barrier.break_barrier();
-    }
-  };
-  std::thread one(run, 1);
-  run(0);
-  one.join();
-  EXPECT_EQ(failure, "");
+  EXPECT_EQ(run_two_ranks([](int rank, std::unique_ptr<ucx_transport>& transport, test_barrier& barrier) {
+              if (rank == 1) transport.reset();  // rank 1 dies before the sum
+              barrier.wait();
+              if (rank == 0) expect_sum_fails_naming_rank_1(transport, 1000);
+            }),
+            "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -564,9 +575,7 @@ void print_benchmark(const char* how, std::size_t chunk_bytes, std::size_t bytes
 }
 
 constexpr std::size_t benchmark_elements = std::size_t{64} << 20 >> 2;  // 64 MiB of float
-const std::vector<std::size_t> benchmark_chunks = [] {  // TMP
-  std::vector<std::size_t> v; const char* e = getenv("TMP_CHUNKS"); if (!e) return std::vector<std::size_t>{256 << 10, 1 << 20, 4 << 20};
-  std::string s(e); std::size_t pos = 0; while (pos < s.size()) { auto c = s.find(',', pos); if (c == std::string::npos) c = s.size(); v.push_back(std::stoul(s.substr(pos, c - pos)) << 10); pos = c + 1; } return v; }();
+constexpr std::size_t benchmark_chunks[] = {256 << 10, 1 << 20, 4 << 20};
 constexpr int benchmark_iterations = 15;
 
 TEST(ring_allreduce_benchmark, DISABLED_two_threads_64mib_float) {

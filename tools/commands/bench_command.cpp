@@ -1,13 +1,17 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "actors/training_session.hpp"
 #include "compute/error.hpp"
+#include "cluster/launcher.hpp"
+#include "io/file_util.hpp"
 #include "io/job_config.hpp"
 #include "io/synthetic_dataset.hpp"
+#include "tools/commands/bench_allreduce.hpp"
 #include "tools/commands/bench_ckpt.hpp"
 #include "tools/commands/commands.hpp"
 
@@ -20,12 +24,23 @@ struct bench_train_arguments {
   bool synthetic = false;
   uint32_t sequence_length = 128;
   bool json = false;
+  std::string manifest;  ///< run as a launched job on these nodes
 };
 
 /// Runs the training pipeline through the actors without checkpoints or metrics files; the
 /// first window is warm-up, samples/s is measured over the rest.
 void bench_train(const bench_train_arguments& args) {
   auto config = io::load_job_config(args.config);
+  // Across nodes each worker keeps the config's micro-batch and accumulation (weak scaling, as
+  // DDP with --world N --accum a): the global batch grows with the world.
+  const int64_t world = args.manifest.empty() ? 1 : cluster::load_manifest(args.manifest).world_size();
+  if (world > 1) {
+    auto job = config.source;
+    job["train_batch_size"] = config.micro_batch_size * config.gradient_accumulation_steps * world;
+    job["train_micro_batch_size_per_gpu"] = config.micro_batch_size;
+    job["gradient_accumulation_steps"] = config.gradient_accumulation_steps;
+    config = io::parse_job_config(job, args.config, world);
+  }
   std::filesystem::path scratch = std::filesystem::temp_directory_path() /
                                   ("troupe-bench-" + std::to_string(::getpid()));
   struct cleanup {
@@ -38,14 +53,41 @@ void bench_train(const bench_train_arguments& args) {
     io::write_synthetic_dataset(scratch / "data", sequences, args.sequence_length, vocab, config.seed);
     config.data.dir = scratch / "data";
   }
-  actors::session_options options;
-  options.run_dir = scratch / "run";
-  options.steps = args.steps + 1;
-  options.save_checkpoints = false;
-  options.write_metrics = false;
-  options.console = !args.json;
-  auto summary = actors::run_training(config, options);
+  messages::training_summary summary;
+  if (args.manifest.empty()) {
+    actors::session_options options;
+    options.run_dir = scratch / "run";
+    options.steps = args.steps + 1;
+    options.save_checkpoints = false;
+    options.write_metrics = false;
+    options.console = !args.json;
+    summary = actors::run_training(config, options);
+  } else {
+    // The same measurement as a launched job: every node trains its share, rank 0 reports the
+    // cluster's samples/s.
+    const auto manifest = cluster::load_manifest(args.manifest);
+    auto job = config.source;
+    job["data"]["dir"] = config.data.dir.string();
+    io::write_file_atomically(scratch / "config.json", job.dump(2));
+    config = io::load_job_config(scratch / "config.json", world);
+    cluster::launch_options launch;
+    launch.manifest_file = args.manifest;
+    launch.config_file = scratch / "config.json";
+    launch.run_dir = scratch / "run";
+    launch.troupe_binary = std::filesystem::read_symlink("/proc/self/exe");
+    launch.node_arguments = {"--steps", std::to_string(args.steps + 1), "--bench-out",
+                             (scratch / "summary.json").string()};
+    const auto commands = cluster::node_commands(manifest, launch, std::getenv("SLURM_JOB_ID") != nullptr);
+    if (cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join) != 0)
+      throw error("bench train: a node failed");
+    const auto reported = nlohmann::json::parse(io::read_whole_file(scratch / "summary.json"));
+    summary.samples_per_second = reported.at("samples_per_s").get<double>();
+    summary.tokens_per_second = reported.at("tokens_per_s").get<double>();
+  }
   nlohmann::json result = {{"benchmark", "train"},
+                           {"world", world},
+                           {"manifest", args.manifest},
+                           {"sync_every_micro_batch", config.sync_every_micro_batch},
                            {"config", args.config},
                            {"hidden_size", config.model.hidden_size},
                            {"layers", config.model.num_hidden_layers},
@@ -76,6 +118,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(8, 65535));
   train->add_flag("--json", args->json, "print one JSON line");
+  train->add_option("--manifest", args->manifest, "run as a launched job on this cluster manifest");
   train->callback([args] { bench_train(*args); });
 
   struct ckpt_arguments {
@@ -92,6 +135,7 @@ void add_bench_command(CLI::App& app) {
     auto result = bench_checkpoint(parse_byte_count(ckpt_args->bytes), ckpt_args->dir);
     std::printf("%s\n", ckpt_args->json ? result.dump().c_str() : result.dump(2).c_str());
   });
+  add_bench_allreduce(bench);
 }
 
 }  // namespace troupe::tools

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "actors/node_session.hpp"
 #include "cluster/launcher.hpp"
@@ -24,6 +25,7 @@ struct job_arguments {
   int64_t steps = 0;
   std::string resume;
   int64_t max_windows = 0;
+  std::string bench_out;  ///< node only: benchmark mode, rank 0 writes its summary here
 };
 
 void add_job_options(CLI::App* command, job_arguments& args) {
@@ -104,6 +106,8 @@ void add_node_command(CLI::App& app) {
   add_job_options(command, *args);
   command->add_option("--node", *node_name, "this node's name in the manifest");
   command->add_flag("--node-from-slurm", *from_slurm, "take the node from SLURM_PROCID (node index)");
+  command->add_option("--bench-out", args->bench_out,
+                      "benchmark mode (no checkpoints, no metrics files); rank 0 writes its summary here as JSON");
   command->callback([args, node_name, from_slurm] {
     actors::node_identity node;
     node.manifest = cluster::load_manifest(args->manifest);
@@ -119,8 +123,19 @@ void add_node_command(CLI::App& app) {
     options.resume = args->resume;
     if (args->max_windows > 0) options.max_windows = args->max_windows;
     options.window_timeout = node.manifest.timeouts.window;
+    const bool bench = !args->bench_out.empty();
+    if (bench) {
+      options.save_checkpoints = false;
+      options.write_metrics = false;
+      options.console = false;
+    }
     try {
       auto summary = actors::run_node(node, std::move(config), options);
+      if (bench && node.manifest.first_rank(node.manifest.node_index(node.name)) == 0)
+        io::write_file_atomically(args->bench_out, nlohmann::json{{"samples_per_s", summary.samples_per_second},
+                                                                  {"tokens_per_s", summary.tokens_per_second},
+                                                                  {"windows", summary.windows}}
+                                                       .dump());
       if (summary.windows > 0)
         spdlog::info("trained {} windows (step {}), {:.1f} samples/s over the cluster; final loss {:.4f}",
                      summary.windows, summary.optimizer_steps, summary.samples_per_second, summary.losses.back());
