@@ -12,6 +12,7 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
   self->state.builder = std::make_unique<io::mlm_batch_builder>(*settings.dataset, settings.mask_probability,
                                                                 settings.seed);
   self->state.order = std::make_unique<compute::sample_order>(settings.dataset->size(), settings.seed);
+  if (!settings.sample_log.empty()) self->state.sample_log.open(settings.sample_log, std::ios::app);
   return {
       [=](messages::credit_atom, int64_t granted, const caf::actor& worker) {
         auto& s = self->state;
@@ -22,7 +23,12 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
                                                               settings.world, s.next_micro, settings.accumulation,
                                                               settings.micro_size);
             std::vector<compute::sample_ref> samples;
-            for (uint64_t i = 0; i < settings.micro_size; ++i) samples.push_back(s.order->at(first + i));
+            for (uint64_t i = 0; i < settings.micro_size; ++i) {
+              samples.push_back(s.order->at(first + i));
+              if (s.sample_log.is_open())
+                s.sample_log << first + i << ' ' << samples.back().epoch << ' ' << samples.back().sample_id << '\n';
+            }
+            if (s.sample_log.is_open()) s.sample_log.flush();
             messages::micro_batch batch{s.builder->build(samples), s.next_window, static_cast<uint32_t>(s.next_micro)};
             batch.batch.first_position = first;
             self->send(worker, messages::batch_atom::value, std::move(batch));

@@ -5,6 +5,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "io/mlm_batch_builder.hpp"
@@ -21,6 +23,9 @@ struct data_loader_settings {
   uint64_t accumulation = 1;
   uint64_t start_position = 0;  ///< global data cursor of the run's first window
   uint64_t windows = 0;         ///< windows to produce
+  /// Test seam (TROUPE_TEST_RECORD_SAMPLES): when set, one line "position epoch sample_id" per
+  /// sample sent is appended here, so tests can check that no sample is skipped or repeated.
+  std::filesystem::path sample_log;
 };
 
 struct data_loader_state {
@@ -30,6 +35,7 @@ struct data_loader_state {
   uint64_t next_window = 0;
   uint64_t next_micro = 0;
   int64_t credit = 0;
+  std::ofstream sample_log;
 };
 
 /// Protocol (credit-based flow control, so the queue in front of the worker never holds more

@@ -1,6 +1,9 @@
 #include "actors/training_session.hpp"
 
 #include <caf/all.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <spdlog/spdlog.h>
 
 #include "actors/checkpointer.hpp"
@@ -158,6 +161,9 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
     d.accumulation = static_cast<uint64_t>(config.gradient_accumulation_steps);
     d.start_position = start.next_position;
     d.windows = static_cast<uint64_t>(windows);
+    if (const char* record = std::getenv("TROUPE_TEST_RECORD_SAMPLES"))
+      d.sample_log = std::filesystem::path(record) /
+                     ("rank-" + std::to_string(rank) + "-pid-" + std::to_string(::getpid()) + ".txt");
     auto loader_actor = system.spawn<caf::detached>(data_loader, d);
     workers.push_back(worker_actor);
     helpers.push_back(loader_actor);

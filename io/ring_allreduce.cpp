@@ -55,6 +55,14 @@ namespace troupe::io {
 //   bits 26..16  step mod 2^11
 //   bits 15..0   chunk mod 2^16
 //
+// Small messages: below small_message_bytes the cost is hops, not bytes, and the two phases'
+// 2(world−1) hops dominate. There each rank's whole buffer travels once round the ring (world−1
+// hops: at step s, position p forwards the contribution of position p−s and receives that of
+// p−s−1) and every rank then adds the world contributions itself, in ring order 0, 1, …,
+// world−1 (value + partial, as the large path adds), so all ranks still get the same bits.
+// Both paths use step and chunk fields from 0; a pair never mixes them because every rank
+// picks the path from the same count.
+//
 // The wrapping fields cannot cause a mismatch: between one pair, sends and receives are posted
 // in the same order on both sides and the transport matches equal tags in posting order, so a
 // repeated tag (a sequence reused, more than 65536 chunks per segment) still pairs correctly.
@@ -138,6 +146,7 @@ struct ring_allreduce::schedule {
   std::unique_ptr<std::byte[], aligned_free> staging;
   std::size_t slot_bytes = 0;
   std::string what;  // reused for the description of each wait
+  std::vector<std::byte> gathered;  // small path: every position's contribution, in ring order
 
   void reserve_staging(std::size_t bytes_per_slot) {
     bytes_per_slot = (bytes_per_slot + staging_alignment - 1) / staging_alignment * staging_alignment;
@@ -186,12 +195,55 @@ void ring_allreduce::sum(float* data, std::size_t count, std::uint64_t sequence)
 void ring_allreduce::sum(double* data, std::size_t count, std::uint64_t sequence) { run(data, count, sequence); }
 
 template <class T>
+void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequence) {
+  const int n = world();
+  const int p = position_;
+  const std::size_t bytes = count * sizeof(T);
+  schedule& plan = *schedule_;
+  plan.gathered.resize(bytes * static_cast<std::size_t>(n));
+  T* contributions = reinterpret_cast<T*>(plan.gathered.data());
+  auto slot = [&](int position) { return contributions + static_cast<std::size_t>(compute::ring_wrap(position, n)) * count; };
+  std::copy(data, data + count, slot(p));
+  auto deadline = [&] { return transport::clock::now() + settings_.timeout; };
+  auto describe = [&](int step, const char* direction, int peer) -> const std::string& {
+    plan.what = "ring " + std::to_string(settings_.ring_index) + " sequence " + std::to_string(sequence) +
+                " small-message step " + std::to_string(step) + " " + direction + " rank " + std::to_string(peer);
+    return plan.what;
+  };
+  try {
+    std::vector<transport_request> sends;
+    transport_request receive =
+        transport_.post_receive(previous(), ring_tag(settings_.ring_index, sequence, reduce_scatter, 0, 0), slot(p - 1), bytes);
+    sends.push_back(transport_.post_send(next(), ring_tag(settings_.ring_index, sequence, reduce_scatter, 0, 0), slot(p), bytes));
+    for (int s = 0; s + 1 < n; ++s) {
+      transport_.wait(receive, deadline(), describe(s, "receive from", previous()));
+      if (s + 2 < n) {
+        const auto tag = ring_tag(settings_.ring_index, sequence, reduce_scatter, s + 1, 0);
+        receive = transport_.post_receive(previous(), tag, slot(p - s - 2), bytes);
+        sends.push_back(transport_.post_send(next(), tag, slot(p - s - 1), bytes));
+      }
+    }
+    for (std::size_t s = 0; s < sends.size(); ++s)
+      transport_.wait(sends[s], deadline(), describe(static_cast<int>(s), "send to", next()));
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    T partial = contributions[i];
+    for (int position = 1; position < n; ++position) partial = slot(position)[i] + partial;
+    data[i] = partial;
+  }
+}
+
+template <class T>
 void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence) {
   const int n = world();
   if (n == 1 || count == 0) return;
   if (broken_)
     throw transport_error(-1, "ring " + std::to_string(settings_.ring_index) +
                                   ": an earlier sum failed; rebuild the transport and the ring");
+  if (count * sizeof(T) <= small_message_bytes) return run_small(data, count, sequence);
 
   schedule& plan = *schedule_;
   const int p = position_;

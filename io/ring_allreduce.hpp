@@ -58,12 +58,18 @@ class ring_allreduce {
 
   /// Number of ring indices the tag layout has room for.
   static constexpr int max_rings = 16;
+  /// Sums of at most this many bytes take the latency path (see ring_allreduce.cpp): every
+  /// rank's whole buffer travels round the ring and each rank adds them in ring order
+  /// 0, 1, …, world−1, so world−1 hops instead of 2(world−1).
+  static constexpr std::size_t small_message_bytes = 16384;
 
   struct schedule;
 
  private:
   template <class T>
   void run(T* data, std::size_t count, std::uint64_t sequence);
+  template <class T>
+  void run_small(T* data, std::size_t count, std::uint64_t sequence);
 
   transport& transport_;
   int my_rank_;

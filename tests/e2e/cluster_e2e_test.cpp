@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_corpus.hpp"
@@ -155,6 +157,40 @@ TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
   EXPECT_NE(result.output.find("node b was killed by signal 9"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("[a] troupe: error: node a:"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("node b (127.0.0.1)"), std::string::npos) << result.output;
+}
+
+// The data cursor is global: a job checkpointed on 2 nodes resumes on 1 process and again on 2,
+// and every global position is consumed exactly once (the loaders log what they send).
+TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample_once) {
+  const auto log_dir = *dir_ / "samples";
+  std::filesystem::create_directories(log_dir);
+  const std::string record = "env TROUPE_TEST_RECORD_SAMPLES=" + log_dir.string() + " ";
+  const auto config = write_config(8);
+  const auto manifest = write_manifest(2, 29618, "resume.json");
+  const auto run = (*dir_ / "resumed").string();
+  auto first = run_command(record + troupe_binary() + " launch --manifest " + manifest + " --config " + config +
+                           " --run-dir " + run + " --max-windows 3");
+  ASSERT_EQ(first.status, 0) << first.output;
+  auto second = run_command(record + troupe_binary() + " train --config " + config + " --run-dir " + run +
+                            " --resume latest --max-windows 3");
+  ASSERT_EQ(second.status, 0) << second.output;
+  auto third = run_command(record + troupe_binary() + " launch --manifest " + manifest + " --config " + config +
+                           " --run-dir " + run + " --resume latest");
+  ASSERT_EQ(third.status, 0) << third.output;
+
+  std::map<uint64_t, int> positions;
+  std::map<uint64_t, std::set<uint64_t>> ids_per_epoch;
+  std::size_t logged = 0;
+  for (const auto& file : std::filesystem::directory_iterator(log_dir)) {
+    std::ifstream in(file.path());
+    for (uint64_t position, epoch, id; in >> position >> epoch >> id; ++logged) {
+      ++positions[position];
+      EXPECT_TRUE(ids_per_epoch[epoch].insert(id).second) << "sample " << id << " repeated in epoch " << epoch;
+    }
+  }
+  EXPECT_EQ(logged, 8u * 12u);  // 8 windows of 12 samples: 3 on 2 nodes, 3 on 1, 2 on 2
+  for (uint64_t p = 0; p < 8 * 12; ++p) EXPECT_EQ(positions[p], 1) << "global position " << p;
+  EXPECT_EQ(read_metrics("resumed").size(), 8u);
 }
 
 TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {

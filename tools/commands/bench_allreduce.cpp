@@ -99,8 +99,8 @@ void run_rank(const allreduce_arguments& args) {
   for (const auto bytes : sizes) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> data(count, 0.0f);
-    const int iterations = bytes >= (16u << 20) ? 10 : bytes >= (1u << 20) ? 50 : 200;
-    for (int warm = 0; warm < 3; ++warm) allreduce(data.data(), count);
+    const int iterations = bytes >= (16u << 20) ? 10 : bytes >= (1u << 20) ? 50 : 1000;
+    for (int warm = 0; warm < std::max(3, iterations / 5); ++warm) allreduce(data.data(), count);
     const auto start = clock::now();
     for (int i = 0; i < iterations; ++i) allreduce(data.data(), count);
     const double seconds = std::chrono::duration<double>(clock::now() - start).count() / iterations;
