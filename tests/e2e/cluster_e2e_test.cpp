@@ -205,6 +205,22 @@ TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {
   EXPECT_NE(lonely.output.find("cannot reach the head at 127.0.0.1:29616 within 2 s"), std::string::npos)
       << lonely.output;
 
+  // A node started with a different config is refused by the head, naming what differs; the
+  // head then gives up on the missing node after join_s.
+  const auto node = troupe_binary() + " node --manifest " + manifest.string() + " --run-dir " +
+                    (*dir_ / "mismatch").string();
+  auto mismatch = run_command("sh -c '" + node + " --node a --config " + write_config(5) + " > " +
+                                  (*dir_ / "a.log").string() + " 2>&1 & " + node + " --node b --config " +
+                                  write_config(6) + "; echo b-status=$?; wait $!; echo a-status=$?; cat " +
+                                  (*dir_ / "a.log").string() + "'",
+                              60);
+  EXPECT_NE(mismatch.output.find("parsed a different job config than the head"), std::string::npos)
+      << mismatch.output;
+  EXPECT_NE(mismatch.output.find("b-status=1"), std::string::npos) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("a-status=1"), std::string::npos) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("did not join the head at 127.0.0.1:29616 within 2 s"), std::string::npos)
+      << mismatch.output;
+
   m["nodes"][1]["name"] = "a";
   testing::write_text(manifest, m.dump());
   auto duplicate = launch(manifest.string(), write_config(5), "never");
