@@ -306,12 +306,21 @@ void ucx_transport::connect(int peer, const transport_address& address) {
   impl_->peers[peer] = std::move(state);
 }
 
+namespace {
+
+/// Callers' tags must leave the sender bits free (see the tag layout in the header).
+void check_tag(int peer, std::uint64_t tag, const char* operation) {
+  if (tag >= user_tag_limit)
+    throw transport_error(peer, concat(operation, ": tag ", tag, " does not fit in ", transport_tag_bits, " bits"));
+}
+
+}  // namespace
+
 transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) {
   peer_state* state = impl_->find_peer(peer);
   if (state == nullptr) throw transport_error(peer, concat("post_send: rank ", peer, " is not connected"));
   impl_->check_not_failed(state, "post_send");
-  if (tag >= user_tag_limit)
-    throw transport_error(peer, concat("post_send: tag ", tag, " does not fit in ", transport_tag_bits, " bits"));
+  check_tag(peer, tag, "post_send");
 
   const transport_request id = impl_->next_request++;
   pending_request& r = impl_->requests[id];
@@ -333,8 +342,7 @@ transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const vo
 transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) {
   impl_->check_rank(peer, "post_receive");
   impl_->check_not_failed(impl_->find_peer(peer), "post_receive");
-  if (tag >= user_tag_limit)
-    throw transport_error(peer, concat("post_receive: tag ", tag, " does not fit in ", transport_tag_bits, " bits"));
+  check_tag(peer, tag, "post_receive");
 
   const transport_request id = impl_->next_request++;
   pending_request& r = impl_->requests[id];
