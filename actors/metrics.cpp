@@ -41,6 +41,7 @@ nlohmann::json to_json(const messages::window_report& r) {
           {"time_forward_s", r.forward_seconds},
           {"time_backward_s", r.backward_seconds},
           {"time_optimizer_s", r.optimizer_seconds},
+          {"time_allreduce_s", r.allreduce_seconds},
           {"epoch", r.epoch},
           {"next_position", r.next_position},
           {"checkpoint_stall_s", r.checkpoint_stall_seconds},

@@ -151,6 +151,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     const int rings = static_cast<int>(settings.reducers.size());
     const uint64_t sequence = s.reduces++;
     auto pending = std::make_shared<int>(rings);
+    const auto started = clock::now();
     for (int r = 0; r < rings; ++r) {
       messages::reduce_request request;
       const auto slice = compute::ring_slice(count, rings, r);
@@ -168,6 +169,8 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
           .await(
               [=] {
                 if (--*pending > 0) return;
+                self->state.last_batch_done = clock::now();  // waiting for reducers is not data wait
+                self->state.current.allreduce_seconds += seconds(self->state.last_batch_done - started);
                 try {
                   then();
                 } catch (const std::exception& e) {
@@ -229,6 +232,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     s.loss_weighted_sum = 0;
     s.local_samples = 0;
     s.micro_in_window = 0;
+    s.last_batch_done = clock::now();  // the allreduce and the step are not data wait
 
     const bool last = s.windows_done == settings.windows;
     const bool periodic = settings.checkpoint_every > 0 && s.trainer->optimizer_steps() % settings.checkpoint_every == 0;

@@ -41,6 +41,7 @@ struct window_report {
   int64_t checkpoints_skipped = 0;      ///< so far in this run (when_busy = "skip")
   uint64_t parameter_hash = 0;          ///< xxh64 of the parameters the window started from
   int32_t world_size = 1;               ///< workers whose samples these numbers cover
+  double allreduce_seconds = 0;         ///< waiting for the reducers, slowest rank included
 };
 
 template <class Inspector>
@@ -48,7 +49,7 @@ typename Inspector::result_type inspect(Inspector& f, window_report& x) {
   return f(caf::meta::type_name("window_report"), x.step, x.rank, x.loss, x.lr, x.grad_norm, x.samples, x.tokens,
            x.masked_tokens, x.window_seconds, x.data_wait_seconds, x.forward_seconds, x.backward_seconds,
            x.optimizer_seconds, x.epoch, x.next_position, x.checkpoint_stall_seconds, x.checkpoints_skipped, x.parameter_hash,
-           x.world_size);
+           x.world_size, x.allreduce_seconds);
 }
 
 /// State handed to the checkpointer: CPU copies, so training may go on while it writes.

@@ -33,6 +33,7 @@ std::vector<uint8_t> encode_window_report(const window_report& r) {
   out.setCheckpointsSkipped(r.checkpoints_skipped);
   out.setParameterHash(r.parameter_hash);
   out.setWorldSize(r.world_size);
+  out.setAllreduceSeconds(r.allreduce_seconds);
   auto words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
   return {bytes.begin(), bytes.end()};
@@ -66,6 +67,7 @@ window_report decode_window_report(const std::vector<uint8_t>& bytes) {
     r.checkpoints_skipped = in.getCheckpointsSkipped();
     r.parameter_hash = in.getParameterHash();
     r.world_size = in.getWorldSize();
+    r.allreduce_seconds = in.getAllreduceSeconds();
     return r;
   } catch (const kj::Exception& e) {
     throw make_error("WindowReport: malformed Cap'n Proto message: ", e.getDescription().cStr());

@@ -25,4 +25,5 @@ struct WindowReport {
   checkpointsSkipped @16 :Int64;        # checkpoints skipped so far (when_busy = "skip")
   parameterHash @17 :UInt64;            # xxh64 of the parameters before this window's step
   worldSize @18 :Int32;                 # workers whose samples the window's numbers cover
+  allreduceSeconds @19 :Float64;        # waiting for the reducers (transfer, sums, skew between ranks)
 }
