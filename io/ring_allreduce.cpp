@@ -147,6 +147,7 @@ struct ring_allreduce::schedule {
   std::size_t slot_bytes = 0;
   std::string what;  // reused for the description of each wait
   std::vector<std::byte> gathered;  // small path: every position's contribution, in ring order
+  std::vector<transport_request> small_sends;
 
   void reserve_staging(std::size_t bytes_per_slot) {
     bytes_per_slot = (bytes_per_slot + staging_alignment - 1) / staging_alignment * staging_alignment;
@@ -205,26 +206,34 @@ void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequenc
   auto slot = [&](int position) { return contributions + static_cast<std::size_t>(compute::ring_wrap(position, n)) * count; };
   std::copy(data, data + count, slot(p));
   auto deadline = [&] { return transport::clock::now() + settings_.timeout; };
-  auto describe = [&](int step, const char* direction, int peer) -> const std::string& {
-    plan.what = "ring " + std::to_string(settings_.ring_index) + " sequence " + std::to_string(sequence) +
-                " small-message step " + std::to_string(step) + " " + direction + " rank " + std::to_string(peer);
-    return plan.what;
-  };
+  // The description of the wait under way is built only when something fails: at 4 KiB the
+  // string work would cost as much as the transfer.
+  int step = 0;
+  bool sending = false;
+  static const std::string small_message = "a small-message step";
   try {
-    std::vector<transport_request> sends;
+    auto& sends = plan.small_sends;
+    sends.clear();
     transport_request receive =
         transport_.post_receive(previous(), ring_tag(settings_.ring_index, sequence, reduce_scatter, 0, 0), slot(p - 1), bytes);
     sends.push_back(transport_.post_send(next(), ring_tag(settings_.ring_index, sequence, reduce_scatter, 0, 0), slot(p), bytes));
-    for (int s = 0; s + 1 < n; ++s) {
-      transport_.wait(receive, deadline(), describe(s, "receive from", previous()));
-      if (s + 2 < n) {
-        const auto tag = ring_tag(settings_.ring_index, sequence, reduce_scatter, s + 1, 0);
-        receive = transport_.post_receive(previous(), tag, slot(p - s - 2), bytes);
-        sends.push_back(transport_.post_send(next(), tag, slot(p - s - 1), bytes));
+    for (; step + 1 < n; ++step) {
+      transport_.wait(receive, deadline(), small_message);
+      if (step + 2 < n) {
+        const auto tag = ring_tag(settings_.ring_index, sequence, reduce_scatter, step + 1, 0);
+        receive = transport_.post_receive(previous(), tag, slot(p - step - 2), bytes);
+        sends.push_back(transport_.post_send(next(), tag, slot(p - step - 1), bytes));
       }
     }
-    for (std::size_t s = 0; s < sends.size(); ++s)
-      transport_.wait(sends[s], deadline(), describe(static_cast<int>(s), "send to", next()));
+    sending = true;
+    for (step = 0; step < static_cast<int>(sends.size()); ++step) transport_.wait(sends[step], deadline(), small_message);
+  } catch (const transport_error& e) {
+    broken_ = true;
+    const int peer = sending ? next() : previous();
+    throw transport_error(e.peer(), "ring " + std::to_string(settings_.ring_index) + " sequence " +
+                                        std::to_string(sequence) + " small-message step " + std::to_string(step) +
+                                        (sending ? " send to rank " : " receive from rank ") + std::to_string(peer) +
+                                        ": " + e.what());
   } catch (...) {
     broken_ = true;
     throw;
