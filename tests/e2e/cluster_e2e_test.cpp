@@ -90,6 +90,11 @@ class cluster_e2e : public ::testing::Test {
   static inline testing::temp_dir* dir_ = nullptr;
 };
 
+std::string io_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 void expect_same_curve(const std::vector<window_line>& reference, const std::vector<window_line>& other,
                        const std::string& what) {
   ASSERT_EQ(reference.size(), other.size()) << what;
@@ -127,6 +132,16 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   }
   // The first window starts from the same initial parameters everywhere.
   EXPECT_EQ(first[0].parameter_hash, reference[0].parameter_hash);
+
+  // Three ranks again, two of them workers of one node process (a ring inside the process).
+  json m = json::parse(io_text(three_manifest));
+  m["head"]["port"] = 29619;
+  m["nodes"] = json::parse(R"([{"name": "a", "host": "127.0.0.1", "workers": 2}, {"name": "b", "host": "127.0.0.1"}])");
+  const auto mixed_manifest = *dir_ / "mixed.json";
+  testing::write_text(mixed_manifest, m.dump());
+  auto mixed = launch(mixed_manifest.string(), config, "mixed");
+  ASSERT_EQ(mixed.status, 0) << mixed.output;
+  expect_same_curve(reference, read_metrics("mixed"), "2 + 1 workers");
 }
 
 TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
