@@ -204,9 +204,9 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       int raw = 0;
       if (::waitpid(node.pid, &raw, WNOHANG) != node.pid) continue;
       node.status = WIFSIGNALED(raw) ? 128 + WTERMSIG(raw) : WEXITSTATUS(raw);
-      if (*node.status != 0 && !first_failure) {
+      if (*node.status != 0 && !first_failure && !interrupted) {
         first_failure = "node " + node.name + " " + describe(*node.status);
-        if (!interrupted) std::fprintf(stderr, "troupe launch: %s\n", first_failure->c_str());
+        std::fprintf(stderr, "troupe launch: %s\n", first_failure->c_str());
         if (!kill_at) kill_at = clock::now() + grace;
       }
     }
@@ -227,6 +227,7 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
     std::fprintf(stderr, "troupe launch: the job failed: %s\n", first_failure->c_str());
     return 1;
   }
+  if (interrupted) std::fprintf(stderr, "troupe launch: interrupted; every node has stopped\n");
   return interrupted ? 130 : 0;
 }
 

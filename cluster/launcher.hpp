@@ -36,7 +36,8 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
 /// Runs the commands, merges their output line by line with a `[node] ` prefix, forwards
 /// SIGINT/SIGTERM to every child, and reaps every child. When a node fails, the others are
 /// given `grace` to notice and exit (they should, naming it); then they are killed. Returns 0
-/// when every node exited 0; otherwise prints which node failed first and how, and returns 1.
+/// when every node exited 0, 130 after forwarding SIGINT/SIGTERM; otherwise prints which node
+/// failed first and how, and returns 1.
 int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace);
 
 /// A command line as a shell would need it quoted (for --dry-run and ssh).

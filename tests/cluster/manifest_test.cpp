@@ -1,6 +1,10 @@
 #include "cluster/manifest.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
 
 #include "cluster/launcher.hpp"
 #include "cluster/plan.hpp"
@@ -201,6 +205,25 @@ TEST(launcher, reaps_every_child_and_names_the_failed_node) {
   EXPECT_NE(err.find("killing it"), std::string::npos) << err;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
   EXPECT_EQ(run_nodes({{"ok", launch_method::local, {"/bin/true"}}}, std::chrono::seconds(1)), 0);
+}
+
+TEST(launcher, forwards_an_interrupt_to_every_node) {
+  const std::vector<node_command> commands = {
+      {"one", launch_method::local, {"/bin/sh", "-c", "exec sleep 30"}},
+      {"two", launch_method::local, {"/bin/sh", "-c", "exec sleep 30"}},
+  };
+  std::thread interrupter([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::kill(::getpid(), SIGINT);  // run_nodes has its handler installed by now
+  });
+  const auto start = std::chrono::steady_clock::now();
+  ::testing::internal::CaptureStderr();
+  const int status = run_nodes(commands, std::chrono::seconds(30));
+  const auto err = ::testing::internal::GetCapturedStderr();
+  interrupter.join();
+  EXPECT_EQ(status, 130) << err;
+  EXPECT_NE(err.find("interrupted; every node has stopped"), std::string::npos) << err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 }  // namespace

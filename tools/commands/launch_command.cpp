@@ -94,7 +94,8 @@ void add_launch_command(CLI::App& app) {
     spdlog::info("launching {} node(s), {} worker(s), head {}:{}", manifest.nodes.size(), manifest.world_size(),
                  manifest.head_host, manifest.head_port);
     const int status = cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join);
-    if (status != 0) throw make_error("launch failed (see the node messages above)");
+    if (status == 130) throw error("launch interrupted");
+    if (status != 0) throw error("launch failed (see the node messages above)");
   });
 }
 
