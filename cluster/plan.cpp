@@ -1,14 +1,10 @@
 #include "cluster/plan.hpp"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/exception.h>
-
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "compute/error.hpp"
+#include "messages/capnp_message.hpp"
 #include "messages/schemas/cluster.capnp.h"
 
 namespace troupe::cluster {
@@ -21,28 +17,12 @@ constexpr uint32_t max_rings = 64;
 constexpr std::size_t max_address_bytes = 64 * 1024;
 constexpr uint64_t traversal_limit_words = uint64_t{1} << 27;  // 1 GiB
 
-std::string to_bytes(capnp::MallocMessageBuilder& message) {
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-}
-
-/// Decodes `bytes` as root type T and hands the reader to `read`, turning every Cap'n Proto
-/// failure into a troupe::error naming the sender.
+/// Decodes `bytes` as root type T and hands the reader to `read`; errors name the sender.
 template <class T, class Read>
 auto with_reader(const std::string& bytes, const std::string& what, const std::string& sender, Read read) {
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
-    throw make_error(what, " from ", sender, ": ", bytes.size(), " bytes is not a whole number of Cap'n Proto words");
-  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.data(), bytes.data(), bytes.size());
-  try {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = traversal_limit_words;
-    capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()), options);
-    return read(message.getRoot<T>());
-  } catch (const kj::Exception& e) {
-    throw make_error(what, " from ", sender, ": malformed Cap'n Proto message: ", e.getDescription().cStr());
-  }
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = traversal_limit_words;
+  return messages::read_flat_message<T>(bytes.data(), bytes.size(), options, what + " from " + sender, read);
 }
 
 void set_endpoints(capnp::List<schema::WorkerEndpoints>::Builder out, const worker_endpoints& endpoints) {
@@ -112,7 +92,7 @@ std::string encode_join(const join_request& join) {
   out.setManifestHash(join.manifest_hash);
   out.setConfigHash(join.config_hash);
   set_endpoints(out.initWorkers(join.workers.size()), join.workers);
-  return to_bytes(message);
+  return messages::flat_message_bytes<std::string>(message);
 }
 
 join_request decode_join(const std::string& bytes, const std::string& sender) {
@@ -146,7 +126,7 @@ std::string encode_plan(const cluster_plan& plan) {
   }
   out.setChunkBytes(plan.chunk_bytes);
   set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
-  return to_bytes(message);
+  return messages::flat_message_bytes<std::string>(message);
 }
 
 cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {

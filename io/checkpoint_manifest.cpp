@@ -1,14 +1,10 @@
 #include "io/checkpoint_manifest.hpp"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/exception.h>
-
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "compute/error.hpp"
 #include "io/file_util.hpp"
+#include "messages/capnp_message.hpp"
 #include "messages/schemas/checkpoint.capnp.h"
 
 namespace troupe::io {
@@ -51,27 +47,18 @@ std::vector<std::byte> encode_manifest(const checkpoint_manifest& m) {
     files[i].setXxh64(m.files[i].xxh64);
   }
   out.setCreatedUnixMs(m.created_unix_ms);
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  std::vector<std::byte> result(bytes.size());
-  std::memcpy(result.data(), bytes.begin(), bytes.size());
-  return result;
+  return messages::flat_message_bytes<std::vector<std::byte>>(message);
 }
 
 checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, const std::string& name) {
-  if (size == 0 || size % sizeof(capnp::word) != 0)
-    throw make_error(name, ": manifest of ", size, " bytes is truncated or not a Cap'n Proto message");
-  std::vector<capnp::word> words(size / sizeof(capnp::word));
-  std::memcpy(words.data(), data, size);
+  // A manifest is kilobytes (the job config is its largest part): bound what hostile bytes can
+  // make the reader visit, and the list lengths, before anything is copied out.
+  capnp::ReaderOptions limits;
+  limits.traversalLimitInWords = 1 << 20;
+  limits.nestingLimit = 16;
   checkpoint_manifest m;
-  try {
-    capnp::ReaderOptions limits;
-    // A manifest is kilobytes (the job config is its largest part): bound what hostile bytes can
-    // make the reader visit, and the list lengths, before anything is copied out.
-    limits.traversalLimitInWords = 1 << 20;
-    limits.nestingLimit = 16;
-    capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()), limits);
-    auto in = message.getRoot<schema::CheckpointManifest>();
+  messages::read_flat_message<schema::CheckpointManifest>(
+      data, size, limits, name + ": checkpoint manifest", [&](schema::CheckpointManifest::Reader in) {
     m.format_version = in.getFormatVersion();
     m.step = in.getStep();
     m.window = in.getWindow();
@@ -98,9 +85,7 @@ checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, con
     m.dataset_size = in.getDatasetSize();
     for (auto f : in.getFiles()) m.files.push_back({f.getName().cStr(), f.getSize(), f.getXxh64()});
     m.created_unix_ms = in.getCreatedUnixMs();
-  } catch (const kj::Exception& e) {
-    throw make_error(name, ": corrupt checkpoint manifest: ", e.getDescription().cStr());
-  }
+  });
   if (m.format_version != checkpoint_manifest::current_format)
     throw make_error(name, ": checkpoint format ", m.format_version, ", this troupe reads format ",
                      checkpoint_manifest::current_format);

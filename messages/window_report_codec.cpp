@@ -1,12 +1,6 @@
 #include "messages/window_report_codec.hpp"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/exception.h>
-
-#include <cstring>
-
-#include "compute/error.hpp"
+#include "messages/capnp_message.hpp"
 #include "messages/schemas/metrics.capnp.h"
 
 namespace troupe::messages {
@@ -34,19 +28,12 @@ std::vector<uint8_t> encode_window_report(const window_report& r) {
   out.setParameterHash(r.parameter_hash);
   out.setWorldSize(r.world_size);
   out.setAllreduceSeconds(r.allreduce_seconds);
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return {bytes.begin(), bytes.end()};
+  return flat_message_bytes<std::vector<uint8_t>>(message);
 }
 
 window_report decode_window_report(const std::vector<uint8_t>& bytes) {
-  if (bytes.size() % sizeof(capnp::word) != 0 || bytes.empty())
-    throw make_error("WindowReport: ", bytes.size(), " bytes is not a whole number of Cap'n Proto words");
-  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.data(), bytes.data(), bytes.size());
-  try {
-    capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()));
-    auto in = message.getRoot<schema::WindowReport>();
+  return read_flat_message<schema::WindowReport>(bytes.data(), bytes.size(), capnp::ReaderOptions{}, "WindowReport",
+                                                 [](schema::WindowReport::Reader in) {
     window_report r;
     r.step = in.getStep();
     r.rank = in.getRank();
@@ -69,9 +56,7 @@ window_report decode_window_report(const std::vector<uint8_t>& bytes) {
     r.world_size = in.getWorldSize();
     r.allreduce_seconds = in.getAllreduceSeconds();
     return r;
-  } catch (const kj::Exception& e) {
-    throw make_error("WindowReport: malformed Cap'n Proto message: ", e.getDescription().cStr());
-  }
+  });
 }
 
 }  // namespace troupe::messages
