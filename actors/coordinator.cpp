@@ -28,7 +28,7 @@ std::string check_join(const coordinator_settings& settings, const coordinator_s
     return e.what();
   }
   if (state.joined.count(join.node) != 0) return "node " + join.node + " joined twice (two processes with one name?)";
-  if (join.manifest_hash != settings.manifest_hash)
+  if (join.manifest_hash != settings.manifest.file_hash)
     return "node " + join.node + " parsed a different manifest than the head (pass the same --manifest file)";
   if (join.config_hash != settings.config_hash)
     return "node " + join.node + " parsed a different job config than the head (pass the same --config file)";

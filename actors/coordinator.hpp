@@ -16,9 +16,8 @@
 namespace troupe::actors {
 
 struct coordinator_settings {
-  cluster::cluster_manifest manifest;
-  uint64_t manifest_hash = 0;  ///< every node must have parsed the same manifest …
-  uint64_t config_hash = 0;    ///< … and the same job config
+  cluster::cluster_manifest manifest;  ///< every node must have read the same file (file_hash) …
+  uint64_t config_hash = 0;            ///< … and parsed the same job config
 };
 
 struct joined_node {

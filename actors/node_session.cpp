@@ -58,7 +58,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   auto& self = *self_;
 
   if (is_head_) {
-    coordinator_ = system.spawn(coordinator, coordinator_settings{m, node.manifest_hash, job_hash});
+    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash});
     const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
     auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
@@ -72,7 +72,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   std::vector<std::vector<std::shared_ptr<io::transport>>> transports(static_cast<std::size_t>(spec.workers));
   cluster::join_request join;
   join.node = spec.name;
-  join.manifest_hash = node.manifest_hash;
+  join.manifest_hash = m.file_hash;
   join.config_hash = job_hash;
   for (std::size_t local = 0; local < transports.size(); ++local) {
     auto& worker = transports[local];

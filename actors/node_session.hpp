@@ -19,8 +19,7 @@ class ucx_context;
 namespace troupe::actors {
 
 struct node_identity {
-  cluster::cluster_manifest manifest;
-  uint64_t manifest_hash = 0;  ///< xxh64 of the manifest file as read
+  cluster::cluster_manifest manifest;  ///< from cluster::load_manifest (file_hash set)
   std::string name;            ///< this node's name in the manifest
 };
 

@@ -113,7 +113,7 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
     checkpoint_actor = system.spawn<caf::detached>(checkpointer, options.run_dir);
   }
 
-  std::vector<caf::actor> workers, helpers;  // helpers: loaders and reducers
+  std::vector<caf::actor> spawned;  // every actor of the run: monitored, and stopped at the end
   for (int local = 0; local < local_workers; ++local) {
     const int rank = first_rank + local;
     worker_settings w;
@@ -145,7 +145,7 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
         r.ring.chunk_bytes = role->chunk_bytes;
         r.ring.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role->collective_timeout);
         w.reducers.push_back(system.spawn<caf::detached>(reducer, r));
-        helpers.push_back(w.reducers.back());
+        spawned.push_back(w.reducers.back());
       }
     }
     auto worker_actor = system.spawn<caf::detached>(worker, w, w.reports ? metrics_actor : caf::actor{},
@@ -165,14 +165,13 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
       d.sample_log = std::filesystem::path(record) /
                      ("rank-" + std::to_string(rank) + "-pid-" + std::to_string(::getpid()) + ".txt");
     auto loader_actor = system.spawn<caf::detached>(data_loader, d);
-    workers.push_back(worker_actor);
-    helpers.push_back(loader_actor);
+    spawned.push_back(worker_actor);
+    spawned.push_back(loader_actor);
     supervisor->send(worker_actor, messages::start_atom::value, loader_actor);
   }
-  for (const auto& actor : workers) supervisor->monitor(actor);
-  for (const auto& actor : helpers) supervisor->monitor(actor);
   for (const auto& actor : {metrics_actor, checkpoint_actor})
-    if (actor) supervisor->monitor(actor);
+    if (actor) spawned.push_back(actor);
+  for (const auto& actor : spawned) supervisor->monitor(actor);
   if (role && role->coordinator) supervisor->monitor(role->coordinator);
 
   // Wait for every local worker's summary; any actor going down with a reason first is the
@@ -202,10 +201,7 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
     supervisor->request(metrics_actor, std::chrono::seconds(60), messages::flush_atom::value)
         .receive([] {}, [&](caf::error& e) { failure = system.render(e); });
   }
-  for (const auto& actor : workers) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
-  for (const auto& actor : helpers) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
-  for (const auto& actor : {metrics_actor, checkpoint_actor})
-    if (actor) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
+  for (const auto& actor : spawned) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
   if (role && role->coordinator) supervisor->demonitor(role->coordinator);
   if (!failure.empty()) throw error(failure);
   return *summary;

@@ -197,14 +197,22 @@ cluster_manifest load_manifest(const std::filesystem::path& file) {
   std::string text(bytes.size(), '\0');
   std::transform(bytes.begin(), bytes.end(), text.begin(), [](std::byte b) { return static_cast<char>(b); });
   const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || text[first] != '{') return parse_hostfile(text, file.string());
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw make_error(file.string(), ": not valid JSON: ", e.what());
+  cluster_manifest manifest;
+  if (first == std::string::npos || text[first] != '{') {
+    manifest = parse_hostfile(text, file.string());
+  } else {
+    json root;
+    try {
+      root = json::parse(text);
+    } catch (const json::exception& e) {
+      throw make_error(file.string(), ": not valid JSON: ", e.what());
+    }
+    manifest = parse_manifest(root, file.string());
   }
-  return parse_manifest(root, file.string());
+  manifest.file_hash = io::xxh64(text.data(), text.size());
+  return manifest;
 }
+
+std::filesystem::path current_executable() { return std::filesystem::read_symlink("/proc/self/exe"); }
 
 }  // namespace troupe::cluster

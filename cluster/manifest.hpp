@@ -44,6 +44,7 @@ struct cluster_manifest {
   timeout_spec timeouts;
   bool oversubscribe = false;  ///< allow more worker threads than cores on one host
   std::string source;          ///< the file it came from, for messages
+  uint64_t file_hash = 0;      ///< xxh64 of the file as read (nodes must all have read the same)
 
   int64_t world_size() const;
   /// Index of the node called `name`; throws troupe::error listing the known names.
@@ -64,5 +65,8 @@ cluster_manifest load_manifest(const std::filesystem::path& file);
 
 /// True for the addresses `troupe launch` starts with fork/exec instead of ssh.
 bool is_local_host(const std::string& host);
+
+/// This process's executable (what `troupe launch` and the benchmarks start on each node).
+std::filesystem::path current_executable();
 
 }  // namespace troupe::cluster

@@ -56,8 +56,6 @@ std::vector<uint64_t> parse_sizes(const std::string& list) {
 void run_rank(const allreduce_arguments& args) {
   actors::node_identity node;
   node.manifest = cluster::load_manifest(args.manifest);
-  const auto manifest_bytes = io::read_file_bytes(args.manifest);
-  node.manifest_hash = io::xxh64(manifest_bytes.data(), manifest_bytes.size());
   node.name = args.node;
   const auto sizes = parse_sizes(args.bytes);
   actors::cluster_membership membership(node, io::xxh64(args.bytes.data(), args.bytes.size()));
@@ -148,7 +146,7 @@ void run_driver(const allreduce_arguments& args) {
   for (int r = 0; r < args.world; ++r)
     manifest["nodes"].push_back({{"name", "rank" + std::to_string(r)}, {"host", "127.0.0.1"}, {"workers", 1}});
   io::write_file_atomically(scratch / "manifest.json", manifest.dump(2));
-  const auto binary = std::filesystem::read_symlink("/proc/self/exe").string();
+  const auto binary = cluster::current_executable().string();
   std::vector<cluster::node_command> commands;
   for (int r = 0; r < args.world; ++r)
     commands.push_back({"rank" + std::to_string(r), cluster::launch_method::local,

@@ -74,7 +74,7 @@ void bench_train(const bench_train_arguments& args) {
     launch.manifest_file = args.manifest;
     launch.config_file = scratch / "config.json";
     launch.run_dir = scratch / "run";
-    launch.troupe_binary = std::filesystem::read_symlink("/proc/self/exe");
+    launch.troupe_binary = cluster::current_executable();
     launch.node_arguments = {"--steps", std::to_string(args.steps + 1), "--bench-out",
                              (scratch / "summary.json").string()};
     const auto commands = cluster::node_commands(manifest, launch, std::getenv("SLURM_JOB_ID") != nullptr);

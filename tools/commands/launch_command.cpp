@@ -82,7 +82,7 @@ void add_launch_command(CLI::App& app) {
     options.manifest_file = args->manifest;
     options.config_file = args->config;
     options.run_dir = args->run_dir;
-    options.troupe_binary = std::filesystem::read_symlink("/proc/self/exe");
+    options.troupe_binary = cluster::current_executable();
     options.node_arguments = pass_through(*args);
     options.dry_run = *dry_run;
     const bool inside_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
@@ -112,8 +112,6 @@ void add_node_command(CLI::App& app) {
   command->callback([args, node_name, from_slurm] {
     actors::node_identity node;
     node.manifest = cluster::load_manifest(args->manifest);
-    const auto bytes = io::read_file_bytes(args->manifest);
-    node.manifest_hash = io::xxh64(bytes.data(), bytes.size());
     node.name = *from_slurm ? node_from_slurm(node.manifest) : *node_name;
     if (node.name.empty()) throw error("node: give --node NAME or --node-from-slurm");
     node.manifest.node_index(node.name);
