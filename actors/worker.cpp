@@ -18,8 +18,6 @@ using clock = std::chrono::steady_clock;
 
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::string dropout_stream_name(int64_t rank) { return "dropout/rank" + std::to_string(rank); }
-
 // Window statistics travel with ring 0's slice, so every rank reports the cluster's numbers
 // and checks that the replicas agree (DESIGN §4):
 //   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
@@ -46,13 +44,8 @@ uint64_t hash_of_rank(const std::vector<double>& statistics, int64_t rank) {
 caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings settings, caf::actor metrics,
                      caf::actor checkpointer, caf::actor supervisor) {
   try {
-    self->state.trainer = std::make_unique<compute::mlm_trainer>(settings.trainer);
-    if (settings.resume_from) {
-      const auto& resumed = *settings.resume_from;
-      self->state.trainer->load(resumed.parameters, resumed.optimizer, resumed.state.optimizer_steps);
-      for (const auto& stream : resumed.state.rng)
-        if (stream.name == dropout_stream_name(settings.rank)) self->state.trainer->set_dropout_calls(stream.counter);
-    }
+    self->state.trainer = settings.resumed_trainer ? std::move(settings.resumed_trainer)
+                                                   : std::make_shared<compute::mlm_trainer>(settings.trainer);
   } catch (const std::exception& e) {
     self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
     return {};
@@ -87,7 +80,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     request.contents.state.next_position = s.summary.next_position;
     request.contents.state.last_lr = s.last_lr;
     request.contents.state.rng = {
-        {dropout_stream_name(settings.rank), s.trainer->dropout_seed(), s.trainer->dropout_calls()}};
+        {io::dropout_stream_name(settings.rank), s.trainer->dropout_seed(), s.trainer->dropout_calls()}};
     request.contents.model = settings.trainer.model;
     request.contents.parameters = s.parameter_staging.stage(s.trainer->named_parameters());
     request.contents.optimizer = s.optimizer_staging.stage(s.trainer->optimizer_state());

@@ -33,7 +33,8 @@ struct worker_settings {
   io::training_state start;       ///< step and data cursor the run starts from
   uint64_t window_samples = 0;    ///< samples per window over all workers
   nlohmann::json job;             ///< saved with checkpoints
-  std::shared_ptr<io::checkpoint_contents> resume_from;  ///< state to load, or null
+  /// A trainer already holding a checkpoint's state (resuming), or null: the worker builds one.
+  std::shared_ptr<compute::mlm_trainer> resumed_trainer;
   // Data parallelism (empty `reducers`: a single-worker run).
   std::vector<caf::actor> reducers;  ///< one per ring; ring r reduces slice r of the gradient
   bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window
@@ -43,7 +44,7 @@ struct worker_settings {
 
 struct worker_state {
   static inline const char* name = "worker";
-  std::unique_ptr<compute::mlm_trainer> trainer;
+  std::shared_ptr<compute::mlm_trainer> trainer;
   caf::actor loader;
   int64_t windows_done = 0;
   uint32_t micro_in_window = 0;

@@ -113,6 +113,11 @@ named_tensors mlm_trainer::optimizer_state() const {
   return state;
 }
 
+named_tensors mlm_trainer::optimizer_buffers() {
+  optimizer_->ensure_state(*parameters_);
+  return optimizer_->state();
+}
+
 void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps) {
   assign_named_tensors(named_parameters(), parameters, "checkpoint model");
   if (!state.empty()) optimizer_->load_state(*parameters_, state, optimizer_steps);

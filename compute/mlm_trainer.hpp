@@ -73,6 +73,9 @@ class mlm_trainer {
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
   named_tensors named_parameters() const;
   named_tensors optimizer_state() const;
+  /// The optimizer moments, allocated now if no step has run yet. With named_parameters(): where
+  /// a checkpoint can be read in place; load() given these same tensors copies nothing.
+  named_tensors optimizer_buffers();
   /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments.
   void load(const named_tensors& parameters, const named_tensors& optimizer_state, int64_t optimizer_steps);
   c10::Device device() const { return device_; }

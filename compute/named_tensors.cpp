@@ -19,8 +19,13 @@ void assign_named_tensors(const named_tensors& targets, const named_tensors& sou
     const at::Tensor& source = *it->second;
     if (source.sizes() != target.sizes())
       throw make_error(what, ": tensor '", name, "' has shape ", source.sizes(), ", the model needs ", target.sizes());
-    target.copy_(source);
+    if (!shares_data(target, source)) target.copy_(source);
   }
+}
+
+bool shares_data(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() && b.defined() && a.data_ptr() == b.data_ptr() && a.device() == b.device() &&
+         a.scalar_type() == b.scalar_type() && a.numel() == b.numel() && a.is_contiguous() && b.is_contiguous();
 }
 
 named_tensors cpu_copies(const named_tensors& tensors) {

@@ -16,6 +16,10 @@ using named_tensors = std::vector<std::pair<std::string, at::Tensor>>;
 /// target are ignored (e.g. HF's tied cls.predictions.decoder.weight).
 void assign_named_tensors(const named_tensors& targets, const named_tensors& sources, const std::string& what);
 
+/// True when both tensors view the same memory with the same shape and dtype (a copy between
+/// them would change nothing: e.g. a checkpoint read straight into the model).
+bool shares_data(const at::Tensor& a, const at::Tensor& b);
+
 /// Deep copies onto the CPU (for handing state to another thread or writing it).
 named_tensors cpu_copies(const named_tensors& tensors);
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "compute/error.hpp"
+#include "compute/named_tensors.hpp"
 
 namespace troupe::compute {
 
@@ -23,7 +24,7 @@ void optimizer::load_state(const flat_parameters& parameters,
     if (tensor.numel() != target->numel())
       throw make_error("optimizer state: '", name, "' has ", tensor.numel(), " elements, the model needs ",
                        target->numel());
-    target->copy_(tensor.reshape({-1}));
+    if (!shares_data(*target, tensor)) target->copy_(tensor.reshape({-1}));
   }
   step_ = steps;
 }

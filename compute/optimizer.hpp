@@ -25,9 +25,10 @@ class optimizer {
   /// Restores state() and the step count; throws troupe::error on a size mismatch.
   void load_state(const flat_parameters& parameters, const std::vector<std::pair<std::string, at::Tensor>>& state,
                   int64_t steps);
+  /// Allocates the moments (zero) for `parameters` if they are not yet.
+  void ensure_state(const flat_parameters& parameters);
 
  protected:
-  void ensure_state(const flat_parameters& parameters);
   int64_t step_ = 0;
   at::Tensor exp_avg_, exp_avg_sq_;
 };

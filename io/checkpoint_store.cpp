@@ -204,7 +204,7 @@ struct verified_checkpoint {
   std::map<std::string, compute::named_tensors> tensors;  ///< per .safetensors file
 };
 
-verified_checkpoint read_verified(const std::filesystem::path& dir) {
+verified_checkpoint read_verified(const std::filesystem::path& dir, const load_targets& into = {}) {
   const std::string where = dir.string();
   if (!std::filesystem::is_directory(dir)) throw make_error(where, ": checkpoint directory not found");
   const auto manifest_path = dir / manifest_file;
@@ -220,7 +220,11 @@ verified_checkpoint read_verified(const std::filesystem::path& dir) {
     if (size != file.size)
       throw make_error(where, ": ", file.name, " has ", size, " bytes, the manifest says ", file.size);
     if (path.extension() == ".safetensors") {
-      result.tensors.emplace(file.name, read_safetensors_verified(path, file.xxh64).tensors);  // names the file
+      const tensor_targets none;
+      const tensor_targets& targets = file.name == "model.safetensors"       ? into.parameters
+                                      : file.name == "optimizer.safetensors" ? into.optimizer
+                                                                             : none;
+      result.tensors.emplace(file.name, read_safetensors_verified(path, file.xxh64, targets).tensors);  // names the file
       continue;
     }
     auto bytes = read_file_bytes(path);
@@ -234,8 +238,8 @@ verified_checkpoint read_verified(const std::filesystem::path& dir) {
 
 checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir) { return read_verified(dir).manifest; }
 
-checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer) {
-  auto verified = read_verified(dir);
+checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer, const load_targets& into) {
+  auto verified = read_verified(dir, into);
   const auto& manifest = verified.manifest;
   auto tensors_of = [&](const std::string& file) {
     auto it = verified.tensors.find(file);
@@ -276,10 +280,11 @@ std::filesystem::path resolve_checkpoint(const std::string& spec, const std::fil
   throw make_error(spec, ": no such checkpoint or run directory");
 }
 
-checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir) {
+checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir,
+                                    const load_targets& into) {
   const auto first = resolve_checkpoint(spec, run_dir);
   try {
-    return load_checkpoint(first);
+    return load_checkpoint(first, true, into);
   } catch (const error& e) {
     const bool named_directly = spec != "latest" && std::filesystem::exists(std::filesystem::path(spec) / manifest_file);
     if (named_directly) throw;
@@ -289,7 +294,7 @@ checkpoint_contents load_for_resume(const std::string& spec, const std::filesyst
     for (const auto& candidate : candidates) {
       if (candidate.filename() >= first.filename()) continue;
       try {
-        auto contents = load_checkpoint(candidate);
+        auto contents = load_checkpoint(candidate, true, into);
         spdlog::warn("falling back to the previous valid checkpoint {}", candidate.string());
         return contents;
       } catch (const error& older) {

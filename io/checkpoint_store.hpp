@@ -27,6 +27,7 @@
 #include "compute/bert_config.hpp"
 #include "compute/named_tensors.hpp"
 #include "io/checkpoint_manifest.hpp"
+#include "io/safetensors.hpp"
 
 namespace troupe::io {
 
@@ -70,15 +71,28 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
 /// the checkpoint and the bad file.
 checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir);
 
-/// Loads a verified checkpoint.
-checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
+/// Where a load may put tensors in place (see tensor_targets): the model's parameters by HF name
+/// and the optimizer's moments. Empty maps: every tensor is newly allocated.
+struct load_targets {
+  tensor_targets parameters;
+  tensor_targets optimizer;
+};
+
+/// Loads a verified checkpoint, reading tensors straight into `into` where they fit.
+checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true,
+                                    const load_targets& into = {});
 
 /// "latest" (the run's newest), a run directory, or a checkpoint directory → checkpoint dir.
 std::filesystem::path resolve_checkpoint(const std::string& spec, const std::filesystem::path& run_dir);
 
 /// For resuming: resolves `spec`; when it names a run's latest checkpoint and that one fails
 /// verification, logs why and falls back to the newest older checkpoint that verifies.
-checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir);
+/// Each attempt reads into `into` again, so after a fallback the targets hold the older state.
+checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir,
+                                    const load_targets& into = {});
+
+/// The name under which rank `rank`'s dropout stream is saved in a checkpoint's RNG states.
+inline std::string dropout_stream_name(int64_t rank) { return "dropout/rank" + std::to_string(rank); }
 
 /// One checkpoint directory of a run, as `troupe ckpt list` shows it.
 struct checkpoint_listing {

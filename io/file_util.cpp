@@ -14,6 +14,39 @@
 #include "compute/error.hpp"
 
 namespace troupe::io {
+namespace {
+
+/// Write-behind for large files. Left alone, the kernel keeps every written page dirty until
+/// the final fsync (or a dirty-ratio threshold), then writes the whole file at once: the copy
+/// into the page cache and the disk never overlap, and the page cache grows by the file's size
+/// (on this VM fresh page-cache pages are also slow to fault in). So after each chunk we start
+/// its writeback (sync_file_range WRITE), and once more than `in_flight` chunks are pending we
+/// wait for the oldest and drop its now-clean pages, which the next chunks then reuse. The final
+/// fsync still makes the file durable; this only changes when the bytes reach the disk.
+/// Measured here, 1 GiB: 0.42-0.46 s with write-behind vs 0.65-3.3 s without (dd: 0.64-2.7 s).
+class write_behind {
+ public:
+  explicit write_behind(int fd) : fd_(fd) {}
+
+  void written(uint64_t offset, uint64_t bytes) {
+    ::sync_file_range(fd_, static_cast<off64_t>(offset), static_cast<off64_t>(bytes), SYNC_FILE_RANGE_WRITE);
+    pending_.push_back({offset, bytes});
+    if (pending_.size() > in_flight) {
+      const auto [oldest, length] = pending_.front();
+      pending_.erase(pending_.begin());
+      ::sync_file_range(fd_, static_cast<off64_t>(oldest), static_cast<off64_t>(length),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      ::posix_fadvise(fd_, static_cast<off_t>(oldest), static_cast<off_t>(length), POSIX_FADV_DONTNEED);
+    }
+  }
+
+ private:
+  static constexpr std::size_t in_flight = 8;
+  int fd_;
+  std::vector<std::pair<uint64_t, uint64_t>> pending_;
+};
+
+}  // namespace
 
 void fsync_directory(const std::filesystem::path& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -31,6 +64,7 @@ uint64_t write_file_atomically(const std::filesystem::path& path, const std::vec
   const std::filesystem::path temporary = path.string() + ".tmp";
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw make_error(temporary.string(), ": cannot create: ", std::strerror(errno));
+  write_behind behind(fd);
   for (const auto& part : parts) {
     std::size_t written = 0;
     while (written < part.size) {
@@ -44,6 +78,7 @@ uint64_t write_file_atomically(const std::filesystem::path& path, const std::vec
         throw make_error(temporary.string(), ": write failed: ", std::strerror(saved));
       }
       XXH64_update(hash, part.data + written, static_cast<std::size_t>(n));
+      behind.written(total, static_cast<uint64_t>(n));
       written += static_cast<std::size_t>(n);
       total += static_cast<std::size_t>(n);
       if (progress) progress(total);

@@ -103,7 +103,25 @@ void prefault(void* address, std::size_t bytes) {
 
 }  // namespace
 
-safetensors_content read_safetensors_verified(const std::filesystem::path& path, uint64_t expected_xxh64) {
+namespace {
+
+/// The target for `entry` when it fits (see tensor_targets), else a new tensor.
+at::Tensor destination_for(const safetensors_entry& entry, const tensor_targets& targets) {
+  const auto dtype = scalar_type_of(entry.dtype);
+  auto found = targets.find(entry.name);
+  if (found != targets.end()) {
+    const at::Tensor& target = found->second;
+    if (target.defined() && target.device().is_cpu() && target.is_contiguous() && target.scalar_type() == dtype &&
+        target.sizes().vec() == entry.shape)
+      return target;
+  }
+  return at::empty(entry.shape, at::TensorOptions().dtype(dtype));
+}
+
+}  // namespace
+
+safetensors_content read_safetensors_verified(const std::filesystem::path& path, uint64_t expected_xxh64,
+                                              const tensor_targets& targets) {
   const std::string name = path.string();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw make_error(name, ": cannot open: ", std::strerror(errno));
@@ -134,7 +152,7 @@ safetensors_content read_safetensors_verified(const std::filesystem::path& path,
   std::map<std::string, at::Tensor> tensors;
   try {
     for (const auto* entry : by_offset) {  // contiguous and gap-free, checked by the header parser
-      auto tensor = at::empty(entry->shape, at::TensorOptions().dtype(scalar_type_of(entry->dtype)));
+      auto tensor = destination_for(*entry, targets);
       prefault(tensor.data_ptr(), entry->end - entry->begin);
       read_exactly(tensor.data_ptr(), entry->end - entry->begin);
       XXH64_update(hash, tensor.data_ptr(), entry->end - entry->begin);

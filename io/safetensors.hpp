@@ -27,9 +27,17 @@ uint64_t write_safetensors(const std::filesystem::path& path, const compute::nam
 /// of bounds.
 safetensors_content read_safetensors(const std::filesystem::path& path);
 
-/// Reads a file with large read() calls straight into the tensors' memory, hashing on the way;
-/// throws troupe::error naming the file when its xxh64 is not `expected_xxh64` or it is invalid.
-safetensors_content read_safetensors_verified(const std::filesystem::path& path, uint64_t expected_xxh64);
+/// Tensors a read may fill in place, by name: e.g. a trainer's parameters, so that resuming needs
+/// neither fresh memory (the kernel zeroes every new page) nor a second copy into the model. A
+/// target is used when it is a contiguous CPU tensor of the entry's dtype and shape; any other
+/// entry gets a new tensor.
+using tensor_targets = std::map<std::string, at::Tensor>;
+
+/// Reads a file with large read() calls straight into the tensors' memory (`targets` where they
+/// fit, else new tensors), hashing on the way; throws troupe::error naming the file when its
+/// xxh64 is not `expected_xxh64` or it is invalid. On a throw, targets may hold partial data.
+safetensors_content read_safetensors_verified(const std::filesystem::path& path, uint64_t expected_xxh64,
+                                              const tensor_targets& targets = {});
 
 /// The same checks on bytes already in memory (`name` is used in messages).
 safetensors_content parse_safetensors(const std::byte* data, std::size_t size, const std::string& name);

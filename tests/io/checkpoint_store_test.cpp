@@ -103,6 +103,45 @@ TEST(checkpoint_store, a_flipped_byte_is_caught_and_resume_falls_back) {
   EXPECT_THROW(load_for_resume(newest.string(), run.path()), troupe::error);
 }
 
+TEST(checkpoint_store, loads_in_place_into_targets_that_fit_and_allocates_the_rest) {
+  troupe::testing::temp_dir run;
+  auto saved = sample_contents(3);
+  auto dir = save_checkpoint(run.path(), saved, 2);
+  load_targets into;
+  into.parameters["a.weight"] = torch::zeros({4, 3});
+  into.parameters["a.bias"] = torch::zeros({4});  // wrong shape: not used, left alone
+  into.optimizer["exp_avg"] = torch::zeros({15}, torch::kDouble);  // wrong dtype: not used
+  into.optimizer["exp_avg_sq"] = torch::zeros({15});
+  auto loaded = load_checkpoint(dir, true, into);
+  auto tensor_named = [](const compute::named_tensors& tensors, const std::string& name) {
+    for (const auto& [n, t] : tensors)
+      if (n == name) return t;
+    return at::Tensor();
+  };
+  EXPECT_EQ(tensor_named(loaded.parameters, "a.weight").data_ptr(), into.parameters["a.weight"].data_ptr());
+  EXPECT_TRUE(torch::equal(into.parameters["a.weight"], tensor_named(saved.parameters, "a.weight")));
+  EXPECT_EQ(tensor_named(loaded.optimizer, "exp_avg_sq").data_ptr(), into.optimizer["exp_avg_sq"].data_ptr());
+  EXPECT_TRUE(torch::equal(into.optimizer["exp_avg_sq"], tensor_named(saved.optimizer, "exp_avg_sq")));
+  EXPECT_NE(tensor_named(loaded.parameters, "a.bias").data_ptr(), into.parameters["a.bias"].data_ptr());
+  EXPECT_TRUE(torch::equal(tensor_named(loaded.parameters, "a.bias"), tensor_named(saved.parameters, "a.bias")));
+  EXPECT_EQ(into.parameters["a.bias"].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(into.optimizer["exp_avg"].abs().sum().item<double>(), 0.0);
+}
+
+TEST(checkpoint_store, a_fallback_leaves_the_older_state_in_the_targets) {
+  troupe::testing::temp_dir run;
+  auto older = sample_contents(1);
+  save_checkpoint(run.path(), older, 3);
+  auto newest = save_checkpoint(run.path(), sample_contents(2), 3);
+  flip_byte(newest / "model.safetensors", std::filesystem::file_size(newest / "model.safetensors") - 5);
+  load_targets into;
+  into.parameters["a.weight"] = torch::zeros({4, 3});
+  into.parameters["a.bias"] = torch::zeros({3});
+  auto resumed = load_for_resume("latest", run.path(), into);
+  EXPECT_EQ(resumed.state.optimizer_steps, 1);
+  for (const auto& [name, tensor] : older.parameters) EXPECT_TRUE(torch::equal(into.parameters[name], tensor)) << name;
+}
+
 TEST(checkpoint_store, incomplete_and_hostile_manifests_are_rejected) {
   troupe::testing::temp_dir run;
   auto dir = save_checkpoint(run.path(), sample_contents(3), 2);

@@ -1,5 +1,5 @@
 #pragma once
-/// `troupe bench ckpt`: checkpoint write throughput, training stall and resume time.
+/// `troupe bench ckpt`: checkpoint write throughput next to dd, training stall, resume time.
 
 #include <cstdint>
 #include <filesystem>
@@ -11,6 +11,8 @@ namespace troupe::tools {
 
 /// "256M", "1G", "4096" → bytes; throws troupe::error naming --bytes.
 uint64_t parse_byte_count(const std::string& text);
-nlohmann::json bench_checkpoint(uint64_t bytes, const std::filesystem::path& dir);
+/// Stall, write (next to dd), resume (next to reading the files) for a `bytes` state in `dir`,
+/// `rounds` times side by side; see bench_ckpt.cpp.
+nlohmann::json bench_checkpoint(uint64_t bytes, const std::filesystem::path& dir, int rounds);
 
 }  // namespace troupe::tools

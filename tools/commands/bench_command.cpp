@@ -124,15 +124,19 @@ void add_bench_command(CLI::App& app) {
   struct ckpt_arguments {
     std::string bytes = "1G";
     std::string dir;
+    int rounds = 3;
     bool json = false;
   };
   auto ckpt_args = std::make_shared<ckpt_arguments>();
-  auto* ckpt = bench->add_subcommand("ckpt", "checkpoint write throughput, training stall, resume time");
+  auto* ckpt = bench->add_subcommand("ckpt", "checkpoint write throughput next to dd, training stall, resume time");
   ckpt->add_option("--bytes", ckpt_args->bytes, "state size (e.g. 256M, 1G)")->capture_default_str();
   ckpt->add_option("--dir", ckpt_args->dir, "directory to write into (the disk under test)")->required();
+  ckpt->add_option("--rounds", ckpt_args->rounds, "side-by-side rounds of dd, save, resume, read (medians reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   ckpt->add_flag("--json", ckpt_args->json, "print one JSON line");
   ckpt->callback([ckpt_args] {
-    auto result = bench_checkpoint(parse_byte_count(ckpt_args->bytes), ckpt_args->dir);
+    auto result = bench_checkpoint(parse_byte_count(ckpt_args->bytes), ckpt_args->dir, ckpt_args->rounds);
     std::printf("%s\n", ckpt_args->json ? result.dump().c_str() : result.dump(2).c_str());
   });
   add_bench_allreduce(bench);
