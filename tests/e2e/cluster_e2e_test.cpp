@@ -38,7 +38,7 @@ class cluster_e2e : public ::testing::Test {
 
   /// bert-tiny-sized, fp32, no dropout (dropout streams are per rank, so with dropout only the
   /// statistics, not the bits, would match a single process). Global batch 12 = 1×6 = 2×3 = 3×2.
-  static std::string write_config(int64_t steps, bool sync_every_micro_batch = false) {
+  static std::string write_config(int64_t steps, bool sync_every_micro_batch = false, double dropout = 0.0) {
     json c{{"train_batch_size", 12},
            {"train_micro_batch_size_per_gpu", 2},
            {"train_steps", steps},
@@ -48,12 +48,13 @@ class cluster_e2e : public ::testing::Test {
             {{"hidden_size", 64},
              {"num_hidden_layers", 2},
              {"num_attention_heads", 2},
-             {"hidden_dropout_prob", 0.0},
-             {"attention_probs_dropout_prob", 0.0}}},
+             {"hidden_dropout_prob", dropout},
+             {"attention_probs_dropout_prob", dropout}}},
            {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 2e-3}}}}},
            {"data", {{"dir", (*dir_ / "data").string()}, {"prefetch", 2}}},
            {"checkpoint", {{"every_windows", 0}}}};
-    const auto path = *dir_ / ("config-" + std::to_string(steps) + (sync_every_micro_batch ? "-sync" : "") + ".json");
+    const auto path = *dir_ / ("config-" + std::to_string(steps) + (sync_every_micro_batch ? "-sync" : "") +
+                               (dropout > 0 ? "-dropout" : "") + ".json");
     testing::write_text(path, c.dump(2));
     return path.string();
   }
@@ -206,6 +207,26 @@ TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample
   EXPECT_EQ(logged, 8u * 12u);  // 8 windows of 12 samples: 3 on 2 nodes, 3 on 1, 2 on 2
   for (uint64_t p = 0; p < 8 * 12; ++p) EXPECT_EQ(positions[p], 1) << "global position " << p;
   EXPECT_EQ(read_metrics("resumed").size(), 8u);
+}
+
+// Every rank's dropout stream must continue where it stopped (the checkpoint saves the writer's
+// count; every rank makes as many calls), or rank 1's masks after the resume would differ.
+TEST_F(cluster_e2e, resuming_two_nodes_with_dropout_is_bitwise_identical_to_running_straight) {
+  const auto config = write_config(6, false, 0.1);
+  const auto manifest = write_manifest(2, 29620, "dropout.json");
+  auto straight = launch(manifest, config, "dropout-straight");
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  auto first = launch(manifest, config, "dropout-resumed", "--max-windows 3");
+  ASSERT_EQ(first.status, 0) << first.output;
+  auto second = launch(manifest, config, "dropout-resumed", "--resume latest");
+  ASSERT_EQ(second.status, 0) << second.output;
+  const auto a = read_metrics("dropout-straight"), b = read_metrics("dropout-resumed");
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].loss, b[i].loss) << "window " << i + 1;
+    EXPECT_EQ(a[i].parameter_hash, b[i].parameter_hash) << "window " << i + 1;
+  }
 }
 
 TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {
