@@ -1,6 +1,7 @@
 #include "actors/reducer.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
@@ -12,7 +13,9 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
   const int ring_index = settings.ring.ring_index;
   try {
     self->state.transport = settings.transport;
+    self->state.region = settings.region;
     self->state.ring = std::make_unique<io::ring_allreduce>(*settings.transport, settings.rank, settings.ring);
+    if (settings.region) self->state.ring->share_memory(*settings.region);
   } catch (const std::exception& e) {
     self->quit(messages::make_error(messages::errc::collective_failed, e.what()));
     return {};
@@ -22,6 +25,11 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
         auto& ring = *self->state.ring;
         try {
           if (request.gradient_count > 0) ring.sum(request.gradient, request.gradient_count, 2 * request.sequence);
+          if (ring.uses_shared_memory() && !self->state.said_shared_memory) {
+            self->state.said_shared_memory = true;
+            if (ring.position() == 0)
+              spdlog::info("ring {}: every rank is on this host; gradients are summed through shared memory", ring_index);
+          }
           if (request.statistic_count > 0)
             ring.sum(request.statistics, request.statistic_count, 2 * request.sequence + 1);
           return caf::unit;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "io/ring_allreduce.hpp"
+#include "io/shared_region.hpp"
 #include "io/transport.hpp"
 
 namespace troupe::actors {
@@ -16,12 +17,16 @@ struct reducer_settings {
   std::shared_ptr<io::transport> transport;  ///< connected to the ring neighbours already
   int rank = 0;                              ///< this worker's global rank
   io::ring_settings ring;
+  /// The worker's gradient memory, offered to the ring (ring_allreduce::share_memory); or null.
+  std::shared_ptr<io::shared_region> region;
 };
 
 struct reducer_state {
   static inline const char* name = "reducer";
   std::shared_ptr<io::transport> transport;
-  std::unique_ptr<io::ring_allreduce> ring;  ///< drives `transport`; declared after it, so destroyed first
+  std::shared_ptr<io::shared_region> region;
+  std::unique_ptr<io::ring_allreduce> ring;  ///< uses both above; declared after them, so destroyed first
+  bool said_shared_memory = false;
 };
 
 /// Protocol:

@@ -11,9 +11,11 @@
 #include "actors/metrics.hpp"
 #include "actors/reducer.hpp"
 #include "actors/worker.hpp"
+#include "compute/borrowed_tensor.hpp"
 #include "compute/device_check.hpp"
 #include "compute/error.hpp"
 #include "compute/staging_buffer.hpp"
+#include "io/shared_region.hpp"
 #include "io/token_dataset.hpp"
 #include "messages/atoms.hpp"
 #include "messages/type_registration.hpp"
@@ -47,14 +49,12 @@ struct resumed_run {
 /// time to read the files into existing ones). The other local trainers copy from the first.
 /// Checks that the checkpoint fits the data and the config before any worker starts.
 resumed_run resume_trainers(const io::job_config& config, const session_options& options,
-                            const io::dataset_manifest& data, int first_rank, int local_workers) {
+                            const io::dataset_manifest& data, const std::vector<compute::trainer_options>& workers) {
   resumed_run run;
   if (options.resume.empty()) return run;
-  for (int local = 0; local < local_workers; ++local) {
-    auto trainer_options = trainer_options_of(config);
-    trainer_options.rank = first_rank + local;
-    run.trainers.push_back(std::make_shared<compute::mlm_trainer>(trainer_options));
-  }
+  const int first_rank = static_cast<int>(workers.front().rank);
+  const int local_workers = static_cast<int>(workers.size());
+  for (const auto& trainer_options : workers) run.trainers.push_back(std::make_shared<compute::mlm_trainer>(trainer_options));
   io::load_targets in_place;
   for (auto& [name, tensor] : run.trainers.front()->named_parameters()) in_place.parameters.emplace(name, tensor);
   for (auto& [name, tensor] : run.trainers.front()->optimizer_buffers()) in_place.optimizer.emplace(name, tensor);
@@ -114,7 +114,25 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
   auto dataset = std::make_shared<const io::token_dataset>(config.data.dir, "train");
   io::reconcile_with_data(config, dataset->manifest(), "config");
   compute::check_device(config.runtime.device, "config: runtime.device");
-  auto resumed = resume_trainers(config, options, dataset->manifest(), first_rank, local_workers);
+  // Each local worker's options; with rings on one host, its gradient lives in a shared region
+  // that its reducers offer to their rings (io/ring_allreduce_shared.cpp).
+  std::vector<compute::trainer_options> trainers;
+  std::vector<std::shared_ptr<io::shared_region>> regions(static_cast<std::size_t>(local_workers));
+  for (int local = 0; local < local_workers; ++local) {
+    auto trainer = trainer_options_of(config);
+    trainer.rank = first_rank + local;
+    if (role && role->shared_memory && world > 1 && config.runtime.device == "cpu") {
+      auto region = std::make_shared<io::shared_region>(
+          static_cast<std::size_t>(compute::parameter_count(config.model)) * sizeof(float),
+          "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
+      trainer.gradient_buffer = [region](int64_t numel) {
+        return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
+      };
+      regions[static_cast<std::size_t>(local)] = std::move(region);
+    }
+    trainers.push_back(std::move(trainer));
+  }
+  auto resumed = resume_trainers(config, options, dataset->manifest(), trainers);
   const auto& resume = resumed.contents;
   // fp32 parameters and two optimizer moments are staged for each checkpoint.
   const int64_t staged_bytes = 12 * compute::parameter_count(config.model);
@@ -151,8 +169,7 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
   for (int local = 0; local < local_workers; ++local) {
     const int rank = first_rank + local;
     worker_settings w;
-    w.trainer = trainer_options_of(config);
-    w.trainer.rank = rank;
+    w.trainer = trainers[static_cast<std::size_t>(local)];
     w.rank = rank;
     w.world = world;
     w.accumulation = config.gradient_accumulation_steps;
@@ -178,6 +195,7 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
         r.ring.ring_index = static_cast<int>(ring);
         r.ring.chunk_bytes = role->chunk_bytes;
         r.ring.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role->collective_timeout);
+        r.region = regions[static_cast<std::size_t>(local)];
         w.reducers.push_back(system.spawn<caf::detached>(reducer, r));
         spawned.push_back(w.reducers.back());
       }

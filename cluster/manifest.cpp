@@ -137,6 +137,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   auto rings = root.object("rings");
   m.rings.count = rings.integer("count", 1, 1, 16);  // the ring tag layout has room for 16
   m.rings.chunk_bytes = rings.integer("chunk_bytes", m.rings.chunk_bytes, 4096, int64_t{1} << 30);
+  m.rings.shared_memory = rings.boolean("shared_memory", m.rings.shared_memory);
   const json order = rings.raw("order");
   if (order.is_array()) {
     m.rings.orders = parse_orders(rings, order, m.world_size(), source);

@@ -26,6 +26,9 @@ struct ring_spec {
   /// global ranks per ring.
   std::vector<std::vector<int>> orders;
   int64_t chunk_bytes = int64_t{1} << 20;
+  /// Rings whose ranks all share a host read each other's gradients in place (see
+  /// io/ring_allreduce_shared.cpp); false keeps every byte on the transport.
+  bool shared_memory = true;
 };
 
 struct timeout_spec {

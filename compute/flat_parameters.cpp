@@ -14,7 +14,8 @@ bool flat_parameters::decays(const std::string& name) {
   return !is_bias && name.find("LayerNorm") == std::string::npos;
 }
 
-flat_parameters::flat_parameters(std::vector<std::pair<std::string, at::Tensor>> named) {
+flat_parameters::flat_parameters(std::vector<std::pair<std::string, at::Tensor>> named,
+                                 const std::function<at::Tensor(int64_t)>& gradient_buffer) {
   TROUPE_ENFORCE(!named.empty(), "no parameters");
   std::stable_partition(named.begin(), named.end(), [](const auto& entry) { return decays(entry.first); });
   int64_t total = 0;
@@ -27,7 +28,10 @@ flat_parameters::flat_parameters(std::vector<std::pair<std::string, at::Tensor>>
   }
   const auto options = named.front().second.options();
   values_ = at::empty({total}, options);
-  gradients_ = at::zeros({total}, options);
+  gradients_ = gradient_buffer ? gradient_buffer(total) : at::zeros({total}, options);
+  TROUPE_ENFORCE(gradients_.numel() == total && gradients_.scalar_type() == at::kFloat && gradients_.is_contiguous() &&
+                     gradients_.device() == options.device(),
+                 "gradient buffer of ", gradients_.numel(), " elements for ", total, " parameters");
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < named.size(); ++i) {
     auto& tensor = named[i].second;

@@ -3,6 +3,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,8 +25,11 @@ struct parameter_slot {
 /// Parameters that get weight decay come first, then biases and LayerNorm weights (no decay).
 class flat_parameters {
  public:
-  /// Rebinds the given tensors (their values are kept) as views of the flat buffers.
-  explicit flat_parameters(std::vector<std::pair<std::string, at::Tensor>> named);
+  /// Rebinds the given tensors (their values are kept) as views of the flat buffers. The
+  /// gradient buffer comes from `gradient_buffer(total elements)` when given (it must return a
+  /// zero-filled contiguous fp32 tensor of that size on the parameters' device).
+  explicit flat_parameters(std::vector<std::pair<std::string, at::Tensor>> named,
+                           const std::function<at::Tensor(int64_t)>& gradient_buffer = {});
 
   const at::Tensor& values() const { return values_; }
   const at::Tensor& gradients() const { return gradients_; }

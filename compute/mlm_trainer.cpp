@@ -36,7 +36,7 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   model_->to(device_);
   model_->train();
   model_->seed_dropout(options.seed * 1000003ULL + static_cast<uint64_t>(options.rank));
-  parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters());
+  parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters(), options.gradient_buffer);
   optimizer_ = make_optimizer(options.optimizer);
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,6 +31,9 @@ struct trainer_options {
   uint64_t seed = 42;
   int64_t rank = 0;     ///< dropout streams differ per rank
   int64_t threads = 1;  ///< intra-op threads, set on the thread that constructs the trainer
+  /// Where the flat gradient lives (zero-filled fp32, `numel` elements), e.g. memory that ring
+  /// neighbours on this host can read; empty: a new tensor.
+  std::function<at::Tensor(int64_t numel)> gradient_buffer;
 };
 
 /// What one micro-batch produced.

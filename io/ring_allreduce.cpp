@@ -7,6 +7,8 @@
 #include <string>
 
 #include "compute/ring_schedule.hpp"
+#include "io/ring_add.hpp"
+#include "io/ring_shared_path.hpp"
 
 namespace troupe::io {
 
@@ -103,13 +105,6 @@ std::uint64_t ring_tag(int ring, std::uint64_t sequence, int phase, int step, st
 
 const char* phase_name(int phase) { return phase == reduce_scatter ? "reduce-scatter" : "allgather"; }
 
-// Written as the plainest loop so that -O3 vectorises it; restrict tells the compiler the
-// staging slot never aliases the data.
-template <class T>
-void add_into(T* __restrict out, const T* __restrict in, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
-}
-
 std::string order_text(const std::vector<int>& order) {
   std::string text = "[";
   for (std::size_t i = 0; i < order.size(); ++i) text += (i ? ", " : "") + std::to_string(order[i]);
@@ -192,6 +187,12 @@ int ring_allreduce::next() const { return settings_.order[compute::ring_wrap(pos
 int ring_allreduce::previous() const { return settings_.order[compute::ring_wrap(position_ - 1, world())]; }
 const ring_settings& ring_allreduce::settings() const { return settings_; }
 
+std::size_t ring_allreduce::chunk_elements(std::size_t element_bytes) const {
+  std::size_t elements = std::max<std::size_t>(1, settings_.chunk_bytes / element_bytes);
+  if (elements >= compute::ring_alignment_elements) elements -= elements % compute::ring_alignment_elements;
+  return elements;
+}
+
 void ring_allreduce::sum(float* data, std::size_t count, std::uint64_t sequence) { run(data, count, sequence); }
 void ring_allreduce::sum(double* data, std::size_t count, std::uint64_t sequence) { run(data, count, sequence); }
 
@@ -253,14 +254,14 @@ void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence) {
     throw transport_error(-1, "ring " + std::to_string(settings_.ring_index) +
                                   ": an earlier sum failed; rebuild the transport and the ring");
   if (count * sizeof(T) <= small_message_bytes) return run_small(data, count, sequence);
+  if (!negotiated_) negotiate_shared_memory(sequence);
+  if (shared_) return run_shared(data, count, sequence);
 
   schedule& plan = *schedule_;
   const int p = position_;
   const int to = next();
   const int from = previous();
-  std::size_t chunk_elements = std::max<std::size_t>(1, settings_.chunk_bytes / sizeof(T));
-  if (chunk_elements >= compute::ring_alignment_elements)
-    chunk_elements -= chunk_elements % compute::ring_alignment_elements;
+  const std::size_t chunk_elements = this->chunk_elements(sizeof(T));
 
   // The two unit streams (see the comment at the top).
   plan.sends.clear();

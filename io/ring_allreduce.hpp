@@ -14,6 +14,8 @@
 
 namespace troupe::io {
 
+class shared_region;
+
 /// One ring's shape; every rank of the ring must use equal settings.
 struct ring_settings {
   std::vector<int> order;   ///< global ranks in ring order, each once
@@ -50,6 +52,17 @@ class ring_allreduce {
   /// As above, for double.
   void sum(double* data, std::size_t count, std::uint64_t sequence);
 
+  /// Offers this rank's shared-memory region (see io/shared_region.hpp) for large sums. At the
+  /// first sum above small_message_bytes every rank of the ring tells its neighbours what it
+  /// has (whether or not it called this), and when every rank can map both neighbours'
+  /// regions, sums above small_message_bytes read the neighbour's buffer in place instead of
+  /// receiving copies over the transport (see "Over shared memory" in ring_allreduce_shared.cpp);
+  /// otherwise everything goes over the transport. Their buffers must then lie inside
+  /// `region`, which must outlive the ring. Call before the first sum.
+  void share_memory(shared_region& region);
+  /// True when large sums go through shared memory (known after the first large sum).
+  bool uses_shared_memory() const;
+
   int next() const;       ///< the rank this one sends to
   int previous() const;   ///< the rank this one receives from
   int position() const;   ///< this rank's index in settings().order
@@ -64,12 +77,19 @@ class ring_allreduce {
   static constexpr std::size_t small_message_bytes = 16384;
 
   struct schedule;
+  struct shared_path;
 
  private:
   template <class T>
   void run(T* data, std::size_t count, std::uint64_t sequence);
   template <class T>
   void run_small(T* data, std::size_t count, std::uint64_t sequence);
+  /// The handshake of the first large sum: decides, identically on every rank, whether this
+  /// ring's large sums use shared memory.
+  void negotiate_shared_memory(std::uint64_t sequence);
+  template <class T>
+  void run_shared(T* data, std::size_t count, std::uint64_t sequence);
+  std::size_t chunk_elements(std::size_t element_bytes) const;
 
   transport& transport_;
   int my_rank_;
@@ -77,6 +97,9 @@ class ring_allreduce {
   int position_ = 0;
   bool broken_ = false;
   std::unique_ptr<schedule> schedule_;
+  shared_region* region_ = nullptr;
+  std::unique_ptr<shared_path> shared_;  ///< set by the handshake when shared memory is used
+  bool negotiated_ = false;
 };
 
 }  // namespace troupe::io

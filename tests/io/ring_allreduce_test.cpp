@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "compute/ring_schedule.hpp"
+#include "io/shared_region.hpp"
 #include "io/ucx_transport.hpp"
 
 namespace troupe::io {
@@ -149,6 +150,7 @@ struct rank_context {
   const std::vector<int>& order;
   ucx_transport& transport;
   test_barrier& barrier;  // across all world × rings threads
+  shared_region* region;  // this rank's (offered to every ring), or null
 };
 
 /// Runs `body` on world × rings threads. Each creates its transport, publishes its address,
@@ -156,7 +158,8 @@ struct rank_context {
 /// down so that no transport disappears while a neighbour still needs it. Returns the failures
 /// ("rank r ring g: message"), the first one first.
 template <class Body>
-std::vector<std::string> run_ring_threads(int world, int rings, Body body) {
+std::vector<std::string> run_ring_threads(int world, int rings, Body body,
+                                          const std::vector<std::unique_ptr<shared_region>>* regions = nullptr) {
   ucx_context& context = shared_context();
   std::vector<std::vector<transport_address>> addresses(rings, std::vector<transport_address>(world));
   test_barrier barrier(world * rings);
@@ -186,7 +189,8 @@ std::vector<std::string> run_ring_threads(int world, int rings, Body body) {
             transport.connect(previous, addresses[ring][previous]);
           }
           try {
-            body(rank_context{rank, ring, rings, order, transport, barrier});
+            body(rank_context{rank, ring, rings, order, transport, barrier,
+                              regions ? (*regions)[static_cast<std::size_t>(rank)].get() : nullptr});
           } catch (const std::exception& e) {
             fail(rank, ring, e.what());
           }
@@ -246,17 +250,18 @@ T reference_sum(const std::vector<int>& order, std::size_t count, std::size_t sl
 // The matrix: worlds × rings × element types × counts, three calls in a row each.
 
 template <class T>
-void check_sums(const rank_context& ctx, std::vector<std::vector<T>>& buffers, std::size_t count,
-                std::uint64_t sequence, std::size_t chunk_bytes) {
+void check_sums(const rank_context& ctx, const std::vector<T*>& buffers, std::size_t count, std::uint64_t sequence,
+                std::size_t chunk_bytes) {
   const int world = static_cast<int>(ctx.order.size());
   const element_range slice = compute::ring_slice(count, ctx.rings, ctx.ring);
-  T* data = buffers[ctx.rank].data() + slice.begin;
+  T* data = buffers[ctx.rank] + slice.begin;
   ring_settings settings;
   settings.order = ctx.order;
   settings.ring_index = ctx.ring;
   settings.chunk_bytes = chunk_bytes;
   settings.timeout = 20s;
   ring_allreduce ring(ctx.transport, ctx.rank, settings);
+  if (ctx.region) ring.share_memory(*ctx.region);
   const char* type = sizeof(T) == 4 ? "float" : "double";
   auto where = [&](const char* check) {
     return std::string(check) + " (" + type + ", count " + std::to_string(count) + ", chunk_bytes " +
@@ -295,8 +300,12 @@ void check_sums(const rank_context& ctx, std::vector<std::vector<T>>& buffers, s
   if (wrong != 0)
     throw std::runtime_error(where("ring-order reference") + ": " + std::to_string(wrong) +
                              " elements differ bitwise, first at " + std::to_string(slice.begin + first_wrong));
+  // With regions, large sums must really have gone through shared memory.
+  const bool large = world > 1 && slice.size() * sizeof(T) > ring_allreduce::small_message_bytes;
+  if (ctx.region && large && !ring.uses_shared_memory())
+    throw std::runtime_error(where("shared memory") + ": the ring did not use it");
   ctx.barrier.wait();  // every rank finished this count
-  if (std::memcmp(data, buffers[0].data() + slice.begin, slice.size() * sizeof(T)) != 0)
+  if (std::memcmp(data, buffers[0] + slice.begin, slice.size() * sizeof(T)) != 0)
     throw std::runtime_error(where("bitwise identity with rank 0") + ": slice differs");
   ctx.barrier.wait();  // nobody refills before every rank compared
 }
@@ -308,7 +317,7 @@ void check_sums(const rank_context& ctx, std::vector<std::vector<T>>& buffers, s
 const std::vector<std::size_t> matrix_counts = {0, 1, 7, 1000, 1000003};
 
 template <class T>
-void run_matrix(const rank_context& ctx, std::vector<std::vector<T>>& buffers) {
+void run_matrix(const rank_context& ctx, const std::vector<T*>& buffers) {
   std::uint64_t sequence = 1;
   for (std::size_t count : matrix_counts) {
     // Chunks far smaller than a segment, so that every pipelining path runs (posting ahead,
@@ -321,24 +330,44 @@ void run_matrix(const rank_context& ctx, std::vector<std::vector<T>>& buffers) {
   }
 }
 
-class ring_allreduce_matrix : public ::testing::TestWithParam<std::tuple<int, int>> {};
+class ring_allreduce_matrix : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
+// Over the transport, and over shared memory (every rank's buffers in its region, as a worker's
+// gradient is): the same closed forms and the same bits.
 TEST_P(ring_allreduce_matrix, sums_match_closed_form_and_ring_order_bitwise_on_all_ranks) {
-  const auto [world, rings] = GetParam();
+  const auto [world, rings, shared] = GetParam();
   const std::size_t largest = matrix_counts.back();
-  std::vector<std::vector<float>> floats(world, std::vector<float>(largest));
-  std::vector<std::vector<double>> doubles(world, std::vector<double>(largest));
-  expect_no_failures(run_ring_threads(world, rings, [&](const rank_context& ctx) {
-    run_matrix<float>(ctx, floats);
-    run_matrix<double>(ctx, doubles);
-  }));
+  std::vector<std::vector<float>> float_storage(world, std::vector<float>(shared ? 0 : largest));
+  std::vector<std::vector<double>> double_storage(world, std::vector<double>(shared ? 0 : largest));
+  std::vector<std::unique_ptr<shared_region>> regions;
+  std::vector<float*> floats;
+  std::vector<double*> doubles;
+  for (int rank = 0; rank < world; ++rank) {
+    if (shared) {
+      regions.push_back(std::make_unique<shared_region>(largest * (sizeof(double) + sizeof(float)), "test"));
+      doubles.push_back(reinterpret_cast<double*>(regions.back()->data()));
+      floats.push_back(reinterpret_cast<float*>(regions.back()->data() + largest * sizeof(double)));
+    } else {
+      floats.push_back(float_storage[rank].data());
+      doubles.push_back(double_storage[rank].data());
+    }
+  }
+  expect_no_failures(run_ring_threads(
+      world, rings,
+      [&](const rank_context& ctx) {
+        run_matrix<float>(ctx, floats);
+        run_matrix<double>(ctx, doubles);
+      },
+      shared ? &regions : nullptr));
 }
 
 INSTANTIATE_TEST_SUITE_P(worlds_and_rings, ring_allreduce_matrix,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 7), ::testing::Values(1, 2, 3)),
-                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 7), ::testing::Values(1, 2, 3),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int, bool>>& info) {
                            return "world" + std::to_string(std::get<0>(info.param)) + "_rings" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_shared_memory" : "_transport");
                          });
 
 // ---------------------------------------------------------------------------------------------
@@ -520,8 +549,8 @@ void expect_sum_fails_naming_rank_1(std::unique_ptr<ucx_transport>& transport, s
 }
 
 TEST(ring_allreduce_failure, peer_that_never_calls_sum_times_out_naming_it) {
-  // 1M floats: the step-0 sends are rendezvous sends that rank 1 never matches, so the
-  // transport's teardown must also get past sends it cannot cancel.
+  // 1M floats: a large sum, whose first step is the shared-memory handshake (sends that rank 1
+  // never matches, so the transport's teardown must get past sends it cannot cancel).
   EXPECT_EQ(run_two_ranks([](int rank, std::unique_ptr<ucx_transport>& transport, test_barrier& barrier) {
               if (rank == 0) expect_sum_fails_naming_rank_1(transport, 1000003);
               barrier.wait();  // rank 1 stays alive, silent, until rank 0 is done
@@ -536,6 +565,67 @@ TEST(ring_allreduce_failure, peer_whose_transport_is_gone_fails_naming_it) {
               if (rank == 0) expect_sum_fails_naming_rank_1(transport, 1000);
             }),
             "");
+}
+
+TEST(ring_allreduce_failure, shared_memory_peer_that_stops_calling_sum_times_out_naming_it) {
+  constexpr std::size_t count = 100000;
+  std::vector<std::unique_ptr<shared_region>> regions;
+  for (int rank = 0; rank < 2; ++rank) regions.push_back(std::make_unique<shared_region>(count * sizeof(float), "test"));
+  expect_no_failures(run_ring_threads(
+      2, 1,
+      [&](const rank_context& ctx) {
+        ring_settings settings;
+        settings.order = ctx.order;
+        settings.timeout = 500ms;
+        ring_allreduce ring(ctx.transport, ctx.rank, settings);
+        ring.share_memory(*ctx.region);
+        float* data = reinterpret_cast<float*>(ctx.region->data());
+        ring.sum(data, count, 1);  // both: the handshake and one sum
+        if (!ring.uses_shared_memory()) throw std::runtime_error("the ring did not use shared memory");
+        if (ctx.rank == 1) return;  // rank 1 stays alive but never sums again
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          ring.sum(data, count, 2);
+          throw std::runtime_error("a sum without its peer returned");
+        } catch (const transport_error& e) {
+          const std::string what = e.what();
+          if (e.peer() != 1 || what.find("rank 1 made no progress") == std::string::npos)
+            throw std::runtime_error("error does not name rank 1: " + what);
+          if (std::chrono::steady_clock::now() - start > 5s) throw std::runtime_error("took too long: " + what);
+          std::printf("[ silent peer ] %s\n", what.c_str());
+        }
+        try {
+          ring.sum(data, count, 3);
+          throw std::runtime_error("a broken ring accepted another sum");
+        } catch (const transport_error&) {
+        }
+      },
+      &regions));
+}
+
+TEST(ring_allreduce_failure, a_buffer_outside_the_region_is_refused) {
+  constexpr std::size_t count = 100000;
+  std::vector<std::unique_ptr<shared_region>> regions;
+  for (int rank = 0; rank < 2; ++rank) regions.push_back(std::make_unique<shared_region>(count * sizeof(float), "test"));
+  std::vector<std::vector<float>> outside(2, std::vector<float>(count, 1.0f));
+  const auto failures = run_ring_threads(
+      2, 1,
+      [&](const rank_context& ctx) {
+        ring_settings settings;
+        settings.order = ctx.order;
+        settings.timeout = 2s;
+        ring_allreduce ring(ctx.transport, ctx.rank, settings);
+        ring.share_memory(*ctx.region);
+        ring.sum(outside[ctx.rank].data(), count, 1);
+      },
+      &regions);
+  int refused = 0;  // each rank's sum; the harness's teardown barrier then reports itself broken
+  for (const auto& failure : failures)
+    if (failure.find("harness:") == std::string::npos) {
+      EXPECT_NE(failure.find("not inside the region"), std::string::npos) << failure;
+      ++refused;
+    }
+  EXPECT_EQ(refused, 2);
 }
 
 // ---------------------------------------------------------------------------------------------

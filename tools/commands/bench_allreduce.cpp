@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "compute/ring_schedule.hpp"
 #include "io/file_util.hpp"
 #include "io/ring_allreduce.hpp"
+#include "io/shared_region.hpp"
 #include "tools/commands/bench_ckpt.hpp"
 
 namespace troupe::tools {
@@ -31,6 +33,7 @@ struct allreduce_arguments {
   std::string bytes = "4K,1M,16M,64M";
   int rings = 1;
   std::string chunk = "1M";
+  bool shared_memory = true;
   bool json_output = false;
   // Rank side (set by the driver).
   std::string manifest;
@@ -62,6 +65,10 @@ void run_rank(const allreduce_arguments& args) {
   const auto& role = membership.role();
   const int rank = role.first_rank;
   const int rings = static_cast<int>(role.ring_orders.size());
+  // The buffer lives in a shared region (as a worker's gradient does), which the rings use
+  // when the manifest allows and every rank can map its neighbours'.
+  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  io::shared_region region(largest, "bench allreduce buffer");
   std::vector<std::unique_ptr<io::ring_allreduce>> ring;
   for (int r = 0; r < rings; ++r) {
     io::ring_settings settings;
@@ -70,6 +77,7 @@ void run_rank(const allreduce_arguments& args) {
     settings.chunk_bytes = role.chunk_bytes;
     settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role.collective_timeout);
     ring.push_back(std::make_unique<io::ring_allreduce>(*role.transports[0][static_cast<std::size_t>(r)], rank, settings));
+    if (role.shared_memory) ring.back()->share_memory(region);
   }
   uint64_t sequence = 0;
   // All rings at once on their slices, each on its own thread (as the reducer actors do).
@@ -96,15 +104,16 @@ void run_rank(const allreduce_arguments& args) {
   const double world = role.world;
   for (const auto bytes : sizes) {
     const std::size_t count = bytes / sizeof(float);
-    std::vector<float> data(count, 0.0f);
+    float* data = reinterpret_cast<float*>(region.data());
     const int iterations = bytes >= (16u << 20) ? 10 : bytes >= (1u << 20) ? 50 : 1000;
-    for (int warm = 0; warm < std::max(3, iterations / 5); ++warm) allreduce(data.data(), count);
+    std::fill(data, data + count, 0.0f);
+    for (int warm = 0; warm < std::max(3, iterations / 5); ++warm) allreduce(data, count);
     const auto start = clock::now();
-    for (int i = 0; i < iterations; ++i) allreduce(data.data(), count);
+    for (int i = 0; i < iterations; ++i) allreduce(data, count);
     const double seconds = std::chrono::duration<double>(clock::now() - start).count() / iterations;
     // Correctness: rank r contributes (r+1)·(i mod 13); the sum is W(W+1)/2·(i mod 13), exact in float.
     for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 13));
-    allreduce(data.data(), count);
+    allreduce(data, count);
     std::vector<float> wrong(1, 0.0f);
     const double triangle = world * (world + 1) / 2;
     for (std::size_t i = 0; i < count; ++i)
@@ -118,11 +127,13 @@ void run_rank(const allreduce_arguments& args) {
                        {"iterations", iterations},
                        {"correct", wrong[0] == 0.0f}});
   }
+  const bool shared = std::all_of(ring.begin(), ring.end(), [](const auto& r) { return r->uses_shared_memory(); });
   ring.clear();
   membership.finish();
   if (rank == 0) {
     json out = {{"benchmark", "allreduce"}, {"world", role.world}, {"rings", rings},
-                {"chunk_bytes", role.chunk_bytes}, {"transport", "ucx"}, {"results", results}};
+                {"chunk_bytes", role.chunk_bytes}, {"transport", shared ? "shared memory" : "ucx"},
+                {"results", results}};
     io::write_file_atomically(args.out, out.dump());
   }
 }
@@ -140,7 +151,7 @@ void run_driver(const allreduce_arguments& args) {
     ~cleanup() { std::filesystem::remove_all(dir); }
   } remove_scratch{scratch};
   json manifest = {{"head", {{"host", "127.0.0.1"}, {"port", free_local_port()}}},
-                   {"rings", {{"count", args.rings}, {"chunk_bytes", chunk}}},
+                   {"rings", {{"count", args.rings}, {"chunk_bytes", chunk}, {"shared_memory", args.shared_memory}}},
                    {"timeouts", {{"join_s", 60}, {"collective_s", 60}}},
                    {"oversubscribe", true}};
   for (int r = 0; r < args.world; ++r)
@@ -181,6 +192,9 @@ void add_bench_allreduce(CLI::App* bench) {
   driver->add_option("--bytes", args->bytes, "message sizes, comma-separated (4K,1M,64M)")->capture_default_str();
   driver->add_option("--rings", args->rings, "concurrent rings")->capture_default_str();
   driver->add_option("--chunk-bytes", args->chunk, "pipeline chunk of the ring")->capture_default_str();
+  driver->add_option("--shared-memory", args->shared_memory,
+                     "large sums read neighbours' buffers in place (false: every byte over UCX)")
+      ->capture_default_str();
   driver->add_flag("--json", args->json_output, "print one JSON line");
   driver->callback([args] { run_driver(*args); });
 

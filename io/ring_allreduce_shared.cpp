@@ -1,0 +1,236 @@
+#include <immintrin.h>
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "compute/ring_schedule.hpp"
+#include "io/ring_add.hpp"
+#include "io/ring_allreduce.hpp"
+#include "io/ring_shared_path.hpp"
+
+namespace troupe::io {
+
+// Over shared memory
+// ==================
+//
+// When every rank of a ring runs on one host, a rank can read its previous neighbour's buffer
+// where it lies instead of having the bytes copied into a FIFO and out again (UCX over shared
+// memory copies each byte twice). Each rank's buffers live in its shared_region; neighbours map
+// it read-only. The schedule is the transport ring's (io/ring_allreduce.cpp), turned from push
+// to pull:
+//
+//   reduce-scatter step s, chunk c: position p adds chunk c of segment p−s−1 from the previous
+//     rank's buffer into its own (data += previous's), once the previous rank finished its own
+//     step s−1 on that chunk (step 0: once it entered the sum);
+//   allgather step s, chunk c: position p copies chunk c of segment p−s from the previous
+//     rank's buffer, once the previous rank finished its step n−2+s on that chunk.
+//
+// So additions happen in the same ring order, on the same chunks, as over the transport, and
+// the two paths give the same bits. Nothing is sent: each rank publishes one progress counter
+// in its region's control line for this ring, the number of units it has completed, where the
+// units of one sum are "entered" and then (step, chunk) for the 2(n−1) steps × C chunks (C:
+// the most chunks any segment has; shorter segments count empty units). Waiting for "the
+// previous rank finished step g on chunk c" is waiting for its counter to reach that unit's
+// number (release stores, acquire loads). A rank overwrites a segment in the allgather only
+// after the segment's final value came round the ring, which happened after its next
+// neighbour finished reading the earlier value: the chain of counters orders them.
+//
+// The next rank reads this rank's buffer until its own last unit; so a sum returns only when
+// the next rank's counter shows the whole sum done, and the caller may then reuse the buffer.
+// The counters grow for the life of the region (never reset), so a ring records each
+// neighbour's counter at the handshake and moves all three on by the units of every sum.
+//
+// Waiting spins for 20 µs (a neighbour one chunk behind), then yields the core for up to 2 ms,
+// then sleeps in steps growing to 0.5 ms (a neighbour still computing its window, maybe on the
+// same cores); it gives up at settings.timeout, or as soon as the neighbour's process is gone,
+// naming the rank, ring, step and chunk.
+//
+// The handshake (first large sum): every rank sends both neighbours its region descriptor and
+// counter, maps theirs when it can, and the ring sums the number of ranks that could map both
+// neighbours (a small sum over the transport); shared memory is used only when that is the
+// whole ring, so every rank decides the same.
+//
+// Measured (2 ranks, 64 MiB float, this 2-core VM): see docs/benchmarks.md.
+
+namespace {
+
+/// The handshake message: fixed layout, both sides are the same build on the same host.
+struct shared_handshake {
+  shared_region_descriptor region;
+  std::uint64_t progress = 0;
+};
+
+// Tags of the handshake: allgather, the last step number, the last two chunk numbers; a
+// transport sum would need 2^16 chunks in a segment and 2^11 steps to reach them.
+std::uint64_t handshake_tag(int ring, std::uint64_t sequence, bool to_next) {
+  constexpr std::uint64_t chunk_bits = 16, step_bits = 11, phase_bits = 1, sequence_bits = 16;
+  const std::uint64_t chunk = to_next ? 0xffff : 0xfffe;
+  return (static_cast<std::uint64_t>(ring) << (sequence_bits + phase_bits + step_bits + chunk_bits)) |
+         ((sequence & 0xffff) << (phase_bits + step_bits + chunk_bits)) | (std::uint64_t{1} << (step_bits + chunk_bits)) |
+         (std::uint64_t{0x7ff} << chunk_bits) | chunk;
+}
+
+bool process_gone(std::int32_t pid) { return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+void ring_allreduce::share_memory(shared_region& region) { region_ = &region; }
+
+bool ring_allreduce::uses_shared_memory() const { return shared_ != nullptr; }
+
+void ring_allreduce::negotiate_shared_memory(std::uint64_t sequence) {
+  negotiated_ = true;
+  shared_handshake mine, from_previous, from_next;
+  if (region_) {
+    mine.region = region_->descriptor();
+    mine.progress = region_->control(settings_.ring_index).progress.load(std::memory_order_acquire);
+  }
+  const auto deadline = transport::clock::now() + settings_.timeout;
+  const std::string what = "ring " + std::to_string(settings_.ring_index) + " shared-memory handshake";
+  try {
+    const int ring = settings_.ring_index;
+    auto from_previous_request =
+        transport_.post_receive(previous(), handshake_tag(ring, sequence, true), &from_previous, sizeof from_previous);
+    auto from_next_request =
+        transport_.post_receive(next(), handshake_tag(ring, sequence, false), &from_next, sizeof from_next);
+    auto to_next = transport_.post_send(next(), handshake_tag(ring, sequence, true), &mine, sizeof mine);
+    auto to_previous = transport_.post_send(previous(), handshake_tag(ring, sequence, false), &mine, sizeof mine);
+    transport_.wait(from_previous_request, deadline, what + " from rank " + std::to_string(previous()));
+    transport_.wait(from_next_request, deadline, what + " from rank " + std::to_string(next()));
+    transport_.wait(to_next, deadline, what + " to rank " + std::to_string(next()));
+    transport_.wait(to_previous, deadline, what + " to rank " + std::to_string(previous()));
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+
+  auto path = std::make_unique<shared_path>();
+  if (region_) {
+    path->previous_region = shared_region::attach(from_previous.region);
+    if (next() != previous()) path->next_region = shared_region::attach(from_next.region);
+  }
+  const bool able = region_ && path->previous_region && (next() == previous() || path->next_region);
+  double able_ranks = able ? 1.0 : 0.0;
+  sum(&able_ranks, 1, sequence);  // a small sum: over the transport, the same bits everywhere
+  if (able_ranks != static_cast<double>(world())) return;
+  path->previous_pid = from_previous.region.pid;
+  path->next_pid = from_next.region.pid;
+  path->mine = mine.progress;
+  path->previous = from_previous.progress;
+  path->next = from_next.progress;
+  shared_ = std::move(path);
+}
+
+template <class T>
+void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequence) {
+  const int n = world();
+  const int p = position_;
+  const int ring = settings_.ring_index;
+  shared_path& path = *shared_;
+  const std::size_t bytes = count * sizeof(T);
+  auto fail = [&](int peer, const std::string& what) {
+    broken_ = true;
+    throw transport_error(peer, "ring " + std::to_string(ring) + " sequence " + std::to_string(sequence) + " " + what);
+  };
+  if (!region_->contains(data, bytes))
+    fail(-1, "(shared memory): the buffer is not inside the region given to share_memory()");
+
+  const std::size_t chunk_elements = this->chunk_elements(sizeof(T));
+  std::size_t chunks = 0;  // C: the most chunks of any segment
+  for (int segment = 0; segment < n; ++segment)
+    chunks = std::max(chunks, compute::chunk_count(compute::ring_segment(count, n, segment).size(), chunk_elements));
+  const std::uint64_t units = 1 + 2 * static_cast<std::uint64_t>(n - 1) * chunks;
+  auto unit_done = [&](int step, std::size_t chunk) { return 1 + static_cast<std::uint64_t>(step) * chunks + chunk + 1; };
+
+  auto& mine = region_->control(ring);
+  const auto& from = path.previous_region->control(ring);
+  const auto& to = path.next_view().control(ring);
+
+  // Waits until `control` (rank `peer`'s) reaches `target`; see the prose above.
+  auto wait_for = [&](const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
+                      const char* step_name, int step, std::size_t chunk) {
+    if (control.progress.load(std::memory_order_acquire) >= target) return;
+    const auto start = transport::clock::now();
+    const auto deadline = start + settings_.timeout;
+    auto next_check = start;
+    long sleep_ns = 10'000;
+    for (std::uint64_t spins = 1; control.progress.load(std::memory_order_acquire) < target; ++spins) {
+      _mm_pause();
+      if (spins % 64 != 0) continue;
+      const auto now = transport::clock::now();
+      if (now >= next_check) {
+        next_check = now + std::chrono::milliseconds(20);
+        char text[200];
+        if (process_gone(pid)) {
+          std::snprintf(text, sizeof text, "%s step %d chunk %zu: rank %d (process %d) is gone (shared memory)",
+                        step_name, step, chunk, peer, pid);
+          fail(peer, text);
+        }
+        if (now >= deadline) {
+          std::snprintf(text, sizeof text, "%s step %d chunk %zu: rank %d made no progress for %lld ms (shared memory)",
+                        step_name, step, chunk, peer, static_cast<long long>(settings_.timeout.count()));
+          fail(peer, text);
+        }
+      }
+      const auto waited = now - start;
+      if (waited < std::chrono::microseconds(20)) continue;  // spin: the neighbour is a chunk behind
+      if (waited < std::chrono::milliseconds(2)) {
+        ::sched_yield();  // give the core to whoever shares it
+      } else {            // the neighbour is busy with something else (its window's compute)
+        const timespec pause{0, sleep_ns};
+        ::nanosleep(&pause, nullptr);
+        sleep_ns = std::min(sleep_ns * 2, 500'000L);
+      }
+    }
+  };
+
+  mine.offset.store(static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(data) - region_->data()),
+                    std::memory_order_relaxed);
+  mine.progress.store(path.mine + 1, std::memory_order_release);
+  wait_for(from, path.previous + 1, previous(), path.previous_pid, "entering", 0, 0);
+  const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
+  if (offset > path.previous_region->data_bytes() || bytes > path.previous_region->data_bytes() - offset)
+    fail(previous(), "(shared memory): rank " + std::to_string(previous()) + "'s buffer at offset " +
+                         std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
+  const T* source = reinterpret_cast<const T*>(path.previous_region->data() + offset);
+
+  for (int step = 0; step < 2 * (n - 1); ++step) {
+    const bool reducing = step < n - 1;
+    const int phase_step = reducing ? step : step - (n - 1);
+    const int segment = reducing ? compute::reduce_scatter_receive_segment(n, p, phase_step)
+                                 : compute::allgather_receive_segment(n, p, phase_step);
+    const compute::element_range range = compute::ring_segment(count, n, segment);
+    const std::size_t segment_chunks = compute::chunk_count(range.size(), chunk_elements);
+    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+      if (step > 0)
+        wait_for(from, path.previous + unit_done(step - 1, chunk), previous(), path.previous_pid,
+                 reducing ? "reduce-scatter" : "allgather", phase_step, chunk);
+      if (chunk < segment_chunks) {
+        const compute::element_range piece = compute::chunk_range(range.size(), chunk_elements, chunk);
+        const std::size_t begin = range.begin + piece.begin;
+        if (reducing)
+          add_into(data + begin, source + begin, piece.size());
+        else
+          std::memcpy(data + begin, source + begin, piece.size() * sizeof(T));
+      }
+      mine.progress.store(path.mine + unit_done(step, chunk), std::memory_order_release);
+    }
+  }
+  // The next rank reads this buffer until its last unit.
+  wait_for(to, path.next + units, next(), path.next_pid, "finishing", 2 * (n - 1), 0);
+  path.mine += units;
+  path.previous += units;
+  path.next += units;
+}
+
+template void ring_allreduce::run_shared<float>(float*, std::size_t, std::uint64_t);
+template void ring_allreduce::run_shared<double>(double*, std::size_t, std::uint64_t);
+
+}  // namespace troupe::io

@@ -1,0 +1,69 @@
+#pragma once
+/// Memory that ring neighbours on the same host map into their own address space, so a ring
+/// can add a neighbour's gradient straight out of its buffer instead of receiving a copy (see
+/// "Over shared memory" in io/ring_allreduce.cpp).
+///
+/// A region is an anonymous memory file (memfd) of one control page followed by the data. The
+/// control page has one cache line per ring index, written only by the region's owner: its
+/// progress counter and where in the data its current sum's buffer starts. A neighbour maps the
+/// region read-only through /proc/PID/fd/FD, which the kernel allows to processes of the same
+/// user in the same PID namespace (ptrace access rules); elsewhere attach() fails and the ring
+/// keeps to its transport.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace troupe::io {
+
+/// What a neighbour needs to map a region: travels in the ring's handshake message.
+struct shared_region_descriptor {
+  std::uint64_t host = 0;  ///< same_host_id() of the owner; 0: the owner has no region
+  std::int32_t pid = 0;
+  std::int32_t fd = -1;
+  std::uint64_t data_bytes = 0;
+};
+
+/// One ring's line in the control page.
+struct shared_ring_control {
+  std::atomic<std::uint64_t> progress{0};  ///< units the owner completed (see ring_allreduce.cpp)
+  std::atomic<std::uint64_t> offset{0};    ///< byte offset of the owner's current buffer in the data
+};
+
+class shared_region {
+ public:
+  /// A new region of `data_bytes` (zero-filled) owned by this process. Throws
+  /// std::runtime_error naming `what` when the kernel refuses.
+  shared_region(std::size_t data_bytes, const std::string& what);
+  /// Maps a neighbour's region read-only; null when it cannot be mapped from here (other host
+  /// or PID namespace, no permission, the owner gone).
+  static std::unique_ptr<const shared_region> attach(const shared_region_descriptor& descriptor);
+  ~shared_region();
+  shared_region(const shared_region&) = delete;
+  shared_region& operator=(const shared_region&) = delete;
+
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  std::size_t data_bytes() const { return data_bytes_; }
+  /// True when [pointer, pointer + bytes) lies inside the data.
+  bool contains(const void* pointer, std::size_t bytes) const;
+  shared_ring_control& control(int ring);
+  const shared_ring_control& control(int ring) const;
+  shared_region_descriptor descriptor() const;
+
+  /// Equal for two processes that can map each other's regions: the kernel's boot id and this
+  /// process's PID namespace, hashed.
+  static std::uint64_t same_host_id();
+
+ private:
+  shared_region() = default;
+  int fd_ = -1;  ///< the memfd, owner only
+  std::byte* mapping_ = nullptr;
+  std::size_t mapping_bytes_ = 0;
+  std::byte* data_ = nullptr;
+  std::size_t data_bytes_ = 0;
+};
+
+}  // namespace troupe::io
