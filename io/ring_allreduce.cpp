@@ -253,9 +253,10 @@ void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence) {
   if (broken_)
     throw transport_error(-1, "ring " + std::to_string(settings_.ring_index) +
                                   ": an earlier sum failed; rebuild the transport and the ring");
-  if (count * sizeof(T) <= small_message_bytes) return run_small(data, count, sequence);
   if (!negotiated_) negotiate_shared_memory(sequence);
-  if (shared_) return run_shared(data, count, sequence);
+  const bool small = count * sizeof(T) <= small_message_bytes;
+  if (shared_) return small ? run_shared_small(data, count, sequence) : run_shared(data, count, sequence);
+  if (small) return run_small(data, count, sequence);
 
   schedule& plan = *schedule_;
   const int p = position_;

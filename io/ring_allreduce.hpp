@@ -52,15 +52,15 @@ class ring_allreduce {
   /// As above, for double.
   void sum(double* data, std::size_t count, std::uint64_t sequence);
 
-  /// Offers this rank's shared-memory region (see io/shared_region.hpp) for large sums. At the
-  /// first sum above small_message_bytes every rank of the ring tells its neighbours what it
-  /// has (whether or not it called this), and when every rank can map both neighbours'
-  /// regions, sums above small_message_bytes read the neighbour's buffer in place instead of
-  /// receiving copies over the transport (see "Over shared memory" in ring_allreduce_shared.cpp);
-  /// otherwise everything goes over the transport. Their buffers must then lie inside
-  /// `region`, which must outlive the ring. Call before the first sum.
+  /// Offers this rank's shared-memory region (see io/shared_region.hpp). At the first sum every
+  /// rank of the ring tells its neighbours what it has (whether or not it called this), and
+  /// when every rank can map both neighbours' regions, all later sums read the neighbour's
+  /// buffer in place instead of receiving copies over the transport (see "Over shared memory"
+  /// in ring_allreduce_shared.cpp); otherwise everything goes over the transport. Buffers of
+  /// sums above small_message_bytes must then lie inside `region` (smaller ones are copied
+  /// into its scratch), which must outlive the ring. Call before the first sum.
   void share_memory(shared_region& region);
-  /// True when large sums go through shared memory (known after the first large sum).
+  /// True when sums go through shared memory (known after the first sum).
   bool uses_shared_memory() const;
 
   int next() const;       ///< the rank this one sends to
@@ -71,9 +71,10 @@ class ring_allreduce {
 
   /// Number of ring indices the tag layout has room for.
   static constexpr int max_rings = 16;
-  /// Sums of at most this many bytes take the latency path (see ring_allreduce.cpp): every
-  /// rank's whole buffer travels round the ring and each rank adds them in ring order
-  /// 0, 1, …, world−1, so world−1 hops instead of 2(world−1).
+  /// Over the transport, sums of at most this many bytes take the latency path (see
+  /// ring_allreduce.cpp): every rank's whole buffer travels round the ring and each rank adds
+  /// them in ring order 0, 1, …, world−1, so world−1 hops instead of 2(world−1). Over shared
+  /// memory they take the usual schedule in the region's scratch.
   static constexpr std::size_t small_message_bytes = 16384;
 
   struct schedule;
@@ -84,11 +85,13 @@ class ring_allreduce {
   void run(T* data, std::size_t count, std::uint64_t sequence);
   template <class T>
   void run_small(T* data, std::size_t count, std::uint64_t sequence);
-  /// The handshake of the first large sum: decides, identically on every rank, whether this
+  /// The handshake of the first sum: decides, identically on every rank, whether this
   /// ring's large sums use shared memory.
   void negotiate_shared_memory(std::uint64_t sequence);
   template <class T>
   void run_shared(T* data, std::size_t count, std::uint64_t sequence);
+  template <class T>
+  void run_shared_small(T* data, std::size_t count, std::uint64_t sequence);
   std::size_t chunk_elements(std::size_t element_bytes) const;
 
   transport& transport_;

@@ -52,7 +52,11 @@ namespace troupe::io {
 // same cores); it gives up at settings.timeout, or as soon as the neighbour's process is gone,
 // naming the rank, ring, step and chunk.
 //
-// The handshake (first large sum): every rank sends both neighbours its region descriptor and
+// Sums of at most small_message_bytes are copied into the region's scratch for this ring and
+// back, so they need no particular buffer; they take the same schedule (not the transport's
+// latency path), which at 4 KiB is two waits on a neighbour's cache line.
+//
+// The handshake (first sum): every rank sends both neighbours its region descriptor and
 // counter, maps theirs when it can, and the ring sums the number of ranks that could map both
 // neighbours (a small sum over the transport); shared memory is used only when that is the
 // whole ring, so every rank decides the same.
@@ -191,15 +195,15 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
     }
   };
 
-  mine.offset.store(static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(data) - region_->data()),
-                    std::memory_order_relaxed);
+  mine.offset.store(region_->offset_of(data), std::memory_order_relaxed);
   mine.progress.store(path.mine + 1, std::memory_order_release);
   wait_for(from, path.previous + 1, previous(), path.previous_pid, "entering", 0, 0);
   const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
-  if (offset > path.previous_region->data_bytes() || bytes > path.previous_region->data_bytes() - offset)
+  const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
+  if (!previous_buffer)
     fail(previous(), "(shared memory): rank " + std::to_string(previous()) + "'s buffer at offset " +
                          std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
-  const T* source = reinterpret_cast<const T*>(path.previous_region->data() + offset);
+  const T* source = reinterpret_cast<const T*>(previous_buffer);
 
   for (int step = 0; step < 2 * (n - 1); ++step) {
     const bool reducing = step < n - 1;
@@ -230,6 +234,17 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
   path.next += units;
 }
 
+template <class T>
+void ring_allreduce::run_shared_small(T* data, std::size_t count, std::uint64_t sequence) {
+  static_assert(small_message_bytes <= shared_region::scratch_bytes);
+  T* scratch = reinterpret_cast<T*>(region_->scratch(settings_.ring_index));
+  std::memcpy(scratch, data, count * sizeof(T));
+  run_shared(scratch, count, sequence);
+  std::memcpy(data, scratch, count * sizeof(T));
+}
+
+template void ring_allreduce::run_shared_small<float>(float*, std::size_t, std::uint64_t);
+template void ring_allreduce::run_shared_small<double>(double*, std::size_t, std::uint64_t);
 template void ring_allreduce::run_shared<float>(float*, std::size_t, std::uint64_t);
 template void ring_allreduce::run_shared<double>(double*, std::size_t, std::uint64_t);
 

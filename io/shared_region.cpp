@@ -19,6 +19,8 @@ namespace {
 
 constexpr std::size_t control_bytes = 4096;
 constexpr int control_lines = control_bytes / 64;
+constexpr std::size_t all_scratch_bytes = shared_region::ring_lines * shared_region::scratch_bytes;
+static_assert(shared_region::ring_lines <= control_lines);
 
 static_assert(sizeof(shared_ring_control) <= 64, "one cache line per ring");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "counters are shared between processes");
@@ -35,7 +37,7 @@ std::size_t page_rounded(std::size_t bytes) {
 }  // namespace
 
 shared_region::shared_region(std::size_t data_bytes, const std::string& what) {
-  mapping_bytes_ = control_bytes + page_rounded(data_bytes);
+  mapping_bytes_ = control_bytes + all_scratch_bytes + page_rounded(data_bytes);
   fd_ = ::memfd_create("troupe-gradients", MFD_CLOEXEC);
   if (fd_ < 0) fail(what, "memfd_create failed", mapping_bytes_, errno);
   if (::ftruncate(fd_, static_cast<off_t>(mapping_bytes_)) != 0) {
@@ -50,7 +52,9 @@ shared_region::shared_region(std::size_t data_bytes, const std::string& what) {
     fail(what, "cannot map a shared region", mapping_bytes_, saved);
   }
   mapping_ = static_cast<std::byte*>(mapped);
-  data_ = mapping_ + control_bytes;
+  shared_ = mapping_ + control_bytes;
+  shared_bytes_ = all_scratch_bytes + data_bytes;
+  data_ = shared_ + all_scratch_bytes;
   data_bytes_ = data_bytes;
   for (int line = 0; line < control_lines; ++line) new (mapping_ + 64 * line) shared_ring_control();
 }
@@ -60,7 +64,7 @@ std::unique_ptr<const shared_region> shared_region::attach(const shared_region_d
   const std::string path = "/proc/" + std::to_string(descriptor.pid) + "/fd/" + std::to_string(descriptor.fd);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
-  const std::size_t bytes = control_bytes + page_rounded(descriptor.data_bytes);
+  const std::size_t bytes = control_bytes + all_scratch_bytes + page_rounded(descriptor.data_bytes);
   struct stat info {};
   if (::fstat(fd, &info) != 0 || static_cast<std::size_t>(info.st_size) != bytes) {
     ::close(fd);
@@ -72,7 +76,9 @@ std::unique_ptr<const shared_region> shared_region::attach(const shared_region_d
   std::unique_ptr<shared_region> region(new shared_region());
   region->mapping_ = static_cast<std::byte*>(mapped);
   region->mapping_bytes_ = bytes;
-  region->data_ = region->mapping_ + control_bytes;
+  region->shared_ = region->mapping_ + control_bytes;
+  region->shared_bytes_ = all_scratch_bytes + descriptor.data_bytes;
+  region->data_ = region->shared_ + all_scratch_bytes;
   region->data_bytes_ = descriptor.data_bytes;
   return region;
 }
@@ -84,7 +90,21 @@ shared_region::~shared_region() {
 
 bool shared_region::contains(const void* pointer, std::size_t bytes) const {
   const auto* p = static_cast<const std::byte*>(pointer);
-  return p >= data_ && bytes <= data_bytes_ && static_cast<std::size_t>(p - data_) <= data_bytes_ - bytes;
+  return p >= shared_ && bytes <= shared_bytes_ && static_cast<std::size_t>(p - shared_) <= shared_bytes_ - bytes;
+}
+
+std::byte* shared_region::scratch(int ring) {
+  if (ring < 0 || ring >= ring_lines) throw std::out_of_range("shared_region::scratch: ring " + std::to_string(ring));
+  return shared_ + static_cast<std::size_t>(ring) * scratch_bytes;
+}
+
+std::uint64_t shared_region::offset_of(const void* pointer) const {
+  return static_cast<std::uint64_t>(static_cast<const std::byte*>(pointer) - shared_);
+}
+
+const std::byte* shared_region::at_offset(std::uint64_t offset, std::size_t bytes) const {
+  if (offset > shared_bytes_ || bytes > shared_bytes_ - offset) return nullptr;
+  return shared_ + offset;
 }
 
 shared_ring_control& shared_region::control(int ring) {

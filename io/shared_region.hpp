@@ -3,9 +3,10 @@
 /// can add a neighbour's gradient straight out of its buffer instead of receiving a copy (see
 /// "Over shared memory" in io/ring_allreduce.cpp).
 ///
-/// A region is an anonymous memory file (memfd) of one control page followed by the data. The
+/// A region is an anonymous memory file (memfd): one control page, a small scratch buffer per
+/// ring index (small sums are copied there, so any buffer can be summed), then the data. The
 /// control page has one cache line per ring index, written only by the region's owner: its
-/// progress counter and where in the data its current sum's buffer starts. A neighbour maps the
+/// progress counter and where its current sum's buffer starts (an offset from scratch(0)). A neighbour maps the
 /// region read-only through /proc/PID/fd/FD, which the kernel allows to processes of the same
 /// user in the same PID namespace (ptrace access rules); elsewhere attach() fails and the ring
 /// keeps to its transport.
@@ -47,11 +48,19 @@ class shared_region {
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   std::size_t data_bytes() const { return data_bytes_; }
-  /// True when [pointer, pointer + bytes) lies inside the data.
+  /// Ring `ring`'s scratch buffer of scratch_bytes.
+  std::byte* scratch(int ring);
+  /// True when [pointer, pointer + bytes) lies inside the scratch buffers and the data.
   bool contains(const void* pointer, std::size_t bytes) const;
+  /// Offsets from scratch(0), the same in every mapping of the region.
+  std::uint64_t offset_of(const void* pointer) const;
+  const std::byte* at_offset(std::uint64_t offset, std::size_t bytes) const;  ///< null when outside
   shared_ring_control& control(int ring);
   const shared_ring_control& control(int ring) const;
   shared_region_descriptor descriptor() const;
+
+  static constexpr int ring_lines = 16;
+  static constexpr std::size_t scratch_bytes = 16384;
 
   /// Equal for two processes that can map each other's regions: the kernel's boot id and this
   /// process's PID namespace, hashed.
@@ -62,6 +71,8 @@ class shared_region {
   int fd_ = -1;  ///< the memfd, owner only
   std::byte* mapping_ = nullptr;
   std::size_t mapping_bytes_ = 0;
+  std::byte* shared_ = nullptr;  ///< scratch(0): the start of what sums may use
+  std::size_t shared_bytes_ = 0;
   std::byte* data_ = nullptr;
   std::size_t data_bytes_ = 0;
 };

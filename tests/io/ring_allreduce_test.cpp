@@ -234,11 +234,12 @@ T random_input(int rank, std::size_t i, std::uint64_t seed) {
 /// to the partial sum it received (value + partial), which is what ring_allreduce promises.
 template <class T>
 T reference_sum(const std::vector<int>& order, std::size_t count, std::size_t slice_begin, std::size_t i,
-                std::uint64_t seed) {
+                std::uint64_t seed, bool shared_memory) {
   const int world = static_cast<int>(order.size());
   int segment = 0;
-  // Small sums add every rank's value in ring order from position 0 (the latency path).
-  if (count * sizeof(T) > io::ring_allreduce::small_message_bytes)
+  // Small sums over the transport add every rank's value in ring order from position 0 (the
+  // latency path); over shared memory they are cut into segments like large ones.
+  if (shared_memory || count * sizeof(T) > io::ring_allreduce::small_message_bytes)
     while (compute::ring_segment(count, world, segment).end <= i) ++segment;
   T partial = random_input<T>(order[segment], slice_begin + i, seed);
   for (int hop = 1; hop < world; ++hop)
@@ -294,15 +295,14 @@ void check_sums(const rank_context& ctx, const std::vector<T*>& buffers, std::si
   ring.sum(data, slice.size(), sequence + 1);
   std::size_t wrong = 0, first_wrong = 0;
   for (std::size_t i = 0; i < slice.size(); ++i) {
-    const T expected = reference_sum<T>(ctx.order, slice.size(), slice.begin, i, seed);
+    const T expected = reference_sum<T>(ctx.order, slice.size(), slice.begin, i, seed, ring.uses_shared_memory());
     if (std::memcmp(&data[i], &expected, sizeof(T)) != 0 && wrong++ == 0) first_wrong = i;
   }
   if (wrong != 0)
     throw std::runtime_error(where("ring-order reference") + ": " + std::to_string(wrong) +
                              " elements differ bitwise, first at " + std::to_string(slice.begin + first_wrong));
-  // With regions, large sums must really have gone through shared memory.
-  const bool large = world > 1 && slice.size() * sizeof(T) > ring_allreduce::small_message_bytes;
-  if (ctx.region && large && !ring.uses_shared_memory())
+  // With regions, every sum must really have gone through shared memory.
+  if (ctx.region && world > 1 && slice.size() > 0 && !ring.uses_shared_memory())
     throw std::runtime_error(where("shared memory") + ": the ring did not use it");
   ctx.barrier.wait();  // every rank finished this count
   if (std::memcmp(data, buffers[0] + slice.begin, slice.size() * sizeof(T)) != 0)
