@@ -64,6 +64,11 @@ TEST(manifest, ring_orders_must_be_permutations) {
   expect_error(m, {"rings.order", "\"auto\""});
   m["rings"]["order"] = json::parse("[[1, 0], [0, 1]]");
   EXPECT_EQ(parse_manifest(m, "m.json").rings.orders[0], (std::vector<int>{1, 0}));
+  EXPECT_TRUE(parse_manifest(m, "m.json").rings.shared_memory);  // the default
+  m["rings"]["shared_memory"] = "yes";
+  expect_error(m, {"rings.shared_memory"});
+  m["rings"]["shared_memory"] = false;
+  EXPECT_FALSE(parse_manifest(m, "m.json").rings.shared_memory);
 }
 
 TEST(manifest, more_workers_than_cores_needs_an_override) {

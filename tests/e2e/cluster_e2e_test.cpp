@@ -115,6 +115,7 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   ASSERT_EQ(two.status, 0) << two.output;
   EXPECT_NE(two.output.find("[a]"), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("[b]"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("gradients are summed through shared memory"), std::string::npos) << two.output;
   const auto two_nodes = read_metrics("two");
   expect_same_curve(reference, two_nodes, "2 nodes");
   for (const auto& w : two_nodes) EXPECT_EQ(w.world_size, 2);
@@ -134,15 +135,23 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   // The first window starts from the same initial parameters everywhere.
   EXPECT_EQ(first[0].parameter_hash, reference[0].parameter_hash);
 
-  // Three ranks again, two of them workers of one node process (a ring inside the process).
+  // Three ranks again, two of them workers of one node process (a ring inside the process), and
+  // every byte over UCX (as between hosts): the gradient sums give the same bits as the
+  // shared-memory rings above, so the parameters match the 3-node run's bitwise.
   json m = json::parse(io_text(three_manifest));
   m["head"]["port"] = 29619;
+  m["rings"]["shared_memory"] = false;
   m["nodes"] = json::parse(R"([{"name": "a", "host": "127.0.0.1", "workers": 2}, {"name": "b", "host": "127.0.0.1"}])");
   const auto mixed_manifest = *dir_ / "mixed.json";
   testing::write_text(mixed_manifest, m.dump());
   auto mixed = launch(mixed_manifest.string(), config, "mixed");
   ASSERT_EQ(mixed.status, 0) << mixed.output;
-  expect_same_curve(reference, read_metrics("mixed"), "2 + 1 workers");
+  EXPECT_EQ(mixed.output.find("shared memory"), std::string::npos) << mixed.output;
+  const auto over_ucx = read_metrics("mixed");
+  expect_same_curve(reference, over_ucx, "2 + 1 workers");
+  ASSERT_EQ(over_ucx.size(), first.size());
+  for (std::size_t i = 0; i < first.size(); ++i)
+    EXPECT_EQ(over_ucx[i].parameter_hash, first[i].parameter_hash) << "window " << i + 1;
 }
 
 TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
