@@ -567,58 +567,57 @@ TEST(ring_allreduce_failure, peer_whose_transport_is_gone_fails_naming_it) {
             "");
 }
 
-TEST(ring_allreduce_failure, shared_memory_peer_that_stops_calling_sum_times_out_naming_it) {
-  constexpr std::size_t count = 100000;
+/// Two ranks as threads, each with a shared region of `count` floats; `body` gets a ring (with
+/// `timeout`) that has been offered its rank's region.
+template <class Body>
+std::vector<std::string> run_shared_pair(std::size_t count, std::chrono::milliseconds timeout, Body body) {
   std::vector<std::unique_ptr<shared_region>> regions;
   for (int rank = 0; rank < 2; ++rank) regions.push_back(std::make_unique<shared_region>(count * sizeof(float), "test"));
-  expect_no_failures(run_ring_threads(
+  return run_ring_threads(
       2, 1,
       [&](const rank_context& ctx) {
         ring_settings settings;
         settings.order = ctx.order;
-        settings.timeout = 500ms;
+        settings.timeout = timeout;
         ring_allreduce ring(ctx.transport, ctx.rank, settings);
         ring.share_memory(*ctx.region);
-        float* data = reinterpret_cast<float*>(ctx.region->data());
-        ring.sum(data, count, 1);  // both: the handshake and one sum
-        if (!ring.uses_shared_memory()) throw std::runtime_error("the ring did not use shared memory");
-        if (ctx.rank == 1) return;  // rank 1 stays alive but never sums again
-        const auto start = std::chrono::steady_clock::now();
-        try {
-          ring.sum(data, count, 2);
-          throw std::runtime_error("a sum without its peer returned");
-        } catch (const transport_error& e) {
-          const std::string what = e.what();
-          if (e.peer() != 1 || what.find("rank 1 made no progress") == std::string::npos)
-            throw std::runtime_error("error does not name rank 1: " + what);
-          if (std::chrono::steady_clock::now() - start > 5s) throw std::runtime_error("took too long: " + what);
-          std::printf("[ silent peer ] %s\n", what.c_str());
-        }
-        try {
-          ring.sum(data, count, 3);
-          throw std::runtime_error("a broken ring accepted another sum");
-        } catch (const transport_error&) {
-        }
+        body(ctx, ring);
       },
-      &regions));
+      &regions);
+}
+
+TEST(ring_allreduce_failure, shared_memory_peer_that_stops_calling_sum_times_out_naming_it) {
+  constexpr std::size_t count = 100000;
+  expect_no_failures(run_shared_pair(count, 500ms, [&](const rank_context& ctx, ring_allreduce& ring) {
+    float* data = reinterpret_cast<float*>(ctx.region->data());
+    ring.sum(data, count, 1);  // both: the handshake and one sum
+    if (!ring.uses_shared_memory()) throw std::runtime_error("the ring did not use shared memory");
+    if (ctx.rank == 1) return;  // rank 1 stays alive but never sums again
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      ring.sum(data, count, 2);
+      throw std::runtime_error("a sum without its peer returned");
+    } catch (const transport_error& e) {
+      const std::string what = e.what();
+      if (e.peer() != 1 || what.find("rank 1 made no progress") == std::string::npos)
+        throw std::runtime_error("error does not name rank 1: " + what);
+      if (std::chrono::steady_clock::now() - start > 5s) throw std::runtime_error("took too long: " + what);
+      std::printf("[ silent peer ] %s\n", what.c_str());
+    }
+    try {
+      ring.sum(data, count, 3);
+      throw std::runtime_error("a broken ring accepted another sum");
+    } catch (const transport_error&) {
+    }
+  }));
 }
 
 TEST(ring_allreduce_failure, a_buffer_outside_the_region_is_refused) {
   constexpr std::size_t count = 100000;
-  std::vector<std::unique_ptr<shared_region>> regions;
-  for (int rank = 0; rank < 2; ++rank) regions.push_back(std::make_unique<shared_region>(count * sizeof(float), "test"));
   std::vector<std::vector<float>> outside(2, std::vector<float>(count, 1.0f));
-  const auto failures = run_ring_threads(
-      2, 1,
-      [&](const rank_context& ctx) {
-        ring_settings settings;
-        settings.order = ctx.order;
-        settings.timeout = 2s;
-        ring_allreduce ring(ctx.transport, ctx.rank, settings);
-        ring.share_memory(*ctx.region);
-        ring.sum(outside[ctx.rank].data(), count, 1);
-      },
-      &regions);
+  const auto failures = run_shared_pair(count, 2s, [&](const rank_context& ctx, ring_allreduce& ring) {
+    ring.sum(outside[ctx.rank].data(), count, 1);
+  });
   int refused = 0;  // each rank's sum; the harness's teardown barrier then reports itself broken
   for (const auto& failure : failures)
     if (failure.find("harness:") == std::string::npos) {
