@@ -8,6 +8,7 @@
 
 #include "io/file_util.hpp"
 #include "messages/atoms.hpp"
+#include "messages/progress_line.hpp"
 #include "messages/error_code.hpp"
 #include "messages/training_messages.hpp"
 
@@ -73,7 +74,7 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                           std::chrono::duration<double>(report.window_seconds));
         }
-        if (!settings.console) return;
+        if (!settings.console && !settings.progress_lines) return;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
         const auto done = static_cast<double>(report.step - s.first_step);
         const double eta = done > 0 ? elapsed / done * static_cast<double>(settings.total_steps - report.step) : 0.0;
@@ -82,7 +83,9 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
         std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.1f samples/s  ETA %s",
                       static_cast<long long>(report.step), static_cast<long long>(settings.total_steps), report.loss,
                       report.lr, report.grad_norm, samples_per_s, format_duration(eta).c_str());
-        if (s.tty) {
+        if (settings.progress_lines) std::fprintf(stderr, "%s%s\n", messages::progress_line_marker, line);
+        if (!settings.console) {
+        } else if (s.tty) {
           std::fprintf(stderr, "\r\033[K%s", line);
           s.line_open = true;
         } else if (report.step % settings.steps_per_print == 0 || report.step == settings.total_steps) {

@@ -16,6 +16,8 @@ struct metrics_settings {
   int64_t total_steps = 0;       ///< optimizer step the run ends at (for the ETA)
   int64_t steps_per_print = 10;  ///< console cadence when stderr is not a terminal
   bool console = true;
+  /// Also one messages::progress_line_marker line per window (for `troupe launch`).
+  bool progress_lines = false;
 };
 
 struct metrics_state {

@@ -161,6 +161,7 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
     metric_options.total_steps = config.train_steps;
     metric_options.steps_per_print = config.steps_per_print;
     metric_options.console = options.console;
+    metric_options.progress_lines = options.progress_lines;
     metrics_actor = system.spawn(metrics, metric_options);
     checkpoint_actor = system.spawn<caf::detached>(checkpointer, options.run_dir);
   }

@@ -23,6 +23,7 @@ struct session_options {
   std::string resume;               ///< "", "latest" or a checkpoint/run directory
   bool save_checkpoints = true;
   bool console = true;
+  bool progress_lines = false;  ///< see metrics_settings::progress_lines
   bool write_metrics = true;
   std::chrono::seconds window_timeout{900};  ///< longest wait for the next window to finish
 };

@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string_view>
 
 #include "compute/error.hpp"
+#include "messages/progress_line.hpp"
 
 namespace troupe::cluster {
 namespace {
@@ -74,27 +76,65 @@ running_node start(const node_command& command) {
   return node;
 }
 
-/// Prints complete lines of `text` with the node's prefix; keeps a trailing partial line.
-void forward_output(running_node& node, const char* data, std::size_t size) {
-  node.partial_line.append(data, size);
-  std::size_t start = 0;
-  for (std::size_t newline; (newline = node.partial_line.find('\n', start)) != std::string::npos; start = newline + 1)
-    std::printf("[%s] %.*s\n", node.name.c_str(), static_cast<int>(newline - start), node.partial_line.data() + start);
-  node.partial_line.erase(0, start);
-  std::fflush(stdout);
-}
+/// The launcher's output: every node's lines with a `[node] ` prefix, and — on a terminal — one
+/// status line under them that shows the latest progress record (messages/progress_line.hpp),
+/// cleared before each log line and drawn again after it. Off a terminal, progress records are
+/// dropped: the nodes' periodic log lines say the same.
+class merged_output {
+ public:
+  merged_output() : terminal_(::isatty(STDOUT_FILENO) == 1) {}
+  ~merged_output() {
+    if (terminal_ && !status_.empty()) std::printf("\n");
+    std::fflush(stdout);
+  }
 
-void drain(running_node& node) {
+  void line(const std::string& node, std::string_view text) {
+    const std::string_view marker = messages::progress_line_marker;
+    if (text.substr(0, marker.size()) == marker) {
+      status_.assign(text.substr(marker.size()));
+      if (terminal_) std::printf("\r\033[K%s", status_.c_str());
+      return;
+    }
+    if (terminal_ && !status_.empty()) std::printf("\r\033[K");
+    std::printf("[%s] %.*s\n", node.c_str(), static_cast<int>(text.size()), text.data());
+    if (terminal_ && !status_.empty()) std::printf("%s", status_.c_str());
+  }
+
+  /// One of the launcher's own messages (stderr), under the logs and above the status line.
+  void note(const std::string& text) {
+    if (terminal_ && !status_.empty()) std::printf("\r\033[K");
+    std::fflush(stdout);
+    std::fprintf(stderr, "troupe launch: %s\n", text.c_str());
+    if (terminal_ && !status_.empty()) std::printf("%s", status_.c_str());
+    std::fflush(stdout);
+  }
+
+  /// Prints complete lines of the node's output; keeps a trailing partial line.
+  void forward(running_node& node, const char* data, std::size_t size) {
+    node.partial_line.append(data, size);
+    std::size_t start = 0;
+    for (std::size_t newline; (newline = node.partial_line.find('\n', start)) != std::string::npos; start = newline + 1)
+      line(node.name, std::string_view(node.partial_line).substr(start, newline - start));
+    node.partial_line.erase(0, start);
+    std::fflush(stdout);
+  }
+
+ private:
+  bool terminal_;
+  std::string status_;
+};
+
+void drain(running_node& node, merged_output& out) {
   char buffer[8192];
   for (;;) {
     const auto n = ::read(node.output, buffer, sizeof buffer);
     if (n > 0) {
-      forward_output(node, buffer, static_cast<std::size_t>(n));
+      out.forward(node, buffer, static_cast<std::size_t>(n));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
-    if (!node.partial_line.empty()) forward_output(node, "\n", 1);
+    if (!node.partial_line.empty()) out.forward(node, "\n", 1);
     ::close(node.output);
     node.output = -1;
     return;
@@ -168,6 +208,7 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
   ::sigaction(SIGINT, &action, &old_int);
   ::sigaction(SIGTERM, &action, &old_term);
 
+  merged_output out;
   std::vector<running_node> nodes;
   for (const auto& command : commands) {
     nodes.push_back(start(command));
@@ -189,11 +230,11 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
     while (::read(wake_pipe[0], sink, sizeof sink) > 0) {
     }
     for (auto& node : nodes)
-      if (node.output >= 0) drain(node);
+      if (node.output >= 0) drain(node, out);
     if (pending_signal != 0) {
       const int signal = pending_signal;
       pending_signal = 0;
-      std::fprintf(stderr, "troupe launch: %s: stopping every node\n", strsignal(signal));
+      out.note(std::string(strsignal(signal)) + ": stopping every node");
       for (const auto& node : nodes)
         if (!node.status) ::kill(node.pid, signal);
       interrupted = true;
@@ -206,14 +247,14 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       node.status = WIFSIGNALED(raw) ? 128 + WTERMSIG(raw) : WEXITSTATUS(raw);
       if (*node.status != 0 && !first_failure && !interrupted) {
         first_failure = "node " + node.name + " " + describe(*node.status);
-        std::fprintf(stderr, "troupe launch: %s\n", first_failure->c_str());
+        out.note(*first_failure);
         if (!kill_at) kill_at = clock::now() + grace;
       }
     }
     if (kill_at && clock::now() > *kill_at) {
       for (auto& node : nodes) {
         if (node.status) continue;
-        std::fprintf(stderr, "troupe launch: node %s still running after the failure; killing it\n", node.name.c_str());
+        out.note("node " + node.name + " still running after the failure; killing it");
         ::kill(node.pid, SIGKILL);
       }
       kill_at = clock::now() + std::chrono::hours(1);
@@ -224,10 +265,10 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
   ::close(wake_pipe[0]);
   ::close(wake_pipe[1]);
   if (first_failure) {
-    std::fprintf(stderr, "troupe launch: the job failed: %s\n", first_failure->c_str());
+    out.note("the job failed: " + *first_failure);
     return 1;
   }
-  if (interrupted) std::fprintf(stderr, "troupe launch: interrupted; every node has stopped\n");
+  if (interrupted) out.note("interrupted; every node has stopped");
   return interrupted ? 130 : 0;
 }
 

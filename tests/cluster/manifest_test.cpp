@@ -212,6 +212,17 @@ TEST(launcher, reaps_every_child_and_names_the_failed_node) {
   EXPECT_EQ(run_nodes({{"ok", launch_method::local, {"/bin/true"}}}, std::chrono::seconds(1)), 0);
 }
 
+TEST(launcher, prefixes_node_lines_and_keeps_progress_records_off_a_pipe) {
+  const std::vector<node_command> commands = {
+      {"head", launch_method::local,
+       {"/bin/sh", "-c", "echo 'troupe-progress: step 1/2'; echo first; printf 'no newline at the end'"}},
+  };
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run_nodes(commands, std::chrono::seconds(1)), 0);
+  const auto out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(out, "[head] first\n[head] no newline at the end\n");  // stdout is not a terminal here
+}
+
 TEST(launcher, forwards_an_interrupt_to_every_node) {
   const std::vector<node_command> commands = {
       {"one", launch_method::local, {"/bin/sh", "-c", "exec sleep 30"}},

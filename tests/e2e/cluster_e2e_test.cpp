@@ -165,13 +165,14 @@ TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
 TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
   const auto manifest = write_manifest(2, 29615, "kill.json");
   const auto run = (*dir_ / "killed").string();
-  // "kille[d]" matches the node's command line but not the shell's own, which holds the pattern.
+  // "kille[d]" and "[b]" match the node's command line but not the shell's own, which holds the
+  // patterns.
   const auto pattern = run.substr(0, run.size() - 1) + "[d]";
   const std::string script =
       "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " + write_config(100000) +
       " --run-dir " + run + " > " + run + ".log 2>&1 & launcher=$!; " +
       "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
-      "pkill -KILL -f -- \"" + pattern + " --node b\"; wait $launcher; echo launch-status=$?; " +
+      "pkill -KILL -f -- \"" + pattern + " .*--node [b]\"; wait $launcher; echo launch-status=$?; " +
       "sleep 1; echo left=$(pgrep -f -- \"" + pattern + "( --|$)\" | wc -l); cat " + run + ".log'";
   const auto start = std::chrono::steady_clock::now();
   auto result = run_command(script, 300);

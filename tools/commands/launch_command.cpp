@@ -45,6 +45,7 @@ std::vector<std::string> pass_through(const job_arguments& args) {
   if (args.steps > 0) out.insert(out.end(), {"--steps", std::to_string(args.steps)});
   if (!args.resume.empty()) out.insert(out.end(), {"--resume", args.resume});
   if (args.max_windows > 0) out.insert(out.end(), {"--max-windows", std::to_string(args.max_windows)});
+  out.push_back("--progress-lines");  // for the launcher's status line
   return out;
 }
 
@@ -107,9 +108,11 @@ void add_node_command(CLI::App& app) {
   add_job_options(command, *args);
   command->add_option("--node", *node_name, "this node's name in the manifest");
   command->add_flag("--node-from-slurm", *from_slurm, "take the node from SLURM_PROCID (node index)");
+  auto progress_lines = std::make_shared<bool>(false);
+  command->add_flag("--progress-lines", *progress_lines, "rank 0 prints a progress record per window for the launcher");
   command->add_option("--bench-out", args->bench_out,
                       "benchmark mode (no checkpoints, no metrics files); rank 0 writes its summary here as JSON");
-  command->callback([args, node_name, from_slurm] {
+  command->callback([args, node_name, from_slurm, progress_lines] {
     actors::node_identity node;
     node.manifest = cluster::load_manifest(args->manifest);
     node.name = *from_slurm ? node_from_slurm(node.manifest) : *node_name;
@@ -122,6 +125,7 @@ void add_node_command(CLI::App& app) {
     options.resume = args->resume;
     if (args->max_windows > 0) options.max_windows = args->max_windows;
     options.window_timeout = node.manifest.timeouts.window;
+    options.progress_lines = *progress_lines;
     const bool bench = !args->bench_out.empty();
     if (bench) {
       options.save_checkpoints = false;
