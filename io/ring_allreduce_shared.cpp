@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "compute/ring_schedule.hpp"
 #include "io/ring_add.hpp"
@@ -47,7 +48,8 @@ namespace troupe::io {
 // The counters grow for the life of the region (never reset), so a ring records each
 // neighbour's counter at the handshake and moves all three on by the units of every sum.
 //
-// Waiting spins for 20 µs (a neighbour one chunk behind), then yields the core for up to 2 ms,
+// Waiting spins for 20 µs (a neighbour one chunk behind; not at all when the ring has more ranks
+// than the host has cores), then yields the core for up to 2 ms,
 // then sleeps in steps growing to 0.5 ms (a neighbour still computing its window, maybe on the
 // same cores); it gives up at settings.timeout, or as soon as the neighbour's process is gone,
 // naming the rank, ring, step and chunk.
@@ -124,6 +126,7 @@ void ring_allreduce::negotiate_shared_memory(std::uint64_t sequence) {
   double able_ranks = able ? 1.0 : 0.0;
   sum(&able_ranks, 1, sequence);  // a small sum: over the transport, the same bits everywhere
   if (able_ranks != static_cast<double>(world())) return;
+  if (static_cast<unsigned>(world()) > std::thread::hardware_concurrency()) path->spin = std::chrono::microseconds(0);
   path->previous_pid = from_previous.region.pid;
   path->next_pid = from_next.region.pid;
   path->mine = mine.progress;
@@ -184,7 +187,7 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
         }
       }
       const auto waited = now - start;
-      if (waited < std::chrono::microseconds(20)) continue;  // spin: the neighbour is a chunk behind
+      if (waited < path.spin) continue;  // spin: the neighbour is a chunk behind
       if (waited < std::chrono::milliseconds(2)) {
         ::sched_yield();  // give the core to whoever shares it
       } else {            // the neighbour is busy with something else (its window's compute)

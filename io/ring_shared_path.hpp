@@ -2,6 +2,7 @@
 /// Private to io/ring_allreduce*.cpp: what a ring keeps when its large sums go through shared
 /// memory.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -13,6 +14,9 @@ namespace troupe::io {
 struct ring_allreduce::shared_path {
   std::unique_ptr<const shared_region> previous_region;  ///< mapped read-only: the data we pull
   std::unique_ptr<const shared_region> next_region;      ///< its control line only; null when next == previous
+  /// How long a wait spins before it yields: 20 µs, or none when the ring has more ranks than
+  /// this host has cores (a spinning rank would hold a core its neighbour needs).
+  std::chrono::microseconds spin{20};
   std::int32_t previous_pid = 0;
   std::int32_t next_pid = 0;
   /// Each progress counter's value when the next sum starts: every sum moves all three on by
