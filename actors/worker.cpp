@@ -18,6 +18,14 @@ using clock = std::chrono::steady_clock;
 
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+/// A failed request as the worker ends with it: CAF's bare request_timeout becomes
+/// errc::timed_out naming what was awaited and for how long; other errors pass through.
+caf::error explained(caf::error failure, const std::string& awaited, std::chrono::seconds timeout) {
+  if (failure != caf::sec::request_timeout) return failure;
+  return messages::make_error(messages::errc::timed_out,
+                              awaited + " did not answer within " + std::to_string(timeout.count()) + " s");
+}
+
 // Window statistics travel with ring 0's slice, so every rank reports the cluster's numbers
 // and checks that the replicas agree (DESIGN §4):
 //   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
@@ -54,7 +62,6 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
   auto finish = [=] {
     auto& s = self->state;
     s.summary.optimizer_steps = s.trainer->optimizer_steps();
-    s.summary.next_position = s.current.next_position;
     const double timed = seconds(clock::now() - s.timed_start);
     if (s.windows_done > 1 && timed > 0) {
       s.summary.samples_per_second = static_cast<double>(s.timed_samples) / timed;
@@ -69,7 +76,9 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
   // (so staging holds one copy): when the next is due before the previous one is written, the
   // worker waits for it (a flush request queued behind the save) or, with when_busy = "skip",
   // skips this one, logged and counted in metrics. The run's last save is awaited before `done`.
-  auto on_save_failed = [=](caf::error& failure) { self->quit(std::move(failure)); };
+  auto on_save_failed = [=](caf::error& failure) {
+    self->quit(explained(std::move(failure), "the checkpointer", settings.checkpoint_timeout));
+  };
   auto stage_and_send = [=](bool last) {
     auto& s = self->state;
     const auto start = clock::now();
@@ -157,8 +166,8 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
       request.sequence = sequence;
       request.window = settings.start.optimizer_steps + s.windows_done + 1;
       // The ring's own timeout (naming the peer) fires first; this one is a backstop.
-      self->request(settings.reducers[static_cast<std::size_t>(r)], settings.collective_timeout + std::chrono::seconds(30),
-                    messages::reduce_atom::value, request)
+      const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
+      self->request(settings.reducers[static_cast<std::size_t>(r)], backstop, messages::reduce_atom::value, request)
           .await(
               [=] {
                 if (--*pending > 0) return;
@@ -170,7 +179,12 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
                   self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
                 }
               },
-              [=](caf::error& failure) { self->quit(std::move(failure)); });
+              [=](caf::error& failure) {
+                self->quit(explained(std::move(failure),
+                                     "the reducer of ring " + std::to_string(r) + " (window " +
+                                         std::to_string(request.window) + ")",
+                                     backstop));
+              });
     }
   };
 
@@ -216,12 +230,12 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
       s.timed_samples += report.samples;
       s.timed_tokens += report.tokens;
     }
+    report.next_position = s.summary.next_position;
     if (metrics) self->send(metrics, messages::window_atom::value, report);
     self->send(supervisor, messages::window_atom::value, report);  // liveness for the run's timeout
     const int64_t skipped = report.checkpoints_skipped;
     report = messages::window_report{};
     report.checkpoints_skipped = skipped;
-    report.next_position = s.summary.next_position;
     s.loss_weighted_sum = 0;
     s.local_samples = 0;
     s.micro_in_window = 0;
@@ -241,8 +255,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
         auto& s = self->state;
         s.loader = loader;
         s.window_start = s.last_batch_done = clock::now();
-        s.summary.next_position = settings.start.next_position;
-        s.current.next_position = settings.start.next_position;
+        s.summary.next_position = settings.start.next_position;  // the data cursor: kept here only
         if (settings.windows <= 0) {
           finish();
           return;
@@ -268,7 +281,6 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
             // The cursor after this window is the window's end over all workers.
             s.summary.next_position = settings.start.next_position +
                                       static_cast<uint64_t>(s.windows_done + 1) * settings.window_samples;
-            s.current.next_position = s.summary.next_position;
           }
           if (settings.reducers.empty()) {
             if (window_full) end_window();
