@@ -97,7 +97,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   role_.world = plan.world;
   role_.ring_orders = plan.ring_orders;
   role_.chunk_bytes = plan.chunk_bytes;
-  role_.shared_memory = m.rings.shared_memory;
+  role_.shared_memory = m.rings.shared_memory && cluster::single_host(m);
   role_.collective_timeout = m.timeouts.collective;
   role_.coordinator = coordinator_;
   role_.head = head_address(m);

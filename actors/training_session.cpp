@@ -122,13 +122,17 @@ messages::training_summary run_training(caf::actor_system& system, caf::scoped_a
     auto trainer = trainer_options_of(config);
     trainer.rank = first_rank + local;
     if (role && role->shared_memory && world > 1 && config.runtime.device == "cpu") {
-      auto region = std::make_shared<io::shared_region>(
-          static_cast<std::size_t>(compute::parameter_count(config.model)) * sizeof(float),
-          "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
-      trainer.gradient_buffer = [region](int64_t numel) {
-        return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
-      };
-      regions[static_cast<std::size_t>(local)] = std::move(region);
+      try {
+        auto region = std::make_shared<io::shared_region>(
+            static_cast<std::size_t>(compute::parameter_count(config.model)) * sizeof(float),
+            "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
+        trainer.gradient_buffer = [region](int64_t numel) {
+          return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
+        };
+        regions[static_cast<std::size_t>(local)] = std::move(region);
+      } catch (const std::exception& e) {  // the rings agree on the transport instead
+        spdlog::warn("{}; gradients go over the transport", e.what());
+      }
     }
     trainers.push_back(std::move(trainer));
   }

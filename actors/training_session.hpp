@@ -37,7 +37,7 @@ struct cluster_role {
   std::vector<std::vector<std::shared_ptr<io::transport>>> transports;
   std::vector<std::vector<int>> ring_orders;
   std::size_t chunk_bytes = 1 << 20;
-  bool shared_memory = true;  ///< the manifest's rings.shared_memory
+  bool shared_memory = true;  ///< the manifest's rings.shared_memory, and every node on this host
   std::chrono::seconds collective_timeout{120};
   caf::actor coordinator;  ///< sends (abort_atom, reason); its going down means the head died
   std::string head;        ///< "host:port", for messages

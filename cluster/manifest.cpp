@@ -111,6 +111,13 @@ int cluster_manifest::first_rank(std::size_t node) const {
 
 bool is_local_host(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
+bool single_host(const cluster_manifest& manifest) {
+  const auto& first = manifest.nodes.front().host;
+  return std::all_of(manifest.nodes.begin(), manifest.nodes.end(), [&](const node_spec& node) {
+    return node.host == first || (is_local_host(node.host) && is_local_host(first));
+  });
+}
+
 cluster_manifest parse_manifest(const json& root_json, const std::string& source) {
   io::json_fields root(root_json, source);
   cluster_manifest m;

@@ -69,6 +69,9 @@ cluster_manifest load_manifest(const std::filesystem::path& file);
 /// True for the addresses `troupe launch` starts with fork/exec instead of ssh.
 bool is_local_host(const std::string& host);
 
+/// True when every node of the manifest runs on one host (all loopback, or one host name).
+bool single_host(const cluster_manifest& manifest);
+
 /// This process's executable (what `troupe launch` and the benchmarks start on each node).
 std::filesystem::path current_executable();
 

@@ -35,7 +35,9 @@ struct ring_settings {
 /// or a wait runs past settings.timeout. The transport then still holds requests that write
 /// into `data` and into this object's staging buffers: destroy the transport first (it cancels
 /// them), then this object, then reuse `data`; build a new transport and ring to go on. A ring
-/// whose sum() threw refuses further calls.
+/// whose sum() threw refuses further calls. Over shared memory, neighbours may still read the
+/// region after a failure, and its progress counters carry no generation: go on with a new
+/// region, not the old one.
 class ring_allreduce {
  public:
   /// Checks the settings; throws std::invalid_argument when my_rank is not in settings.order,

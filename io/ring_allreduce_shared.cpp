@@ -1,4 +1,7 @@
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
+#include <xxhash.h>
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
@@ -8,8 +11,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "compute/ring_schedule.hpp"
 #include "io/ring_add.hpp"
@@ -48,6 +53,10 @@ namespace troupe::io {
 // The counters grow for the life of the region (never reset), so a ring records each
 // neighbour's counter at the handshake and moves all three on by the units of every sum.
 //
+// On entering, a rank also publishes the sum's signature (sequence, count, element size,
+// chunk) and checks its previous neighbour's: ranks in different sums would number their units
+// differently and read chunks before they are written, so that is an error naming the rank.
+//
 // Waiting spins for 20 µs (a neighbour one chunk behind; not at all when the ring has more ranks
 // than the host has cores), then yields the core for up to 2 ms,
 // then sleeps in steps growing to 0.5 ms (a neighbour still computing its window, maybe on the
@@ -84,6 +93,20 @@ std::uint64_t handshake_tag(int ring, std::uint64_t sequence, bool to_next) {
 }
 
 bool process_gone(std::int32_t pid) { return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+/// A hint to the core that this is a spin-wait loop.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+std::uint64_t xxh64_of(std::initializer_list<std::uint64_t> values) {
+  const std::vector<std::uint64_t> words(values);
+  return XXH64(words.data(), words.size() * sizeof(std::uint64_t), 0);
+}
 
 }  // namespace
 
@@ -146,7 +169,8 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
     broken_ = true;
     throw transport_error(peer, "ring " + std::to_string(ring) + " sequence " + std::to_string(sequence) + " " + what);
   };
-  if (!region_->contains(data, bytes))
+  const bool in_scratch = reinterpret_cast<std::byte*>(data) == region_->scratch(ring);
+  if (!region_->in_data(data, bytes) && !in_scratch)
     fail(-1, "(shared memory): the buffer is not inside the region given to share_memory()");
 
   const std::size_t chunk_elements = this->chunk_elements(sizeof(T));
@@ -154,6 +178,9 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
   for (int segment = 0; segment < n; ++segment)
     chunks = std::max(chunks, compute::chunk_count(compute::ring_segment(count, n, segment).size(), chunk_elements));
   const std::uint64_t units = 1 + 2 * static_cast<std::uint64_t>(n - 1) * chunks;
+  // What this sum is. Neighbours that disagreed would number their units differently and read
+  // chunks before they are written, so each rank checks its previous neighbour's on entering.
+  const std::uint64_t call = xxh64_of({sequence, count, sizeof(T), chunk_elements});
   auto unit_done = [&](int step, std::size_t chunk) { return 1 + static_cast<std::uint64_t>(step) * chunks + chunk + 1; };
 
   auto& mine = region_->control(ring);
@@ -168,12 +195,15 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
     const auto deadline = start + settings_.timeout;
     auto next_check = start;
     long sleep_ns = 10'000;
+    bool waited_long = path.spin.count() == 0;  // past spinning: look at the clock every round
     for (std::uint64_t spins = 1; control.progress.load(std::memory_order_acquire) < target; ++spins) {
-      _mm_pause();
-      if (spins % 64 != 0) continue;
+      cpu_relax();
+      if (spins % 64 != 0 && waited_long == false) continue;
       const auto now = transport::clock::now();
       if (now >= next_check) {
         next_check = now + std::chrono::milliseconds(20);
+        // The neighbour may have reached the target and exited since the loop's last look.
+        if (control.progress.load(std::memory_order_acquire) >= target) return;
         char text[200];
         if (process_gone(pid)) {
           std::snprintf(text, sizeof text, "%s step %d chunk %zu: rank %d (process %d) is gone (shared memory)",
@@ -188,6 +218,7 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
       }
       const auto waited = now - start;
       if (waited < path.spin) continue;  // spin: the neighbour is a chunk behind
+      waited_long = true;
       if (waited < std::chrono::milliseconds(2)) {
         ::sched_yield();  // give the core to whoever shares it
       } else {            // the neighbour is busy with something else (its window's compute)
@@ -199,8 +230,12 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
   };
 
   mine.offset.store(region_->offset_of(data), std::memory_order_relaxed);
+  mine.call.store(call, std::memory_order_relaxed);
   mine.progress.store(path.mine + 1, std::memory_order_release);
   wait_for(from, path.previous + 1, previous(), path.previous_pid, "entering", 0, 0);
+  if (from.call.load(std::memory_order_relaxed) != call)
+    fail(previous(), "(shared memory): rank " + std::to_string(previous()) +
+                         " entered a different sum (sequence, element count, type or chunk size differ)");
   const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
   const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
   if (!previous_buffer)

@@ -37,6 +37,8 @@ std::size_t page_rounded(std::size_t bytes) {
 }  // namespace
 
 shared_region::shared_region(std::size_t data_bytes, const std::string& what) {
+  if (data_bytes > max_data_bytes)
+    throw std::invalid_argument(what + ": a shared region of " + std::to_string(data_bytes) + " bytes is too large");
   mapping_bytes_ = control_bytes + all_scratch_bytes + page_rounded(data_bytes);
   fd_ = ::memfd_create("troupe-gradients", MFD_CLOEXEC);
   if (fd_ < 0) fail(what, "memfd_create failed", mapping_bytes_, errno);
@@ -51,6 +53,9 @@ shared_region::shared_region(std::size_t data_bytes, const std::string& what) {
     ::close(fd_);
     fail(what, "cannot map a shared region", mapping_bytes_, saved);
   }
+  struct stat info {};
+  ::fstat(fd_, &info);
+  inode_ = static_cast<std::uint64_t>(info.st_ino);
   mapping_ = static_cast<std::byte*>(mapped);
   shared_ = mapping_ + control_bytes;
   shared_bytes_ = all_scratch_bytes + data_bytes;
@@ -60,13 +65,16 @@ shared_region::shared_region(std::size_t data_bytes, const std::string& what) {
 }
 
 std::unique_ptr<const shared_region> shared_region::attach(const shared_region_descriptor& descriptor) {
-  if (descriptor.host == 0 || descriptor.host != same_host_id() || descriptor.fd < 0) return nullptr;
+  if (descriptor.host == 0 || descriptor.host != same_host_id() || descriptor.fd < 0 ||
+      descriptor.data_bytes > max_data_bytes)
+    return nullptr;
   const std::string path = "/proc/" + std::to_string(descriptor.pid) + "/fd/" + std::to_string(descriptor.fd);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
   const std::size_t bytes = control_bytes + all_scratch_bytes + page_rounded(descriptor.data_bytes);
   struct stat info {};
-  if (::fstat(fd, &info) != 0 || static_cast<std::size_t>(info.st_size) != bytes) {
+  if (::fstat(fd, &info) != 0 || static_cast<std::size_t>(info.st_size) != bytes ||
+      static_cast<std::uint64_t>(info.st_ino) != descriptor.inode) {
     ::close(fd);
     return nullptr;
   }
@@ -88,9 +96,9 @@ shared_region::~shared_region() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool shared_region::contains(const void* pointer, std::size_t bytes) const {
+bool shared_region::in_data(const void* pointer, std::size_t bytes) const {
   const auto* p = static_cast<const std::byte*>(pointer);
-  return p >= shared_ && bytes <= shared_bytes_ && static_cast<std::size_t>(p - shared_) <= shared_bytes_ - bytes;
+  return p >= data_ && bytes <= data_bytes_ && static_cast<std::size_t>(p - data_) <= data_bytes_ - bytes;
 }
 
 std::byte* shared_region::scratch(int ring) {
@@ -119,7 +127,7 @@ const shared_ring_control& shared_region::control(int ring) const {
 
 shared_region_descriptor shared_region::descriptor() const {
   if (fd_ < 0) throw std::logic_error("shared_region::descriptor: only the owner describes a region");
-  return {same_host_id(), static_cast<std::int32_t>(::getpid()), fd_, data_bytes_};
+  return {same_host_id(), static_cast<std::int32_t>(::getpid()), fd_, data_bytes_, inode_};
 }
 
 std::uint64_t shared_region::same_host_id() {

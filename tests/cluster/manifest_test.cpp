@@ -65,6 +65,14 @@ TEST(manifest, ring_orders_must_be_permutations) {
   m["rings"]["order"] = json::parse("[[1, 0], [0, 1]]");
   EXPECT_EQ(parse_manifest(m, "m.json").rings.orders[0], (std::vector<int>{1, 0}));
   EXPECT_TRUE(parse_manifest(m, "m.json").rings.shared_memory);  // the default
+  EXPECT_TRUE(single_host(parse_manifest(m, "m.json")));
+  auto spread = m;
+  spread["nodes"][1]["host"] = "localhost";  // still this host
+  EXPECT_TRUE(single_host(parse_manifest(spread, "m.json")));
+  spread["nodes"][0]["host"] = "gpu-a";
+  spread["nodes"][1]["host"] = "gpu-b";
+  spread["oversubscribe"] = true;
+  EXPECT_FALSE(single_host(parse_manifest(spread, "m.json")));  // no shared memory between hosts
   m["rings"]["shared_memory"] = "yes";
   expect_error(m, {"rings.shared_memory"});
   m["rings"]["shared_memory"] = false;

@@ -612,6 +612,21 @@ TEST(ring_allreduce_failure, shared_memory_peer_that_stops_calling_sum_times_out
   }));
 }
 
+TEST(ring_allreduce_failure, shared_memory_neighbours_in_different_sums_fail_naming_each_other) {
+  constexpr std::size_t count = 100000;
+  const auto failures = run_shared_pair(count, 2s, [&](const rank_context& ctx, ring_allreduce& ring) {
+    float* data = reinterpret_cast<float*>(ctx.region->data());
+    ring.sum(data, count - 16 * static_cast<std::size_t>(ctx.rank), 1);  // rank 1 sums 16 fewer
+  });
+  int named = 0;
+  for (const auto& failure : failures)
+    if (failure.find("harness:") == std::string::npos) {
+      EXPECT_NE(failure.find("entered a different sum"), std::string::npos) << failure;
+      ++named;
+    }
+  EXPECT_EQ(named, 2);
+}
+
 TEST(ring_allreduce_failure, a_buffer_outside_the_region_is_refused) {
   constexpr std::size_t count = 100000;
   std::vector<std::vector<float>> outside(2, std::vector<float>(count, 1.0f));
