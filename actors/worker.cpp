@@ -131,7 +131,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
   // Fills the statistics this rank contributes to the window's allreduce.
   auto fill_statistics = [=] {
     auto& s = self->state;
-    auto& stats = s.statistics;
+    auto& stats = *s.statistics;
     stats.assign(statistics_header + hash_parts * static_cast<std::size_t>(settings.world), 0.0);
     stats[0] = s.loss_weighted_sum;
     stats[1] = static_cast<double>(s.local_samples);
@@ -158,10 +158,12 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
       messages::reduce_request request;
       const auto slice = compute::ring_slice(count, rings, r);
       request.gradient = data + slice.begin;
+      request.gradient_owner = s.trainer;
       request.gradient_count = slice.size();
       if (with_statistics && r == 0) {
-        request.statistics = s.statistics.data();
-        request.statistic_count = s.statistics.size();
+        request.statistics = s.statistics->data();
+        request.statistic_count = s.statistics->size();
+        request.statistics_owner = s.statistics;
       }
       request.sequence = sequence;
       request.window = settings.start.optimizer_steps + s.windows_done + 1;
@@ -195,7 +197,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     if (settings.reducers.empty()) {
       report.parameter_hash = parameter_hash(*s.trainer);
     } else {
-      const auto& stats = s.statistics;
+      const auto& stats = *s.statistics;
       s.loss_weighted_sum = stats[0];
       s.local_samples = static_cast<int64_t>(stats[1]);
       window_samples = s.local_samples;

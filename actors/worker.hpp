@@ -59,7 +59,7 @@ struct worker_state {
   int64_t timed_samples = 0, timed_tokens = 0;
   messages::training_summary summary;
   /// Summed over all ranks with the gradient (see window_statistics in worker.cpp).
-  std::vector<double> statistics;
+  std::shared_ptr<std::vector<double>> statistics = std::make_shared<std::vector<double>>();
   uint64_t reduces = 0;  ///< sequence number of the next allreduce
 };
 

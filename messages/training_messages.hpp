@@ -5,6 +5,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ struct reduce_request {
   std::size_t statistic_count = 0;
   uint64_t sequence = 0;  ///< distinguishes successive reduces on the ring
   int64_t window = 0;     ///< for messages
+  /// Keep `gradient` and `statistics` alive while a reducer works on them: a worker that stops
+  /// (another ring failed) may be gone before this reducer's sum returns.
+  std::shared_ptr<const void> gradient_owner;
+  std::shared_ptr<const void> statistics_owner;
 };
 
 /// What a finished run reports to whoever started it.
