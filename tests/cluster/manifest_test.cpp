@@ -1,6 +1,8 @@
 #include "cluster/manifest.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pty.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -229,6 +231,34 @@ TEST(launcher, prefixes_node_lines_and_keeps_progress_records_off_a_pipe) {
   EXPECT_EQ(run_nodes(commands, std::chrono::seconds(1)), 0);
   const auto out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(out, "[head] first\n[head] no newline at the end\n");  // stdout is not a terminal here
+}
+
+TEST(launcher, keeps_one_status_line_under_the_logs_on_a_terminal) {
+  int terminal = -1, node_side = -1;
+  ASSERT_EQ(::openpty(&terminal, &node_side, nullptr, nullptr, nullptr), 0);
+  std::fflush(stdout);
+  const int saved_stdout = ::dup(STDOUT_FILENO);
+  ::dup2(node_side, STDOUT_FILENO);  // the launcher's stdout is now a terminal
+  const int status = run_nodes({{"head", launch_method::local,
+                                 {"/bin/sh", "-c",
+                                  "echo 'troupe-progress: step 1/2'; echo log; echo 'troupe-progress: step 2/2'"}}},
+                               std::chrono::seconds(1));
+  std::fflush(stdout);
+  ::dup2(saved_stdout, STDOUT_FILENO);
+  ::close(saved_stdout);
+  ::close(node_side);
+  ::fcntl(terminal, F_SETFL, O_NONBLOCK);
+  std::string shown;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(terminal, buffer, sizeof buffer)) > 0;) shown.append(buffer, static_cast<std::size_t>(n));
+  ::close(terminal);
+  EXPECT_EQ(status, 0);
+  // The terminal turns "\n" into "\r\n". The status line is drawn, cleared for the log line,
+  // drawn again under it, replaced by the next record, and ended with a newline.
+  EXPECT_EQ(shown,
+            "\r\033[Kstep 1/2"
+            "\r\033[K[head] log\r\nstep 1/2"
+            "\r\033[Kstep 2/2\r\n");
 }
 
 TEST(launcher, forwards_an_interrupt_to_every_node) {
