@@ -9,6 +9,7 @@
 #include "compute/ring_schedule.hpp"
 #include "io/ring_add.hpp"
 #include "io/ring_shared_path.hpp"
+#include "io/ring_tag.hpp"
 
 namespace troupe::io {
 
@@ -74,34 +75,15 @@ namespace troupe::io {
 namespace {
 
 using compute::element_range;
-
-constexpr int ring_bits = 4;
-constexpr int sequence_bits = 16;
-constexpr int phase_bits = 1;
-constexpr int step_bits = 11;
-constexpr int chunk_bits = 16;
-static_assert(ring_bits + sequence_bits + phase_bits + step_bits + chunk_bits == transport_tag_bits);
-static_assert((1 << ring_bits) == ring_allreduce::max_rings);
-
-constexpr int reduce_scatter = 0;
-constexpr int allgather = 1;
+using ring_tags::allgather;
+using ring_tags::reduce_scatter;
+using ring_tags::ring_tag;
 
 // Receives posted ahead of the one being processed (reduce-scatter: staging slots in use).
 constexpr std::size_t pipeline_depth = 4;
 constexpr std::size_t staging_alignment = 64;
 // Elements added between two progress calls (see the reduce-scatter loop).
 constexpr std::size_t add_block_elements = 16384;
-
-std::uint64_t field(std::uint64_t value, int bits, int shift) {
-  return (value & ((std::uint64_t{1} << bits) - 1)) << shift;
-}
-
-std::uint64_t ring_tag(int ring, std::uint64_t sequence, int phase, int step, std::size_t chunk) {
-  return field(static_cast<std::uint64_t>(ring), ring_bits, sequence_bits + phase_bits + step_bits + chunk_bits) |
-         field(sequence, sequence_bits, phase_bits + step_bits + chunk_bits) |
-         field(static_cast<std::uint64_t>(phase), phase_bits, step_bits + chunk_bits) |
-         field(static_cast<std::uint64_t>(step), step_bits, chunk_bits) | field(chunk, chunk_bits, 0);
-}
 
 const char* phase_name(int phase) { return phase == reduce_scatter ? "reduce-scatter" : "allgather"; }
 

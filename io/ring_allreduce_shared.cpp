@@ -20,6 +20,7 @@
 #include "io/ring_add.hpp"
 #include "io/ring_allreduce.hpp"
 #include "io/ring_shared_path.hpp"
+#include "io/ring_tag.hpp"
 
 namespace troupe::io {
 
@@ -85,11 +86,8 @@ struct shared_handshake {
 // Tags of the handshake: allgather, the last step number, the last two chunk numbers; a
 // transport sum would need 2^16 chunks in a segment and 2^11 steps to reach them.
 std::uint64_t handshake_tag(int ring, std::uint64_t sequence, bool to_next) {
-  constexpr std::uint64_t chunk_bits = 16, step_bits = 11, phase_bits = 1, sequence_bits = 16;
-  const std::uint64_t chunk = to_next ? 0xffff : 0xfffe;
-  return (static_cast<std::uint64_t>(ring) << (sequence_bits + phase_bits + step_bits + chunk_bits)) |
-         ((sequence & 0xffff) << (phase_bits + step_bits + chunk_bits)) | (std::uint64_t{1} << (step_bits + chunk_bits)) |
-         (std::uint64_t{0x7ff} << chunk_bits) | chunk;
+  return ring_tags::ring_tag(ring, sequence, ring_tags::allgather, ring_tags::last_step,
+                             to_next ? ring_tags::last_chunk : ring_tags::last_chunk - 1);
 }
 
 bool process_gone(std::int32_t pid) { return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH; }
