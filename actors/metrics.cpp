@@ -84,11 +84,11 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
                       static_cast<long long>(report.step), static_cast<long long>(settings.total_steps), report.loss,
                       report.lr, report.grad_norm, samples_per_s, format_duration(eta).c_str());
         if (settings.progress_lines) std::fprintf(stderr, "%s%s\n", messages::progress_line_marker, line);
-        if (!settings.console) {
-        } else if (s.tty) {
+        if (settings.console && s.tty) {
           std::fprintf(stderr, "\r\033[K%s", line);
           s.line_open = true;
-        } else if (report.step % settings.steps_per_print == 0 || report.step == settings.total_steps) {
+        } else if (settings.console &&
+                   (report.step % settings.steps_per_print == 0 || report.step == settings.total_steps)) {
           std::fprintf(stderr, "%s\n", line);
         }
         std::fflush(stderr);

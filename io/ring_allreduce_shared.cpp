@@ -196,7 +196,7 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
     bool waited_long = path.spin.count() == 0;  // past spinning: look at the clock every round
     for (std::uint64_t spins = 1; control.progress.load(std::memory_order_acquire) < target; ++spins) {
       cpu_relax();
-      if (spins % 64 != 0 && waited_long == false) continue;
+      if (!waited_long && spins % 64 != 0) continue;
       const auto now = transport::clock::now();
       if (now >= next_check) {
         next_check = now + std::chrono::milliseconds(20);

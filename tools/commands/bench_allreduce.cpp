@@ -193,7 +193,7 @@ void add_bench_allreduce(CLI::App* bench) {
   driver->add_option("--rings", args->rings, "concurrent rings")->capture_default_str();
   driver->add_option("--chunk-bytes", args->chunk, "pipeline chunk of the ring")->capture_default_str();
   driver->add_option("--shared-memory", args->shared_memory,
-                     "large sums read neighbours' buffers in place (false: every byte over UCX)")
+                     "sums read neighbours' buffers in place on this host (false: every byte over UCX)")
       ->capture_default_str();
   driver->add_flag("--json", args->json_output, "print one JSON line");
   driver->callback([args] { run_driver(*args); });
