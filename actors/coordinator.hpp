@@ -3,6 +3,7 @@
 /// middleman, it hands out the plan, watches membership, and tells everyone when a node fails.
 
 #include <caf/fwd.hpp>
+#include <caf/result.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -26,13 +27,31 @@ struct joined_node {
   caf::response_promise reply;  ///< delivers the plan
 };
 
+/// The coordinator's state and the handlers of its protocol (below), each a named member
+/// function; the behaviour only dispatches to them.
 struct coordinator_state {
   static inline const char* name = "coordinator";
+
+  // Wiring, set once when the actor starts.
+  caf::stateful_actor<coordinator_state>* self = nullptr;
+  coordinator_settings settings;
+
   std::map<std::string, joined_node> joined;
   std::set<std::string> finished;
   std::set<std::string> departed;  ///< nodes that disconnected after the release
   bool planned = false;
   bool released = false;
+
+  caf::result<std::string> on_join(const std::string& bytes);
+  void on_finished(const std::string& node);
+  void on_join_timeout();
+  void on_down(const caf::down_msg& down);
+  /// Ends the job: every node still in it (but `except`) hears why, then the coordinator quits.
+  void abort_all(const std::string& reason, const std::string& except);
+  /// What is wrong with a join, or "" when it fits the manifest.
+  std::string check_join(const cluster::join_request& join) const;
+  /// "node NAME (HOST)", for messages.
+  std::string label(const std::string& node) const;
 };
 
 /// Protocol:

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <memory>
 
-#include "io/mlm_batch_builder.hpp"
+#include "io/data/mlm_batch_builder.hpp"
 
 namespace troupe::actors {
 

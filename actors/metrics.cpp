@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "io/file_util.hpp"
+#include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
-#include "messages/progress_line.hpp"
 #include "messages/error_code.hpp"
+#include "messages/progress_line.hpp"
 #include "messages/training_messages.hpp"
 
 namespace troupe::actors {

@@ -8,10 +8,10 @@
 
 #include "actors/coordinator.hpp"
 #include "cluster/plan.hpp"
-#include "compute/error.hpp"
-#include "io/file_util.hpp"
-#include "io/ucx_transport.hpp"
+#include "io/comm/ucx/ucx_transport.hpp"
+#include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "actors/training_session.hpp"
 #include "cluster/manifest.hpp"
-#include "io/job_config.hpp"
+#include "io/config/job_config.hpp"
 
 namespace troupe::io {
 class ucx_context;

@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "io/ring_allreduce.hpp"
-#include "io/shared_region.hpp"
-#include "io/transport.hpp"
+#include "io/comm/ring_allreduce.hpp"
+#include "io/comm/shared_region.hpp"
+#include "io/comm/transport.hpp"
 
 namespace troupe::actors {
 

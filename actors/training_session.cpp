@@ -11,15 +11,17 @@
 #include "actors/metrics.hpp"
 #include "actors/reducer.hpp"
 #include "actors/worker.hpp"
+#include "compute/bert_config.hpp"
 #include "compute/borrowed_tensor.hpp"
 #include "compute/device_check.hpp"
-#include "compute/error.hpp"
-#include "compute/staging_buffer.hpp"
-#include "io/shared_region.hpp"
-#include "io/token_dataset.hpp"
+#include "io/checkpoint/resume_compatibility.hpp"
+#include "io/checkpoint/run_directory.hpp"
+#include "io/comm/shared_region.hpp"
+#include "io/data/token_dataset.hpp"
 #include "messages/atoms.hpp"
-#include "messages/type_registration.hpp"
+#include "messages/error.hpp"
 #include "messages/error_code.hpp"
+#include "messages/type_registration.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -61,13 +63,7 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
   run.contents = std::make_shared<io::checkpoint_contents>(io::load_for_resume(options.resume, options.run_dir, in_place));
   const auto& contents = *run.contents;
   const auto& dir = contents.dir;
-  if (contents.state.vocab_hash != data.vocab_hash)
-    throw make_error(dir.string(), ": the checkpoint was trained with vocabulary ", contents.state.vocab_hash,
-                     ", the data uses ", data.vocab_hash);
-  if (contents.model.hidden_size != config.model.hidden_size ||
-      contents.model.num_hidden_layers != config.model.num_hidden_layers ||
-      contents.model.vocab_size != config.model.vocab_size)
-    throw make_error(dir.string(), ": the checkpoint's model sizes differ from the config's model section");
+  io::check_resume_compatible(contents, config, data);
   // Every rank makes the same number of dropout calls, so a rank the checkpoint has no stream
   // for (only the writer's is saved) continues from the writer's count.
   const io::rng_state* writer_stream = nullptr;
@@ -102,166 +98,262 @@ messages::training_summary run_training(io::job_config config, const session_opt
   return run_training(system, supervisor, std::move(config), options, nullptr);
 }
 
-messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
-                                        io::job_config config, const session_options& options,
-                                        const cluster_role* role) {
-  const int world = role ? role->world : 1;
-  const int first_rank = role ? role->first_rank : 0;
-  const int local_workers = role ? static_cast<int>(role->transports.size()) : 1;
-  const bool reports = first_rank == 0;  // global rank 0 writes metrics and checkpoints
+namespace {
 
-  if (options.steps) config.set_train_steps(*options.steps);
-  auto dataset = std::make_shared<const io::token_dataset>(config.data.dir, "train");
-  io::reconcile_with_data(config, dataset->manifest(), "config");
-  compute::check_device(config.runtime.device, "config: runtime.device");
-  // Each local worker's options; with rings on one host, its gradient lives in a shared region
-  // that its reducers offer to their rings (io/ring_allreduce_shared.cpp).
-  std::vector<compute::trainer_options> trainers;
-  std::vector<std::shared_ptr<io::shared_region>> regions(static_cast<std::size_t>(local_workers));
-  for (int local = 0; local < local_workers; ++local) {
-    auto trainer = trainer_options_of(config);
-    trainer.rank = first_rank + local;
-    if (role && role->shared_memory && world > 1 && config.runtime.device == "cpu") {
-      try {
-        auto region = std::make_shared<io::shared_region>(
-            static_cast<std::size_t>(compute::parameter_count(config.model)) * sizeof(float),
-            "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
-        trainer.gradient_buffer = [region](int64_t numel) {
-          return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
-        };
-        regions[static_cast<std::size_t>(local)] = std::move(region);
-      } catch (const std::exception& e) {  // the rings agree on the transport instead
-        spdlog::warn("{}; gradients go over the transport", e.what());
+/// One run of run_training below, as named steps over the state they share: check, prepare
+/// the trainers, take the run directory, resume, spawn the actors, wait, stop.
+class training_run {
+ public:
+  training_run(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
+               const session_options& options, const cluster_role* role)
+      : system_(system),
+        supervisor_(supervisor),
+        config_(std::move(config)),
+        options_(options),
+        role_(role),
+        world_(role ? role->world : 1),
+        first_rank_(role ? role->first_rank : 0),
+        local_workers_(role ? static_cast<int>(role->transports.size()) : 1),
+        reports_(first_rank_ == 0) {}  // global rank 0 writes metrics and checkpoints
+
+  messages::training_summary execute() {
+    check_inputs();
+    prepare_trainers();
+    check_staging_fits();
+    hold_run_directory();
+    resumed_ = resume_trainers(config_, options_, dataset_->manifest(), trainers_);
+    set_start_state();
+    spawn_reporters();
+    const auto seams = worker_test_seams::from_environment();
+    for (int local = 0; local < local_workers_; ++local) spawn_rank(local, seams);
+    for (const auto& actor : {metrics_actor_, checkpoint_actor_})
+      if (actor) spawned_.push_back(actor);
+    for (const auto& actor : spawned_) supervisor_->monitor(actor);
+    if (role_ && role_->coordinator) supervisor_->monitor(role_->coordinator);
+    auto summary = await_summaries();
+    stop();
+    if (!failure_.empty()) throw error(failure_);
+    return *summary;
+  }
+
+ private:
+  /// The config against the data and the device, before anything is built.
+  void check_inputs() {
+    if (options_.steps) config_.set_train_steps(*options_.steps);
+    dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
+    io::reconcile_with_data(config_, dataset_->manifest(), "config");
+    compute::check_device(config_.runtime.device, "config: runtime.device");
+  }
+
+  /// Each local worker's trainer options; with rings on one host, its gradient lives in a shared
+  /// region that its reducers offer to their rings (io/comm/ring_allreduce_shared.cpp).
+  void prepare_trainers() {
+    regions_.resize(static_cast<std::size_t>(local_workers_));
+    for (int local = 0; local < local_workers_; ++local) {
+      auto trainer = trainer_options_of(config_);
+      trainer.rank = first_rank_ + local;
+      if (role_ && role_->shared_memory && world_ > 1 && config_.runtime.device == "cpu") {
+        try {
+          auto region = std::make_shared<io::shared_region>(
+              static_cast<std::size_t>(compute::parameter_count(config_.model)) * sizeof(float),
+              "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
+          trainer.gradient_buffer = [region](int64_t numel) {
+            return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
+          };
+          regions_[static_cast<std::size_t>(local)] = std::move(region);
+        } catch (const std::exception& e) {  // the rings agree on the transport instead
+          spdlog::warn("{}; gradients go over the transport", e.what());
+        }
       }
+      trainers_.push_back(std::move(trainer));
     }
-    trainers.push_back(std::move(trainer));
   }
-  auto resumed = resume_trainers(config, options, dataset->manifest(), trainers);
-  const auto& resume = resumed.contents;
-  // fp32 parameters and two optimizer moments are staged for each checkpoint.
-  const int64_t staged_bytes = 12 * compute::parameter_count(config.model);
-  if (options.save_checkpoints && staged_bytes > config.checkpoint.max_staging_bytes)
-    throw make_error("config: checkpoint.max_staging_bytes: ", config.checkpoint.max_staging_bytes,
-                     " bytes cannot hold one staged copy of the parameters and optimizer moments (", staged_bytes,
-                     " bytes)");
 
-  io::training_state start;
-  start.seed = config.seed;
-  start.world_size = world;
-  start.vocab_hash = dataset->manifest().vocab_hash;
-  start.dataset_size = dataset->size();
-  if (resume) {
-    start.optimizer_steps = resume->state.optimizer_steps;
-    start.next_position = resume->state.next_position;
+  /// fp32 parameters and two optimizer moments are staged for each checkpoint.
+  void check_staging_fits() const {
+    const int64_t staged_bytes = 12 * compute::parameter_count(config_.model);
+    if (options_.save_checkpoints && staged_bytes > config_.checkpoint.max_staging_bytes)
+      throw make_error("config: checkpoint.max_staging_bytes: ", config_.checkpoint.max_staging_bytes,
+                       " bytes cannot hold one staged copy of the parameters and optimizer moments (", staged_bytes,
+                       " bytes)");
   }
-  int64_t windows = std::max<int64_t>(0, config.train_steps - start.optimizer_steps);
-  if (options.max_windows) windows = std::min(windows, *options.max_windows);
-  if (reports) std::filesystem::create_directories(options.run_dir);
 
-  caf::actor metrics_actor, checkpoint_actor;
-  if (reports) {
+  /// Everything the user could get wrong has been checked: from here on the run directory is
+  /// this job's (see session_options::own_run_directory).
+  void hold_run_directory() {
+    if (!reports_) return;
+    if (options_.own_run_directory) {
+      run_directory_.emplace(options_.run_dir);
+      if (options_.resume.empty()) io::prepare_fresh_run(options_.run_dir, options_.overwrite);
+    }
+    std::filesystem::create_directories(options_.run_dir);
+  }
+
+  /// Where training starts: the data's identity, and the resumed step and cursor.
+  void set_start_state() {
+    start_.seed = config_.seed;
+    start_.world_size = world_;
+    start_.vocab_hash = dataset_->manifest().vocab_hash;
+    start_.dataset_size = dataset_->size();
+    start_.data_manifest_hash = dataset_->manifest().file_hash;
+    start_.sequence_length = dataset_->manifest().max_seq_length;
+    if (resumed_.contents) {
+      start_.optimizer_steps = resumed_.contents->state.optimizer_steps;
+      start_.next_position = resumed_.contents->state.next_position;
+    }
+    windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
+    if (options_.max_windows) windows_ = std::min(windows_, *options_.max_windows);
+  }
+
+  /// Global rank 0's metrics actor and checkpointer.
+  void spawn_reporters() {
+    if (!reports_) return;
     metrics_settings metric_options;
-    if (options.write_metrics) metric_options.jsonl = options.run_dir / "metrics.jsonl";
-    metric_options.total_steps = config.train_steps;
-    metric_options.steps_per_print = config.steps_per_print;
-    metric_options.console = options.console;
-    metric_options.progress_lines = options.progress_lines;
-    metrics_actor = system.spawn(metrics, metric_options);
-    checkpoint_actor = system.spawn<caf::detached>(checkpointer, options.run_dir);
+    if (options_.write_metrics) metric_options.jsonl = options_.run_dir / "metrics.jsonl";
+    metric_options.total_steps = config_.train_steps;
+    metric_options.steps_per_print = config_.steps_per_print;
+    metric_options.console = options_.console;
+    metric_options.progress_lines = options_.progress_lines;
+    metrics_actor_ = system_.spawn(metrics, metric_options);
+    checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir);
   }
 
-  std::vector<caf::actor> spawned;  // every actor of the run: monitored, and stopped at the end
-  for (int local = 0; local < local_workers; ++local) {
-    const int rank = first_rank + local;
+  /// One local worker: its reducers (one per ring), the worker, its data loader.
+  void spawn_rank(int local, const worker_test_seams& seams) {
+    const int rank = first_rank_ + local;
     worker_settings w;
-    w.trainer = trainers[static_cast<std::size_t>(local)];
+    w.trainer = trainers_[static_cast<std::size_t>(local)];
     w.rank = rank;
-    w.world = world;
-    w.accumulation = config.gradient_accumulation_steps;
-    w.prefetch = config.data.prefetch;
-    w.windows = windows;
-    w.checkpoint_every = config.checkpoint.every_windows;
-    w.checkpoint_keep = config.checkpoint.keep;
-    w.reports = reports && local == 0;
-    w.save_checkpoints = options.save_checkpoints && w.reports;
-    w.skip_checkpoint_when_busy = config.checkpoint.skip_when_busy;
-    w.start = start;
-    w.window_samples = static_cast<uint64_t>(config.train_batch_size);
-    w.job = config.source;
-    if (resume) w.resumed_trainer = std::move(resumed.trainers[static_cast<std::size_t>(local)]);
-    w.sync_every_micro_batch = config.sync_every_micro_batch;
-    if (role) {
-      w.collective_timeout = role->collective_timeout;
-      for (std::size_t ring = 0; ring < role->ring_orders.size(); ++ring) {
-        reducer_settings r;
-        r.transport = role->transports[static_cast<std::size_t>(local)][ring];
-        r.rank = rank;
-        r.ring.order = role->ring_orders[ring];
-        r.ring.ring_index = static_cast<int>(ring);
-        r.ring.chunk_bytes = role->chunk_bytes;
-        r.ring.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role->collective_timeout);
-        r.region = regions[static_cast<std::size_t>(local)];
-        w.reducers.push_back(system.spawn<caf::detached>(reducer, r));
-        spawned.push_back(w.reducers.back());
-      }
+    w.world = world_;
+    w.accumulation = config_.gradient_accumulation_steps;
+    w.prefetch = config_.data.prefetch;
+    w.windows = windows_;
+    w.checkpoint_every = config_.checkpoint.every_windows;
+    w.checkpoint_keep = config_.checkpoint.keep;
+    w.reports = reports_ && local == 0;
+    w.save_checkpoints = options_.save_checkpoints && w.reports;
+    w.skip_checkpoint_when_busy = config_.checkpoint.skip_when_busy;
+    w.start = start_;
+    w.window_samples = static_cast<uint64_t>(config_.train_batch_size);
+    w.job = config_.source;
+    if (resumed_.contents) w.resumed_trainer = std::move(resumed_.trainers[static_cast<std::size_t>(local)]);
+    w.sync_every_micro_batch = config_.sync_every_micro_batch;
+    w.seams = seams;
+    if (role_) {
+      w.collective_timeout = role_->collective_timeout;
+      w.reducers = spawn_reducers(local, rank);
     }
-    auto worker_actor = system.spawn<caf::detached>(worker, w, w.reports ? metrics_actor : caf::actor{},
-                                                    w.save_checkpoints ? checkpoint_actor : caf::actor{},
-                                                    caf::actor_cast<caf::actor>(supervisor));
+    auto worker_actor = system_.spawn<caf::detached>(worker, w, w.reports ? metrics_actor_ : caf::actor{},
+                                                     w.save_checkpoints ? checkpoint_actor_ : caf::actor{},
+                                                     caf::actor_cast<caf::actor>(supervisor_));
+    auto loader_actor = system_.spawn<caf::detached>(data_loader, loader_settings(rank));
+    spawned_.push_back(worker_actor);
+    spawned_.push_back(loader_actor);
+    supervisor_->send(worker_actor, messages::start_atom::value, loader_actor);
+  }
+
+  std::vector<caf::actor> spawn_reducers(int local, int rank) {
+    std::vector<caf::actor> reducers;
+    for (std::size_t ring = 0; ring < role_->ring_orders.size(); ++ring) {
+      reducer_settings r;
+      r.transport = role_->transports[static_cast<std::size_t>(local)][ring];
+      r.rank = rank;
+      r.ring.order = role_->ring_orders[ring];
+      r.ring.ring_index = static_cast<int>(ring);
+      r.ring.chunk_bytes = role_->chunk_bytes;
+      r.ring.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_->collective_timeout);
+      r.region = regions_[static_cast<std::size_t>(local)];
+      reducers.push_back(system_.spawn<caf::detached>(reducer, r));
+      spawned_.push_back(reducers.back());
+    }
+    return reducers;
+  }
+
+  data_loader_settings loader_settings(int rank) const {
     data_loader_settings d;
-    d.dataset = dataset;
-    d.mask_probability = config.data.mask_probability;
-    d.seed = config.seed;
+    d.dataset = dataset_;
+    d.mask_probability = config_.data.mask_probability;
+    d.seed = config_.seed;
     d.rank = static_cast<uint64_t>(rank);
-    d.world = static_cast<uint64_t>(world);
-    d.micro_size = static_cast<uint64_t>(config.micro_batch_size);
-    d.accumulation = static_cast<uint64_t>(config.gradient_accumulation_steps);
-    d.start_position = start.next_position;
-    d.windows = static_cast<uint64_t>(windows);
+    d.world = static_cast<uint64_t>(world_);
+    d.micro_size = static_cast<uint64_t>(config_.micro_batch_size);
+    d.accumulation = static_cast<uint64_t>(config_.gradient_accumulation_steps);
+    d.start_position = start_.next_position;
+    d.windows = static_cast<uint64_t>(windows_);
     if (const char* record = std::getenv("TROUPE_TEST_RECORD_SAMPLES"))
       d.sample_log = std::filesystem::path(record) /
                      ("rank-" + std::to_string(rank) + "-pid-" + std::to_string(::getpid()) + ".txt");
-    auto loader_actor = system.spawn<caf::detached>(data_loader, d);
-    spawned.push_back(worker_actor);
-    spawned.push_back(loader_actor);
-    supervisor->send(worker_actor, messages::start_atom::value, loader_actor);
+    return d;
   }
-  for (const auto& actor : {metrics_actor, checkpoint_actor})
-    if (actor) spawned.push_back(actor);
-  for (const auto& actor : spawned) supervisor->monitor(actor);
-  if (role && role->coordinator) supervisor->monitor(role->coordinator);
 
-  // Wait for every local worker's summary; any actor going down with a reason first is the
-  // failure to report. Each finished window restarts the timeout, so it bounds one window.
-  std::optional<messages::training_summary> summary;
-  int summaries = 0;
-  std::string failure;
-  while (summaries < local_workers && failure.empty()) {
-    supervisor->receive(
-        [&](messages::done_atom, messages::training_summary& s) {
-          if (summaries++ == 0) summary = std::move(s);
-        },
-        [&](messages::window_atom, const messages::window_report&) {},
-        [&](messages::abort_atom, const std::string& reason) { failure = reason; },
-        [&](caf::down_msg& down) {
-          if (role && down.source == role->coordinator)
-            failure = "the head node's coordinator at " + role->head + " went down (" + system.render(down.reason) + ")";
-          else if (down.reason)
-            failure = system.render(down.reason);
-        },
-        caf::after(options.window_timeout) >> [&] {
-          failure = "no window finished within " + std::to_string(options.window_timeout.count()) +
-                    " s (worker stalled or data loader starved)";
-        });
+  /// Waits for every local worker's summary; any actor going down with a reason first is the
+  /// failure to report. Each finished window restarts the timeout, so it bounds one window.
+  std::optional<messages::training_summary> await_summaries() {
+    std::optional<messages::training_summary> summary;
+    int summaries = 0;
+    int64_t last_step = start_.optimizer_steps;  // of the newest window report
+    while (summaries < local_workers_ && failure_.empty()) {
+      supervisor_->receive(
+          [&](messages::done_atom, messages::training_summary& s) {
+            if (summaries++ == 0) summary = std::move(s);
+          },
+          [&](messages::window_atom, const messages::window_report& report) { last_step = report.step; },
+          [&](messages::abort_atom, const std::string& reason) { failure_ = reason; },
+          [&](caf::down_msg& down) {
+            if (role_ && down.source == role_->coordinator)
+              failure_ =
+                  "the head node's coordinator at " + role_->head + " went down (" + system_.render(down.reason) + ")";
+            else if (down.reason)
+              failure_ = system_.render(down.reason);
+          },
+          caf::after(options_.window_timeout) >> [&] {
+            failure_ = "the window of step " + std::to_string(last_step + 1) +
+                       " did not finish within the window timeout of " +
+                       std::to_string(options_.window_timeout.count()) +
+                       " s: no report from the workers (a worker stalled, its data loader starved, or a ring peer "
+                       "stopped answering)";
+          });
+    }
+    if (summary && metrics_actor_) {
+      supervisor_->request(metrics_actor_, std::chrono::seconds(60), messages::flush_atom::value)
+          .receive([] {}, [&](caf::error& e) { failure_ = system_.render(e); });
+    }
+    return summary;
   }
-  if (summary && metrics_actor) {
-    supervisor->request(metrics_actor, std::chrono::seconds(60), messages::flush_atom::value)
-        .receive([] {}, [&](caf::error& e) { failure = system.render(e); });
+
+  void stop() {
+    for (const auto& actor : spawned_) supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
+    if (role_ && role_->coordinator) supervisor_->demonitor(role_->coordinator);
   }
-  for (const auto& actor : spawned) supervisor->send_exit(actor, caf::exit_reason::user_shutdown);
-  if (role && role->coordinator) supervisor->demonitor(role->coordinator);
-  if (!failure.empty()) throw error(failure);
-  return *summary;
+
+  caf::actor_system& system_;
+  caf::scoped_actor& supervisor_;
+  io::job_config config_;
+  const session_options& options_;
+  const cluster_role* role_;
+  const int world_;
+  const int first_rank_;
+  const int local_workers_;
+  const bool reports_;
+
+  std::shared_ptr<const io::token_dataset> dataset_;
+  std::vector<compute::trainer_options> trainers_;
+  std::vector<std::shared_ptr<io::shared_region>> regions_;
+  std::optional<io::run_directory_lock> run_directory_;
+  resumed_run resumed_;
+  io::training_state start_;
+  int64_t windows_ = 0;
+  caf::actor metrics_actor_, checkpoint_actor_;
+  std::vector<caf::actor> spawned_;  ///< every actor of the run: monitored, and stopped at the end
+  std::string failure_;
+};
+
+}  // namespace
+
+messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
+                                        io::job_config config, const session_options& options,
+                                        const cluster_role* role) {
+  return training_run(system, supervisor, std::move(config), options, role).execute();
 }
 
 }  // namespace troupe::actors

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "io/job_config.hpp"
-#include "io/transport.hpp"
+#include "io/comm/transport.hpp"
+#include "io/config/job_config.hpp"
 #include "messages/training_messages.hpp"
 
 namespace troupe::actors {
@@ -26,10 +26,15 @@ struct session_options {
   bool progress_lines = false;  ///< see metrics_settings::progress_lines
   bool write_metrics = true;
   std::chrono::seconds window_timeout{900};  ///< longest wait for the next window to finish
+  /// This process holds the run directory (io::run_directory_lock) for the run and, without
+  /// `resume`, refuses one that holds an older run's checkpoints unless `overwrite`. False for
+  /// the nodes of a launched job: the launcher holds the directory and has checked it.
+  bool own_run_directory = true;
+  bool overwrite = false;
 };
 
 /// This process's part in a multi-node job, set up by the node after rendezvous
-/// (tools/commands/node_command.cpp).
+/// (actors/node_session.cpp, run by `troupe node`).
 struct cluster_role {
   int first_rank = 0;  ///< global rank of this process's first worker
   int world = 1;

@@ -1,14 +1,17 @@
 #include "actors/worker.hpp"
 
 #include <caf/all.hpp>
+#include <cstdlib>
 #include <functional>
+#include <thread>
+#include <utility>
 #include <spdlog/spdlog.h>
 
-#include "compute/error.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/ring_schedule.hpp"
-#include "io/file_util.hpp"
+#include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
+#include "messages/error.hpp"
 #include "messages/error_code.hpp"
 
 namespace troupe::actors {
@@ -47,264 +50,320 @@ uint64_t hash_of_rank(const std::vector<double>& statistics, int64_t rank) {
   return hash;
 }
 
+/// "A:B" → {A, B}; throws troupe::error naming the variable otherwise.
+std::pair<double, double> seam_pair(const char* variable) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr) return {0, 0};
+  char* end = nullptr;
+  const double first = std::strtod(text, &end);
+  if (end == text || *end != ':') throw make_error(variable, "=", text, ": expected A:B");
+  const char* second_text = end + 1;
+  const double second = std::strtod(second_text, &end);
+  if (end == second_text || *end != '\0') throw make_error(variable, "=", text, ": expected A:B");
+  return {first, second};
+}
+
 }  // namespace
+
+worker_test_seams worker_test_seams::from_environment() {
+  worker_test_seams seams;
+  const auto [window, seconds] = seam_pair(stall_window_variable);
+  seams.stall_window = static_cast<int64_t>(window);
+  seams.stall_seconds = seconds;
+  if (std::getenv(perturb_parameters_variable) != nullptr) {
+    const auto [rank, step] = seam_pair(perturb_parameters_variable);
+    seams.perturb_rank = static_cast<int64_t>(rank);
+    seams.perturb_step = static_cast<int64_t>(step);
+  }
+  return seams;
+}
+
+void worker_state::fail(messages::errc code, const std::string& what) {
+  self->quit(messages::make_error(code, what));
+}
+
+void worker_state::start(const caf::actor& data_loader) {
+  loader = data_loader;
+  window_start = last_batch_done = clock::now();
+  summary.next_position = settings.start.next_position;  // the data cursor: kept here only
+  if (settings.windows <= 0) {
+    finish();
+    return;
+  }
+  self->send(loader, messages::credit_atom::value, settings.prefetch, caf::actor_cast<caf::actor>(self));
+}
+
+void worker_state::on_batch(messages::micro_batch& batch) {
+  try {
+    if (micro_in_window == 0 && windows_done + 1 == settings.seams.stall_window)
+      std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.stall_seconds));
+    run_micro_batch(batch);
+    self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
+    const bool window_full = ++micro_in_window == settings.accumulation;
+    if (window_full) {
+      // The cursor after this window is the window's end over all workers.
+      summary.next_position =
+          settings.start.next_position + static_cast<uint64_t>(windows_done + 1) * settings.window_samples;
+    }
+    synchronise(window_full);
+    last_batch_done = clock::now();
+  } catch (const std::exception& e) {
+    fail(messages::errc::compute_failed, e.what());
+  }
+}
+
+/// Forward and backward of one micro-batch into the flat gradient, and its numbers.
+void worker_state::run_micro_batch(const messages::micro_batch& batch) {
+  current.data_wait_seconds += seconds(clock::now() - last_batch_done);
+  const auto result = trainer->micro_step(batch.batch);
+  current.forward_seconds += result.forward_seconds;
+  current.backward_seconds += result.backward_seconds;
+  current.tokens += batch.batch.tokens;
+  current.masked_tokens += result.masked_tokens;
+  loss_weighted_sum += result.loss * static_cast<double>(batch.batch.samples);
+  local_samples += batch.batch.samples;
+  if (settings.start.dataset_size > 0) current.epoch = batch.batch.first_position / settings.start.dataset_size;
+}
+
+/// What follows a micro-batch: nothing until the window is full (delayed synchronisation), then
+/// one allreduce and the step; alone, just the step; with sync_every_micro_batch, an allreduce
+/// after every micro-batch whose result is banked (DDP without no_sync, the seed paper's
+/// baseline for delayed synchronisation).
+void worker_state::synchronise(bool window_full) {
+  if (settings.reducers.empty()) {
+    if (window_full) end_window();
+  } else if (settings.sync_every_micro_batch) {
+    if (window_full) fill_statistics();
+    reduce(window_full, [this, window_full] {
+      trainer->bank_gradient();
+      if (!window_full) return;
+      trainer->restore_banked_gradient();
+      end_window();
+    });
+  } else if (window_full) {
+    fill_statistics();
+    reduce(true, [this] { end_window(); });
+  }
+}
+
+// Background checkpointing. The worker stalls only to copy its state into the staging buffers;
+// the checkpointer writes them while training goes on. At most one save is in flight (so
+// staging holds one copy): when the next is due before the previous one is written, the worker
+// waits for it (a flush request queued behind the save) or, with when_busy = "skip", skips this
+// one, logged and counted in metrics. The run's last save is awaited before `done`.
+void worker_state::checkpoint(bool last) {
+  if (saves_started == saves_finished) {
+    stage_and_send(last);
+  } else if (settings.skip_checkpoint_when_busy && !last) {
+    ++current.checkpoints_skipped;
+    spdlog::warn("checkpoint of step {} skipped: the previous one is still being written", trainer->optimizer_steps());
+  } else {
+    const auto waiting_since = clock::now();
+    self->request(checkpointer, settings.checkpoint_timeout, messages::flush_atom::value)
+        .await(
+            [this, waiting_since, last] {
+              current.checkpoint_stall_seconds += seconds(clock::now() - waiting_since);
+              stage_and_send(last);
+            },
+            [this](caf::error& failure) {
+              self->quit(explained(std::move(failure), "the checkpointer", settings.checkpoint_timeout));
+            });
+  }
+}
+
+void worker_state::stage_and_send(bool last) {
+  const auto staging_since = clock::now();
+  messages::checkpoint_request request;
+  request.keep = settings.checkpoint_keep;
+  request.contents.state = settings.start;
+  request.contents.state.optimizer_steps = trainer->optimizer_steps();
+  request.contents.state.next_position = summary.next_position;
+  request.contents.state.last_lr = last_lr;
+  request.contents.state.rng = {
+      {io::dropout_stream_name(settings.rank), trainer->dropout_seed(), trainer->dropout_calls()}};
+  request.contents.model = settings.trainer.model;
+  request.contents.parameters = parameter_staging.stage(trainer->named_parameters());
+  request.contents.optimizer = optimizer_staging.stage(trainer->optimizer_state());
+  request.contents.job = settings.job;
+  current.checkpoint_stall_seconds += seconds(clock::now() - staging_since);
+  ++saves_started;
+  auto on_saved = [this, last](const std::string& path) {
+    ++saves_finished;
+    summary.last_checkpoint = path;
+    if (last) finish();
+  };
+  auto on_failed = [this](caf::error& failure) {
+    self->quit(explained(std::move(failure), "the checkpointer", settings.checkpoint_timeout));
+  };
+  auto handle = self->request(checkpointer, settings.checkpoint_timeout, messages::save_atom::value, std::move(request));
+  if (last)
+    handle.await(on_saved, on_failed);
+  else
+    handle.then(on_saved, on_failed);
+}
+
+/// Fills the statistics this rank contributes to the window's allreduce.
+void worker_state::fill_statistics() {
+  auto& stats = *statistics;
+  stats.assign(statistics_header + hash_parts * static_cast<std::size_t>(settings.world), 0.0);
+  stats[0] = loss_weighted_sum;
+  stats[1] = static_cast<double>(local_samples);
+  stats[2] = static_cast<double>(current.tokens);
+  stats[3] = static_cast<double>(current.masked_tokens);
+  if (settings.rank == settings.seams.perturb_rank && trainer->optimizer_steps() + 1 == settings.seams.perturb_step)
+    trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
+  const uint64_t hash = parameter_hash(*trainer);
+  for (int part = 0; part < hash_parts; ++part)
+    stats[statistics_header + hash_parts * settings.rank + part] = static_cast<double>((hash >> (16 * part)) & 0xffff);
+}
+
+/// Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and
+/// runs `then` once every ring has replied. The worker awaits: its buffers stay untouched while
+/// the reducers' threads work on them.
+void worker_state::reduce(bool with_statistics, std::function<void()> then) {
+  const auto& gradients = trainer->gradients();
+  float* data = gradients.data_ptr<float>();
+  const auto count = static_cast<std::size_t>(gradients.numel());
+  const int rings = static_cast<int>(settings.reducers.size());
+  const uint64_t sequence = reduces++;
+  auto pending = std::make_shared<int>(rings);
+  const auto started = clock::now();
+  // The ring's own timeout (naming the peer) fires first; this one is a backstop.
+  const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
+  for (int r = 0; r < rings; ++r) {
+    messages::reduce_request request;
+    const auto slice = compute::ring_slice(count, rings, r);
+    request.gradient = data + slice.begin;
+    request.gradient_owner = trainer;
+    request.gradient_count = slice.size();
+    if (with_statistics && r == 0) {
+      request.statistics = statistics->data();
+      request.statistic_count = statistics->size();
+      request.statistics_owner = statistics;
+    }
+    request.sequence = sequence;
+    request.window = settings.start.optimizer_steps + windows_done + 1;
+    self->request(settings.reducers[static_cast<std::size_t>(r)], backstop, messages::reduce_atom::value, request)
+        .await(
+            [this, pending, started, then] {
+              if (--*pending > 0) return;
+              last_batch_done = clock::now();  // waiting for reducers is not data wait
+              current.allreduce_seconds += seconds(last_batch_done - started);
+              try {
+                then();
+              } catch (const std::exception& e) {
+                fail(messages::errc::compute_failed, e.what());
+              }
+            },
+            [this, r, window = request.window, backstop](caf::error& failure) {
+              self->quit(explained(std::move(failure),
+                                   "the reducer of ring " + std::to_string(r) + " (window " + std::to_string(window) + ")",
+                                   backstop));
+            });
+  }
+}
+
+/// After an allreduce: the window's numbers over all ranks, and the check that every replica
+/// started the window from the same parameters. Returns the window's samples over all ranks.
+int64_t worker_state::take_reduced_statistics() {
+  const auto& stats = *statistics;
+  loss_weighted_sum = stats[0];
+  local_samples = static_cast<int64_t>(stats[1]);
+  current.tokens = static_cast<int64_t>(stats[2]);
+  current.masked_tokens = static_cast<int64_t>(stats[3]);
+  current.parameter_hash = hash_of_rank(stats, settings.rank);
+  for (int64_t rank = 0; rank < settings.world; ++rank)
+    if (hash_of_rank(stats, rank) != current.parameter_hash)
+      throw make_error("replicas diverged before step ", trainer->optimizer_steps() + 1, ": rank ", rank,
+                       "'s parameters hash to ", io::hex64(hash_of_rank(stats, rank)), ", rank ", settings.rank,
+                       "'s to ", io::hex64(current.parameter_hash));
+  return local_samples;
+}
+
+/// The window's optimizer step (averaged over its samples, clipped), its report, and the
+/// checkpoint or the end of the run when due.
+void worker_state::end_window() {
+  int64_t window_samples = static_cast<int64_t>(settings.window_samples);
+  if (settings.reducers.empty())
+    current.parameter_hash = parameter_hash(*trainer);
+  else
+    window_samples = take_reduced_statistics();
+  const auto step = trainer->finish_window(window_samples);
+  report_window(window_samples, step);
+  last_batch_done = clock::now();  // the allreduce and the step are not data wait
+
+  const bool last = windows_done == settings.windows;
+  const bool periodic = settings.checkpoint_every > 0 && trainer->optimizer_steps() % settings.checkpoint_every == 0;
+  if (settings.save_checkpoints && (last || periodic))
+    checkpoint(last);
+  else if (last)
+    finish();
+}
+
+/// Completes the window's report, sends it to metrics and the supervisor, and starts the next.
+void worker_state::report_window(int64_t window_samples, const compute::window_step_result& step) {
+  auto& report = current;
+  report.world_size = static_cast<int32_t>(settings.world);
+  report.step = trainer->optimizer_steps();
+  report.rank = static_cast<int32_t>(settings.rank);
+  report.lr = step.lr;
+  last_lr = step.lr;
+  report.grad_norm = step.grad_norm;
+  report.optimizer_seconds = step.optimizer_seconds;
+  report.samples = window_samples;
+  report.loss = loss_weighted_sum / static_cast<double>(local_samples);
+  const auto now = clock::now();
+  report.window_seconds = seconds(now - window_start);
+  window_start = now;
+  summary.losses.push_back(report.loss);
+  ++windows_done;
+  summary.windows = windows_done;
+  if (windows_done == 1) {
+    timed_start = now;  // the first window is warm-up
+  } else {
+    timed_samples += report.samples;
+    timed_tokens += report.tokens;
+  }
+  report.next_position = summary.next_position;
+  if (metrics) self->send(metrics, messages::window_atom::value, report);
+  self->send(supervisor, messages::window_atom::value, report);  // liveness for the run's timeout
+  const int64_t skipped = report.checkpoints_skipped;
+  report = messages::window_report{};
+  report.checkpoints_skipped = skipped;
+  loss_weighted_sum = 0;
+  local_samples = 0;
+  micro_in_window = 0;
+}
+
+void worker_state::finish() {
+  summary.optimizer_steps = trainer->optimizer_steps();
+  const double timed = seconds(clock::now() - timed_start);
+  if (windows_done > 1 && timed > 0) {
+    summary.samples_per_second = static_cast<double>(timed_samples) / timed;
+    summary.tokens_per_second = static_cast<double>(timed_tokens) / timed;
+  }
+  self->send(supervisor, messages::done_atom::value, summary);
+  self->quit();
+}
 
 caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings settings, caf::actor metrics,
                      caf::actor checkpointer, caf::actor supervisor) {
+  auto& s = self->state;
+  s.self = self;
+  s.metrics = std::move(metrics);
+  s.checkpointer = std::move(checkpointer);
+  s.supervisor = std::move(supervisor);
   try {
-    self->state.trainer = settings.resumed_trainer ? std::move(settings.resumed_trainer)
-                                                   : std::make_shared<compute::mlm_trainer>(settings.trainer);
+    s.trainer = settings.resumed_trainer ? std::move(settings.resumed_trainer)
+                                         : std::make_shared<compute::mlm_trainer>(settings.trainer);
   } catch (const std::exception& e) {
     self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
     return {};
   }
-
-  auto finish = [=] {
-    auto& s = self->state;
-    s.summary.optimizer_steps = s.trainer->optimizer_steps();
-    const double timed = seconds(clock::now() - s.timed_start);
-    if (s.windows_done > 1 && timed > 0) {
-      s.summary.samples_per_second = static_cast<double>(s.timed_samples) / timed;
-      s.summary.tokens_per_second = static_cast<double>(s.timed_tokens) / timed;
-    }
-    self->send(supervisor, messages::done_atom::value, s.summary);
-    self->quit();
-  };
-
-  // Background checkpointing. The worker stalls only to copy its state into the staging
-  // buffers; the checkpointer writes them while training goes on. At most one save is in flight
-  // (so staging holds one copy): when the next is due before the previous one is written, the
-  // worker waits for it (a flush request queued behind the save) or, with when_busy = "skip",
-  // skips this one, logged and counted in metrics. The run's last save is awaited before `done`.
-  auto on_save_failed = [=](caf::error& failure) {
-    self->quit(explained(std::move(failure), "the checkpointer", settings.checkpoint_timeout));
-  };
-  auto stage_and_send = [=](bool last) {
-    auto& s = self->state;
-    const auto start = clock::now();
-    messages::checkpoint_request request;
-    request.keep = settings.checkpoint_keep;
-    request.contents.state = settings.start;
-    request.contents.state.optimizer_steps = s.trainer->optimizer_steps();
-    request.contents.state.next_position = s.summary.next_position;
-    request.contents.state.last_lr = s.last_lr;
-    request.contents.state.rng = {
-        {io::dropout_stream_name(settings.rank), s.trainer->dropout_seed(), s.trainer->dropout_calls()}};
-    request.contents.model = settings.trainer.model;
-    request.contents.parameters = s.parameter_staging.stage(s.trainer->named_parameters());
-    request.contents.optimizer = s.optimizer_staging.stage(s.trainer->optimizer_state());
-    request.contents.job = settings.job;
-    s.current.checkpoint_stall_seconds += seconds(clock::now() - start);
-    ++s.saves_started;
-    auto on_saved = [=](const std::string& path) {
-      ++self->state.saves_finished;
-      self->state.summary.last_checkpoint = path;
-      if (last) finish();
-    };
-    auto handle =
-        self->request(checkpointer, settings.checkpoint_timeout, messages::save_atom::value, std::move(request));
-    if (last)
-      handle.await(on_saved, on_save_failed);
-    else
-      handle.then(on_saved, on_save_failed);
-  };
-  auto checkpoint = [=](bool last) {
-    auto& s = self->state;
-    if (s.saves_started == s.saves_finished) {
-      stage_and_send(last);
-    } else if (settings.skip_checkpoint_when_busy && !last) {
-      ++s.current.checkpoints_skipped;
-      spdlog::warn("checkpoint of step {} skipped: the previous one is still being written",
-                   s.trainer->optimizer_steps());
-    } else {
-      const auto start = clock::now();
-      self->request(checkpointer, settings.checkpoint_timeout, messages::flush_atom::value)
-          .await(
-              [=] {
-                self->state.current.checkpoint_stall_seconds += seconds(clock::now() - start);
-                stage_and_send(last);
-              },
-              on_save_failed);
-    }
-  };
-
-  // Fills the statistics this rank contributes to the window's allreduce.
-  auto fill_statistics = [=] {
-    auto& s = self->state;
-    auto& stats = *s.statistics;
-    stats.assign(statistics_header + hash_parts * static_cast<std::size_t>(settings.world), 0.0);
-    stats[0] = s.loss_weighted_sum;
-    stats[1] = static_cast<double>(s.local_samples);
-    stats[2] = static_cast<double>(s.current.tokens);
-    stats[3] = static_cast<double>(s.current.masked_tokens);
-    const uint64_t hash = parameter_hash(*s.trainer);
-    for (int part = 0; part < hash_parts; ++part)
-      stats[statistics_header + hash_parts * settings.rank + part] = static_cast<double>((hash >> (16 * part)) & 0xffff);
-  };
-
-  // Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and
-  // runs `then` once every ring has replied. The worker awaits: its buffers stay untouched
-  // while the reducers' threads work on them.
-  auto reduce = [=](bool with_statistics, std::function<void()> then) {
-    auto& s = self->state;
-    const auto& gradients = s.trainer->gradients();
-    float* data = gradients.data_ptr<float>();
-    const auto count = static_cast<std::size_t>(gradients.numel());
-    const int rings = static_cast<int>(settings.reducers.size());
-    const uint64_t sequence = s.reduces++;
-    auto pending = std::make_shared<int>(rings);
-    const auto started = clock::now();
-    for (int r = 0; r < rings; ++r) {
-      messages::reduce_request request;
-      const auto slice = compute::ring_slice(count, rings, r);
-      request.gradient = data + slice.begin;
-      request.gradient_owner = s.trainer;
-      request.gradient_count = slice.size();
-      if (with_statistics && r == 0) {
-        request.statistics = s.statistics->data();
-        request.statistic_count = s.statistics->size();
-        request.statistics_owner = s.statistics;
-      }
-      request.sequence = sequence;
-      request.window = settings.start.optimizer_steps + s.windows_done + 1;
-      // The ring's own timeout (naming the peer) fires first; this one is a backstop.
-      const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
-      self->request(settings.reducers[static_cast<std::size_t>(r)], backstop, messages::reduce_atom::value, request)
-          .await(
-              [=] {
-                if (--*pending > 0) return;
-                self->state.last_batch_done = clock::now();  // waiting for reducers is not data wait
-                self->state.current.allreduce_seconds += seconds(self->state.last_batch_done - started);
-                try {
-                  then();
-                } catch (const std::exception& e) {
-                  self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
-                }
-              },
-              [=](caf::error& failure) {
-                self->quit(explained(std::move(failure),
-                                     "the reducer of ring " + std::to_string(r) + " (window " +
-                                         std::to_string(request.window) + ")",
-                                     backstop));
-              });
-    }
-  };
-
-  auto end_window = [=] {
-    auto& s = self->state;
-    auto& report = s.current;
-    int64_t window_samples = static_cast<int64_t>(settings.window_samples);
-    if (settings.reducers.empty()) {
-      report.parameter_hash = parameter_hash(*s.trainer);
-    } else {
-      const auto& stats = *s.statistics;
-      s.loss_weighted_sum = stats[0];
-      s.local_samples = static_cast<int64_t>(stats[1]);
-      window_samples = s.local_samples;
-      report.tokens = static_cast<int64_t>(stats[2]);
-      report.masked_tokens = static_cast<int64_t>(stats[3]);
-      report.parameter_hash = hash_of_rank(stats, settings.rank);
-      for (int64_t rank = 0; rank < settings.world; ++rank)
-        if (hash_of_rank(stats, rank) != report.parameter_hash)
-          throw make_error("replicas diverged before step ", s.trainer->optimizer_steps() + 1, ": rank ", rank,
-                           "'s parameters hash to ", io::hex64(hash_of_rank(stats, rank)), ", rank ", settings.rank,
-                           "'s to ", io::hex64(report.parameter_hash));
-    }
-    report.world_size = static_cast<int32_t>(settings.world);
-    auto step = s.trainer->finish_window(window_samples);
-    report.step = s.trainer->optimizer_steps();
-    report.rank = static_cast<int32_t>(settings.rank);
-    report.lr = step.lr;
-    s.last_lr = step.lr;
-    report.grad_norm = step.grad_norm;
-    report.optimizer_seconds = step.optimizer_seconds;
-    report.samples = window_samples;
-    report.loss = s.loss_weighted_sum / static_cast<double>(s.local_samples);
-    const auto now = clock::now();
-    report.window_seconds = seconds(now - s.window_start);
-    s.window_start = now;
-    s.summary.losses.push_back(report.loss);
-    ++s.windows_done;
-    s.summary.windows = s.windows_done;
-    if (s.windows_done == 1) {
-      s.timed_start = now;
-    } else {
-      s.timed_samples += report.samples;
-      s.timed_tokens += report.tokens;
-    }
-    report.next_position = s.summary.next_position;
-    if (metrics) self->send(metrics, messages::window_atom::value, report);
-    self->send(supervisor, messages::window_atom::value, report);  // liveness for the run's timeout
-    const int64_t skipped = report.checkpoints_skipped;
-    report = messages::window_report{};
-    report.checkpoints_skipped = skipped;
-    s.loss_weighted_sum = 0;
-    s.local_samples = 0;
-    s.micro_in_window = 0;
-    s.last_batch_done = clock::now();  // the allreduce and the step are not data wait
-
-    const bool last = s.windows_done == settings.windows;
-    const bool periodic = settings.checkpoint_every > 0 && s.trainer->optimizer_steps() % settings.checkpoint_every == 0;
-    if (settings.save_checkpoints && (last || periodic)) {
-      checkpoint(last);
-    } else if (last) {
-      finish();
-    }
-  };
-
+  s.settings = std::move(settings);
   return {
-      [=](messages::start_atom, const caf::actor& loader) {
-        auto& s = self->state;
-        s.loader = loader;
-        s.window_start = s.last_batch_done = clock::now();
-        s.summary.next_position = settings.start.next_position;  // the data cursor: kept here only
-        if (settings.windows <= 0) {
-          finish();
-          return;
-        }
-        self->send(loader, messages::credit_atom::value, settings.prefetch, caf::actor_cast<caf::actor>(self));
-      },
-      [=](messages::batch_atom, messages::micro_batch& batch) {
-        auto& s = self->state;
-        try {
-          const auto received = clock::now();
-          s.current.data_wait_seconds += seconds(received - s.last_batch_done);
-          auto result = s.trainer->micro_step(batch.batch);
-          s.current.forward_seconds += result.forward_seconds;
-          s.current.backward_seconds += result.backward_seconds;
-          s.current.tokens += batch.batch.tokens;
-          s.current.masked_tokens += result.masked_tokens;
-          s.loss_weighted_sum += result.loss * static_cast<double>(batch.batch.samples);
-          s.local_samples += batch.batch.samples;
-          if (settings.start.dataset_size > 0) s.current.epoch = batch.batch.first_position / settings.start.dataset_size;
-          self->send(s.loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
-          const bool window_full = ++s.micro_in_window == settings.accumulation;
-          if (window_full) {
-            // The cursor after this window is the window's end over all workers.
-            s.summary.next_position = settings.start.next_position +
-                                      static_cast<uint64_t>(s.windows_done + 1) * settings.window_samples;
-          }
-          if (settings.reducers.empty()) {
-            if (window_full) end_window();
-          } else if (settings.sync_every_micro_batch) {
-            // Every micro-batch's gradient is reduced on its own and banked (DDP without
-            // no_sync), the seed paper's baseline for delayed synchronisation.
-            if (window_full) fill_statistics();
-            reduce(window_full, [=] {
-              self->state.trainer->bank_gradient();
-              if (!window_full) return;
-              self->state.trainer->restore_banked_gradient();
-              end_window();
-            });
-          } else if (window_full) {
-            fill_statistics();
-            reduce(true, end_window);
-          }
-          s.last_batch_done = clock::now();
-        } catch (const std::exception& e) {
-          self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
-        }
-      },
+      [self](messages::start_atom, const caf::actor& loader) { self->state.start(loader); },
+      [self](messages::batch_atom, messages::micro_batch& batch) { self->state.on_batch(batch); },
   };
 }
 

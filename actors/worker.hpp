@@ -8,15 +8,36 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "compute/mlm_trainer.hpp"
 #include "compute/staging_buffer.hpp"
-#include "io/checkpoint_store.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "messages/error_code.hpp"
 #include "messages/training_messages.hpp"
 
 namespace troupe::actors {
+
+/// TROUPE_TEST_STALL_WINDOW="WINDOW:SECONDS" — test seam: every worker sleeps SECONDS before
+/// the first micro-batch of window WINDOW (1-based, counted within this run), so a test can make
+/// a window overrun the run's window timeout. Unset in normal use.
+inline constexpr const char* stall_window_variable = "TROUPE_TEST_STALL_WINDOW";
+/// TROUPE_TEST_PERTURB_PARAMETERS="RANK:STEP" — test seam: the worker of global rank RANK adds
+/// 1 to its first parameter just before it hashes its parameters for step STEP, so its replica
+/// differs from the others and the replica check must stop the job. Unset in normal use.
+inline constexpr const char* perturb_parameters_variable = "TROUPE_TEST_PERTURB_PARAMETERS";
+
+/// The test seams above, read from the environment once per run (zeros: off).
+struct worker_test_seams {
+  int64_t stall_window = 0;
+  double stall_seconds = 0;
+  int64_t perturb_rank = -1;
+  int64_t perturb_step = 0;
+
+  static worker_test_seams from_environment();
+};
 
 struct worker_settings {
   compute::trainer_options trainer;
@@ -40,10 +61,20 @@ struct worker_settings {
   bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window
   std::chrono::seconds collective_timeout{120};
   bool reports = true;  ///< this worker writes metrics and checkpoints (global rank 0)
+  worker_test_seams seams;
 };
 
+/// The worker's state and the steps of its protocol (below), each a named member function; the
+/// behaviour only dispatches to them. Callbacks capture `this`: the state lives as long as the
+/// actor, and CAF runs them on the actor's own thread.
 struct worker_state {
   static inline const char* name = "worker";
+
+  // Wiring, set once when the actor starts.
+  caf::stateful_actor<worker_state>* self = nullptr;
+  worker_settings settings;
+  caf::actor metrics, checkpointer, supervisor;
+
   std::shared_ptr<compute::mlm_trainer> trainer;
   caf::actor loader;
   int64_t windows_done = 0;
@@ -61,6 +92,21 @@ struct worker_state {
   /// Summed over all ranks with the gradient (see window_statistics in worker.cpp).
   std::shared_ptr<std::vector<double>> statistics = std::make_shared<std::vector<double>>();
   uint64_t reduces = 0;  ///< sequence number of the next allreduce
+
+  // The protocol's steps, in the order a window runs them.
+  void start(const caf::actor& data_loader);
+  void on_batch(messages::micro_batch& batch);
+  void run_micro_batch(const messages::micro_batch& batch);
+  void synchronise(bool window_full);
+  void fill_statistics();
+  void reduce(bool with_statistics, std::function<void()> then);
+  void end_window();
+  int64_t take_reduced_statistics();
+  void report_window(int64_t window_samples, const compute::window_step_result& step);
+  void checkpoint(bool last);
+  void stage_and_send(bool last);
+  void finish();
+  void fail(messages::errc code, const std::string& what);
 };
 
 /// Protocol:

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string_view>
 
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 #include "messages/progress_line.hpp"
 
 namespace troupe::cluster {

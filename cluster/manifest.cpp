@@ -6,9 +6,10 @@
 #include <sstream>
 #include <thread>
 
-#include "compute/error.hpp"
-#include "io/file_util.hpp"
-#include "io/json_fields.hpp"
+#include "compute/ring_schedule.hpp"
+#include "io/config/json_fields.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::cluster {
 namespace {
@@ -45,19 +46,18 @@ std::vector<std::vector<int>> parse_orders(const io::json_fields& rings, const j
   for (std::size_t r = 0; r < value.size(); ++r) {
     const std::string where = rings.where("order") + "[" + std::to_string(r) + "]";
     const json& ring = value[r];
-    std::vector<int> order;
-    std::vector<bool> seen(static_cast<std::size_t>(world), false);
     if (!ring.is_array() || static_cast<int64_t>(ring.size()) != world)
       throw make_error(source, ": ", where, ": expected a list of all ",
                        world, " ranks (a permutation of 0..", world - 1, "), got ", ring.dump());
+    std::vector<int> order;
     for (const auto& rank : ring) {
-      if (!rank.is_number_integer() || rank.get<int64_t>() < 0 || rank.get<int64_t>() >= world ||
-          seen[rank.get<std::size_t>()])
-        throw make_error(source, ": ", where, ": expected a permutation of the ranks 0..", world - 1,
-                         " (each exactly once), got ", ring.dump());
-      seen[rank.get<std::size_t>()] = true;
-      order.push_back(rank.get<int>());
+      if (!rank.is_number_integer())
+        throw make_error(source, ": ", where, ": expected integer ranks, got ", ring.dump());
+      order.push_back(static_cast<int>(std::clamp<int64_t>(rank.get<int64_t>(), -1, world)));
     }
+    if (const auto problem = compute::ring_order_problem(order, world); !problem.empty())
+      throw make_error(source, ": ", where, ": expected a permutation of the ranks 0..", world - 1,
+                       " (each exactly once), got ", ring.dump(), ": ", problem);
     orders.push_back(std::move(order));
   }
   return orders;
@@ -142,7 +142,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   if (names.count(m.head_node) == 0) head.fail("node", "the name of one of the nodes");
 
   auto rings = root.object("rings");
-  m.rings.count = rings.integer("count", 1, 1, 16);  // the ring tag layout has room for 16
+  m.rings.count = rings.integer("count", 1, 1, compute::max_rings);
   m.rings.chunk_bytes = rings.integer("chunk_bytes", m.rings.chunk_bytes, 4096, int64_t{1} << 30);
   m.rings.shared_memory = rings.boolean("shared_memory", m.rings.shared_memory);
   const json order = rings.raw("order");
@@ -209,18 +209,10 @@ cluster_manifest load_manifest(const std::filesystem::path& file) {
   if (first == std::string::npos || text[first] != '{') {
     manifest = parse_hostfile(text, file.string());
   } else {
-    json root;
-    try {
-      root = json::parse(text);
-    } catch (const json::exception& e) {
-      throw make_error(file.string(), ": not valid JSON: ", e.what());
-    }
-    manifest = parse_manifest(root, file.string());
+    manifest = parse_manifest(io::parse_json_text(text, file.string()), file.string());
   }
   manifest.file_hash = io::xxh64(text.data(), text.size());
   return manifest;
 }
-
-std::filesystem::path current_executable() { return std::filesystem::read_symlink("/proc/self/exe"); }
 
 }  // namespace troupe::cluster

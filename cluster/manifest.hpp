@@ -27,7 +27,7 @@ struct ring_spec {
   std::vector<std::vector<int>> orders;
   int64_t chunk_bytes = int64_t{1} << 20;
   /// Rings whose ranks all share a host read each other's gradients in place (see
-  /// io/ring_allreduce_shared.cpp); false keeps every byte on the transport.
+  /// io/comm/ring_allreduce_shared.cpp); false keeps every byte on the transport.
   bool shared_memory = true;
 };
 
@@ -71,8 +71,5 @@ bool is_local_host(const std::string& host);
 
 /// True when every node of the manifest runs on one host (all loopback, or one host name).
 bool single_host(const cluster_manifest& manifest);
-
-/// This process's executable (what `troupe launch` and the benchmarks start on each node).
-std::filesystem::path current_executable();
 
 }  // namespace troupe::cluster

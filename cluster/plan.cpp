@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "compute/error.hpp"
+#include "compute/ring_schedule.hpp"
 #include "messages/capnp_message.hpp"
+#include "messages/error.hpp"
 #include "messages/schemas/cluster.capnp.h"
 
 namespace troupe::cluster {
@@ -13,7 +14,6 @@ namespace {
 // Limits on what a peer may send: far above any real cluster, far below what would exhaust
 // memory. Cap'n Proto's traversal limit bounds the total a reader will follow.
 constexpr uint32_t max_world = 65536;
-constexpr uint32_t max_rings = 64;
 constexpr std::size_t max_address_bytes = 64 * 1024;
 constexpr uint64_t traversal_limit_words = uint64_t{1} << 27;  // 1 GiB
 
@@ -107,8 +107,8 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
       throw make_error("join request from ", sender, ": ", in.getWorkers().size(), " workers (expected 1..", max_world,
                        ")");
     const auto rings = in.getWorkers()[0].getRings().size();
-    if (rings == 0 || rings > max_rings)
-      throw make_error("join request from ", sender, ": ", rings, " rings (expected 1..", max_rings, ")");
+    if (rings == 0 || rings > static_cast<uint32_t>(compute::max_rings))
+      throw make_error("join request from ", sender, ": ", rings, " rings (expected 1..", compute::max_rings, ")");
     join.workers = get_endpoints(in.getWorkers(), rings, "join request from " + sender);
     return join;
   });
@@ -138,17 +138,14 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     plan.world = static_cast<int>(in.getWorld());
     if (in.getWorld() == 0 || in.getWorld() > max_world)
       throw make_error(where, ": world size ", in.getWorld(), " (expected 1..", max_world, ")");
-    if (in.getRings().size() == 0 || in.getRings().size() > max_rings)
-      throw make_error(where, ": ", in.getRings().size(), " rings (expected 1..", max_rings, ")");
+    if (in.getRings().size() == 0 || in.getRings().size() > static_cast<uint32_t>(compute::max_rings))
+      throw make_error(where, ": ", in.getRings().size(), " rings (expected 1..", compute::max_rings, ")");
     for (auto ring : in.getRings()) {
+      if (ring.getRanks().size() != in.getWorld()) throw make_error(where, ": a ring order does not list every rank");
       std::vector<int> order;
-      std::vector<bool> seen(in.getWorld(), false);
-      for (auto rank : ring.getRanks()) {
-        if (rank >= in.getWorld() || seen[rank]) throw make_error(where, ": a ring order is not a permutation of the ranks");
-        seen[rank] = true;
-        order.push_back(static_cast<int>(rank));
-      }
-      if (order.size() != in.getWorld()) throw make_error(where, ": a ring order does not list every rank");
+      for (auto rank : ring.getRanks()) order.push_back(static_cast<int>(std::min<uint32_t>(rank, max_world)));
+      if (const auto problem = compute::ring_order_problem(order, plan.world); !problem.empty())
+        throw make_error(where, ": a ring order is not a permutation of the ranks: ", problem);
       plan.ring_orders.push_back(std::move(order));
     }
     plan.chunk_bytes = in.getChunkBytes();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/transport.hpp"
+#include "io/comm/transport.hpp"
 
 namespace troupe::cluster {
 

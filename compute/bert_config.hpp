@@ -20,4 +20,8 @@ struct bert_config {
   double initializer_range = 0.02;
 };
 
+/// Parameters of a BERT MLM with these sizes, in closed form (for bounding staging memory before
+/// any tensor exists; tests/compute/bert_model_test.cpp checks it against a built model).
+int64_t parameter_count(const bert_config& config);
+
 }  // namespace troupe::compute

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 

@@ -6,7 +6,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 

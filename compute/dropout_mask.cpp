@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "compute/counter_random.hpp"
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 namespace {

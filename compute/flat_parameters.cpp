@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <torch/utils.h>
 
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 

@@ -9,11 +9,11 @@
 
 #include "compute/autocast_scope.hpp"
 #include "compute/bert_model.hpp"
-#include "compute/error.hpp"
 #include "compute/flat_parameters.hpp"
 #include "compute/lr_schedule.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 namespace {

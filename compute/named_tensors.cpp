@@ -5,7 +5,7 @@
 
 #include <unordered_map>
 
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "compute/error.hpp"
 #include "compute/named_tensors.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 

@@ -2,9 +2,11 @@
 /// The arithmetic of reducer rings: how a flat buffer is cut into one slice per ring, how a
 /// slice is cut into one segment per rank, and which segment a ring position sends and receives
 /// at each step of the reduce-scatter and allgather. Header-only and torch-free so the ring
-/// algorithm (io/ring_allreduce.cpp), its tests and the planner agree on one definition.
+/// algorithm (io/comm/ring_allreduce.cpp), its tests and the planner agree on one definition.
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace troupe::compute {
 
@@ -21,6 +23,29 @@ struct element_range {
 /// slice and segment starts cache-line aligned relative to the buffer and the addition loops
 /// vectorise without a peeled prologue.
 inline constexpr std::size_t ring_alignment_elements = 16;
+
+/// Concurrent rings a job may have: the ring tag layout (io/comm/ring_tag.hpp) has 4 bits for
+/// the ring index. The manifest, the plan decoder and the ring itself check against this one.
+inline constexpr int max_rings = 16;
+
+/// Why `order` cannot be a ring's rank order, or "" when it can: every rank is non-negative,
+/// below `rank_limit`, and listed once. With `rank_limit` = order.size() this is the check that
+/// `order` is a permutation of 0..n−1 (what manifests and plans require); the ring algorithm
+/// itself accepts any distinct ranks.
+inline std::string ring_order_problem(const std::vector<int>& order, long rank_limit) {
+  if (order.empty()) return "order is empty";
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const int rank = order[i];
+    if (rank < 0) return "rank " + std::to_string(rank) + " is negative";
+    if (rank >= rank_limit)
+      return "rank " + std::to_string(rank) + " is not below " + std::to_string(rank_limit);
+    for (std::size_t j = 0; j < i; ++j)
+      if (order[j] == rank)
+        return "rank " + std::to_string(rank) + " appears twice in order (positions " + std::to_string(j) + " and " +
+               std::to_string(i) + ")";
+  }
+  return {};
+}
 
 /// Cuts `count` elements into `parts` contiguous ranges and returns range `part`.
 ///
@@ -53,7 +78,7 @@ inline element_range ring_slice(std::size_t count, int rings, int ring) {
 }
 
 /// Segment `segment` of a slice of `count` elements split among `world` ring positions; the
-/// ring moves one segment per step (see io/ring_allreduce.cpp). Offsets are relative to the
+/// ring moves one segment per step (see io/comm/ring_allreduce.cpp). Offsets are relative to the
 /// slice. With few elements the first segments are empty.
 inline element_range ring_segment(std::size_t count, int world, int segment) {
   return split_aligned(count, world, segment);

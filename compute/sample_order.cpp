@@ -1,7 +1,7 @@
 #include "compute/sample_order.hpp"
 
 #include "compute/counter_random.hpp"
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::compute {
 

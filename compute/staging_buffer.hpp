@@ -21,8 +21,4 @@ class staging_buffer {
   uint64_t bytes_ = 0;
 };
 
-/// Parameters of a BERT MLM with these sizes (for bounding staging memory before training).
-struct bert_config;
-int64_t parameter_count(const bert_config& config);
-
 }  // namespace troupe::compute

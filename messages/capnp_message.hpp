@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compute/error.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::messages {
 

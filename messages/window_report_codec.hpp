@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "messages/training_messages.hpp"
+#include "messages/window_report.hpp"
 
 namespace troupe::messages {
 

@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "compute/error.hpp"
 #include "compute/host_memory.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
 int main(int argc, char** argv) {

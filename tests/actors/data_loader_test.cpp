@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "io/synthetic_dataset.hpp"
+#include "io/data/synthetic_dataset.hpp"
 #include "messages/atoms.hpp"
 #include "messages/training_messages.hpp"
 #include "messages/type_registration.hpp"

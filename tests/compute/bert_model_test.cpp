@@ -5,8 +5,8 @@
 
 #include <set>
 
+#include "compute/bert_config.hpp"
 #include "compute/flat_parameters.hpp"
-#include "compute/staging_buffer.hpp"
 
 namespace troupe::compute {
 namespace {

@@ -9,11 +9,11 @@
 #include <thread>
 
 #include "actors/training_session.hpp"
-#include "compute/error.hpp"
 #include "compute/tensor_difference.hpp"
-#include "io/checkpoint_store.hpp"
-#include "io/child_process.hpp"
-#include "io/file_util.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/os/child_process.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe {

@@ -12,6 +12,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "io/os/local_port.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe {
@@ -59,8 +60,10 @@ class cluster_e2e : public ::testing::Test {
     return path.string();
   }
 
-  static std::string write_manifest(int nodes, int port, const std::string& name) {
-    json m{{"head", {{"host", "127.0.0.1"}, {"port", port}}},
+  /// A manifest of `nodes` single-worker nodes on 127.0.0.1, the head on a port the OS says is
+  /// free (so parallel test runs cannot collide).
+  static std::string write_manifest(int nodes, const std::string& name) {
+    json m{{"head", {{"host", "127.0.0.1"}, {"port", io::free_local_port()}}},
            {"rings", {{"count", 2}, {"chunk_bytes", 16384}}},
            {"timeouts", {{"join_s", 30}, {"collective_s", 10}}},
            {"oversubscribe", true}};
@@ -111,7 +114,7 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   const auto reference = read_metrics("single");
   ASSERT_EQ(reference.size(), 20u);
 
-  auto two = launch(write_manifest(2, 29611, "two.json"), config, "two");
+  auto two = launch(write_manifest(2, "two.json"), config, "two");
   ASSERT_EQ(two.status, 0) << two.output;
   EXPECT_NE(two.output.find("[a]"), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("[b]"), std::string::npos) << two.output;
@@ -120,7 +123,7 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   expect_same_curve(reference, two_nodes, "2 nodes");
   for (const auto& w : two_nodes) EXPECT_EQ(w.world_size, 2);
 
-  const auto three_manifest = write_manifest(3, 29612, "three.json");
+  const auto three_manifest = write_manifest(3, "three.json");
   auto three = launch(three_manifest, config, "three");
   ASSERT_EQ(three.status, 0) << three.output;
   auto again = launch(three_manifest, config, "three-again");
@@ -139,7 +142,7 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   // every byte over UCX (as between hosts): the gradient sums give the same bits as the
   // shared-memory rings above, so the parameters match the 3-node run's bitwise.
   json m = json::parse(io_text(three_manifest));
-  m["head"]["port"] = 29619;
+  m["head"]["port"] = io::free_local_port();
   m["rings"]["shared_memory"] = false;
   m["nodes"] = json::parse(R"([{"name": "a", "host": "127.0.0.1", "workers": 2}, {"name": "b", "host": "127.0.0.1"}])");
   const auto mixed_manifest = *dir_ / "mixed.json";
@@ -155,15 +158,15 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
 }
 
 TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
-  auto delayed = launch(write_manifest(2, 29613, "sync.json"), write_config(6), "delayed");
+  auto delayed = launch(write_manifest(2, "sync.json"), write_config(6), "delayed");
   ASSERT_EQ(delayed.status, 0) << delayed.output;
-  auto every = launch(write_manifest(2, 29614, "sync2.json"), write_config(6, true), "every");
+  auto every = launch(write_manifest(2, "sync2.json"), write_config(6, true), "every");
   ASSERT_EQ(every.status, 0) << every.output;
   expect_same_curve(read_metrics("delayed"), read_metrics("every"), "sync every micro-batch");
 }
 
 TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
-  const auto manifest = write_manifest(2, 29615, "kill.json");
+  const auto manifest = write_manifest(2, "kill.json");
   const auto run = (*dir_ / "killed").string();
   // "kille[d]" and "[b]" match the node's command line but not the shell's own, which holds the
   // patterns.
@@ -185,6 +188,22 @@ TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
   EXPECT_NE(result.output.find("node b (127.0.0.1)"), std::string::npos) << result.output;
 }
 
+// The replica check in the failing direction: rank 1's parameters are nudged before step 3
+// (a test seam), so the hashes summed with that window's gradient disagree and every rank stops
+// the job naming the diverged rank and the step.
+TEST_F(cluster_e2e, a_diverged_replica_stops_the_job_naming_the_rank_and_step) {
+  const std::string perturb = "env TROUPE_TEST_PERTURB_PARAMETERS=1:3 ";  // actors/worker.hpp
+  auto diverged = run_command(perturb + troupe_binary() + " launch --manifest " + write_manifest(2, "diverge.json") +
+                                  " --config " + write_config(6) + " --run-dir " + (*dir_ / "diverged").string(),
+                              300);
+  EXPECT_NE(diverged.status, 0) << diverged.output;
+  EXPECT_NE(diverged.output.find("replicas diverged before step 3: rank 1's parameters hash to"), std::string::npos)
+      << diverged.output;
+  EXPECT_NE(diverged.output.find("rank 0's to"), std::string::npos) << diverged.output;
+  const auto windows = read_metrics("diverged");
+  EXPECT_EQ(windows.size(), 2u) << "only the windows before the divergence are reported";
+}
+
 // The data cursor is global: a job checkpointed on 2 nodes resumes on 1 process and again on 2,
 // and every global position is consumed exactly once (the loaders log what they send).
 TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample_once) {
@@ -192,7 +211,7 @@ TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample
   std::filesystem::create_directories(log_dir);
   const std::string record = "env TROUPE_TEST_RECORD_SAMPLES=" + log_dir.string() + " ";
   const auto config = write_config(8);
-  const auto manifest = write_manifest(2, 29618, "resume.json");
+  const auto manifest = write_manifest(2, "resume.json");
   const auto run = (*dir_ / "resumed").string();
   auto first = run_command(record + troupe_binary() + " launch --manifest " + manifest + " --config " + config +
                            " --run-dir " + run + " --max-windows 3");
@@ -223,7 +242,7 @@ TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample
 // count; every rank makes as many calls), or rank 1's masks after the resume would differ.
 TEST_F(cluster_e2e, resuming_two_nodes_with_dropout_is_bitwise_identical_to_running_straight) {
   const auto config = write_config(6, false, 0.1);
-  const auto manifest = write_manifest(2, 29620, "dropout.json");
+  const auto manifest = write_manifest(2, "dropout.json");
   auto straight = launch(manifest, config, "dropout-straight");
   ASSERT_EQ(straight.status, 0) << straight.output;
   auto first = launch(manifest, config, "dropout-resumed", "--max-windows 3");
@@ -240,7 +259,9 @@ TEST_F(cluster_e2e, resuming_two_nodes_with_dropout_is_bitwise_identical_to_runn
 }
 
 TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {
-  json m{{"head", {{"host", "127.0.0.1"}, {"port", 29616}}},
+  const int port = io::free_local_port();
+  const std::string head = "127.0.0.1:" + std::to_string(port);
+  json m{{"head", {{"host", "127.0.0.1"}, {"port", port}}},
          {"nodes", {{{"name", "a"}, {"host", "127.0.0.1"}}, {{"name", "b"}, {"host", "127.0.0.1"}}}},
          {"timeouts", {{"join_s", 2}}}};
   const auto manifest = *dir_ / "lonely.json";
@@ -248,7 +269,7 @@ TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {
   auto lonely = run_command(troupe_binary() + " node --manifest " + manifest.string() + " --config " +
                             write_config(5) + " --node b --run-dir " + (*dir_ / "lonely").string(), 60);
   EXPECT_NE(lonely.status, 0);
-  EXPECT_NE(lonely.output.find("cannot reach the head at 127.0.0.1:29616 within 2 s"), std::string::npos)
+  EXPECT_NE(lonely.output.find("cannot reach the head at " + head + " within 2 s"), std::string::npos)
       << lonely.output;
 
   // A node started with a different config is refused by the head, naming what differs; the
@@ -264,7 +285,7 @@ TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {
       << mismatch.output;
   EXPECT_NE(mismatch.output.find("b-status=1"), std::string::npos) << mismatch.output;
   EXPECT_NE(mismatch.output.find("a-status=1"), std::string::npos) << mismatch.output;
-  EXPECT_NE(mismatch.output.find("did not join the head at 127.0.0.1:29616 within 2 s"), std::string::npos)
+  EXPECT_NE(mismatch.output.find("did not join the head at " + head + " within 2 s"), std::string::npos)
       << mismatch.output;
 
   m["nodes"][1]["name"] = "a";
@@ -274,7 +295,7 @@ TEST_F(cluster_e2e, unreachable_head_and_bad_manifest_fail_with_clear_errors) {
   EXPECT_NE(duplicate.output.find("nodes[1].name"), std::string::npos) << duplicate.output;
   EXPECT_FALSE(std::filesystem::exists(*dir_ / "never"));
 
-  auto dry = launch(write_manifest(2, 29617, "dry.json"), write_config(5), "dry", "--dry-run");
+  auto dry = launch(write_manifest(2, "dry.json"), write_config(5), "dry", "--dry-run");
   ASSERT_EQ(dry.status, 0) << dry.output;
   EXPECT_NE(dry.output.find("a: "), std::string::npos) << dry.output;
   EXPECT_NE(dry.output.find("--node b"), std::string::npos) << dry.output;

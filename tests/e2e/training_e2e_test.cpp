@@ -2,14 +2,19 @@
 // bitwise reproducibility, `troupe eval`, and bad input refused before any work.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "actors/training_session.hpp"
-#include "compute/error.hpp"
-#include "io/file_util.hpp"
+#include "actors/worker.hpp"
+#include "io/checkpoint/run_directory.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe {
@@ -46,6 +51,17 @@ class training_e2e : public ::testing::Test {
     auto path = *dir_ / name;
     testing::write_text(path, c.dump(2));
     return path.string();
+  }
+
+  /// Options for an in-process run without console output or checkpoints.
+  static actors::session_options quiet_run(const std::string& run, int64_t steps, std::chrono::seconds window_timeout) {
+    actors::session_options options;
+    options.run_dir = *dir_ / run;
+    options.console = false;
+    options.save_checkpoints = false;
+    options.steps = steps;
+    options.window_timeout = window_timeout;
+    return options;
   }
 
   static messages::training_summary train(const std::string& run) {
@@ -101,17 +117,56 @@ TEST_F(training_e2e, loss_falls_and_runs_are_bitwise_identical) {
 }
 
 TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
-  actors::session_options options;
-  options.run_dir = *dir_ / "run-timeout";
-  options.console = false;
-  options.save_checkpoints = false;
-  options.steps = 150;
-  options.window_timeout = std::chrono::seconds(3);
+  const auto options = quiet_run("run-timeout", 150, std::chrono::seconds(3));
   const auto start = std::chrono::steady_clock::now();
   auto summary = actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("150 windows in %.1f s with a 3 s window timeout\n", seconds);
   EXPECT_EQ(summary.windows, 150);
+}
+
+TEST_F(training_e2e, a_stalled_window_ends_the_run_naming_the_step_and_the_timeout) {
+  const auto options = quiet_run("run-stall", 10, std::chrono::seconds(1));
+  ::setenv(actors::stall_window_variable, "3:5", 1);  // window 3 sleeps 5 s, past the 1 s timeout
+  try {
+    actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
+    ::unsetenv(actors::stall_window_variable);
+    FAIL() << "a window stalled for 5 s did not trip a 1 s window timeout";
+  } catch (const troupe::error& e) {
+    ::unsetenv(actors::stall_window_variable);
+    EXPECT_NE(std::string(e.what()).find("the window of step 3 did not finish within the window timeout of 1 s"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(training_e2e, a_train_into_a_run_directory_with_checkpoints_needs_resume_or_overwrite) {
+  auto path = write_config(config(), "again.json");
+  const auto run = (*dir_ / "run-again").string();
+  const auto train = troupe_binary() + " train --config " + path + " --run-dir " + run;
+  ASSERT_EQ(run_command(train + " --steps 4").status, 0);
+  const auto metrics_before = io::read_whole_file(std::filesystem::path(run) / "metrics.jsonl");
+  auto refused = run_command(train + " --steps 4");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.output.find("already holds checkpoints (newest step-00000004); --resume latest continues"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_EQ(io::read_whole_file(std::filesystem::path(run) / "metrics.jsonl"), metrics_before);  // nothing touched
+  auto over = run_command(train + " --steps 2 --overwrite");
+  ASSERT_EQ(over.status, 0) << over.output;
+  EXPECT_EQ(io::read_whole_file(std::filesystem::path(run) / "checkpoints" / "latest"), "step-00000002\n");
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(run) / "checkpoints" / "step-00000004"));
+}
+
+TEST_F(training_e2e, a_second_job_into_a_busy_run_directory_is_refused_naming_the_holder) {
+  const auto run = *dir_ / "run-busy";
+  const io::run_directory_lock held(run);  // this test process plays the first job
+  auto path = write_config(config(), "busy.json");
+  auto second = run_command(troupe_binary() + " train --config " + path + " --run-dir " + run.string() + " --steps 2");
+  EXPECT_NE(second.status, 0);
+  EXPECT_NE(second.output.find("in use by another troupe job (host "), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("pid " + std::to_string(::getpid())), std::string::npos) << second.output;
+  EXPECT_FALSE(std::filesystem::exists(run / "metrics.jsonl"));
 }
 
 TEST_F(training_e2e, resume_continues_from_the_latest_checkpoint) {
@@ -154,7 +209,7 @@ TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
   c["model"]["num_hidden_layers"] = "two";
   cases.push_back({"wrong type", c, "model.num_hidden_layers: expected an integer"});
   c = config();
-  c["runtime"]["device"] = "cuda:0";
+  c["runtime"]["device"] = "cuda:99";  // absent on this machine and on a one-GPU one alike
   cases.push_back({"absent device", c, "runtime.device"});
   for (const auto& bad : cases) {
     auto path = write_config(bad.config, "bad.json");

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "compute/error.hpp"
-#include "io/checkpoint_manifest.hpp"
+#include "io/checkpoint/checkpoint_manifest.hpp"
+#include "messages/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -6,20 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "io/os/scratch_directory.hpp"
+
 namespace troupe::testing {
 
 /// A fresh directory under the system temp dir, removed with everything in it on destruction.
-class temp_dir {
+class temp_dir : public io::scratch_directory {
  public:
-  explicit temp_dir(const std::string& prefix = "troupe-test");
-  ~temp_dir();
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
+  explicit temp_dir(const std::string& prefix = "troupe-test") : io::scratch_directory(prefix) {}
 };
 
 /// Writes `documents` files of sentences from a small grammar ("the old sailor saw a whale .")

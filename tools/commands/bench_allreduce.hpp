@@ -9,7 +9,4 @@ namespace troupe::tools {
 /// rank like a job, prints rank 0's JSON) and the hidden `bench allreduce-rank` it launches.
 void add_bench_allreduce(CLI::App* bench);
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (for local manifests).
-int free_local_port();
-
 }  // namespace troupe::tools

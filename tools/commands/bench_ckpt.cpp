@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "compute/error.hpp"
 #include "compute/staging_buffer.hpp"
-#include "io/checkpoint_store.hpp"
-#include "io/child_process.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/os/child_process.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/bench_ckpt.hpp"
 
 namespace troupe::tools {
@@ -50,25 +50,6 @@ double read_files_seconds(const std::filesystem::path& dir) {
   }
   return seconds_since(start);
 }
-
-}  // namespace
-
-uint64_t parse_byte_count(const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw make_error("--bytes: expected a size like 256M or 1G, got '", text, "'");
-  }
-  const std::string unit = text.substr(used);
-  double scale = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0
-                 : unit == "G" ? 1073741824.0 : -1;
-  if (scale < 0 || value <= 0) throw make_error("--bytes: expected a size like 256M or 1G, got '", text, "'");
-  return static_cast<uint64_t>(value * scale);
-}
-
-namespace {
 
 /// The peer for writing: `dd if=/dev/zero bs=16M conv=fsync` of the same size into the same
 /// directory, timed from start to exit.

@@ -9,8 +9,6 @@
 
 namespace troupe::tools {
 
-/// "256M", "1G", "4096" → bytes; throws troupe::error naming --bytes.
-uint64_t parse_byte_count(const std::string& text);
 /// Stall, write (next to dd), resume (next to reading the files) for a `bytes` state in `dir`,
 /// `rounds` times side by side; see bench_ckpt.cpp.
 nlohmann::json bench_checkpoint(uint64_t bytes, const std::filesystem::path& dir, int rounds);

@@ -6,11 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/training_session.hpp"
-#include "compute/error.hpp"
 #include "cluster/launcher.hpp"
-#include "io/file_util.hpp"
-#include "io/job_config.hpp"
-#include "io/synthetic_dataset.hpp"
+#include "io/config/byte_count.hpp"
+#include "io/config/job_config.hpp"
+#include "io/config/json_fields.hpp"
+#include "io/data/synthetic_dataset.hpp"
+#include "io/os/child_process.hpp"
+#include "io/os/file_util.hpp"
+#include "io/os/scratch_directory.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/bench_allreduce.hpp"
 #include "tools/commands/bench_ckpt.hpp"
 #include "tools/commands/commands.hpp"
@@ -29,24 +33,33 @@ struct bench_train_arguments {
 
 /// Runs the training pipeline through the actors without checkpoints or metrics files; the
 /// first window is warm-up, samples/s is measured over the rest.
-void bench_train(const bench_train_arguments& args) {
-  auto config = io::load_job_config(args.config);
-  // Across nodes each worker keeps the config's micro-batch and accumulation (weak scaling, as
-  // DDP with --world N --accum a): the global batch grows with the world.
-  const int64_t world = args.manifest.empty() ? 1 : cluster::load_manifest(args.manifest).world_size();
-  if (world > 1) {
-    auto job = config.source;
-    job["train_batch_size"] = config.micro_batch_size * config.gradient_accumulation_steps * world;
-    job["train_micro_batch_size_per_gpu"] = config.micro_batch_size;
-    job["gradient_accumulation_steps"] = config.gradient_accumulation_steps;
-    config = io::parse_job_config(job, args.config, world);
+/// The config for `world` workers: as written when its batch sizes fit that world; otherwise a
+/// one-worker config whose micro-batch and accumulation every worker keeps (weak scaling, as
+/// DDP with --world N --accum a), so the global batch grows with the world.
+io::job_config config_for_world(const std::string& file, int64_t world) {
+  const auto root = io::parse_json_file(file);
+  if (world == 1) return io::parse_job_config(root, file, 1);
+  try {
+    return io::parse_job_config(root, file, world);
+  } catch (const error& for_world) {
+    io::job_config one;
+    try {
+      one = io::parse_job_config(root, file, 1);
+    } catch (const error&) {
+      throw for_world;  // fits neither: the error for the manifest's world says what to change
+    }
+    auto job = one.source;
+    job["train_batch_size"] = one.micro_batch_size * one.gradient_accumulation_steps * world;
+    job["train_micro_batch_size_per_gpu"] = one.micro_batch_size;
+    job["gradient_accumulation_steps"] = one.gradient_accumulation_steps;
+    return io::parse_job_config(job, file, world);
   }
-  std::filesystem::path scratch = std::filesystem::temp_directory_path() /
-                                  ("troupe-bench-" + std::to_string(::getpid()));
-  struct cleanup {
-    std::filesystem::path dir;
-    ~cleanup() { std::filesystem::remove_all(dir); }
-  } remove_scratch{scratch};
+}
+
+void bench_train(const bench_train_arguments& args) {
+  const int64_t world = args.manifest.empty() ? 1 : cluster::load_manifest(args.manifest).world_size();
+  auto config = config_for_world(args.config, world);
+  const io::scratch_directory scratch("troupe-bench-train");
   if (args.synthetic) {
     const int64_t vocab = config.model.vocab_size > 0 ? config.model.vocab_size : 30522;
     const auto sequences = static_cast<uint64_t>(config.train_batch_size * (args.steps + 1));
@@ -74,7 +87,7 @@ void bench_train(const bench_train_arguments& args) {
     launch.manifest_file = args.manifest;
     launch.config_file = scratch / "config.json";
     launch.run_dir = scratch / "run";
-    launch.troupe_binary = cluster::current_executable();
+    launch.troupe_binary = io::current_executable();
     launch.node_arguments = {"--steps", std::to_string(args.steps + 1), "--bench-out",
                              (scratch / "summary.json").string()};
     const auto commands = cluster::node_commands(manifest, launch, std::getenv("SLURM_JOB_ID") != nullptr);
@@ -136,7 +149,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 100));
   ckpt->add_flag("--json", ckpt_args->json, "print one JSON line");
   ckpt->callback([ckpt_args] {
-    auto result = bench_checkpoint(parse_byte_count(ckpt_args->bytes), ckpt_args->dir, ckpt_args->rounds);
+    auto result = bench_checkpoint(io::parse_byte_count(ckpt_args->bytes, "--bytes"), ckpt_args->dir, ckpt_args->rounds);
     std::printf("%s\n", ckpt_args->json ? result.dump().c_str() : result.dump(2).c_str());
   });
   add_bench_allreduce(bench);

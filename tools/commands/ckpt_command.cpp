@@ -5,10 +5,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "compute/error.hpp"
 #include "compute/tensor_difference.hpp"
-#include "io/checkpoint_store.hpp"
-#include "io/hf_interchange.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/checkpoint/hf_interchange.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {

@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/device_check.hpp"
-#include "compute/error.hpp"
 #include "compute/mlm_evaluation.hpp"
-#include "io/checkpoint_store.hpp"
-#include "io/mlm_batch_builder.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/data/mlm_batch_builder.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {

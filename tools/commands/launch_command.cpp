@@ -3,15 +3,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "actors/node_session.hpp"
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
-#include "compute/error.hpp"
-#include "io/file_util.hpp"
-#include "io/job_config.hpp"
-#include "io/token_dataset.hpp"
+#include "io/checkpoint/run_directory.hpp"
+#include "io/config/job_config.hpp"
+#include "io/data/token_dataset.hpp"
+#include "io/os/child_process.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {
@@ -26,6 +29,7 @@ struct job_arguments {
   std::string resume;
   int64_t max_windows = 0;
   std::string bench_out;  ///< node only: benchmark mode, rank 0 writes its summary here
+  bool overwrite = false;  ///< launch only: start over in a run directory with checkpoints
 };
 
 void add_job_options(CLI::App* command, job_arguments& args) {
@@ -76,14 +80,22 @@ void add_launch_command(CLI::App& app) {
   auto* command = app.add_subcommand("launch", "run a job on every node of a cluster manifest");
   add_job_options(command, *args);
   command->add_flag("--dry-run", *dry_run, "print the node commands and start nothing");
+  command->add_flag("--overwrite", args->overwrite,
+                    "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)");
   command->callback([args, dry_run] {
     const auto manifest = cluster::load_manifest(args->manifest);
     check_job(manifest, *args);
+    // The launcher holds the run directory (on this host) for the whole job.
+    std::optional<io::run_directory_lock> lock;
+    if (!*dry_run) {
+      lock.emplace(args->run_dir);
+      if (args->resume.empty()) io::prepare_fresh_run(args->run_dir, args->overwrite);
+    }
     cluster::launch_options options;
     options.manifest_file = args->manifest;
     options.config_file = args->config;
     options.run_dir = args->run_dir;
-    options.troupe_binary = cluster::current_executable();
+    options.troupe_binary = io::current_executable();
     options.node_arguments = pass_through(*args);
     options.dry_run = *dry_run;
     const bool inside_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
@@ -120,6 +132,7 @@ void add_node_command(CLI::App& app) {
     node.manifest.node_index(node.name);
     auto config = check_job(node.manifest, *args);
     actors::session_options options;
+    options.own_run_directory = false;  // the launcher holds it
     options.run_dir = args->run_dir;
     if (args->steps > 0) options.steps = args->steps;
     options.resume = args->resume;

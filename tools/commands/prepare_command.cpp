@@ -1,33 +1,82 @@
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <filesystem>
 #include <memory>
 
-#include "io/corpus_preparer.hpp"
+#include "io/data/corpus_preparer.hpp"
+#include "io/data/synthetic_dataset.hpp"
+#include "io/data/token_dataset.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {
+namespace {
+
+struct prepare_arguments {
+  io::prepare_options corpus;
+  std::string verify;          ///< a data directory to check fully
+  uint64_t synthetic = 0;      ///< random sequences instead of a corpus
+  int64_t vocab_size = 30522;  ///< of the synthetic data
+};
+
+void prepare(const prepare_arguments& args) {
+  if (!args.verify.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t sequences = io::verify_dataset(args.verify);
+    spdlog::info("verified {}: {} sequences, every checksum and token id ({:.1f} s)", args.verify, sequences,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return;
+  }
+  if (args.corpus.out.empty()) throw error("prepare: --out is required");
+  if (args.synthetic > 0) {
+    if (std::filesystem::exists(args.corpus.out) && !args.corpus.overwrite)
+      throw make_error(args.corpus.out.string(), ": already exists; pass --overwrite to replace it");
+    std::filesystem::remove_all(args.corpus.out);
+    io::write_synthetic_dataset(args.corpus.out, args.synthetic, args.corpus.max_seq_length, args.vocab_size,
+                                args.corpus.seed);
+    spdlog::info("prepared {}: {} random sequences of {} tokens", args.corpus.out.string(), args.synthetic,
+                 args.corpus.max_seq_length);
+    return;
+  }
+  if (args.corpus.inputs.empty()) throw error("prepare: --input is required (or --synthetic N, or --verify DIR)");
+  if (args.corpus.tokenizer_spec.empty()) throw error("prepare: --tokenizer is required with --input");
+  auto summary = io::prepare_corpus(args.corpus);
+  spdlog::info("prepared {}: {} documents, {} train + {} validation sequences, {} tokens", args.corpus.out.string(),
+               summary.documents, summary.train_sequences, summary.validation_sequences, summary.tokens);
+}
+
+}  // namespace
 
 void add_prepare_command(CLI::App& app) {
-  auto options = std::make_shared<io::prepare_options>();
+  auto args = std::make_shared<prepare_arguments>();
+  auto& options = args->corpus;
   auto* command = app.add_subcommand("prepare", "tokenize UTF-8 text into packed, sharded training data");
-  command->add_option("--input", options->inputs, "text files or directories (one document per file)")
-      ->required();
-  command->add_option("--tokenizer", options->tokenizer_spec, "wordpiece:VOCAB.txt or sentencepiece:VOCAB_SIZE")
-      ->required();
-  command->add_option("--out", options->out, "data directory to create")->required();
-  command->add_option("--max-seq-length", options->max_seq_length, "tokens per sequence")->capture_default_str();
-  command->add_option("--validation-fraction", options->validation_fraction,
+  auto* input = command->add_option("--input", options.inputs, "text files or directories (one document per file)");
+  command->add_option("--tokenizer", options.tokenizer_spec, "wordpiece:VOCAB.txt or sentencepiece:VOCAB_SIZE");
+  command->add_option("--out", options.out, "data directory to create");
+  command->add_option("--max-seq-length", options.max_seq_length, "tokens per sequence")->capture_default_str();
+  command->add_option("--validation-fraction", options.validation_fraction,
                       "share of documents held out for validation")->capture_default_str();
-  command->add_option("--seed", options->seed, "seed of the segment split")->capture_default_str();
-  command->add_option("--sequences-per-shard", options->sequences_per_shard, "sequences per shard file")->capture_default_str()
+  command->add_option("--seed", options.seed, "seed of the segment split (or of the synthetic tokens)")
+      ->capture_default_str();
+  command->add_option("--sequences-per-shard", options.sequences_per_shard, "sequences per shard file")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_flag("--overwrite", options->overwrite, "replace an existing output directory");
-  command->add_flag("!--cased", options->lower_case, "WordPiece: keep case and accents (cased vocabularies)");
-  command->callback([options] {
-    auto summary = io::prepare_corpus(*options);
-    spdlog::info("prepared {}: {} documents, {} train + {} validation sequences, {} tokens", options->out.string(),
-                 summary.documents, summary.train_sequences, summary.validation_sequences, summary.tokens);
-  });
+  command->add_flag("--overwrite", options.overwrite, "replace an existing output directory");
+  command->add_flag("!--cased", options.lower_case, "WordPiece: keep case and accents (cased vocabularies)");
+  auto* synthetic = command->add_option("--synthetic", args->synthetic,
+                                        "write N random sequences instead of a corpus (benchmarks)")
+                        ->check(CLI::PositiveNumber)
+                        ->excludes(input);
+  command->add_option("--vocab-size", args->vocab_size, "vocabulary of the --synthetic data")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{105}, int64_t{1} << 24));
+  command->add_option("--verify", args->verify,
+                      "check every shard of an existing data directory in full (checksums, token ids) and refresh "
+                      "its verification stamps")
+      ->excludes(input)
+      ->excludes(synthetic);
+  command->callback([args] { prepare(*args); });
 }
 
 }  // namespace troupe::tools

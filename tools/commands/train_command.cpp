@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "actors/training_session.hpp"
-#include "io/job_config.hpp"
+#include "io/config/job_config.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {
@@ -15,6 +15,7 @@ struct train_arguments {
   int64_t steps = 0;
   std::string resume;
   int64_t max_windows = 0;
+  bool overwrite = false;
 };
 
 }  // namespace
@@ -30,12 +31,15 @@ void add_train_command(CLI::App& app) {
   command->add_option("--max-windows", args->max_windows,
                       "stop after this many windows of this session, with a checkpoint (resume later)")
       ->check(CLI::PositiveNumber);
+  command->add_flag("--overwrite", args->overwrite,
+                    "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)");
   command->callback([args] {
     auto config = io::load_job_config(args->config);
     actors::session_options options;
     options.run_dir = args->run_dir;
     if (args->steps > 0) options.steps = args->steps;
     options.resume = args->resume;
+    options.overwrite = args->overwrite;
     if (args->max_windows > 0) options.max_windows = args->max_windows;
     auto summary = actors::run_training(std::move(config), options);
     spdlog::info("trained {} windows (step {}), {:.1f} samples/s; final loss {:.4f}; checkpoint {}", summary.windows,

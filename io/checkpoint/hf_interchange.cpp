@@ -1,0 +1,145 @@
+#include "io/checkpoint/hf_interchange.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "compute/bert_model.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/checkpoint/hf_bert_config.hpp"
+#include "io/checkpoint/safetensors.hpp"
+#include "io/data/token_dataset.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::io {
+namespace {
+
+using nlohmann::json;
+
+void refuse_existing(const std::filesystem::path& out, bool overwrite) {
+  if (std::filesystem::exists(out) && !overwrite)
+    throw make_error(out.string(), ": already exists; pass --overwrite to replace it");
+}
+
+/// The tokenizer the checkpoint's data was prepared with: its kind and file.
+struct tokenizer_source {
+  std::string kind;  ///< "wordpiece" or "sentencepiece"
+  std::filesystem::path file;
+};
+
+tokenizer_source data_tokenizer(const checkpoint_contents& checkpoint) {
+  const std::string data_dir = checkpoint.job.value("data", json::object()).value("dir", "");
+  if (data_dir.empty())
+    throw make_error(checkpoint.dir.string(), ": its job config names no data.dir; pass --vocab VOCAB.txt");
+  auto manifest = dataset_manifest::from_file(std::filesystem::path(data_dir) / "manifest.json");
+  return {manifest.tokenizer_kind, std::filesystem::path(data_dir) / manifest.tokenizer_file};
+}
+
+/// Writes the tokenizer files transformers' AutoTokenizer reads. WordPiece: vocab.txt for
+/// BertTokenizer (lower-cased, as `troupe prepare` tokenizes). SentencePiece: spiece.model for
+/// AlbertTokenizer, whose default special tokens (<pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4)
+/// are the ones troupe trains with; keep_accents and no lower-casing leave the text to the
+/// model's own normalisation, as troupe does. (AlbertTokenizer splits a piece ending in a digit
+/// and a comma, "1990,", in two; troupe does not: see docs/checkpoints.md.)
+void write_tokenizer(const tokenizer_source& tokenizer, const std::filesystem::path& dir, int64_t max_length) {
+  json config{{"model_max_length", max_length}};
+  if (tokenizer.kind == "sentencepiece") {
+    std::filesystem::copy_file(tokenizer.file, dir / "spiece.model");
+    config.update({{"tokenizer_class", "AlbertTokenizer"}, {"do_lower_case", false}, {"keep_accents", true},
+                   {"remove_space", true}});
+  } else {
+    std::filesystem::copy_file(tokenizer.file, dir / "vocab.txt");
+    config.update({{"tokenizer_class", "BertTokenizer"}, {"do_lower_case", true}});
+  }
+  write_file_atomically(dir / "tokenizer_config.json", config.dump(2) + "\n");
+}
+
+/// HF names → troupe's names: BertModel checkpoints lack the "bert." prefix.
+std::string troupe_name(const std::string& hf) {
+  if (hf.rfind("embeddings.", 0) == 0 || hf.rfind("encoder.", 0) == 0 || hf.rfind("pooler.", 0) == 0)
+    return "bert." + hf;
+  return hf;
+}
+
+bool is_dropped(const std::string& name) {
+  return name.rfind("bert.pooler.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0 ||
+         name.rfind("cls.predictions.decoder.", 0) == 0 || name.find("position_ids") != std::string::npos;
+}
+
+}  // namespace
+
+void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesystem::path& hf_dir,
+               const std::filesystem::path& vocab, bool overwrite) {
+  refuse_existing(hf_dir, overwrite);
+  auto checkpoint = load_checkpoint(checkpoint_dir, /*with_optimizer=*/false);
+  const auto tokenizer = vocab.empty() ? data_tokenizer(checkpoint) : tokenizer_source{"wordpiece", vocab};
+  if (!std::filesystem::is_regular_file(tokenizer.file))
+    throw make_error(tokenizer.file.string(), ": tokenizer file not found");
+  const auto temporary = std::filesystem::path(hf_dir.string() + ".tmp");
+  std::filesystem::remove_all(temporary);
+  std::filesystem::create_directories(temporary);
+  write_file_atomically(temporary / "config.json", hf_bert_config(checkpoint.model).dump(2) + "\n");
+  write_safetensors(temporary / "model.safetensors", checkpoint.parameters, {{"format", "pt"}});
+  write_tokenizer(tokenizer, temporary, checkpoint.model.max_position_embeddings);
+  fsync_directory(temporary);
+  std::filesystem::remove_all(hf_dir);
+  std::filesystem::rename(temporary, hf_dir);
+}
+
+void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path& checkpoint_dir,
+               const std::filesystem::path& vocab, bool overwrite) {
+  refuse_existing(checkpoint_dir, overwrite);
+  const auto config_path = hf_dir / "config.json";
+  if (!std::filesystem::exists(config_path)) throw make_error(config_path.string(), ": not found");
+  json config;
+  try {
+    config = json::parse(read_whole_file(config_path));
+  } catch (const json::exception& e) {
+    throw make_error(config_path.string(), ": not valid JSON: ", e.what());
+  }
+  if (config.value("model_type", "bert") != "bert")
+    throw make_error(config_path.string(), ": model_type is \"", config.value("model_type", ""),
+                     "\"; troupe imports BERT models");
+  const auto weights = hf_dir / "model.safetensors";
+  if (!std::filesystem::exists(weights))
+    throw make_error(weights.string(), ": not found (only safetensors weights are imported; convert "
+                                       "pytorch_model.bin with transformers' save_pretrained(safe_serialization=True))");
+
+  checkpoint_contents contents;
+  contents.model = bert_config_from_hf(config, config_path.string());
+  compute::named_tensors loaded;
+  for (auto& [name, tensor] : read_safetensors(weights).tensors) {
+    auto mapped = troupe_name(name);
+    if (!is_dropped(mapped)) loaded.emplace_back(mapped, tensor.to(at::kFloat));
+  }
+  // Check names and shapes against the model the config describes; a missing MLM head (a
+  // BertModel checkpoint) keeps the fresh initialisation.
+  compute::bert_for_masked_lm_impl model(contents.model);
+  auto targets = model.hf_named_parameters();
+  bool has_head = false;
+  for (const auto& [name, tensor] : loaded) has_head = has_head || name.rfind("cls.", 0) == 0;
+  if (!has_head) {
+    spdlog::warn("{}: no MLM head (cls.predictions.*); initialising it fresh", weights.string());
+    targets.erase(std::remove_if(targets.begin(), targets.end(), [](auto& e) { return e.first.rfind("cls.", 0) == 0; }),
+                  targets.end());
+  }
+  compute::assign_named_tensors(targets, loaded, weights.string());
+  std::set<std::string> known;
+  for (const auto& [name, value] : model.hf_named_parameters()) known.insert(name);
+  for (const auto& [name, tensor] : loaded)
+    if (known.count(name) == 0) throw make_error(weights.string(), ": tensor '", name, "' is not part of a BERT MLM");
+
+  contents.parameters = compute::cpu_copies(model.hf_named_parameters());
+  const auto vocab_file = vocab.empty() ? hf_dir / "vocab.txt" : vocab;
+  if (std::filesystem::exists(vocab_file)) {
+    contents.state.vocab_hash = file_xxh64_hex(vocab_file);
+  } else {
+    spdlog::warn("{}: no vocabulary; the checkpoint can only resume with --data of a matching vocab", hf_dir.string());
+  }
+  contents.job = json{{"imported_from", std::filesystem::absolute(hf_dir).string()}};
+  write_checkpoint_directory(checkpoint_dir, contents);
+}
+
+}  // namespace troupe::io

@@ -1,0 +1,61 @@
+#include "io/checkpoint/run_directory.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::io {
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
+}  // namespace
+
+run_directory_lock::run_directory_lock(const std::filesystem::path& run_dir) {
+  std::filesystem::create_directories(run_dir);
+  const auto file = run_dir / "troupe.lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw make_error(file.string(), ": cannot open the run directory's lock: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int failure = errno;
+    std::string holder = read_whole_file(file);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (failure == EWOULDBLOCK)
+      throw make_error(run_dir.string(), ": the run directory is in use by another troupe job (",
+                       holder.empty() ? "holder unknown" : holder,
+                       "); wait for it to finish or choose another --run-dir");
+    throw make_error(file.string(), ": cannot lock the run directory: ", std::strerror(failure));
+  }
+  const std::string me = "host " + host_name() + ", pid " + std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
+    throw make_error(file.string(), ": cannot write the run directory's lock: ", std::strerror(errno));
+}
+
+run_directory_lock::~run_directory_lock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+}
+
+void prepare_fresh_run(const std::filesystem::path& run_dir, bool overwrite) {
+  const auto checkpoints = committed_checkpoints(run_dir);
+  if (checkpoints.empty()) return;
+  if (!overwrite)
+    throw make_error(run_dir.string(), ": already holds checkpoints (newest ", checkpoints.back().filename().string(),
+                     "); --resume latest continues that run, --overwrite starts over and deletes them");
+  std::filesystem::remove_all(run_dir / "checkpoints");
+  std::filesystem::remove(run_dir / "metrics.jsonl");
+}
+
+}  // namespace troupe::io

@@ -1,0 +1,108 @@
+#pragma once
+/// Pipelined ring allreduce (sum, in place) over the transport interface: reduce-scatter then
+/// allgather round one ring of ranks, as in gloo's and NCCL's rings. The algorithm and the tag
+/// layout are described in io/comm/ring_allreduce.cpp; the segment arithmetic is in
+/// compute/ring_schedule.hpp.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "io/comm/transport.hpp"
+
+namespace troupe::io {
+
+class shared_region;
+
+/// One ring's shape; every rank of the ring must use equal settings.
+struct ring_settings {
+  std::vector<int> order;   ///< global ranks in ring order, each once
+  int ring_index = 0;       ///< which of the concurrent rings (0 … 15); goes into every tag
+  std::size_t chunk_bytes = 1 << 20;          ///< largest message; a segment moves in chunks
+  std::chrono::milliseconds timeout{60000};   ///< limit for each wait on one message
+};
+
+/// Sums buffers across the ranks of one ring. Driven by one thread, like its transport.
+///
+/// The caller connects the transport to previous() and next() beforehand. Every rank of the
+/// ring calls sum() with the same element type, count and sequence, in the same order of calls.
+/// sum() blocks until this rank's buffer holds the sum; afterwards every rank's buffer is
+/// bitwise identical, and the order of additions depends only on settings.order and count.
+///
+/// Errors: sum() throws transport_error naming the peer and the step awaited when a peer fails
+/// or a wait runs past settings.timeout. The transport then still holds requests that write
+/// into `data` and into this object's staging buffers: destroy the transport first (it cancels
+/// them), then this object, then reuse `data`; build a new transport and ring to go on. A ring
+/// whose sum() threw refuses further calls. Over shared memory, neighbours may still read the
+/// region after a failure, and its progress counters carry no generation: go on with a new
+/// region, not the old one.
+class ring_allreduce {
+ public:
+  /// Checks the settings; throws std::invalid_argument when my_rank is not in settings.order,
+  /// a rank appears twice or is negative, ring_index is outside 0 … 15, chunk_bytes is 0 or
+  /// the timeout is not positive.
+  ring_allreduce(transport& t, int my_rank, ring_settings settings);
+  ~ring_allreduce();
+  ring_allreduce(const ring_allreduce&) = delete;
+  ring_allreduce& operator=(const ring_allreduce&) = delete;
+
+  /// Replaces data[0 … count) by its sum over the ring, in place. `sequence` tells consecutive
+  /// calls apart in the tags (its low 16 bits are used). World 1 and count 0 return at once.
+  void sum(float* data, std::size_t count, std::uint64_t sequence);
+  /// As above, for double.
+  void sum(double* data, std::size_t count, std::uint64_t sequence);
+
+  /// Offers this rank's shared-memory region (see io/comm/shared_region.hpp). At the first sum every
+  /// rank of the ring tells its neighbours what it has (whether or not it called this), and
+  /// when every rank can map both neighbours' regions, all later sums read the neighbour's
+  /// buffer in place instead of receiving copies over the transport (see "Over shared memory"
+  /// in ring_allreduce_shared.cpp); otherwise everything goes over the transport. Buffers of
+  /// sums above small_message_bytes must then lie inside `region` (smaller ones are copied
+  /// into its scratch), which must outlive the ring. Call before the first sum.
+  void share_memory(shared_region& region);
+  /// True when sums go through shared memory (known after the first sum).
+  bool uses_shared_memory() const;
+
+  int next() const;       ///< the rank this one sends to
+  int previous() const;   ///< the rank this one receives from
+  int position() const;   ///< this rank's index in settings().order
+  int world() const;      ///< number of ranks in the ring
+  const ring_settings& settings() const;
+
+  /// Over the transport, sums of at most this many bytes take the latency path (see
+  /// ring_allreduce.cpp): every rank's whole buffer travels round the ring and each rank adds
+  /// them in ring order 0, 1, …, world−1, so world−1 hops instead of 2(world−1). Over shared
+  /// memory they take the usual schedule in the region's scratch.
+  static constexpr std::size_t small_message_bytes = 16384;
+
+  struct schedule;
+  struct shared_path;
+
+ private:
+  template <class T>
+  void run(T* data, std::size_t count, std::uint64_t sequence);
+  template <class T>
+  void run_small(T* data, std::size_t count, std::uint64_t sequence);
+  /// The handshake of the first sum: decides, identically on every rank, whether this
+  /// ring's large sums use shared memory.
+  void negotiate_shared_memory(std::uint64_t sequence);
+  template <class T>
+  void run_shared(T* data, std::size_t count, std::uint64_t sequence);
+  template <class T>
+  void run_shared_small(T* data, std::size_t count, std::uint64_t sequence);
+  std::size_t chunk_elements(std::size_t element_bytes) const;
+
+  transport& transport_;
+  int my_rank_;
+  ring_settings settings_;
+  int position_ = 0;
+  bool broken_ = false;
+  std::unique_ptr<schedule> schedule_;
+  shared_region* region_ = nullptr;
+  std::unique_ptr<shared_path> shared_;  ///< set by the handshake when shared memory is used
+  bool negotiated_ = false;
+};
+
+}  // namespace troupe::io

@@ -1,0 +1,284 @@
+#include <xxhash.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compute/ring_schedule.hpp"
+#include "io/comm/idle_backoff.hpp"
+#include "io/comm/ring_add.hpp"
+#include "io/comm/ring_allreduce.hpp"
+#include "io/comm/ring_shared_path.hpp"
+#include "io/comm/ring_tag.hpp"
+
+namespace troupe::io {
+
+// Over shared memory
+// ==================
+//
+// When every rank of a ring runs on one host, a rank can read its previous neighbour's buffer
+// where it lies instead of having the bytes copied into a FIFO and out again (UCX over shared
+// memory copies each byte twice). Each rank's buffers live in its shared_region; neighbours map
+// it read-only. The schedule is the transport ring's (io/comm/ring_allreduce.cpp), turned from push
+// to pull:
+//
+//   reduce-scatter step s, chunk c: position p adds chunk c of segment p−s−1 from the previous
+//     rank's buffer into its own (data += previous's), once the previous rank finished its own
+//     step s−1 on that chunk (step 0: once it entered the sum);
+//   allgather step s, chunk c: position p copies chunk c of segment p−s from the previous
+//     rank's buffer, once the previous rank finished its step n−2+s on that chunk.
+//
+// So additions happen in the same ring order, on the same chunks, as over the transport, and
+// the two paths give the same bits. Nothing is sent: each rank publishes one progress counter
+// in its region's control line for this ring, the number of units it has completed, where the
+// units of one sum are "entered" and then (step, chunk) for the 2(n−1) steps × C chunks (C:
+// the most chunks any segment has; shorter segments count empty units). Waiting for "the
+// previous rank finished step g on chunk c" is waiting for its counter to reach that unit's
+// number (release stores, acquire loads). A rank overwrites a segment in the allgather only
+// after the segment's final value came round the ring, which happened after its next
+// neighbour finished reading the earlier value: the chain of counters orders them.
+//
+// The next rank reads this rank's buffer until its own last unit; so a sum returns only when
+// the next rank's counter shows the whole sum done, and the caller may then reuse the buffer.
+// The counters grow for the life of the region (never reset), so a ring records each
+// neighbour's counter at the handshake and moves all three on by the units of every sum.
+//
+// On entering, a rank also publishes the sum's signature (sequence, count, element size,
+// chunk) and checks its previous neighbour's: ranks in different sums would number their units
+// differently and read chunks before they are written, so that is an error naming the rank.
+//
+// Waiting follows idle_backoff (io/comm/idle_backoff.hpp: spin 20 µs, or not at all when the ring
+// has more ranks than the host has cores; yield up to 2 ms; then sleep in steps growing to
+// 0.5 ms); it gives up at settings.timeout, or as soon as the neighbour's process is gone,
+// naming the rank, ring, step and chunk.
+//
+// Sums of at most small_message_bytes are copied into the region's scratch for this ring and
+// back, so they need no particular buffer; they take the same schedule (not the transport's
+// latency path), which at 4 KiB is two waits on a neighbour's cache line.
+//
+// The handshake (first sum): every rank sends both neighbours its region descriptor and
+// counter, maps theirs when it can, and the ring sums the number of ranks that could map both
+// neighbours (a small sum over the transport); shared memory is used only when that is the
+// whole ring, so every rank decides the same.
+//
+// Measured (2 ranks, 64 MiB float, this 2-core VM): see docs/benchmarks.md.
+
+namespace {
+
+/// The handshake message: fixed layout, both sides are the same build on the same host.
+struct shared_handshake {
+  shared_region_descriptor region;
+  std::uint64_t progress = 0;
+};
+
+// Tags of the handshake: allgather, the last step number, the last two chunk numbers; a
+// transport sum would need 2^16 chunks in a segment and 2^11 steps to reach them.
+std::uint64_t handshake_tag(int ring, std::uint64_t sequence, bool to_next) {
+  return ring_tags::ring_tag(ring, sequence, ring_tags::allgather, ring_tags::last_step,
+                             to_next ? ring_tags::last_chunk : ring_tags::last_chunk - 1);
+}
+
+bool process_gone(std::int32_t pid) { return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+/// A wait for a neighbour's progress counter to reach `target`: idle_backoff while it has
+/// not, a look every 20 ms at whether the neighbour's process is gone, and the timeout. run()
+/// returns "" when the target is reached, else why not ("rank R (process P) is gone", "rank R
+/// made no progress for T ms").
+struct progress_wait {
+  const shared_ring_control& control;
+  std::uint64_t target;
+  int peer;
+  std::int32_t pid;
+  std::chrono::microseconds spin;
+  std::chrono::milliseconds timeout;
+
+  bool reached() const { return control.progress.load(std::memory_order_acquire) >= target; }
+
+  std::string run() const {
+    if (reached()) return {};
+    const auto start = transport::clock::now();
+    const auto deadline = start + timeout;
+    auto next_check = start;
+    idle_backoff backoff(spin);
+    for (std::uint64_t spins = 1; !reached(); ++spins) {
+      if (backoff.spinning() && spins % 64 != 0) {  // the clock is read every 64 spins
+        cpu_relax();
+        continue;
+      }
+      const auto now = transport::clock::now();
+      if (now >= next_check) {
+        next_check = now + std::chrono::milliseconds(20);
+        // The neighbour may have reached the target and exited since the loop's last look.
+        if (reached()) return {};
+        if (process_gone(pid))
+          return "rank " + std::to_string(peer) + " (process " + std::to_string(pid) + ") is gone (shared memory)";
+        if (now >= deadline)
+          return "rank " + std::to_string(peer) + " made no progress for " + std::to_string(timeout.count()) +
+                 " ms (shared memory)";
+      }
+      backoff.pause(now);
+    }
+    return {};
+  }
+};
+
+std::uint64_t xxh64_of(std::initializer_list<std::uint64_t> values) {
+  const std::vector<std::uint64_t> words(values);
+  return XXH64(words.data(), words.size() * sizeof(std::uint64_t), 0);
+}
+
+}  // namespace
+
+void ring_allreduce::share_memory(shared_region& region) { region_ = &region; }
+
+bool ring_allreduce::uses_shared_memory() const { return shared_ != nullptr; }
+
+void ring_allreduce::negotiate_shared_memory(std::uint64_t sequence) {
+  negotiated_ = true;
+  shared_handshake mine, from_previous, from_next;
+  if (region_) {
+    mine.region = region_->descriptor();
+    mine.progress = region_->control(settings_.ring_index).progress.load(std::memory_order_acquire);
+  }
+  const auto deadline = transport::clock::now() + settings_.timeout;
+  const std::string what = "ring " + std::to_string(settings_.ring_index) + " shared-memory handshake";
+  try {
+    const int ring = settings_.ring_index;
+    auto from_previous_request =
+        transport_.post_receive(previous(), handshake_tag(ring, sequence, true), &from_previous, sizeof from_previous);
+    auto from_next_request =
+        transport_.post_receive(next(), handshake_tag(ring, sequence, false), &from_next, sizeof from_next);
+    auto to_next = transport_.post_send(next(), handshake_tag(ring, sequence, true), &mine, sizeof mine);
+    auto to_previous = transport_.post_send(previous(), handshake_tag(ring, sequence, false), &mine, sizeof mine);
+    transport_.wait(from_previous_request, deadline, what + " from rank " + std::to_string(previous()));
+    transport_.wait(from_next_request, deadline, what + " from rank " + std::to_string(next()));
+    transport_.wait(to_next, deadline, what + " to rank " + std::to_string(next()));
+    transport_.wait(to_previous, deadline, what + " to rank " + std::to_string(previous()));
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+
+  auto path = std::make_unique<shared_path>();
+  if (region_) {
+    path->previous_region = shared_region::attach(from_previous.region);
+    if (next() != previous()) path->next_region = shared_region::attach(from_next.region);
+  }
+  const bool able = region_ && path->previous_region && (next() == previous() || path->next_region);
+  double able_ranks = able ? 1.0 : 0.0;
+  sum(&able_ranks, 1, sequence);  // a small sum: over the transport, the same bits everywhere
+  if (able_ranks != static_cast<double>(world())) return;
+  if (static_cast<unsigned>(world()) > std::thread::hardware_concurrency()) path->spin = std::chrono::microseconds(0);
+  path->previous_pid = from_previous.region.pid;
+  path->next_pid = from_next.region.pid;
+  path->mine = mine.progress;
+  path->previous = from_previous.progress;
+  path->next = from_next.progress;
+  shared_ = std::move(path);
+}
+
+template <class T>
+void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequence) {
+  const int n = world();
+  const int p = position_;
+  const int ring = settings_.ring_index;
+  shared_path& path = *shared_;
+  const std::size_t bytes = count * sizeof(T);
+  auto fail = [&](int peer, const std::string& what) {
+    broken_ = true;
+    throw transport_error(peer, "ring " + std::to_string(ring) + " sequence " + std::to_string(sequence) + " " + what);
+  };
+  const bool in_scratch = reinterpret_cast<std::byte*>(data) == region_->scratch(ring);
+  if (!region_->in_data(data, bytes) && !in_scratch)
+    fail(-1, "(shared memory): the buffer is not inside the region given to share_memory()");
+
+  const std::size_t chunk_elements = this->chunk_elements(sizeof(T));
+  std::size_t chunks = 0;  // C: the most chunks of any segment
+  for (int segment = 0; segment < n; ++segment)
+    chunks = std::max(chunks, compute::chunk_count(compute::ring_segment(count, n, segment).size(), chunk_elements));
+  const std::uint64_t units = 1 + 2 * static_cast<std::uint64_t>(n - 1) * chunks;
+  // What this sum is. Neighbours that disagreed would number their units differently and read
+  // chunks before they are written, so each rank checks its previous neighbour's on entering.
+  const std::uint64_t call = xxh64_of({sequence, count, sizeof(T), chunk_elements});
+  auto unit_done = [&](int step, std::size_t chunk) { return 1 + static_cast<std::uint64_t>(step) * chunks + chunk + 1; };
+
+  auto& mine = region_->control(ring);
+  const auto& from = path.previous_region->control(ring);
+  const auto& to = path.next_view().control(ring);
+
+  // Waits until `control` (rank `peer`'s) reaches `target`; see the prose above.
+  auto wait_for = [&](const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
+                      const char* step_name, int step, std::size_t chunk) {
+    const progress_wait wait{control, target, peer, pid, path.spin, settings_.timeout};
+    if (const auto problem = wait.run(); !problem.empty()) {
+      char where[96];
+      std::snprintf(where, sizeof where, "%s step %d chunk %zu: ", step_name, step, chunk);
+      fail(peer, where + problem);
+    }
+  };
+
+  mine.offset.store(region_->offset_of(data), std::memory_order_relaxed);
+  mine.call.store(call, std::memory_order_relaxed);
+  mine.progress.store(path.mine + 1, std::memory_order_release);
+  wait_for(from, path.previous + 1, previous(), path.previous_pid, "entering", 0, 0);
+  if (from.call.load(std::memory_order_relaxed) != call)
+    fail(previous(), "(shared memory): rank " + std::to_string(previous()) +
+                         " entered a different sum (sequence, element count, type or chunk size differ)");
+  const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
+  const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
+  if (!previous_buffer)
+    fail(previous(), "(shared memory): rank " + std::to_string(previous()) + "'s buffer at offset " +
+                         std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
+  const T* source = reinterpret_cast<const T*>(previous_buffer);
+
+  for (int step = 0; step < 2 * (n - 1); ++step) {
+    const bool reducing = step < n - 1;
+    const int phase_step = reducing ? step : step - (n - 1);
+    const int segment = reducing ? compute::reduce_scatter_receive_segment(n, p, phase_step)
+                                 : compute::allgather_receive_segment(n, p, phase_step);
+    const compute::element_range range = compute::ring_segment(count, n, segment);
+    const std::size_t segment_chunks = compute::chunk_count(range.size(), chunk_elements);
+    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+      if (step > 0)
+        wait_for(from, path.previous + unit_done(step - 1, chunk), previous(), path.previous_pid,
+                 reducing ? "reduce-scatter" : "allgather", phase_step, chunk);
+      if (chunk < segment_chunks) {
+        const compute::element_range piece = compute::chunk_range(range.size(), chunk_elements, chunk);
+        const std::size_t begin = range.begin + piece.begin;
+        if (reducing)
+          add_into(data + begin, source + begin, piece.size());
+        else
+          std::memcpy(data + begin, source + begin, piece.size() * sizeof(T));
+      }
+      mine.progress.store(path.mine + unit_done(step, chunk), std::memory_order_release);
+    }
+  }
+  // The next rank reads this buffer until its last unit.
+  wait_for(to, path.next + units, next(), path.next_pid, "finishing", 2 * (n - 1), 0);
+  path.mine += units;
+  path.previous += units;
+  path.next += units;
+}
+
+template <class T>
+void ring_allreduce::run_shared_small(T* data, std::size_t count, std::uint64_t sequence) {
+  static_assert(small_message_bytes <= shared_region::scratch_bytes);
+  T* scratch = reinterpret_cast<T*>(region_->scratch(settings_.ring_index));
+  std::memcpy(scratch, data, count * sizeof(T));
+  run_shared(scratch, count, sequence);
+  std::memcpy(data, scratch, count * sizeof(T));
+}
+
+template void ring_allreduce::run_shared_small<float>(float*, std::size_t, std::uint64_t);
+template void ring_allreduce::run_shared_small<double>(double*, std::size_t, std::uint64_t);
+template void ring_allreduce::run_shared<float>(float*, std::size_t, std::uint64_t);
+template void ring_allreduce::run_shared<double>(double*, std::size_t, std::uint64_t);
+
+}  // namespace troupe::io

@@ -1,0 +1,75 @@
+#pragma once
+/// The byte mover under the reducer rings: tagged, non-blocking point-to-point messages between
+/// ranks. The ring algorithm (io/comm/ring_allreduce.hpp) is written against this interface only, so
+/// a UCX (host memory) or NCCL (device memory) implementation can sit underneath without the
+/// ring code including either library's headers.
+///
+/// Threading: one transport object is driven by exactly one thread (a reducer's), which is why
+/// progress is explicit: nothing moves unless that thread calls wait(), test() or progress().
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace troupe::io {
+
+/// Opaque bytes that let another rank connect to this transport (a UCX worker address, say).
+/// They travel to the other ranks inside the cluster plan.
+using transport_address = std::vector<std::uint8_t>;
+
+/// A request posted with post_send/post_receive; valid until wait() or test() reports it done.
+using transport_request = std::uint64_t;
+
+/// Tags passed to post_send/post_receive must fit in this many low bits; an implementation may
+/// use the bits above (the UCX transport stores the sender's rank there, because UCX matches a
+/// receive by tag alone, not by sender).
+inline constexpr int transport_tag_bits = 48;
+
+/// A peer failed, a wait timed out, or the library refused an operation. what() names the peer
+/// rank and what was being waited for.
+class transport_error : public std::runtime_error {
+ public:
+  transport_error(int peer, const std::string& what) : std::runtime_error(what), peer_(peer) {}
+  int peer() const { return peer_; }  ///< the rank at fault, or -1 when no single peer is
+
+ private:
+  int peer_;
+};
+
+class transport {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  virtual ~transport() = default;
+
+  /// What other ranks need to connect to this one.
+  virtual transport_address local_address() const = 0;
+
+  /// Opens the connection to `peer` (a global rank) at `address`. Idempotent per peer.
+  virtual void connect(int peer, const transport_address& address) = 0;
+
+  /// Posts a send of `bytes` from `data` to `peer` under `tag`. `data` must stay valid and
+  /// unchanged until the request completes. Messages between one pair with one tag arrive in
+  /// the order they were posted.
+  virtual transport_request post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) = 0;
+
+  /// Posts a receive of exactly `bytes` into `data` from `peer` under `tag`.
+  virtual transport_request post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) = 0;
+
+  /// True once the request completed (and forgets it); drives progress once. Throws
+  /// transport_error when the request failed (peer gone, size mismatch).
+  virtual bool test(transport_request request) = 0;
+
+  /// Drives progress until the request completes; throws transport_error when it fails or when
+  /// `deadline` passes first. `what` describes the wait for the error message ("ring 1 window 7
+  /// reduce-scatter step 2 from rank 3").
+  virtual void wait(transport_request request, clock::time_point deadline, const std::string& what) = 0;
+
+  /// Moves pending operations along without waiting.
+  virtual void progress() = 0;
+};
+
+}  // namespace troupe::io

@@ -1,0 +1,392 @@
+#include "io/comm/ucx/ucx_transport.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "io/comm/idle_backoff.hpp"
+
+namespace troupe::io {
+namespace {
+
+constexpr int sender_shift = transport_tag_bits;
+constexpr std::uint64_t user_tag_limit = std::uint64_t{1} << transport_tag_bits;
+constexpr int max_rank = (1 << (64 - transport_tag_bits)) - 1;
+constexpr ucp_tag_t match_all_bits = ~ucp_tag_t{0};
+
+// A wait polls ucp_worker_progress and gives its core away while nothing arrives as
+// idle_backoff says (io/comm/idle_backoff.hpp). The clock is read every this many rounds while
+// spinning or making progress (for the deadline and the backoff).
+constexpr unsigned clock_check_rounds = 64;
+// How long the destructor lets cancelled requests complete before it force-closes their peers.
+constexpr auto cancel_timeout = std::chrono::milliseconds(100);
+
+// UCX's own switches for failure detection over shared memory (see ucx_context()).
+constexpr const char* mm_error_handling_env = "UCX_MM_ERROR_HANDLING";
+constexpr const char* sysv_error_handling_env = "UCX_SYSV_ERROR_HANDLING";
+constexpr const char* posix_error_handling_env = "UCX_POSIX_ERROR_HANDLING";
+
+template <class... Parts>
+std::string concat(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+std::string peer_suffix(int peer) { return peer >= 0 ? concat(" (rank ", peer, ")") : std::string(); }
+
+/// The check for every UCX call that returns ucs_status_t: throws transport_error naming the
+/// call, the peer and UCX's description of the status.
+void ucx_check(ucs_status_t status, const char* call, int peer) {
+  if (status != UCS_OK)
+    throw transport_error(peer, concat(call, " failed", peer_suffix(peer), ": ", ucs_status_string(status)));
+}
+
+ucp_tag_t wire_tag(int sender, std::uint64_t tag) {
+  return (static_cast<ucp_tag_t>(sender) << sender_shift) | tag;
+}
+
+std::string seconds_text(std::chrono::steady_clock::duration duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", std::chrono::duration<double>(duration).count());
+  return text;
+}
+
+struct peer_state {
+  int rank = -1;
+  ucp_ep_h endpoint = nullptr;
+  ucs_status_t failure = UCS_OK;  // set by the endpoint error handler
+};
+
+struct pending_request {
+  void* handle = nullptr;  // the UCX request; nullptr when a send completed when posted
+  int peer = -1;
+  bool receive = false;
+  std::size_t bytes = 0;
+  ucp_tag_recv_info_t info{};  // filled by ucp_tag_recv_request_test for receives
+};
+
+void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* peer = static_cast<peer_state*>(arg);
+  if (peer->failure == UCS_OK) {
+    peer->failure = status;
+    spdlog::warn("ucx transport: rank {} failed: {}", peer->rank, ucs_status_string(status));
+  }
+}
+
+}  // namespace
+
+struct ucx_context::impl {
+  ucp_context_h context = nullptr;
+};
+
+ucx_context::ucx_context() : impl_(std::make_unique<impl>()) {
+  ucp_config_t* config = nullptr;
+  ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", -1);
+  // Endpoints ask for peer failure detection, and UCX 1.13's shared-memory transports do not
+  // offer it unless told to, so every endpoint between two processes of one host would fall
+  // back to TCP over loopback (a third of the bandwidth). Enabling it keeps shared memory
+  // (sysv/posix, with keepalive); the zero-copy CMA transport still has no failure detection
+  // and stays unused. Whoever sets one of these variables decides for themselves.
+  const bool user_decides = std::getenv(mm_error_handling_env) != nullptr ||
+                            std::getenv(sysv_error_handling_env) != nullptr ||
+                            std::getenv(posix_error_handling_env) != nullptr;
+  if (!user_decides) {
+    const ucs_status_t status = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      ucx_check(status, "ucp_config_modify(MM_ERROR_HANDLING)", -1);
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME |
+                      UCP_PARAM_FIELD_TAG_SENDER_MASK;
+  params.features = UCP_FEATURE_TAG;
+  params.tag_sender_mask = ~(user_tag_limit - 1);  // the sender's rank (see the tag layout)
+  // Each reducer thread creates, drives and destroys its own worker on this context.
+  params.mt_workers_shared = 1;
+  params.name = "troupe";
+  const ucs_status_t status = ucp_init(&params, config, &impl_->context);
+  ucp_config_release(config);
+  ucx_check(status, "ucp_init", -1);
+}
+
+ucx_context::~ucx_context() {
+  if (impl_->context != nullptr) ucp_cleanup(impl_->context);
+}
+
+struct ucx_transport::impl {
+  using request_map = std::unordered_map<transport_request, pending_request>;
+
+  ucp_context_h context = nullptr;
+  int rank = -1;
+  ucp_worker_h worker = nullptr;
+  transport_address address;
+  std::vector<std::unique_ptr<peer_state>> peers;  // indexed by rank; null when not connected
+  request_map requests;
+  transport_request next_request = 1;
+
+  peer_state* find_peer(int peer) {
+    return peer >= 0 && static_cast<std::size_t>(peer) < peers.size() ? peers[peer].get() : nullptr;
+  }
+
+  void check_rank(int peer, const char* operation) const {
+    if (peer < 0 || peer > max_rank)
+      throw transport_error(peer, concat(operation, ": rank ", peer, " is outside 0 … ", max_rank));
+  }
+
+  void check_not_failed(const peer_state* peer, const char* operation) const {
+    if (peer != nullptr && peer->failure != UCS_OK)
+      throw transport_error(peer->rank, concat(operation, ": rank ", peer->rank, " failed earlier: ",
+                                               ucs_status_string(peer->failure)));
+  }
+
+  request_map::iterator find_request(transport_request request) {
+    auto it = requests.find(request);
+    if (it == requests.end())
+      throw transport_error(-1, concat("unknown transport request ", request, " (already completed?)"));
+    return it;
+  }
+
+  /// True when the request completed (it is then forgotten); throws when it failed or when its
+  /// peer failed while it was still pending. `what` prefixes the message when given.
+  bool finish(request_map::iterator it, const std::string* what) {
+    pending_request& r = it->second;
+    ucs_status_t status = UCS_OK;
+    if (r.handle != nullptr)
+      status = r.receive ? ucp_tag_recv_request_test(r.handle, &r.info) : ucp_request_check_status(r.handle);
+    if (status == UCS_INPROGRESS) {
+      const peer_state* peer = find_peer(r.peer);
+      if (peer == nullptr || peer->failure == UCS_OK) return false;
+      throw transport_error(r.peer, concat(what != nullptr ? *what + ": " : std::string(),
+                                           r.receive ? "receive from" : "send to", " rank ", r.peer,
+                                           " abandoned: rank ", r.peer, " failed: ",
+                                           ucs_status_string(peer->failure)));
+    }
+    if (r.handle != nullptr) ucp_request_free(r.handle);
+    const pending_request done = r;
+    requests.erase(it);
+    if (status == UCS_OK && (!done.receive || done.info.length == done.bytes)) return true;
+    const std::string prefix = what != nullptr ? *what + ": " : std::string();
+    const char* direction = done.receive ? "receive from" : "send to";
+    if (status != UCS_OK)
+      throw transport_error(done.peer, concat(prefix, direction, " rank ", done.peer, " failed (",
+                                              done.receive ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx",
+                                              "): ", ucs_status_string(status)));
+    if (done.receive && done.info.length != done.bytes)
+      throw transport_error(done.peer, concat(prefix, "receive from rank ", done.peer, " got ", done.info.length,
+                                              " bytes, expected ", done.bytes));
+    return true;
+  }
+
+  /// Progresses until every request in `handles` left UCS_INPROGRESS or `timeout` passed;
+  /// returns the ones still in progress.
+  std::vector<std::pair<void*, int>> drain(std::vector<std::pair<void*, int>> handles,
+                                           std::chrono::steady_clock::duration timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      std::vector<std::pair<void*, int>> pending;
+      for (auto& entry : handles) {
+        if (ucp_request_check_status(entry.first) == UCS_INPROGRESS)
+          pending.push_back(entry);
+        else
+          ucp_request_free(entry.first);
+      }
+      handles = std::move(pending);
+      if (handles.empty() || std::chrono::steady_clock::now() >= deadline) return handles;
+      if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
+    }
+  }
+
+  void shut_down() noexcept;
+};
+
+ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::make_unique<impl>()) {
+  impl_->check_rank(my_rank, "ucx_transport");
+  impl_->context = context.impl_->context;
+  impl_->rank = my_rank;
+
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  ucx_check(ucp_worker_create(impl_->context, &params, &impl_->worker), "ucp_worker_create", -1);
+
+  ucp_address_t* address = nullptr;
+  std::size_t length = 0;
+  const ucs_status_t status = ucp_worker_get_address(impl_->worker, &address, &length);
+  if (status != UCS_OK) {
+    ucp_worker_destroy(impl_->worker);
+    ucx_check(status, "ucp_worker_get_address", -1);
+  }
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(address);
+  impl_->address.assign(bytes, bytes + length);
+  ucp_worker_release_address(impl_->worker, address);
+}
+
+// Teardown order: (1) cancel every posted request and give the cancellations a moment to
+// complete, so UCX stops writing into the caller's buffers; (2) close the endpoints: force mode
+// for failed peers and for peers with requests that would not cancel (a rendezvous send whose
+// receiver never posted), a flush otherwise so that eager data already handed to UCX reaches a
+// healthy peer; (3) destroy the worker.
+void ucx_transport::impl::shut_down() noexcept {
+  std::vector<std::pair<void*, int>> cancelled;
+  for (auto& [id, r] : requests) {
+    if (r.handle == nullptr) continue;
+    ucp_request_cancel(worker, r.handle);
+    cancelled.emplace_back(r.handle, r.peer);
+  }
+  requests.clear();
+  std::vector<bool> force(peers.size(), false);
+  for (auto& [handle, peer] : drain(std::move(cancelled), cancel_timeout)) {
+    ucp_request_free(handle);  // released by UCX when the force close below completes it
+    if (find_peer(peer) != nullptr) force[peer] = true;
+  }
+
+  std::vector<std::pair<void*, int>> closing;
+  for (auto& peer : peers) {
+    if (peer == nullptr) continue;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = peer->failure != UCS_OK || force[peer->rank] ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    const ucs_status_ptr_t result = ucp_ep_close_nbx(peer->endpoint, &param);
+    if (UCS_PTR_IS_ERR(result))
+      spdlog::debug("ucx transport: ucp_ep_close_nbx (rank {}) : {}", peer->rank,
+                    ucs_status_string(UCS_PTR_STATUS(result)));
+    else if (result != nullptr)
+      closing.emplace_back(result, peer->rank);
+  }
+  for (auto& [handle, peer] : drain(std::move(closing), close_timeout)) {
+    spdlog::warn("ucx transport: closing the endpoint to rank {} did not finish within {} s", peer,
+                 seconds_text(close_timeout));
+    ucp_request_free(handle);
+  }
+  // A force close completes the endpoint's requests from the worker's progress, so give it a
+  // few rounds before the worker goes (else UCX warns about requests not returned to its pool).
+  const auto settle_deadline = std::chrono::steady_clock::now() + cancel_timeout;
+  while (ucp_worker_progress(worker) != 0 && std::chrono::steady_clock::now() < settle_deadline) {
+  }
+  peers.clear();
+  ucp_worker_destroy(worker);
+}
+
+ucx_transport::~ucx_transport() { impl_->shut_down(); }
+
+transport_address ucx_transport::local_address() const { return impl_->address; }
+
+int ucx_transport::rank() const { return impl_->rank; }
+
+std::size_t ucx_transport::outstanding() const { return impl_->requests.size(); }
+
+void ucx_transport::connect(int peer, const transport_address& address) {
+  impl_->check_rank(peer, "connect");
+  if (impl_->find_peer(peer) != nullptr) return;
+  if (address.empty()) throw transport_error(peer, concat("connect: empty address for rank ", peer));
+  auto state = std::make_unique<peer_state>();
+  state->rank = peer;
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = on_endpoint_error;
+  params.err_handler.arg = state.get();
+  ucx_check(ucp_ep_create(impl_->worker, &params, &state->endpoint), "ucp_ep_create", peer);
+  if (impl_->peers.size() <= static_cast<std::size_t>(peer)) impl_->peers.resize(peer + 1);
+  impl_->peers[peer] = std::move(state);
+}
+
+namespace {
+
+/// Callers' tags must leave the sender bits free (see the tag layout in the header).
+void check_tag(int peer, std::uint64_t tag, const char* operation) {
+  if (tag >= user_tag_limit)
+    throw transport_error(peer, concat(operation, ": tag ", tag, " does not fit in ", transport_tag_bits, " bits"));
+}
+
+}  // namespace
+
+transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) {
+  peer_state* state = impl_->find_peer(peer);
+  if (state == nullptr) throw transport_error(peer, concat("post_send: rank ", peer, " is not connected"));
+  impl_->check_not_failed(state, "post_send");
+  check_tag(peer, tag, "post_send");
+
+  const transport_request id = impl_->next_request++;
+  pending_request& r = impl_->requests[id];
+  r.peer = peer;
+  r.bytes = bytes;
+  ucp_request_param_t param{};
+  // Host memory only: saves UCX the memory type detection of every buffer.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.memory_type = UCS_MEMORY_TYPE_HOST;
+  const ucs_status_ptr_t result = ucp_tag_send_nbx(state->endpoint, data, bytes, wire_tag(impl_->rank, tag), &param);
+  if (UCS_PTR_IS_ERR(result)) {
+    impl_->requests.erase(id);
+    ucx_check(UCS_PTR_STATUS(result), "ucp_tag_send_nbx", peer);
+  }
+  r.handle = result;  // nullptr: completed immediately
+  return id;
+}
+
+transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) {
+  impl_->check_rank(peer, "post_receive");
+  impl_->check_not_failed(impl_->find_peer(peer), "post_receive");
+  check_tag(peer, tag, "post_receive");
+
+  const transport_request id = impl_->next_request++;
+  pending_request& r = impl_->requests[id];
+  r.peer = peer;
+  r.receive = true;
+  r.bytes = bytes;
+  ucp_request_param_t param{};
+  // No immediate completion: UCX 1.13 leaves recv_info.tag_info unset when a receive completes
+  // inside ucp_tag_recv_nbx, and the length is needed to reject a short message.
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.memory_type = UCS_MEMORY_TYPE_HOST;
+  const ucs_status_ptr_t result =
+      ucp_tag_recv_nbx(impl_->worker, data, bytes, wire_tag(peer, tag), match_all_bits, &param);
+  if (UCS_PTR_IS_ERR(result)) {
+    impl_->requests.erase(id);
+    ucx_check(UCS_PTR_STATUS(result), "ucp_tag_recv_nbx", peer);
+  }
+  r.handle = result;  // never nullptr: no immediate completion
+  return id;
+}
+
+bool ucx_transport::test(transport_request request) {
+  const auto it = impl_->find_request(request);
+  if (impl_->finish(it, nullptr)) return true;
+  ucp_worker_progress(impl_->worker);
+  return impl_->finish(it, nullptr);
+}
+
+void ucx_transport::wait(transport_request request, clock::time_point deadline, const std::string& what) {
+  const auto it = impl_->find_request(request);
+  const int peer = it->second.peer;
+  const auto start = clock::now();
+  idle_backoff backoff;
+  for (unsigned round = 1;; ++round) {
+    if (impl_->finish(it, &what)) return;
+    const bool progressed = ucp_worker_progress(impl_->worker) != 0;
+    if (progressed) backoff.progressed();
+    if ((progressed || backoff.spinning()) && round % clock_check_rounds != 0) continue;
+    const auto now = clock::now();
+    if (now >= deadline) {
+      throw transport_error(peer, concat("timed out after ", seconds_text(now - start), " s waiting for ", what,
+                                         " (rank ", peer, ")"));
+    }
+    if (!progressed) backoff.pause(now);
+  }
+}
+
+void ucx_transport::progress() { ucp_worker_progress(impl_->worker); }
+
+}  // namespace troupe::io

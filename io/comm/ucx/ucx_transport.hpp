@@ -1,0 +1,95 @@
+#pragma once
+/// The host-memory transport over UCX tag matching (UCX 1.13, ucp API). UCX headers stay in
+/// ucx_transport.cpp: this header only declares the two RAII owners.
+///
+/// Tag layout on the wire (64 bits):
+///
+///   bits 63..48  sender's global rank (0 … 65535), added by ucx_transport
+///   bits 47..0   the caller's tag (transport_tag_bits; the ring's layout is in
+///                io/comm/ring_allreduce.cpp)
+///
+/// UCX matches a receive against (tag, mask) only, whichever endpoint the message came over, so
+/// without the sender in the tag a receive "from rank 3" could take rank 5's message. Receives
+/// match all 64 bits exactly.
+///
+/// Errors: every failed UCX call throws transport_error naming the call, the peer and
+/// ucs_status_string. A peer that fails (UCX reports it through the endpoint's error handler,
+/// UCP_ERR_HANDLING_MODE_PEER) is remembered, and every later wait on a request to or from it
+/// throws. After any transport_error the transport is unusable: destroy it (it cancels what is
+/// still posted) before freeing the buffers that were posted, then build a new one and
+/// reconnect.
+
+#include <chrono>
+#include <memory>
+
+#include "io/comm/transport.hpp"
+
+namespace troupe::io {
+
+/// The process's UCX context (ucp_init with the tag feature); several transports share one.
+///
+/// Created with mt_workers_shared, so transports (workers) may be created, driven and destroyed
+/// from different threads at the same time. Must outlive every transport made from it.
+///
+/// Sets UCX_MM_ERROR_HANDLING=y for its own configuration unless the environment sets
+/// UCX_{MM,SYSV,POSIX}_ERROR_HANDLING: without it UCX 1.13 will not use shared memory for
+/// endpoints with peer failure detection and two ranks on one host talk TCP over loopback
+/// (1.1 instead of 3.1 GB/s busbw in the ring benchmark). A dead peer process is then found by
+/// UCX's keepalive (UCX_KEEPALIVE_INTERVAL, 20 s by default) or by the waits' timeouts.
+class ucx_context {
+ public:
+  /// Reads the UCX_* environment (ucp_config_read) and initialises UCP; throws transport_error
+  /// (peer -1) when UCX cannot start.
+  ucx_context();
+  ~ucx_context();
+  ucx_context(const ucx_context&) = delete;
+  ucx_context& operator=(const ucx_context&) = delete;
+
+  struct impl;
+
+ private:
+  friend class ucx_transport;
+  std::unique_ptr<impl> impl_;
+};
+
+/// One UCX worker (UCS_THREAD_MODE_SINGLE) owned and driven by one thread, with one endpoint
+/// per connected peer.
+///
+/// Waits spin on ucp_worker_progress for low latency, yield after a run of idle rounds and
+/// sleep briefly (tens of microseconds) only after about a millisecond without progress.
+class ucx_transport : public transport {
+ public:
+  /// Creates the worker. `my_rank` (0 … 65535) goes into the sender bits of every tag sent.
+  ucx_transport(ucx_context& context, int my_rank);
+
+  /// Cancels requests still posted, closes the endpoints (force mode for failed peers, a flush
+  /// bounded by close_timeout otherwise) and destroys the worker. Never throws.
+  ~ucx_transport() override;
+
+  ucx_transport(const ucx_transport&) = delete;
+  ucx_transport& operator=(const ucx_transport&) = delete;
+
+  transport_address local_address() const override;
+  void connect(int peer, const transport_address& address) override;
+  transport_request post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) override;
+  transport_request post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) override;
+  bool test(transport_request request) override;
+  void wait(transport_request request, clock::time_point deadline, const std::string& what) override;
+  void progress() override;
+
+  /// The rank given at construction.
+  int rank() const;
+
+  /// Requests posted and not yet reported done by test() or wait().
+  std::size_t outstanding() const;
+
+  /// How long the destructor lets a healthy endpoint flush before giving up on it.
+  static constexpr std::chrono::milliseconds close_timeout{2000};
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace troupe::io

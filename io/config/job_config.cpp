@@ -1,0 +1,215 @@
+#include "io/config/job_config.hpp"
+
+#include "io/config/json_fields.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::io {
+namespace {
+
+constexpr int64_t big = int64_t{1} << 40;
+
+compute::bert_config parse_model(json_fields& fields, std::string& type) {
+  compute::bert_config model;
+  type = fields.choice("type", "bert", {"bert"});
+  model.vocab_size = fields.integer("vocab_size", 0, 0, 1 << 24);
+  model.hidden_size = fields.integer("hidden_size", model.hidden_size, 1, 1 << 16);
+  model.num_hidden_layers = fields.integer("num_hidden_layers", model.num_hidden_layers, 1, 1024);
+  model.num_attention_heads = fields.integer("num_attention_heads", model.num_attention_heads, 1, 1024);
+  model.intermediate_size = fields.integer("intermediate_size", 4 * model.hidden_size, 1, 1 << 18);
+  model.max_position_embeddings = fields.integer("max_position_embeddings", model.max_position_embeddings, 8, 65536);
+  model.type_vocab_size = fields.integer("type_vocab_size", model.type_vocab_size, 2, 16);
+  model.hidden_dropout_prob = fields.number("hidden_dropout_prob", model.hidden_dropout_prob, 0.0, 0.99);
+  model.attention_probs_dropout_prob =
+      fields.number("attention_probs_dropout_prob", model.attention_probs_dropout_prob, 0.0, 0.99);
+  model.layer_norm_eps = fields.number("layer_norm_eps", model.layer_norm_eps, 1e-20, 1e-1);
+  model.initializer_range = fields.number("initializer_range", model.initializer_range, 1e-6, 1.0);
+  if (model.hidden_size % model.num_attention_heads != 0)
+    fields.fail("hidden_size", detail::concat("a multiple of num_attention_heads (", model.num_attention_heads, ")"));
+  fields.finish();
+  return model;
+}
+
+compute::optimizer_config parse_optimizer(json_fields& fields) {
+  compute::optimizer_config optimizer;
+  auto type = fields.choice("type", "AdamW", {"AdamW", "Adam", "Lamb", "LAMB"});
+  optimizer.kind = (type == "Lamb" || type == "LAMB") ? compute::optimizer_kind::lamb : compute::optimizer_kind::adamw;
+  if (optimizer.kind == compute::optimizer_kind::lamb) optimizer.eps = 1e-6;
+  auto params = fields.object("params");
+  optimizer.lr = params.number("lr", optimizer.lr, 0.0, 10.0);
+  auto betas = params.numbers("betas", {optimizer.beta1, optimizer.beta2}, 2);
+  for (double beta : betas)
+    if (beta < 0.0 || beta >= 1.0) params.fail("betas", "two numbers in [0, 1)");
+  optimizer.beta1 = betas[0];
+  optimizer.beta2 = betas[1];
+  optimizer.eps = params.number("eps", optimizer.eps, 0.0, 1.0);
+  optimizer.weight_decay = params.number("weight_decay", optimizer.weight_decay, 0.0, 10.0);
+  if (optimizer.kind == compute::optimizer_kind::lamb) {
+    optimizer.bias_correction = params.boolean("bias_correction", true);
+    optimizer.max_trust = params.number("max_coeff", optimizer.max_trust, 0.0, 1e6);
+    optimizer.min_trust = params.number("min_coeff", optimizer.min_trust, 0.0, optimizer.max_trust);
+  }
+  params.finish();
+  fields.finish();
+  return optimizer;
+}
+
+compute::schedule_config parse_scheduler(json_fields& fields, double base_lr, int64_t train_steps) {
+  compute::schedule_config schedule;
+  schedule.warmup_max_lr = base_lr;
+  schedule.total_num_steps = train_steps;
+  if (!fields.has("type")) {
+    if (fields.has("params")) fields.fail("type", "one of \"WarmupDecayLR\", \"WarmupLinearDecayExp\", \"Constant\"");
+    fields.finish();
+    return schedule;
+  }
+  auto type = fields.choice("type", "", {"WarmupDecayLR", "WarmupLinearDecayExp", "Constant"});
+  auto params = fields.object("params");
+  if (type == "WarmupDecayLR") {
+    schedule.kind = compute::schedule_kind::warmup_decay;
+    schedule.warmup_min_lr = params.number("warmup_min_lr", 0.0, 0.0, 10.0);
+    schedule.warmup_max_lr = params.number("warmup_max_lr", base_lr, 0.0, 10.0);
+    schedule.warmup_num_steps = params.integer("warmup_num_steps", 0, 0, big);
+    schedule.total_num_steps = params.integer("total_num_steps", train_steps, 1, big);
+    schedule.shape = params.choice("warmup_type", "linear", {"linear", "log"}) == "log"
+                         ? compute::warmup_shape::log
+                         : compute::warmup_shape::linear;
+    if (schedule.warmup_num_steps > schedule.total_num_steps)
+      params.fail("warmup_num_steps", "at most total_num_steps");
+  } else if (type == "WarmupLinearDecayExp") {
+    schedule.kind = compute::schedule_kind::warmup_linear_decay_exp;
+    schedule.warmup_max_lr = params.number("lr", base_lr, 0.0, 10.0);
+    schedule.warmup_proportion = params.number("warmup_proportion", schedule.warmup_proportion, 0.0, 1.0);
+    schedule.decay_rate = params.number("decay_rate", schedule.decay_rate, 0.0, 1.0);
+    schedule.decay_steps = params.integer("decay_steps", schedule.decay_steps, 1, big);
+    schedule.total_num_steps = params.integer("total_num_steps", train_steps, 1, big);
+  }
+  params.finish();
+  fields.finish();
+  return schedule;
+}
+
+void resolve_batch_sizes(job_config& config, json_fields& root, int64_t workers) {
+  int64_t& total = config.train_batch_size;
+  int64_t& micro = config.micro_batch_size;
+  int64_t& accumulation = config.gradient_accumulation_steps;
+  if (total > 0 && micro > 0 && accumulation > 0) {
+    if (total != micro * accumulation * workers)
+      root.fail("train_batch_size",
+                detail::concat("train_micro_batch_size_per_gpu × gradient_accumulation_steps × workers = ", micro,
+                               " × ", accumulation, " × ", workers, " = ", micro * accumulation * workers));
+  } else if (total > 0 && micro > 0) {
+    if (total % (micro * workers) != 0)
+      root.fail("train_batch_size", detail::concat("a multiple of train_micro_batch_size_per_gpu × workers = ",
+                                                   micro * workers));
+    accumulation = total / (micro * workers);
+  } else if (total > 0 && accumulation > 0) {
+    if (total % (accumulation * workers) != 0)
+      root.fail("train_batch_size", detail::concat("a multiple of gradient_accumulation_steps × workers = ",
+                                                   accumulation * workers));
+    micro = total / (accumulation * workers);
+  } else if (micro > 0) {
+    if (accumulation == 0) accumulation = 1;
+    total = micro * accumulation * workers;
+  } else if (total > 0) {
+    accumulation = 1;
+    if (total % workers != 0) root.fail("train_batch_size", detail::concat("a multiple of workers = ", workers));
+    micro = total / workers;
+  } else {
+    root.fail("train_micro_batch_size_per_gpu", "a positive integer (or train_batch_size)");
+  }
+}
+
+}  // namespace
+
+job_config parse_job_config(const nlohmann::json& root_json, const std::string& source, int64_t workers) {
+  TROUPE_ENFORCE(workers >= 1, "workers=", workers);
+  json_fields root(root_json, source);
+  job_config config;
+  config.source = root_json;
+  config.train_batch_size = root.integer("train_batch_size", 0, 1, big);
+  config.micro_batch_size = root.integer("train_micro_batch_size_per_gpu", 0, 1, 1 << 20);
+  config.gradient_accumulation_steps = root.integer("gradient_accumulation_steps", 0, 1, 1 << 20);
+  resolve_batch_sizes(config, root, workers);
+  config.train_steps = root.integer("train_steps", config.train_steps, 1, big);
+  config.steps_per_print = root.integer("steps_per_print", config.steps_per_print, 1, big);
+  config.seed = static_cast<uint64_t>(root.integer("seed", 42, 0, INT64_MAX));
+  config.gradient_clipping = root.number("gradient_clipping", config.gradient_clipping, 0.0, 1e9);
+  config.sync_every_micro_batch = root.boolean("sync_every_micro_batch", false);
+
+  auto bf16 = root.object("bf16");
+  config.bf16 = bf16.boolean("enabled", false);
+  bf16.finish();
+  auto fp16 = root.object("fp16");
+  bool fp16_enabled = fp16.boolean("enabled", false);
+  for (const char* key : {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"})
+    fp16.number(key, 0, 0, 1e9);
+  fp16.finish();
+  if (fp16_enabled)
+    fp16.fail("enabled", "false: fp16 with loss scaling is not implemented yet; use bf16.enabled on CPU and GPU");
+
+  auto model = root.object("model");
+  config.model = parse_model(model, config.model_type);
+  auto optimizer = root.object("optimizer");
+  config.optimizer = parse_optimizer(optimizer);
+  auto scheduler = root.object("scheduler");
+  config.schedule_follows_train_steps = !scheduler.object("params").has("total_num_steps");
+  config.scheduler = parse_scheduler(scheduler, config.optimizer.lr, config.train_steps);
+
+  auto data = root.object("data");
+  config.data.dir = data.string("dir", "");
+  if (config.data.dir.empty()) data.fail("dir", "the path of a directory written by `troupe prepare`");
+  config.data.prefetch = data.integer("prefetch", config.data.prefetch, 1, 1024);
+  config.data.mask_probability = data.number("mask_probability", config.data.mask_probability, 0.01, 0.9);
+  data.finish();
+
+  auto checkpoint = root.object("checkpoint");
+  config.checkpoint.every_windows = checkpoint.integer("every_windows", 0, 0, big);
+  config.checkpoint.keep = checkpoint.integer("keep", 2, 1, 1000);
+  config.checkpoint.max_staging_bytes =
+      checkpoint.integer("max_staging_bytes", config.checkpoint.max_staging_bytes, 1, INT64_MAX);
+  config.checkpoint.skip_when_busy = checkpoint.choice("when_busy", "wait", {"wait", "skip"}) == "skip";
+  checkpoint.finish();
+
+  auto runtime = root.object("runtime");
+  config.runtime.device = runtime.string("device", "cpu");
+  if (config.runtime.device != "cpu" && config.runtime.device.rfind("cuda", 0) != 0)
+    runtime.fail("device", "\"cpu\" or \"cuda:N\"");
+  config.runtime.threads = runtime.integer("threads", 1, 1, 1024);
+  runtime.finish();
+
+  root.finish();
+  return config;
+}
+
+void job_config::set_train_steps(int64_t steps) {
+  train_steps = steps;
+  if (schedule_follows_train_steps) scheduler.total_num_steps = steps;
+}
+
+job_config load_job_config(const std::filesystem::path& file, int64_t workers) {
+  if (!std::filesystem::is_regular_file(file)) throw make_error(file.string(), ": config file not found");
+  return parse_job_config(parse_json_file(file), file.string(), workers);
+}
+
+}  // namespace troupe::io
+
+#include "io/data/token_dataset.hpp"
+
+namespace troupe::io {
+
+void reconcile_with_data(job_config& config, const dataset_manifest& data, const std::string& source) {
+  const std::string manifest = (config.data.dir / "manifest.json").string();
+  if (config.model.vocab_size == 0) {
+    config.model.vocab_size = data.vocab_size;
+  } else if (config.model.vocab_size != data.vocab_size) {
+    throw make_error(source, ": model.vocab_size: ", config.model.vocab_size,
+                     " differs from the data's vocabulary of ", data.vocab_size, " tokens (", manifest,
+                     "); the model and the dataset must use the same vocabulary");
+  }
+  if (static_cast<int64_t>(data.max_seq_length) > config.model.max_position_embeddings)
+    throw make_error(source, ": model.max_position_embeddings: ", config.model.max_position_embeddings,
+                     " is shorter than the data's max_seq_length ", data.max_seq_length, " (", manifest, ")");
+}
+
+}  // namespace troupe::io

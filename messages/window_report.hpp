@@ -1,0 +1,33 @@
+#pragma once
+/// One window's measurements, as a plain struct: what crosses nodes as schema::WindowReport
+/// (messages/schemas/metrics.capnp). Free of CAF and LibTorch so its codec can be fuzzed alone.
+
+#include <cstdint>
+
+namespace troupe::messages {
+
+/// A worker's measurements of one window; crosses nodes as schema::WindowReport.
+struct window_report {
+  int64_t step = 0;
+  int32_t rank = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t samples = 0;
+  int64_t tokens = 0;
+  int64_t masked_tokens = 0;
+  double window_seconds = 0;
+  double data_wait_seconds = 0;
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double optimizer_seconds = 0;
+  uint64_t epoch = 0;
+  uint64_t next_position = 0;
+  double checkpoint_stall_seconds = 0;  ///< staging copies and waits for a busy writer
+  int64_t checkpoints_skipped = 0;      ///< so far in this run (when_busy = "skip")
+  uint64_t parameter_hash = 0;          ///< xxh64 of the parameters the window started from
+  int32_t world_size = 1;               ///< workers whose samples these numbers cover
+  double allreduce_seconds = 0;         ///< waiting for the reducers, slowest rank included
+};
+
+}  // namespace troupe::messages

@@ -1,0 +1,28 @@
+// libFuzzer target: the decoders of what other nodes send during rendezvous (a join request to
+// the head, the cluster plan back) must reject or accept any bytes without reading out of
+// bounds (AddressSanitizer) or overflowing (UBSan), and what they accept must be consistent.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cluster/plan.hpp"
+#include "messages/error.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  try {
+    const auto join = troupe::cluster::decode_join(bytes, "fuzz");
+    if (join.workers.empty()) __builtin_trap();  // a join without workers must be refused
+  } catch (const troupe::error&) {
+  }
+  try {
+    const auto plan = troupe::cluster::decode_plan(bytes, "fuzz");
+    // Accepted plans must be usable without further checks: every rank has a place in every
+    // ring, so the neighbour lookups stay inside the orders.
+    for (int ring = 0; ring < static_cast<int>(plan.ring_orders.size()); ++ring)
+      for (int rank = 0; rank < plan.world; ++rank)
+        if (plan.next(ring, rank) < 0 || plan.next(ring, rank) >= plan.world) __builtin_trap();
+  } catch (const troupe::error&) {
+  }
+  return 0;
+}

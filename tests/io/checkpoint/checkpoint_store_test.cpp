@@ -1,0 +1,170 @@
+#include "io/checkpoint/checkpoint_store.hpp"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "compute/tensor_difference.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
+#include "tests/support/test_corpus.hpp"
+
+namespace troupe::io {
+namespace {
+
+checkpoint_contents sample_contents(int64_t step) {
+  checkpoint_contents c;
+  c.model.vocab_size = 30;
+  c.model.hidden_size = 8;
+  c.model.num_hidden_layers = 1;
+  c.model.num_attention_heads = 2;
+  c.model.intermediate_size = 16;
+  c.state.optimizer_steps = step;
+  c.state.next_position = 1000 + static_cast<uint64_t>(step);
+  c.state.seed = 42;
+  c.state.dataset_size = 600;
+  c.state.vocab_hash = "00112233aabbccdd";
+  c.state.rng = {{"dropout/rank0", 7, 123}};
+  c.state.last_lr = 1e-4;
+  c.parameters = {{"a.weight", torch::randn({4, 3})}, {"a.bias", torch::randn({3})}};
+  c.optimizer = {{"exp_avg", torch::randn({15})}, {"exp_avg_sq", torch::rand({15})}};
+  c.job = {{"train_steps", 10}, {"data", {{"dir", "somewhere"}}}};
+  return c;
+}
+
+void flip_byte(const std::filesystem::path& file, std::size_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.get(c);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(static_cast<char>(c ^ 0x20));
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const troupe::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(checkpoint_store, save_load_round_trip_with_manifest) {
+  troupe::testing::temp_dir run;
+  auto saved = sample_contents(5);
+  auto dir = save_checkpoint(run.path(), saved, 2);
+  EXPECT_EQ(dir.filename(), "step-00000005");
+  EXPECT_EQ(read_whole_file(run / "checkpoints" / "latest"), "step-00000005\n");
+  auto loaded = load_checkpoint(resolve_checkpoint("latest", run.path()));
+  EXPECT_EQ(loaded.state.optimizer_steps, 5);
+  EXPECT_EQ(loaded.state.next_position, 1005u);
+  ASSERT_EQ(loaded.state.rng.size(), 1u);
+  EXPECT_EQ(loaded.state.rng[0].counter, 123u);
+  EXPECT_EQ(loaded.job["train_steps"], 10);
+  EXPECT_EQ(loaded.model.hidden_size, 8);
+  for (const auto& d : compute::tensor_differences(saved.parameters, loaded.parameters))
+    EXPECT_EQ(d.max_abs_difference, 0.0) << d.name << " " << d.note;
+  for (const auto& d : compute::tensor_differences(saved.optimizer, loaded.optimizer))
+    EXPECT_EQ(d.max_abs_difference, 0.0) << d.name << " " << d.note;
+  auto manifest = verify_checkpoint(dir);
+  EXPECT_EQ(manifest.epoch, 1u);  // 1005 / 600
+  EXPECT_EQ(manifest.files.size(), 3u);
+  EXPECT_NE(manifest.to_json().find("\"next_position\": 1005"), std::string::npos);
+}
+
+TEST(checkpoint_store, keeps_the_newest_k) {
+  troupe::testing::temp_dir run;
+  for (int64_t step : {1, 2, 3, 4}) save_checkpoint(run.path(), sample_contents(step), 2);
+  auto listings = list_checkpoints(run.path());
+  ASSERT_EQ(listings.size(), 2u);
+  EXPECT_EQ(listings[0].step, 3);
+  EXPECT_EQ(listings[1].step, 4);
+  EXPECT_TRUE(listings[1].latest);
+  EXPECT_TRUE(listings[0].valid && listings[1].valid);
+  auto removed = prune_checkpoints(run.path(), 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].filename(), "step-00000003");
+}
+
+TEST(checkpoint_store, a_flipped_byte_is_caught_and_resume_falls_back) {
+  troupe::testing::temp_dir run;
+  save_checkpoint(run.path(), sample_contents(1), 3);
+  auto newest = save_checkpoint(run.path(), sample_contents(2), 3);
+  flip_byte(newest / "model.safetensors", std::filesystem::file_size(newest / "model.safetensors") - 5);
+  auto message = error_of([&] { verify_checkpoint(newest); });
+  EXPECT_NE(message.find("model.safetensors fails its xxh64 checksum"), std::string::npos) << message;
+  auto resumed = load_for_resume("latest", run.path());
+  EXPECT_EQ(resumed.state.optimizer_steps, 1);
+  auto listings = list_checkpoints(run.path());
+  EXPECT_FALSE(listings.back().valid);
+  // Naming the damaged checkpoint directly gets no silent substitute.
+  EXPECT_THROW(load_for_resume(newest.string(), run.path()), troupe::error);
+}
+
+TEST(checkpoint_store, loads_in_place_into_targets_that_fit_and_allocates_the_rest) {
+  troupe::testing::temp_dir run;
+  auto saved = sample_contents(3);
+  auto dir = save_checkpoint(run.path(), saved, 2);
+  load_targets into;
+  into.parameters["a.weight"] = torch::zeros({4, 3});
+  into.parameters["a.bias"] = torch::zeros({4});  // wrong shape: not used, left alone
+  into.optimizer["exp_avg"] = torch::zeros({15}, torch::kDouble);  // wrong dtype: not used
+  into.optimizer["exp_avg_sq"] = torch::zeros({15});
+  auto loaded = load_checkpoint(dir, true, into);
+  auto tensor_named = [](const compute::named_tensors& tensors, const std::string& name) {
+    for (const auto& [n, t] : tensors)
+      if (n == name) return t;
+    return at::Tensor();
+  };
+  EXPECT_EQ(tensor_named(loaded.parameters, "a.weight").data_ptr(), into.parameters["a.weight"].data_ptr());
+  EXPECT_TRUE(torch::equal(into.parameters["a.weight"], tensor_named(saved.parameters, "a.weight")));
+  EXPECT_EQ(tensor_named(loaded.optimizer, "exp_avg_sq").data_ptr(), into.optimizer["exp_avg_sq"].data_ptr());
+  EXPECT_TRUE(torch::equal(into.optimizer["exp_avg_sq"], tensor_named(saved.optimizer, "exp_avg_sq")));
+  EXPECT_NE(tensor_named(loaded.parameters, "a.bias").data_ptr(), into.parameters["a.bias"].data_ptr());
+  EXPECT_TRUE(torch::equal(tensor_named(loaded.parameters, "a.bias"), tensor_named(saved.parameters, "a.bias")));
+  EXPECT_EQ(into.parameters["a.bias"].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(into.optimizer["exp_avg"].abs().sum().item<double>(), 0.0);
+}
+
+TEST(checkpoint_store, a_fallback_leaves_the_older_state_in_the_targets) {
+  troupe::testing::temp_dir run;
+  auto older = sample_contents(1);
+  save_checkpoint(run.path(), older, 3);
+  auto newest = save_checkpoint(run.path(), sample_contents(2), 3);
+  flip_byte(newest / "model.safetensors", std::filesystem::file_size(newest / "model.safetensors") - 5);
+  load_targets into;
+  into.parameters["a.weight"] = torch::zeros({4, 3});
+  into.parameters["a.bias"] = torch::zeros({3});
+  auto resumed = load_for_resume("latest", run.path(), into);
+  EXPECT_EQ(resumed.state.optimizer_steps, 1);
+  for (const auto& [name, tensor] : older.parameters) EXPECT_TRUE(torch::equal(into.parameters[name], tensor)) << name;
+}
+
+TEST(checkpoint_store, incomplete_and_hostile_manifests_are_rejected) {
+  troupe::testing::temp_dir run;
+  auto dir = save_checkpoint(run.path(), sample_contents(3), 2);
+  const auto manifest = read_whole_file(dir / "manifest.bin");
+  write_file_atomically(dir / "manifest.bin", manifest.substr(0, manifest.size() / 2));
+  EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("manifest"), std::string::npos);
+  write_file_atomically(dir / "manifest.bin", std::string(64, '\xff'));
+  EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("manifest"), std::string::npos);
+  write_file_atomically(dir / "manifest.bin", "");
+  EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("truncated"), std::string::npos);
+  std::filesystem::remove(dir / "manifest.bin");
+  EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("manifest.bin is missing"), std::string::npos);
+  EXPECT_THROW(load_for_resume("latest", run.path()), troupe::error);  // nothing older to fall back to
+}
+
+TEST(checkpoint_store, a_truncated_tensor_file_is_named) {
+  troupe::testing::temp_dir run;
+  auto dir = save_checkpoint(run.path(), sample_contents(3), 2);
+  const auto bytes = read_whole_file(dir / "optimizer.safetensors");
+  write_file_atomically(dir / "optimizer.safetensors", bytes.substr(0, bytes.size() - 8));
+  auto message = error_of([&] { verify_checkpoint(dir); });
+  EXPECT_NE(message.find("optimizer.safetensors has"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace troupe::io

@@ -1,0 +1,170 @@
+#include "io/config/job_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "io/data/synthetic_dataset.hpp"
+#include "io/data/token_dataset.hpp"
+#include "messages/error.hpp"
+#include "tests/support/test_corpus.hpp"
+
+namespace troupe::io {
+namespace {
+
+using nlohmann::json;
+
+json valid_config() {
+  return json::parse(R"({
+    "train_batch_size": 32, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 4,
+    "bf16": {"enabled": true},
+    "model": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2},
+    "optimizer": {"type": "Lamb", "params": {"lr": 0.001, "betas": [0.9, 0.98], "max_coeff": 5.0}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 10, "warmup_max_lr": 0.001}},
+    "data": {"dir": "data/x"}
+  })");
+}
+
+/// Parses and expects a troupe::error mentioning every fragment.
+void expect_error(const json& config, std::initializer_list<std::string> fragments, int64_t workers = 1) {
+  try {
+    parse_job_config(config, "job.json", workers);
+    FAIL() << "accepted: " << config.dump();
+  } catch (const troupe::error& e) {
+    for (const auto& fragment : fragments)
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
+  }
+}
+
+TEST(job_config, valid_config_parses_with_deepspeed_names) {
+  auto config = parse_job_config(valid_config(), "job.json");
+  EXPECT_EQ(config.micro_batch_size, 8);
+  EXPECT_EQ(config.gradient_accumulation_steps, 4);
+  EXPECT_TRUE(config.bf16);
+  EXPECT_EQ(config.optimizer.kind, compute::optimizer_kind::lamb);
+  EXPECT_DOUBLE_EQ(config.optimizer.beta2, 0.98);
+  EXPECT_DOUBLE_EQ(config.optimizer.max_trust, 5.0);
+  EXPECT_EQ(config.scheduler.kind, compute::schedule_kind::warmup_decay);
+  EXPECT_EQ(config.scheduler.total_num_steps, config.train_steps);
+  EXPECT_EQ(config.model.intermediate_size, 256);
+  config.set_train_steps(777);
+  EXPECT_EQ(config.scheduler.total_num_steps, 777);
+}
+
+TEST(job_config, batch_sizes_are_derived_like_deepspeed) {
+  auto config = valid_config();
+  config.erase("gradient_accumulation_steps");
+  EXPECT_EQ(parse_job_config(config, "job.json", 2).gradient_accumulation_steps, 2);
+  config = valid_config();
+  config.erase("train_batch_size");
+  EXPECT_EQ(parse_job_config(config, "job.json", 3).train_batch_size, 96);
+}
+
+TEST(job_config, unknown_keys_are_refused_with_the_nearest_valid_one) {
+  auto config = valid_config();
+  config["gradient_acumulation_steps"] = 4;
+  expect_error(config, {"job.json", "gradient_acumulation_steps", "unknown key", "did you mean 'gradient_accumulation_steps'"});
+  config = valid_config();
+  config["optimizer"]["params"]["weight_decai"] = 0.1;
+  expect_error(config, {"optimizer.params.weight_decai", "optimizer.params.weight_decay"});
+  config = valid_config();
+  config["model"]["hiden_size"] = 3;
+  expect_error(config, {"model.hiden_size", "did you mean 'model.hidden_size'"});
+}
+
+TEST(job_config, wrong_types_name_the_path_and_the_expectation) {
+  auto config = valid_config();
+  config["optimizer"]["params"]["lr"] = "fast";
+  expect_error(config, {"optimizer.params.lr", "expected a number", "\"fast\""});
+  config = valid_config();
+  config["bf16"]["enabled"] = 1;
+  expect_error(config, {"bf16.enabled", "true or false"});
+  config = valid_config();
+  config["model"] = 7;
+  expect_error(config, {"model", "JSON object"});
+  config = valid_config();
+  config["train_micro_batch_size_per_gpu"] = 8.5;
+  expect_error(config, {"train_micro_batch_size_per_gpu", "an integer"});
+}
+
+TEST(job_config, out_of_range_values_are_refused) {
+  auto config = valid_config();
+  config["optimizer"]["params"]["lr"] = -1;
+  expect_error(config, {"optimizer.params.lr", "[0, 10]"});
+  config = valid_config();
+  config["optimizer"]["params"]["betas"] = {0.9, 1.0};
+  expect_error(config, {"optimizer.params.betas", "[0, 1)"});
+  config = valid_config();
+  config["model"]["num_attention_heads"] = 3;
+  expect_error(config, {"model.hidden_size", "multiple of num_attention_heads"});
+  config = valid_config();
+  config["data"]["mask_probability"] = 0.95;
+  expect_error(config, {"data.mask_probability"});
+  config = valid_config();
+  config["runtime"]["device"] = "tpu";
+  expect_error(config, {"runtime.device"});
+  config = valid_config();
+  config["scheduler"]["params"]["warmup_type"] = "cosine";
+  expect_error(config, {"scheduler.params.warmup_type", "\"linear\", \"log\""});
+  config = valid_config();
+  config["checkpoint"]["when_busy"] = "drop";
+  expect_error(config, {"checkpoint.when_busy", "\"wait\", \"skip\""});
+  config = valid_config();
+  config["fp16"]["enabled"] = true;
+  expect_error(config, {"fp16.enabled", "bf16"});
+}
+
+TEST(job_config, inconsistent_batch_sizes_are_refused) {
+  auto config = valid_config();
+  config["train_batch_size"] = 30;
+  expect_error(config, {"train_batch_size", "8 × 4 × 1 = 32", "30"});
+  expect_error(valid_config(), {"train_batch_size", "8 × 4 × 2 = 64"}, /*workers=*/2);
+  config = valid_config();
+  config.erase("gradient_accumulation_steps");
+  config["train_batch_size"] = 20;
+  expect_error(config, {"train_batch_size", "multiple of"});
+  config = valid_config();
+  config.erase("train_batch_size");
+  config.erase("train_micro_batch_size_per_gpu");
+  expect_error(config, {"train_micro_batch_size_per_gpu"});
+}
+
+TEST(job_config, missing_file_and_bad_json_name_the_file) {
+  troupe::testing::temp_dir dir;
+  try {
+    load_job_config(dir / "absent.json");
+    FAIL();
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.json"), std::string::npos);
+  }
+  troupe::testing::write_text(dir / "bad.json", "{\"train_batch_size\": 32,");
+  try {
+    load_job_config(dir / "bad.json");
+    FAIL();
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+TEST(job_config, model_and_data_vocabularies_must_agree) {
+  troupe::testing::temp_dir dir;
+  write_synthetic_dataset(dir / "data", 20, 16, 200, 1);
+  token_dataset data(dir / "data", "train");
+  auto config = parse_job_config(valid_config(), "job.json");
+  config.data.dir = dir / "data";
+  reconcile_with_data(config, data.manifest(), "job.json");
+  EXPECT_EQ(config.model.vocab_size, 200);
+  config.model.vocab_size = 30522;
+  try {
+    reconcile_with_data(config, data.manifest(), "job.json");
+    FAIL();
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.vocab_size: 30522 differs from the data's vocabulary of 200"),
+              std::string::npos)
+        << e.what();
+  }
+  config.model.vocab_size = 200;
+  config.model.max_position_embeddings = 8;
+  EXPECT_THROW(reconcile_with_data(config, data.manifest(), "job.json"), troupe::error);
+}
+
+}  // namespace
+}  // namespace troupe::io

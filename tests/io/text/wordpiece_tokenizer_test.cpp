@@ -1,0 +1,76 @@
+#include "io/text/wordpiece_tokenizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include "io/text/utf8.hpp"
+#include "messages/error.hpp"
+#include "tests/support/test_corpus.hpp"
+
+namespace troupe::io {
+namespace {
+
+wordpiece_tokenizer make(std::vector<std::string> extra, bool lower_case = true) {
+  std::vector<std::string> vocab{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  vocab.insert(vocab.end(), extra.begin(), extra.end());
+  return wordpiece_tokenizer(vocab, {lower_case, 100}, "test vocab");
+}
+
+std::vector<std::string> pieces(const wordpiece_tokenizer& tok, const std::string& text) {
+  std::vector<std::string> out;
+  for (auto id : tok.encode(text)) out.push_back(tok.token(id));
+  return out;
+}
+
+std::vector<std::string> words(const wordpiece_tokenizer& tok, const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& w : tok.basic_tokens(text)) out.push_back(encode_utf8(w.data(), w.data() + w.size()));
+  return out;
+}
+
+TEST(wordpiece, greedy_longest_match_first_with_continuations) {
+  auto tok = make({"un", "##aff", "##able", "unaff", "##a", "##ble", "run", "##ning", ","});
+  EXPECT_EQ(pieces(tok, "unaffable"), (std::vector<std::string>{"unaff", "##able"}));
+  EXPECT_EQ(pieces(tok, "running, unable"), (std::vector<std::string>{"run", "##ning", ",", "un", "##able"}));
+  // "unaff" matches, then nothing covers "z": the whole word is unknown.
+  EXPECT_EQ(pieces(tok, "unaffz run"), (std::vector<std::string>{"[UNK]", "run"}));
+}
+
+TEST(wordpiece, lower_cases_and_strips_accents_for_uncased_vocabularies) {
+  auto tok = make({"hello", "cafe", "naive"});
+  EXPECT_EQ(pieces(tok, "HÉLLO Café naïve"), (std::vector<std::string>{"hello", "cafe", "naive"}));
+  auto cased = make({"Hello", "Café"}, /*lower_case=*/false);
+  EXPECT_EQ(pieces(cased, "Hello Café"), (std::vector<std::string>{"Hello", "Café"}));
+}
+
+TEST(wordpiece, splits_punctuation_and_cjk_characters) {
+  auto tok = make({});
+  EXPECT_EQ(words(tok, "don't stop—now!"), (std::vector<std::string>{"don", "'", "t", "stop", "—", "now", "!"}));
+  EXPECT_EQ(words(tok, "ab中文cd"), (std::vector<std::string>{"ab", "中", "文", "cd"}));
+  EXPECT_EQ(words(tok, "a$b^c"), (std::vector<std::string>{"a", "$", "b", "^", "c"}));  // ASCII symbols count
+}
+
+TEST(wordpiece, cleans_control_characters_and_normalises_whitespace) {
+  auto tok = make({});
+  // \u00a0 is a space separator (Zs); \u200b (Cf) and \x01 (Cc) are removed.
+  EXPECT_EQ(words(tok, "a\tb\u00a0c\u200bd\x01" "e\r\nf"), (std::vector<std::string>{"a", "b", "cde", "f"}));
+  EXPECT_TRUE(tok.encode("   \t\n ").empty());
+}
+
+TEST(wordpiece, words_over_100_characters_are_unknown) {
+  auto tok = make({"a", "##a"});
+  EXPECT_EQ(pieces(tok, std::string(100, 'a')).size(), 100u);
+  EXPECT_EQ(pieces(tok, std::string(101, 'a')), (std::vector<std::string>{"[UNK]"}));
+}
+
+TEST(wordpiece, rejects_invalid_utf8_and_incomplete_vocabularies) {
+  auto tok = make({});
+  EXPECT_THROW(tok.encode("ok \xff\xfe bad"), troupe::error);
+  EXPECT_THROW(wordpiece_tokenizer({"[PAD]", "[UNK]"}, {}, "small vocab"), troupe::error);
+  troupe::testing::temp_dir dir;
+  EXPECT_THROW(wordpiece_tokenizer::from_file(dir / "missing.txt"), troupe::error);
+  troupe::testing::write_text(dir / "empty.txt", "");
+  EXPECT_THROW(wordpiece_tokenizer::from_file(dir / "empty.txt"), troupe::error);
+}
+
+}  // namespace
+}  // namespace troupe::io

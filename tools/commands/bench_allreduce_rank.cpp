@@ -1,0 +1,336 @@
+#include "tools/commands/bench_allreduce_rank.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "actors/node_session.hpp"
+#include "actors/reducer.hpp"
+#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_allreduce.hpp"
+#include "io/comm/shared_region.hpp"
+#include "io/config/byte_count.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
+#include "messages/training_messages.hpp"
+
+namespace troupe::tools {
+
+// How a rank measures, so that every number is honest
+// ===================================================
+//
+// Each size is measured three ways, every one checked:
+//   in place      the rings sum a buffer in this rank's shared region, called directly (one
+//                 thread per ring, started once; ring 0 on the calling thread);
+//   out of place  a private send buffer (ordinary memory, as MPI and gloo are measured) is
+//                 copied into the region and summed there: troupe's rings only sum in place,
+//                 so the copy is part of what an out-of-place allreduce costs it;
+//   via reducers  the reducer actors do the sums, as a training worker drives them (a request
+//                 per ring, awaited), so the actor hops are in the number.
+//
+// Every iteration, timed or warm-up: each rank refills its buffer with a known non-zero
+// pattern, rank r writing (r+1)·(i mod 13 + 1) at element i (untimed); the ranks meet at a
+// barrier (a one-element sum, untimed); the sum is timed alone; then every element is compared
+// with the closed form W(W+1)/2·(i mod 13 + 1), exact in float (untimed). A sum in place
+// multiplies the values by W every call, so without the refill they would soon be inexact.
+// After the iterations the ranks sum a vector holding each rank's mean time and wrong-element
+// count: the reported time is the slowest rank's (as nccl-tests reports), and a wrong element
+// on any rank makes the whole benchmark fail.
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+/// Ring r's part of a sum runs on thread r (ring 0 on the caller's thread); the threads start
+/// once, with the benchmark, so none is started inside a timed loop.
+class ring_threads {
+ public:
+  explicit ring_threads(int rings) {
+    for (int r = 1; r < rings; ++r) threads_.emplace_back([this, r] { serve(r); });
+  }
+  ~ring_threads() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    start_.notify_all();
+    for (auto& thread : threads_) thread.join();
+  }
+  ring_threads(const ring_threads&) = delete;
+  ring_threads& operator=(const ring_threads&) = delete;
+
+  /// Runs job(r) for every ring at once; returns when all are done, rethrowing the first failure.
+  void run(const std::function<void(int)>& job) {
+    if (threads_.empty()) return job(0);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      pending_ = static_cast<int>(threads_.size());
+      failures_.assign(threads_.size() + 1, nullptr);
+      ++generation_;
+    }
+    start_.notify_all();
+    try {
+      job(0);
+    } catch (...) {
+      failures_[0] = std::current_exception();
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [this] { return pending_ == 0; });
+    for (auto& failure : failures_)
+      if (failure) std::rethrow_exception(failure);
+  }
+
+ private:
+  void serve(int ring) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) return;
+        seen = generation_;
+        job = job_;
+      }
+      std::exception_ptr failure;
+      try {
+        (*job)(ring);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        failures_[static_cast<std::size_t>(ring)] = failure;
+        --pending_;
+      }
+      finished_.notify_all();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable start_, finished_;
+  const std::function<void(int)>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+  std::vector<std::exception_ptr> failures_;
+};
+
+/// One way of summing: `sum(data, count)` over all rings, `barrier()`, and `gather(values)`
+/// (an element-wise sum of a few doubles over all ranks).
+struct summing_method {
+  std::function<void(float*, std::size_t)> sum;
+  std::function<void()> barrier;
+  std::function<void(std::vector<double>&)> gather;
+};
+
+/// The pattern and its check (see the prose above).
+float contribution(int rank, std::size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1)); }
+
+std::size_t wrong_elements(const float* data, std::size_t count, int world) {
+  const int triangle = world * (world + 1) / 2;
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    if (data[i] != static_cast<float>(triangle * static_cast<int>(i % 13 + 1))) ++wrong;
+  return wrong;
+}
+
+struct measurement {
+  double time_us = 0;  ///< the slowest rank's mean per timed iteration
+  double wrong = 0;    ///< wrong elements over all ranks and iterations
+};
+
+/// Measures `iterations` timed sums (after warm-up ones) of `count` floats at `data`. With a
+/// `private_source`, each timed sum includes copying it into `data` (out of place).
+measurement measure(const summing_method& method, float* data, std::size_t count, int iterations, int rank,
+                    int world, const float* private_source = nullptr) {
+  std::vector<float> pattern(count);
+  for (std::size_t i = 0; i < count; ++i) pattern[i] = contribution(rank, i);
+  const int warm_up = std::max(3, iterations / 5);
+  double timed_seconds = 0;
+  std::size_t wrong = 0;
+  for (int i = 0; i < warm_up + iterations; ++i) {
+    if (!private_source) std::copy(pattern.begin(), pattern.end(), data);
+    method.barrier();
+    const auto start = clock::now();
+    if (private_source) std::copy(private_source, private_source + count, data);
+    method.sum(data, count);
+    const auto seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (i >= warm_up) timed_seconds += seconds;
+    wrong += wrong_elements(data, count, world);
+  }
+  std::vector<double> gathered(static_cast<std::size_t>(world) + 1, 0.0);
+  gathered[static_cast<std::size_t>(rank)] = timed_seconds / iterations;
+  gathered.back() = static_cast<double>(wrong);
+  method.gather(gathered);
+  measurement result;
+  result.time_us = *std::max_element(gathered.begin(), gathered.end() - 1) * 1e6;
+  result.wrong = gathered.back();
+  return result;
+}
+
+json figures(uint64_t bytes, const measurement& m, int world) {
+  const double algbw = static_cast<double>(bytes) / (m.time_us * 1e-6) / 1e9;
+  return {{"time_us", m.time_us}, {"algbw_GBs", algbw}, {"busbw_GBs", algbw * 2 * (world - 1) / world},
+          {"wrong_elements", m.wrong}, {"correct", m.wrong == 0}};
+}
+
+int iterations_for(uint64_t bytes) { return bytes >= (16u << 20) ? 10 : bytes >= (1u << 20) ? 50 : 1000; }
+
+}  // namespace
+
+std::vector<uint64_t> parse_allreduce_sizes(const std::string& list) {
+  std::vector<uint64_t> sizes;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto bytes = io::parse_byte_count(item, "--bytes");
+    if (bytes % sizeof(float) != 0) throw make_error("--bytes: ", item, " is not a whole number of floats");
+    sizes.push_back(bytes);
+  }
+  if (sizes.empty()) throw error("--bytes: expected a comma-separated list such as 4K,1M,64M");
+  return sizes;
+}
+
+void run_allreduce_rank(const allreduce_rank_options& options) {
+  actors::node_identity node;
+  node.manifest = cluster::load_manifest(options.manifest);
+  node.name = options.node;
+  const auto sizes = parse_allreduce_sizes(options.bytes);
+  actors::cluster_membership membership(node, io::xxh64(options.bytes.data(), options.bytes.size()));
+  const auto& role = membership.role();
+  const int rank = role.first_rank;
+  const int world = role.world;
+  const int rings = static_cast<int>(role.ring_orders.size());
+  // The buffer lives in a shared region (as a worker's gradient does), which the rings use
+  // when the manifest allows and every rank can map its neighbours'.
+  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  auto region = std::make_shared<io::shared_region>(largest, "bench allreduce buffer");
+  float* data = reinterpret_cast<float*>(region->data());
+  auto ring_settings_of = [&](int r) {
+    io::ring_settings settings;
+    settings.order = role.ring_orders[static_cast<std::size_t>(r)];
+    settings.ring_index = r;
+    settings.chunk_bytes = role.chunk_bytes;
+    settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role.collective_timeout);
+    return settings;
+  };
+  uint64_t sequence = 0;
+  json results = json::array();
+  for (const auto bytes : sizes) results.push_back({{"bytes", bytes}, {"iterations", iterations_for(bytes)}});
+
+  // In place and out of place, the rings called directly.
+  bool shared = false;
+  {
+    std::vector<std::unique_ptr<io::ring_allreduce>> ring;
+    for (int r = 0; r < rings; ++r) {
+      ring.push_back(std::make_unique<io::ring_allreduce>(*role.transports[0][static_cast<std::size_t>(r)], rank,
+                                                          ring_settings_of(r)));
+      if (role.shared_memory) ring.back()->share_memory(*region);
+    }
+    ring_threads threads(rings);
+    summing_method direct;
+    direct.sum = [&](float* values, std::size_t count) {
+      const uint64_t s = sequence++;
+      threads.run([&](int r) {
+        const auto slice = compute::ring_slice(count, rings, r);
+        ring[static_cast<std::size_t>(r)]->sum(values + slice.begin, slice.size(), s);
+      });
+    };
+    direct.barrier = [&] {
+      float one = 1.0f;
+      ring[0]->sum(&one, 1, sequence++);
+    };
+    direct.gather = [&](std::vector<double>& values) { ring[0]->sum(values.data(), values.size(), sequence++); };
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const std::size_t count = sizes[k] / sizeof(float);
+      results[k]["in_place"] = figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world), world);
+      std::vector<float> source(count);
+      for (std::size_t i = 0; i < count; ++i) source[i] = contribution(rank, i);
+      results[k]["out_of_place"] =
+          figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world, source.data()), world);
+    }
+    shared = std::all_of(ring.begin(), ring.end(), [](const auto& r) { return r->uses_shared_memory(); });
+  }  // the direct rings go before the reducers' rings use the same transports and region
+
+  // Through the reducer actors, as a training worker drives them.
+  {
+    auto& system = membership.system();
+    std::vector<caf::actor> reducers;
+    for (int r = 0; r < rings; ++r) {
+      actors::reducer_settings settings;
+      settings.transport = role.transports[0][static_cast<std::size_t>(r)];
+      settings.rank = rank;
+      settings.ring = ring_settings_of(r);
+      if (role.shared_memory) settings.region = region;
+      reducers.push_back(system.spawn<caf::detached>(actors::reducer, settings));
+    }
+    caf::scoped_actor self{system};
+    const auto timeout = role.collective_timeout + std::chrono::seconds(30);
+    auto request = [&](int r, messages::reduce_request request) {
+      self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request)
+          .receive([] {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+    };
+    summing_method via_reducers;
+    via_reducers.sum = [&](float* values, std::size_t count) {
+      const uint64_t s = sequence++;
+      for (int r = 0; r < rings; ++r) {  // all rings at once, as the worker sends them
+        messages::reduce_request request;
+        const auto slice = compute::ring_slice(count, rings, r);
+        request.gradient = values + slice.begin;
+        request.gradient_count = slice.size();
+        request.sequence = s;
+        self->send(reducers[static_cast<std::size_t>(r)], messages::reduce_atom::value, request);
+      }
+      for (int r = 0; r < rings; ++r)
+        self->receive([](caf::unit_t) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); },
+                      caf::after(timeout) >> [&] { throw error("bench allreduce: a reducer did not answer"); });
+    };
+    auto statistics_only = [&](double* values, std::size_t count) {
+      messages::reduce_request r;
+      r.statistics = values;
+      r.statistic_count = count;
+      r.sequence = sequence++;
+      request(0, r);
+    };
+    via_reducers.barrier = [&] {
+      double one = 1.0;
+      statistics_only(&one, 1);
+    };
+    via_reducers.gather = [&](std::vector<double>& values) { statistics_only(values.data(), values.size()); };
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const std::size_t count = sizes[k] / sizeof(float);
+      results[k]["via_reducers"] =
+          figures(sizes[k], measure(via_reducers, data, count, iterations_for(sizes[k]), rank, world), world);
+    }
+    for (const auto& reducer : reducers) self->send_exit(reducer, caf::exit_reason::user_shutdown);
+  }
+
+  bool correct = true;
+  for (auto& result : results) {
+    for (const char* way : {"in_place", "out_of_place", "via_reducers"}) correct = correct && result[way]["correct"].get<bool>();
+    // The headline numbers (what earlier versions reported) are the in-place ones.
+    for (const char* key : {"time_us", "algbw_GBs", "busbw_GBs", "correct"}) result[key] = result["in_place"][key];
+  }
+  membership.finish();
+  if (rank == 0) {
+    json out = {{"benchmark", "allreduce"}, {"world", world}, {"rings", rings},
+                {"chunk_bytes", role.chunk_bytes}, {"transport", shared ? "shared memory" : "ucx"},
+                {"correct", correct}, {"results", results}};
+    io::write_file_atomically(options.out, out.dump());
+  }
+  if (!correct) throw error("bench allreduce: some sums were wrong (see wrong_elements in the result)");
+}
+
+}  // namespace troupe::tools
