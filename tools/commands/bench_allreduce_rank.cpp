@@ -285,17 +285,20 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
     summing_method via_reducers;
     via_reducers.sum = [&](float* values, std::size_t count) {
       const uint64_t s = sequence++;
-      for (int r = 0; r < rings; ++r) {  // all rings at once, as the worker sends them
+      // All rings' requests go out before the first answer is awaited, as the worker sends them.
+      std::vector<decltype(self->request(reducers[0], timeout, messages::reduce_atom::value,
+                                         messages::reduce_request{}))>
+          answers;
+      for (int r = 0; r < rings; ++r) {
         messages::reduce_request request;
         const auto slice = compute::ring_slice(count, rings, r);
         request.gradient = values + slice.begin;
         request.gradient_count = slice.size();
         request.sequence = s;
-        self->send(reducers[static_cast<std::size_t>(r)], messages::reduce_atom::value, request);
+        answers.push_back(self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request));
       }
-      for (int r = 0; r < rings; ++r)
-        self->receive([](caf::unit_t) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); },
-                      caf::after(timeout) >> [&] { throw error("bench allreduce: a reducer did not answer"); });
+      for (auto& answer : answers)
+        answer.receive([] {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
     };
     auto statistics_only = [&](double* values, std::size_t count) {
       messages::reduce_request r;
