@@ -224,21 +224,28 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
     }
   };
 
-  mine.offset.store(region_->offset_of(data), std::memory_order_relaxed);
-  mine.call.store(call, std::memory_order_relaxed);
-  mine.progress.store(path.mine + 1, std::memory_order_release);
-  wait_for(from, path.previous + 1, previous(), path.previous_pid, "entering", 0, 0);
-  if (from.call.load(std::memory_order_relaxed) != call)
-    fail(previous(), "(shared memory): rank " + std::to_string(previous()) +
-                         " entered a different sum (sequence, element count, type or chunk size differ)");
-  const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
-  const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
-  if (!previous_buffer)
-    fail(previous(), "(shared memory): rank " + std::to_string(previous()) + "'s buffer at offset " +
-                         std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
-  const T* source = reinterpret_cast<const T*>(previous_buffer);
+  // Entering: publish this sum's signature and buffer, wait for the previous rank to do the
+  // same, check it is the same sum, and find its buffer in its region.
+  auto enter = [&]() -> const T* {
+    mine.offset.store(region_->offset_of(data), std::memory_order_relaxed);
+    mine.call.store(call, std::memory_order_relaxed);
+    mine.progress.store(path.mine + 1, std::memory_order_release);
+    wait_for(from, path.previous + 1, previous(), path.previous_pid, "entering", 0, 0);
+    if (from.call.load(std::memory_order_relaxed) != call)
+      fail(previous(), "(shared memory): rank " + std::to_string(previous()) +
+                           " entered a different sum (sequence, element count, type or chunk size differ)");
+    const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
+    const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
+    if (!previous_buffer)
+      fail(previous(), "(shared memory): rank " + std::to_string(previous()) + "'s buffer at offset " +
+                           std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
+    return reinterpret_cast<const T*>(previous_buffer);
+  };
 
-  for (int step = 0; step < 2 * (n - 1); ++step) {
+  // One step of the schedule: each chunk of the segment this position receives is pulled from
+  // the previous rank's buffer (added in reduce-scatter, copied in allgather) once that rank has
+  // finished it at the step before, then this rank's progress moves past it.
+  auto pull_step = [&](const T* source, int step) {
     const bool reducing = step < n - 1;
     const int phase_step = reducing ? step : step - (n - 1);
     const int segment = reducing ? compute::reduce_scatter_receive_segment(n, p, phase_step)
@@ -259,7 +266,10 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
       }
       mine.progress.store(path.mine + unit_done(step, chunk), std::memory_order_release);
     }
-  }
+  };
+
+  const T* source = enter();
+  for (int step = 0; step < 2 * (n - 1); ++step) pull_step(source, step);
   // The next rank reads this buffer until its last unit.
   wait_for(to, path.next + units, next(), path.next_pid, "finishing", 2 * (n - 1), 0);
   path.mine += units;
