@@ -198,7 +198,9 @@ TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
   cases.push_back({"unknown key", c, "optimiser: unknown key (did you mean 'optimizer'?)"});
   c = config();
   c["train_batch_size"] = 17;
-  cases.push_back({"batch mismatch", c, "train_batch_size: expected"});
+  cases.push_back({"batch mismatch", c,
+                   "train_batch_size: expected train_micro_batch_size_per_gpu × gradient_accumulation_steps × "
+                   "workers = 8 × 2 × 1 = 16, got 17"});
   c = config();
   c["data"]["dir"] = (*dir_ / "no-such-data").string();
   cases.push_back({"missing data", c, "data directory not found"});
@@ -210,7 +212,8 @@ TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
   cases.push_back({"wrong type", c, "model.num_hidden_layers: expected an integer"});
   c = config();
   c["runtime"]["device"] = "cuda:99";  // absent on this machine and on a one-GPU one alike
-  cases.push_back({"absent device", c, "runtime.device"});
+  // Without CUDA: "... sees no CUDA device"; with one GPU: "... only 1 CUDA device(s) exist".
+  cases.push_back({"absent device", c, "runtime.device: \"cuda:99\" requested, but "});
   for (const auto& bad : cases) {
     auto path = write_config(bad.config, "bad.json");
     const auto run = *dir_ / ("bad-" + std::to_string(&bad - cases.data()));
@@ -224,7 +227,8 @@ TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
   EXPECT_NE(missing.output.find("absent.json: config file not found"), std::string::npos) << missing.output;
   auto bad_flag = run_command(troupe_binary() + " train --config x.json --steps -3");
   EXPECT_NE(bad_flag.status, 0);
-  EXPECT_NE(bad_flag.output.find("--steps"), std::string::npos) << bad_flag.output;
+  // CLI11's PositiveNumber validator: "Value X not in range <DBL_MIN> to <DBL_MAX>", printed with %f.
+  EXPECT_NE(bad_flag.output.find("--steps: Value -3 not in range"), std::string::npos) << bad_flag.output;
 }
 
 TEST_F(training_e2e, corrupt_data_is_refused_naming_the_shard) {

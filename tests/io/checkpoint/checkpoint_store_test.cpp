@@ -100,7 +100,9 @@ TEST(checkpoint_store, a_flipped_byte_is_caught_and_resume_falls_back) {
   auto listings = list_checkpoints(run.path());
   EXPECT_FALSE(listings.back().valid);
   // Naming the damaged checkpoint directly gets no silent substitute.
-  EXPECT_THROW(load_for_resume(newest.string(), run.path()), troupe::error);
+  message = error_of([&] { load_for_resume(newest.string(), run.path()); });
+  EXPECT_NE(message.find("model.safetensors fails its xxh64 checksum (corrupt)"), std::string::npos) << message;
+  EXPECT_EQ(message.find("no valid checkpoint to resume from"), std::string::npos) << message;
 }
 
 TEST(checkpoint_store, loads_in_place_into_targets_that_fit_and_allocates_the_rest) {
@@ -146,15 +148,25 @@ TEST(checkpoint_store, incomplete_and_hostile_manifests_are_rejected) {
   troupe::testing::temp_dir run;
   auto dir = save_checkpoint(run.path(), sample_contents(3), 2);
   const auto manifest = read_whole_file(dir / "manifest.bin");
-  write_file_atomically(dir / "manifest.bin", manifest.substr(0, manifest.size() / 2));
-  EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("manifest"), std::string::npos);
+  const std::string malformed = "manifest.bin: checkpoint manifest: malformed Cap'n Proto message: ";
+  // The first half in whole 8-byte words: the framing is readable but the segment ends early.
+  write_file_atomically(dir / "manifest.bin", manifest.substr(0, manifest.size() / 2 / 8 * 8));
+  auto message = error_of([&] { verify_checkpoint(dir); });
+  EXPECT_NE(message.find(malformed), std::string::npos) << message;
   write_file_atomically(dir / "manifest.bin", std::string(64, '\xff'));
-  EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("manifest"), std::string::npos);
+  message = error_of([&] { verify_checkpoint(dir); });
+  EXPECT_NE(message.find(malformed), std::string::npos) << message;
   write_file_atomically(dir / "manifest.bin", "");
-  EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("truncated"), std::string::npos);
+  message = error_of([&] { verify_checkpoint(dir); });
+  EXPECT_NE(message.find("manifest.bin: checkpoint manifest: 0 bytes: truncated, "
+                         "or not a whole number of Cap'n Proto words"),
+            std::string::npos) << message;
   std::filesystem::remove(dir / "manifest.bin");
   EXPECT_NE(error_of([&] { verify_checkpoint(dir); }).find("manifest.bin is missing"), std::string::npos);
-  EXPECT_THROW(load_for_resume("latest", run.path()), troupe::error);  // nothing older to fall back to
+  message = error_of([&] { load_for_resume("latest", run.path()); });  // nothing older to fall back to
+  EXPECT_NE(message.find("checkpoints: no valid checkpoint to resume from (the newest, step-00000003, is damaged: "),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("manifest.bin is missing (an incomplete checkpoint))"), std::string::npos) << message;
 }
 
 TEST(checkpoint_store, a_truncated_tensor_file_is_named) {
@@ -164,6 +176,30 @@ TEST(checkpoint_store, a_truncated_tensor_file_is_named) {
   write_file_atomically(dir / "optimizer.safetensors", bytes.substr(0, bytes.size() - 8));
   auto message = error_of([&] { verify_checkpoint(dir); });
   EXPECT_NE(message.find("optimizer.safetensors has"), std::string::npos) << message;
+}
+
+TEST(checkpoint_store, an_oversized_manifest_is_refused_before_it_is_read) {
+  troupe::testing::temp_dir run;
+  const auto dir = save_checkpoint(run.path(), sample_contents(2), 2);
+  std::filesystem::resize_file(dir / "manifest.bin", 17u << 20);
+  const auto message = error_of([&] { verify_checkpoint(dir); });
+  EXPECT_NE(message.find("manifest.bin: 17825792 bytes is too large for a checkpoint manifest (at most 16777216)"),
+            std::string::npos)
+      << message;
+}
+
+TEST(checkpoint_store, checkpoints_are_ordered_by_step_past_eight_digits) {
+  troupe::testing::temp_dir run;
+  save_checkpoint(run.path(), sample_contents(99'999'999), 5);
+  save_checkpoint(run.path(), sample_contents(100'000'000), 5);  // "step-100000000" < "step-99999999" as text
+  const auto committed = committed_checkpoints(run.path());
+  ASSERT_EQ(committed.size(), 2u);
+  EXPECT_EQ(committed.back().filename(), "step-100000000");
+  const auto listed = list_checkpoints(run.path());
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed.back().step, 100'000'000);
+  EXPECT_TRUE(listed.back().latest);
+  EXPECT_EQ(prune_checkpoints(run.path(), 1), std::vector<std::filesystem::path>{committed.front()});
 }
 
 }  // namespace

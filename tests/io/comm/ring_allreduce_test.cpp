@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "compute/ring_schedule.hpp"
@@ -51,11 +52,37 @@ TEST(ring_schedule, slices_cover_every_element_once_on_aligned_boundaries) {
         expected_begin = r.end;
         largest = std::max(largest, r.size());
         smallest = std::min(smallest, r.size());
-        EXPECT_EQ(compute::ring_segment(count, parts, part).begin, r.begin);
       }
       EXPECT_EQ(expected_begin, count) << "count " << count << " parts " << parts;
       // Balanced to within one 16-element block.
       EXPECT_LE(largest - smallest, compute::ring_alignment_elements) << "count " << count << " parts " << parts;
+    }
+  }
+  // Worked by hand: ceil(count / 16) blocks dealt out evenly, the last blocks % parts ranges
+  // taking one extra block, boundaries clamped to count. Slices and segments split alike.
+  struct split_case {
+    std::size_t count;
+    int parts;
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  };
+  const std::vector<split_case> cases = {
+      {100, 3, {{0, 32}, {32, 64}, {64, 100}}},              // 7 blocks: 2, 2, 3
+      {160, 4, {{0, 32}, {32, 64}, {64, 112}, {112, 160}}},  // 10 blocks: 2, 2, 3, 3
+      {1000, 3, {{0, 336}, {336, 672}, {672, 1000}}},        // 63 blocks: 21, 21, 21
+      {50, 2, {{0, 32}, {32, 50}}},                          // 4 blocks: 2, 2 (the last one short)
+      {17, 4, {{0, 0}, {0, 0}, {0, 16}, {16, 17}}},          // 2 blocks: 0, 0, 1, 1
+      {0, 2, {{0, 0}, {0, 0}}},                              // no blocks
+  };
+  for (const auto& c : cases) {
+    ASSERT_EQ(c.ranges.size(), static_cast<std::size_t>(c.parts));
+    for (int part = 0; part < c.parts; ++part) {
+      const auto& expected = c.ranges[static_cast<std::size_t>(part)];
+      const element_range slice = compute::ring_slice(c.count, c.parts, part);
+      const element_range segment = compute::ring_segment(c.count, c.parts, part);
+      EXPECT_EQ(slice.begin, expected.first) << "count " << c.count << " parts " << c.parts << " part " << part;
+      EXPECT_EQ(slice.end, expected.second) << "count " << c.count << " parts " << c.parts << " part " << part;
+      EXPECT_EQ(segment.begin, expected.first) << "count " << c.count << " parts " << c.parts << " part " << part;
+      EXPECT_EQ(segment.end, expected.second) << "count " << c.count << " parts " << c.parts << " part " << part;
     }
   }
 }
@@ -519,6 +546,21 @@ std::string run_two_ranks(Body body) {
   return failures;
 }
 
+/// A ring whose earlier sum failed must refuse the next one up front, blaming no peer, rather
+/// than fail again somewhere in its steps.
+void expect_refused_as_broken(ring_allreduce& ring, float* data, std::size_t count, std::uint64_t sequence) {
+  try {
+    ring.sum(data, count, sequence);
+  } catch (const transport_error& e) {
+    const std::string what = e.what();
+    if (e.peer() != -1 ||
+        what.find("ring 0: an earlier sum failed; rebuild the transport and the ring") == std::string::npos)
+      throw std::runtime_error("not the up-front refusal (peer " + std::to_string(e.peer()) + "): " + what);
+    return;
+  }
+  throw std::runtime_error("a broken ring accepted another sum");
+}
+
 /// Rank 0's side: a sum of `count` floats with a 500 ms timeout must throw a transport_error
 /// naming rank 1 within a few seconds, and the ring must refuse the next call. Destroys the
 /// transport before the ring and the buffer, as ring_allreduce asks after a failure.
@@ -540,11 +582,7 @@ void expect_sum_fails_naming_rank_1(std::unique_ptr<ucx_transport>& transport, s
     if (elapsed > 5s) throw std::runtime_error("took too long to fail: " + what);
     std::printf("[ dead peer ] %s\n", what.c_str());
   }
-  try {
-    ring.sum(data.data(), data.size(), 2);
-    throw std::runtime_error("a broken ring accepted another sum");
-  } catch (const transport_error&) {
-  }
+  expect_refused_as_broken(ring, data.data(), data.size(), 2);
   transport.reset();
 }
 
@@ -604,11 +642,7 @@ TEST(ring_allreduce_failure, shared_memory_peer_that_stops_calling_sum_times_out
       if (std::chrono::steady_clock::now() - start > 5s) throw std::runtime_error("took too long: " + what);
       std::printf("[ silent peer ] %s\n", what.c_str());
     }
-    try {
-      ring.sum(data, count, 3);
-      throw std::runtime_error("a broken ring accepted another sum");
-    } catch (const transport_error&) {
-    }
+    expect_refused_as_broken(ring, data, count, 3);
   }));
 }
 

@@ -133,7 +133,7 @@ TEST(job_config, missing_file_and_bad_json_name_the_file) {
     load_job_config(dir / "absent.json");
     FAIL();
   } catch (const troupe::error& e) {
-    EXPECT_NE(std::string(e.what()).find("absent.json"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("absent.json: config file not found"), std::string::npos) << e.what();
   }
   troupe::testing::write_text(dir / "bad.json", "{\"train_batch_size\": 32,");
   try {
@@ -163,7 +163,15 @@ TEST(job_config, model_and_data_vocabularies_must_agree) {
   }
   config.model.vocab_size = 200;
   config.model.max_position_embeddings = 8;
-  EXPECT_THROW(reconcile_with_data(config, data.manifest(), "job.json"), troupe::error);
+  try {
+    reconcile_with_data(config, data.manifest(), "job.json");
+    FAIL();
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("job.json: model.max_position_embeddings: 8 is shorter than the data's "
+                                         "max_seq_length 16 ("),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "io/text/utf8.hpp"
 #include "messages/error.hpp"
 #include "tests/support/test_corpus.hpp"
@@ -25,6 +27,15 @@ std::vector<std::string> words(const wordpiece_tokenizer& tok, const std::string
   std::vector<std::string> out;
   for (const auto& w : tok.basic_tokens(text)) out.push_back(encode_utf8(w.data(), w.data() + w.size()));
   return out;
+}
+
+void expect_error(const std::function<void()>& action, const std::string& fragment) {
+  try {
+    action();
+    FAIL() << "accepted; expected an error containing '" << fragment << "'";
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
+  }
 }
 
 TEST(wordpiece, greedy_longest_match_first_with_continuations) {
@@ -64,12 +75,15 @@ TEST(wordpiece, words_over_100_characters_are_unknown) {
 
 TEST(wordpiece, rejects_invalid_utf8_and_incomplete_vocabularies) {
   auto tok = make({});
-  EXPECT_THROW(tok.encode("ok \xff\xfe bad"), troupe::error);
-  EXPECT_THROW(wordpiece_tokenizer({"[PAD]", "[UNK]"}, {}, "small vocab"), troupe::error);
+  expect_error([&] { tok.encode("ok \xff\xfe bad"); }, "invalid UTF-8 at byte 3 of the text to tokenize");
+  expect_error([] { wordpiece_tokenizer({"[PAD]", "[UNK]"}, {}, "small vocab"); },
+               "small vocab: vocabulary has no [CLS] token");
   troupe::testing::temp_dir dir;
-  EXPECT_THROW(wordpiece_tokenizer::from_file(dir / "missing.txt"), troupe::error);
+  expect_error([&] { wordpiece_tokenizer::from_file(dir / "missing.txt"); },
+               (dir / "missing.txt").string() + ": cannot open the WordPiece vocabulary");
   troupe::testing::write_text(dir / "empty.txt", "");
-  EXPECT_THROW(wordpiece_tokenizer::from_file(dir / "empty.txt"), troupe::error);
+  expect_error([&] { wordpiece_tokenizer::from_file(dir / "empty.txt"); },
+               (dir / "empty.txt").string() + ": the WordPiece vocabulary is empty");
 }
 
 }  // namespace
