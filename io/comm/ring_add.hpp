@@ -1,5 +1,5 @@
 #pragma once
-/// The addition at the heart of the reducer rings (io/ring_allreduce*.cpp).
+/// The addition at the heart of the reducer rings (io/comm/ring_allreduce*.cpp).
 
 #include <cstddef>
 

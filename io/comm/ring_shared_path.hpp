@@ -1,5 +1,5 @@
 #pragma once
-/// Private to io/ring_allreduce*.cpp: what a ring keeps when its large sums go through shared
+/// Private to io/comm/ring_allreduce*.cpp: what a ring keeps when its large sums go through shared
 /// memory.
 
 #include <chrono>

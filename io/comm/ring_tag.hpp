@@ -1,5 +1,5 @@
 #pragma once
-/// Private to io/ring_allreduce*.cpp: the tag layout of the reducer rings (described in
+/// Private to io/comm/ring_allreduce*.cpp: the tag layout of the reducer rings (described in
 /// ring_allreduce.cpp).
 
 #include <cstddef>

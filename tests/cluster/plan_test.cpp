@@ -5,18 +5,12 @@
 #include <functional>
 
 #include "messages/error.hpp"
+#include "tests/support/error_text.hpp"
 
 namespace troupe::cluster {
 namespace {
 
-void expect_error(const std::function<void()>& action, const std::string& fragment) {
-  try {
-    action();
-    FAIL() << "accepted; expected an error containing '" << fragment << "'";
-  } catch (const troupe::error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  }
-}
+using troupe::testing::expect_error;
 
 TEST(plan, auto_rings_alternate_direction) {
   const auto orders = auto_ring_orders(4, 3);

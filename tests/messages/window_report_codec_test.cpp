@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "messages/error.hpp"
+#include "tests/support/error_text.hpp"
 #include "messages/training_messages.hpp"
 
 namespace troupe::messages {
@@ -71,14 +72,7 @@ TEST(window_report_codec, round_trips_every_field) {
     EXPECT_EQ(decoded[i], expected[i]) << "field " << i << " of window_report's inspect list did not round-trip";
 }
 
-void expect_error(const std::function<void()>& action, const std::string& fragment) {
-  try {
-    action();
-    FAIL() << "accepted; expected an error containing '" << fragment << "'";
-  } catch (const troupe::error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  }
-}
+using troupe::testing::expect_error;
 
 TEST(window_report_codec, malformed_bytes_are_rejected) {
   expect_error([] { decode_window_report({}); },

@@ -8,6 +8,7 @@
 #include "compute/tensor_difference.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
+#include "tests/support/error_text.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
@@ -42,14 +43,7 @@ void flip_byte(const std::filesystem::path& file, std::size_t offset) {
   f.put(static_cast<char>(c ^ 0x20));
 }
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const troupe::error& e) {
-    return e.what();
-  }
-  return "";
-}
+using troupe::testing::error_of;
 
 TEST(checkpoint_store, save_load_round_trip_with_manifest) {
   troupe::testing::temp_dir run;

@@ -6,6 +6,7 @@
 
 #include "io/text/utf8.hpp"
 #include "messages/error.hpp"
+#include "tests/support/error_text.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
@@ -29,14 +30,7 @@ std::vector<std::string> words(const wordpiece_tokenizer& tok, const std::string
   return out;
 }
 
-void expect_error(const std::function<void()>& action, const std::string& fragment) {
-  try {
-    action();
-    FAIL() << "accepted; expected an error containing '" << fragment << "'";
-  } catch (const troupe::error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  }
-}
+using troupe::testing::expect_error;
 
 TEST(wordpiece, greedy_longest_match_first_with_continuations) {
   auto tok = make({"un", "##aff", "##able", "unaff", "##a", "##ble", "run", "##ning", ","});

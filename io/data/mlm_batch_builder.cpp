@@ -1,0 +1,77 @@
+#include "io/data/mlm_batch_builder.hpp"
+
+#include <ATen/ATen.h>
+
+namespace troupe::io {
+
+mlm_batch_builder::mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed)
+    : dataset_(dataset), seed_(seed) {
+  const auto& specials = dataset.manifest().specials;
+  masking_.probability = mask_probability;
+  masking_.vocab_size = dataset.manifest().vocab_size;
+  masking_.mask_id = specials.mask;
+  masking_.special_ids = {specials.pad, specials.cls, specials.sep, specials.mask, specials.unk};
+}
+
+compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_ref>& samples) const {
+  const auto batch = static_cast<int64_t>(samples.size());
+  const int64_t seq = dataset_.manifest().max_seq_length;
+  compute::mlm_batch out;
+  out.input_ids = at::empty({batch, seq}, at::kLong);
+  out.token_type_ids = at::zeros({batch, seq}, at::kLong);
+  auto lengths = at::empty({batch}, at::kLong);
+  auto* ids = out.input_ids.data_ptr<int64_t>();
+  auto* types = out.token_type_ids.data_ptr<int64_t>();
+  auto* length_data = lengths.data_ptr<int64_t>();
+  std::vector<int64_t> positions, labels;
+  std::vector<int32_t> row(static_cast<std::size_t>(seq));
+  bool any_padding = false;
+  for (int64_t b = 0; b < batch; ++b) {
+    auto view = dataset_.sequence(samples[static_cast<std::size_t>(b)].sample_id);
+    for (int64_t p = 0; p < seq; ++p) row[static_cast<std::size_t>(p)] = view.token(static_cast<std::size_t>(p));
+    auto chosen = compute::mask_tokens(row.data(), view.length, masking_, seed_,
+                                       samples[static_cast<std::size_t>(b)].epoch,
+                                       samples[static_cast<std::size_t>(b)].sample_id);
+    for (int64_t p = 0; p < seq; ++p) {
+      ids[b * seq + p] = row[static_cast<std::size_t>(p)];
+      types[b * seq + p] = (p >= view.type_boundary && p < view.length) ? 1 : 0;
+    }
+    for (const auto& c : chosen) {
+      positions.push_back(b * seq + c.position);
+      labels.push_back(c.label);
+    }
+    length_data[b] = view.length;
+    any_padding = any_padding || view.length < seq;
+    out.tokens += view.length;
+  }
+  if (any_padding) out.lengths = lengths;
+  out.masked_positions = at::tensor(positions, at::kLong);
+  out.labels = at::tensor(labels, at::kLong);
+  out.samples = batch;
+  return out;
+}
+
+std::pair<at::Tensor, at::Tensor> sequence_tensors(const token_dataset& dataset, uint64_t index) {
+  auto view = dataset.sequence(index);
+  const int64_t seq = dataset.manifest().max_seq_length;
+  auto tokens = at::empty({seq}, at::kLong);
+  auto types = at::zeros({seq}, at::kLong);
+  auto* ids = tokens.data_ptr<int64_t>();
+  auto* type_data = types.data_ptr<int64_t>();
+  for (int64_t p = 0; p < seq; ++p) {
+    ids[p] = view.token(static_cast<std::size_t>(p));
+    if (p >= view.type_boundary && p < view.length) type_data[p] = 1;
+  }
+  return {tokens, types};
+}
+
+std::vector<uint64_t> count_tokens(const token_dataset& dataset) {
+  std::vector<uint64_t> counts(static_cast<std::size_t>(dataset.manifest().vocab_size), 0);
+  for (uint64_t i = 0; i < dataset.size(); ++i) {
+    auto view = dataset.sequence(i);
+    for (uint16_t p = 0; p < view.length; ++p) ++counts[static_cast<std::size_t>(view.token(p))];
+  }
+  return counts;
+}
+
+}  // namespace troupe::io

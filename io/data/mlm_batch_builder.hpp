@@ -1,0 +1,35 @@
+#pragma once
+/// Builds masked-LM micro-batches from a token dataset.
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "compute/mlm_batch.hpp"
+#include "compute/mlm_masking.hpp"
+#include "compute/sample_order.hpp"
+#include "io/data/token_dataset.hpp"
+
+namespace troupe::io {
+
+/// Reads the sequences of the given samples, masks each with compute::mask_tokens keyed by
+/// (seed, epoch, sample id), and lays them out as tensors. Pure function of its inputs.
+class mlm_batch_builder {
+ public:
+  mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed);
+  compute::mlm_batch build(const std::vector<compute::sample_ref>& samples) const;
+  const compute::masking_config& masking() const { return masking_; }
+
+ private:
+  const token_dataset& dataset_;
+  compute::masking_config masking_;
+  uint64_t seed_;
+};
+
+/// One unmasked sequence as [seq] int64 token ids and token types.
+std::pair<at::Tensor, at::Tensor> sequence_tensors(const token_dataset& dataset, uint64_t index);
+
+/// Occurrences of every vocabulary id in the real (unpadded) tokens of a dataset.
+std::vector<uint64_t> count_tokens(const token_dataset& dataset);
+
+}  // namespace troupe::io

@@ -1,0 +1,69 @@
+#pragma once
+/// A prepared data directory: manifest.json, the tokenizer file and token shards per split.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/data/token_shards.hpp"
+#include "io/text/tokenizer.hpp"
+
+namespace troupe::io {
+
+/// What manifest.json records about one split.
+struct split_info {
+  std::string name;
+  uint64_t sequences = 0;
+  uint64_t tokens = 0;
+  uint64_t documents = 0;
+  std::vector<std::string> shard_files;
+};
+
+/// The data directory's manifest.json.
+struct dataset_manifest {
+  static constexpr int format_version = 1;
+  uint32_t max_seq_length = 0;
+  int64_t vocab_size = 0;
+  std::string vocab_hash;  ///< xxh64 (hex) of the tokenizer file
+  std::string file_hash;   ///< xxh64 (hex) of manifest.json itself: the data's identity
+  std::string tokenizer_kind;
+  std::string tokenizer_file;
+  special_token_ids specials;
+  std::vector<split_info> splits;
+
+  const split_info* find_split(const std::string& name) const;
+  std::string to_json() const;
+  /// Parses manifest.json; throws troupe::error naming the file and the field.
+  static dataset_manifest from_file(const std::filesystem::path& file);
+};
+
+/// The sequences of one split, all shards opened and validated.
+class token_dataset {
+ public:
+  /// Opens `dir/manifest.json` and every shard of `split`. Throws troupe::error naming the
+  /// directory or file when it is missing, empty or corrupt.
+  token_dataset(const std::filesystem::path& dir, const std::string& split,
+                shard_check check = shard_check::trust_stamp);
+
+  uint64_t size() const { return total_; }
+  const dataset_manifest& manifest() const { return manifest_; }
+  sequence_view sequence(uint64_t global_index) const;
+
+ private:
+  dataset_manifest manifest_;
+  std::vector<std::unique_ptr<token_shard>> shards_;
+  std::vector<uint64_t> shard_starts_;
+  uint64_t total_ = 0;
+};
+
+/// Opens every split of a data directory with the full check (checksums and token ids, ignoring
+/// stamps) and refreshes the stamps; throws troupe::error naming the first bad file. Returns the
+/// sequences checked.
+uint64_t verify_dataset(const std::filesystem::path& dir);
+
+/// xxh64 of a file's bytes as 16 hex digits.
+std::string file_xxh64_hex(const std::filesystem::path& file);
+
+}  // namespace troupe::io

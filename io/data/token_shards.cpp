@@ -1,0 +1,192 @@
+#include "io/data/token_shards.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::io {
+namespace {
+
+constexpr char shard_magic[8] = {'T', 'R', 'P', 'S', 'H', 'R', 'D', '1'};
+constexpr uint32_t shard_version = 1;
+constexpr std::size_t header_bytes = 64;
+
+struct shard_header {
+  char magic[8];
+  uint32_t version;
+  uint32_t token_bytes;
+  uint32_t sequence_length;
+  uint32_t reserved;
+  uint64_t sequence_count;
+  uint64_t payload_xxh64;
+  uint8_t padding[24];
+};
+static_assert(sizeof(shard_header) == header_bytes);
+
+template <class T>
+T load(const std::byte* at) {
+  T value;
+  std::memcpy(&value, at, sizeof(T));
+  return value;
+}
+
+// Verification stamps (see token_shard in the header).
+std::filesystem::path stamp_path(const std::filesystem::path& shard) { return shard.string() + ".verified"; }
+
+/// What the stamp of `shard` must say now; "" when the file cannot be stat'ed.
+std::string stamp_text(const std::filesystem::path& shard, uint64_t payload_xxh64, int64_t vocab_size,
+                       uint32_t sequence_length) {
+  struct stat info {};
+  if (::stat(shard.c_str(), &info) != 0) return {};
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "troupe-shard-verified 1 size=%lld mtime=%lld.%09ld ctime=%lld.%09ld inode=%llu payload=%016llx "
+                "vocab=%lld sequence_length=%u\n",
+                static_cast<long long>(info.st_size), static_cast<long long>(info.st_mtim.tv_sec), info.st_mtim.tv_nsec,
+                static_cast<long long>(info.st_ctim.tv_sec), info.st_ctim.tv_nsec,
+                static_cast<unsigned long long>(info.st_ino), static_cast<unsigned long long>(payload_xxh64),
+                static_cast<long long>(vocab_size), sequence_length);
+  return text;
+}
+
+std::string read_stamp(const std::filesystem::path& shard) {
+  std::ifstream in(stamp_path(shard));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text;
+}
+
+/// Best effort: a read-only data directory, or another process writing the same stamp, only
+/// means the next open checks everything again.
+void write_stamp(const std::filesystem::path& shard, const std::string& text) {
+  const auto temporary = shard.string() + ".verified." + std::to_string(::getpid()) + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      return;
+    }
+  }
+  std::error_code failed;
+  std::filesystem::rename(temporary, stamp_path(shard), failed);
+  if (failed) std::filesystem::remove(temporary, failed);
+}
+
+}  // namespace
+
+int32_t sequence_view::token(std::size_t position) const {
+  if (token_bytes == 2) return load<uint16_t>(tokens + position * 2);
+  return load<int32_t>(tokens + position * 4);
+}
+
+token_shard_writer::token_shard_writer(std::filesystem::path path, uint32_t sequence_length,
+                                       int64_t vocab_size)
+    : path_(std::move(path)), sequence_length_(sequence_length),
+      token_bytes_(vocab_size <= 65536 ? 2 : 4) {
+  TROUPE_ENFORCE(sequence_length > 0 && sequence_length <= 65535, "sequence_length=", sequence_length);
+}
+
+void token_shard_writer::append(const packed_sequence& sequence, int32_t pad_id) {
+  TROUPE_ENFORCE(sequence.tokens.size() <= sequence_length_, "length=", sequence.tokens.size());
+  TROUPE_ENFORCE(sequence.type_boundary <= sequence.tokens.size(), "boundary=", sequence.type_boundary);
+  const std::size_t offset = tokens_.size();
+  tokens_.resize(offset + std::size_t{sequence_length_} * token_bytes_);
+  for (uint32_t i = 0; i < sequence_length_; ++i) {
+    int32_t id = i < sequence.tokens.size() ? sequence.tokens[i] : pad_id;
+    if (token_bytes_ == 2) {
+      auto narrow = static_cast<uint16_t>(id);
+      std::memcpy(tokens_.data() + offset + i * 2, &narrow, 2);
+    } else {
+      std::memcpy(tokens_.data() + offset + i * 4, &id, 4);
+    }
+  }
+  lengths_.push_back(static_cast<uint16_t>(sequence.tokens.size()));
+  boundaries_.push_back(sequence.type_boundary);
+}
+
+uint64_t token_shard_writer::finish() {
+  std::vector<std::byte> index(lengths_.size() * 4);
+  for (std::size_t i = 0; i < lengths_.size(); ++i) {
+    std::memcpy(index.data() + i * 4, &lengths_[i], 2);
+    std::memcpy(index.data() + i * 4 + 2, &boundaries_[i], 2);
+  }
+  xxh64_stream hash;
+  hash.update(tokens_.data(), tokens_.size());
+  hash.update(index.data(), index.size());
+  const uint64_t checksum = hash.digest();
+
+  shard_header header{};
+  std::memcpy(header.magic, shard_magic, 8);
+  header.version = shard_version;
+  header.token_bytes = token_bytes_;
+  header.sequence_length = sequence_length_;
+  header.sequence_count = lengths_.size();
+  header.payload_xxh64 = checksum;
+  write_file_atomically(path_, {byte_span{reinterpret_cast<const std::byte*>(&header), sizeof header},
+                                byte_span{tokens_.data(), tokens_.size()},
+                                byte_span{index.data(), index.size()}});
+  return checksum;
+}
+
+token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_sequence_length,
+                         int64_t vocab_size, shard_check check)
+    : file_(path) {
+  const std::string name = path.string();
+  if (file_.size() < header_bytes)
+    throw make_error(name, ": token shard is truncated (", file_.size(), " bytes, header needs 64)");
+  auto header = load<shard_header>(file_.data());
+  if (std::memcmp(header.magic, shard_magic, 8) != 0) throw make_error(name, ": not a troupe token shard (bad magic)");
+  if (header.version != shard_version)
+    throw make_error(name, ": token shard version ", header.version, ", expected ", shard_version);
+  if (header.token_bytes != 2 && header.token_bytes != 4)
+    throw make_error(name, ": token_bytes must be 2 or 4, found ", header.token_bytes);
+  if (header.sequence_length != expected_sequence_length)
+    throw make_error(name, ": sequence length ", header.sequence_length, " differs from the manifest's ",
+                     expected_sequence_length);
+  token_bytes_ = header.token_bytes;
+  sequence_length_ = header.sequence_length;
+  count_ = header.sequence_count;
+  const uint64_t row_bytes = uint64_t{sequence_length_} * token_bytes_ + 4;
+  if (count_ > (file_.size() - header_bytes) / row_bytes || header_bytes + count_ * row_bytes != file_.size())
+    throw make_error(name, ": size ", file_.size(), " does not match ", count_, " sequences of ", sequence_length_,
+                     " tokens (corrupt or truncated shard)");
+  tokens_ = file_.data() + header_bytes;
+  index_ = tokens_ + count_ * sequence_length_ * token_bytes_;
+  const std::string stamp = stamp_text(path, header.payload_xxh64, vocab_size, sequence_length_);
+  if (check == shard_check::trust_stamp && !stamp.empty() && stamp == read_stamp(path)) return;
+  if (xxh64(tokens_, file_.size() - header_bytes) != header.payload_xxh64)
+    throw make_error(name, ": checksum mismatch (corrupt shard)");
+  for (uint64_t i = 0; i < count_; ++i) {
+    auto view = sequence(i);
+    if (view.length == 0 || view.length > sequence_length_ || view.type_boundary > view.length)
+      throw make_error(name, ": sequence ", i, " has length ", view.length, " and type boundary ",
+                       view.type_boundary, " (sequence length ", sequence_length_, ")");
+    for (uint32_t p = 0; p < sequence_length_; ++p) {
+      auto id = view.token(p);
+      if (id < 0 || id >= vocab_size)
+        throw make_error(name, ": sequence ", i, " position ", p, " holds token id ", id,
+                         " outside the vocabulary of ", vocab_size);
+    }
+  }
+  if (!stamp.empty()) write_stamp(path, stamp);
+}
+
+sequence_view token_shard::sequence(uint64_t index) const {
+  TROUPE_ENFORCE(index < count_, "index=", index, " count=", count_);
+  sequence_view view;
+  view.tokens = tokens_ + index * sequence_length_ * token_bytes_;
+  view.token_bytes = token_bytes_;
+  view.length = load<uint16_t>(index_ + index * 4);
+  view.type_boundary = load<uint16_t>(index_ + index * 4 + 2);
+  return view;
+}
+
+}  // namespace troupe::io

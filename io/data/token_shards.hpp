@@ -1,0 +1,90 @@
+#pragma once
+/// Token shard files: packed, fixed-length BERT sequences, memory-mapped for reading.
+///
+/// Layout of one shard (all integers little-endian):
+///   header, 64 bytes: magic "TRPSHRD1", u32 version (1), u32 token_bytes (2 or 4),
+///                     u32 sequence_length, u32 reserved, u64 sequence_count,
+///                     u64 xxh64 of everything after the header, 24 bytes zero
+///   tokens:  sequence_count × sequence_length token ids of token_bytes each, [PAD]-filled
+///   index:   sequence_count × {u16 length, u16 type_boundary}: the sequence's real length
+///            ([CLS] A [SEP] B [SEP]) and the first position of segment B (token type 1)
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "io/os/mapped_file.hpp"
+
+namespace troupe::io {
+
+/// One packed sequence as the packer produces it.
+struct packed_sequence {
+  std::vector<int32_t> tokens;  ///< [CLS] A [SEP] B [SEP], unpadded
+  uint16_t type_boundary = 0;   ///< first index with token type 1 (== size when no B)
+};
+
+/// A view of one sequence inside a mapped shard.
+struct sequence_view {
+  const std::byte* tokens = nullptr;  ///< sequence_length ids of token_bytes each
+  uint32_t token_bytes = 2;
+  uint16_t length = 0;
+  uint16_t type_boundary = 0;
+  int32_t token(std::size_t position) const;
+};
+
+/// Writes one shard file; the file appears under its final name only when complete.
+class token_shard_writer {
+ public:
+  token_shard_writer(std::filesystem::path path, uint32_t sequence_length, int64_t vocab_size);
+  void append(const packed_sequence& sequence, int32_t pad_id);
+  uint64_t size() const { return lengths_.size(); }
+  /// Writes, fsyncs and renames into place; returns the xxh64 of the payload.
+  uint64_t finish();
+
+ private:
+  std::filesystem::path path_;
+  uint32_t sequence_length_;
+  uint32_t token_bytes_;
+  std::vector<std::byte> tokens_;
+  std::vector<uint16_t> lengths_;
+  std::vector<uint16_t> boundaries_;
+};
+
+/// How much of a shard to check when opening it.
+enum class shard_check {
+  /// The header and size always; the checksum and every token id only when the shard has no
+  /// valid verification stamp (see token_shard).
+  trust_stamp,
+  /// Everything, whatever the stamp says (`troupe prepare --verify`, and once per prepare).
+  full,
+};
+
+/// A validated, memory-mapped shard. Construction checks the magic, version, sequence length
+/// and exact file size; then the payload checksum, every index entry and every token id against
+/// `vocab_size` — unless a verification stamp vouches for them. It throws troupe::error naming
+/// the file and the first problem, so later reads never go out of bounds.
+///
+/// The stamp, `<shard>.verified` beside it, is written after a full check and records the
+/// file's size, mtime, ctime and inode, the header's checksum, the vocabulary size and sequence
+/// length it was checked against. Any change to the file (a write, a copy, a replacement)
+/// changes one of them, so the next open checks everything again. Opening a 1 GiB corpus thus
+/// reads it once per prepare, not once per process that opens it.
+class token_shard {
+ public:
+  token_shard(const std::filesystem::path& path, uint32_t expected_sequence_length, int64_t vocab_size,
+              shard_check check = shard_check::trust_stamp);
+  uint64_t size() const { return count_; }
+  uint32_t sequence_length() const { return sequence_length_; }
+  sequence_view sequence(uint64_t index) const;
+
+ private:
+  mapped_file file_;
+  uint32_t token_bytes_ = 2;
+  uint32_t sequence_length_ = 0;
+  uint64_t count_ = 0;
+  const std::byte* tokens_ = nullptr;
+  const std::byte* index_ = nullptr;
+};
+
+}  // namespace troupe::io
