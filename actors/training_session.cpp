@@ -50,8 +50,8 @@ struct resumed_run {
 /// second copy into the model (measured: resume of 1 GiB 2.4-3.3 s into new tensors, about the
 /// time to read the files into existing ones). The other local trainers copy from the first.
 /// Checks that the checkpoint fits the data and the config before any worker starts.
-resumed_run resume_trainers(const io::job_config& config, const session_options& options,
-                            const io::dataset_manifest& data, const std::vector<compute::trainer_options>& workers) {
+resumed_run resume_trainers(const io::job_config& config, const session_options& options, const io::token_dataset& data,
+                            const std::vector<compute::trainer_options>& workers) {
   resumed_run run;
   if (options.resume.empty()) return run;
   const int first_rank = static_cast<int>(workers.front().rank);
@@ -63,7 +63,7 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
   run.contents = std::make_shared<io::checkpoint_contents>(io::load_for_resume(options.resume, options.run_dir, in_place));
   const auto& contents = *run.contents;
   const auto& dir = contents.dir;
-  io::check_resume_compatible(contents, config, data);
+  io::check_resume_compatible(contents, config, data.manifest(), data.identity());
   // Every rank makes the same number of dropout calls, so a rank the checkpoint has no stream
   // for (only the writer's is saved) continues from the writer's count.
   const io::rng_state* writer_stream = nullptr;
@@ -120,12 +120,13 @@ class training_run {
     check_inputs();
     prepare_trainers();
     check_staging_fits();
+    // A resume is checked (and loaded) before the run directory is taken, so a refused resume
+    // leaves nothing behind; a fresh start takes it first, to check it holds no older run.
+    if (!options_.resume.empty()) resumed_ = resume_trainers(config_, options_, *dataset_, trainers_);
     hold_run_directory();
-    resumed_ = resume_trainers(config_, options_, dataset_->manifest(), trainers_);
     set_start_state();
     spawn_reporters();
-    const auto seams = worker_test_seams::from_environment();
-    for (int local = 0; local < local_workers_; ++local) spawn_rank(local, seams);
+    for (int local = 0; local < local_workers_; ++local) spawn_rank(local);
     for (const auto& actor : {metrics_actor_, checkpoint_actor_})
       if (actor) spawned_.push_back(actor);
     for (const auto& actor : spawned_) supervisor_->monitor(actor);
@@ -143,6 +144,7 @@ class training_run {
     dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
+    seams_ = worker_test_seams::from_environment();
   }
 
   /// Each local worker's trainer options; with rings on one host, its gradient lives in a shared
@@ -195,7 +197,7 @@ class training_run {
     start_.world_size = world_;
     start_.vocab_hash = dataset_->manifest().vocab_hash;
     start_.dataset_size = dataset_->size();
-    start_.data_manifest_hash = dataset_->manifest().file_hash;
+    start_.data_identity = dataset_->identity();
     start_.sequence_length = dataset_->manifest().max_seq_length;
     if (resumed_.contents) {
       start_.optimizer_steps = resumed_.contents->state.optimizer_steps;
@@ -219,7 +221,7 @@ class training_run {
   }
 
   /// One local worker: its reducers (one per ring), the worker, its data loader.
-  void spawn_rank(int local, const worker_test_seams& seams) {
+  void spawn_rank(int local) {
     const int rank = first_rank_ + local;
     worker_settings w;
     w.trainer = trainers_[static_cast<std::size_t>(local)];
@@ -238,7 +240,7 @@ class training_run {
     w.job = config_.source;
     if (resumed_.contents) w.resumed_trainer = std::move(resumed_.trainers[static_cast<std::size_t>(local)]);
     w.sync_every_micro_batch = config_.sync_every_micro_batch;
-    w.seams = seams;
+    w.seams = seams_;
     if (role_) {
       w.collective_timeout = role_->collective_timeout;
       w.reducers = spawn_reducers(local, rank);
@@ -337,6 +339,7 @@ class training_run {
   const bool reports_;
 
   std::shared_ptr<const io::token_dataset> dataset_;
+  worker_test_seams seams_;
   std::vector<compute::trainer_options> trainers_;
   std::vector<std::shared_ptr<io::shared_region>> regions_;
   std::optional<io::run_directory_lock> run_directory_;

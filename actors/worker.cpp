@@ -264,7 +264,9 @@ void worker_state::reduce(bool with_statistics, std::function<void()> then) {
 }
 
 /// After an allreduce: the window's numbers over all ranks, and the check that every replica
-/// started the window from the same parameters. Returns the window's samples over all ranks.
+/// started the window from the same parameters. Every rank compares every rank's hash with rank
+/// 0's (the writer's), so all of them report the same diverged rank, whichever reports first.
+/// Returns the window's samples over all ranks.
 int64_t worker_state::take_reduced_statistics() {
   const auto& stats = *statistics;
   loss_weighted_sum = stats[0];
@@ -272,11 +274,12 @@ int64_t worker_state::take_reduced_statistics() {
   current.tokens = static_cast<int64_t>(stats[2]);
   current.masked_tokens = static_cast<int64_t>(stats[3]);
   current.parameter_hash = hash_of_rank(stats, settings.rank);
-  for (int64_t rank = 0; rank < settings.world; ++rank)
-    if (hash_of_rank(stats, rank) != current.parameter_hash)
+  const uint64_t writer = hash_of_rank(stats, 0);
+  for (int64_t rank = 1; rank < settings.world; ++rank)
+    if (hash_of_rank(stats, rank) != writer)
       throw make_error("replicas diverged before step ", trainer->optimizer_steps() + 1, ": rank ", rank,
-                       "'s parameters hash to ", io::hex64(hash_of_rank(stats, rank)), ", rank ", settings.rank,
-                       "'s to ", io::hex64(current.parameter_hash));
+                       "'s parameters hash to ", io::hex64(hash_of_rank(stats, rank)), ", rank 0's to ",
+                       io::hex64(writer));
   return local_samples;
 }
 

@@ -51,9 +51,10 @@ std::vector<std::vector<int>> parse_orders(const io::json_fields& rings, const j
                        world, " ranks (a permutation of 0..", world - 1, "), got ", ring.dump());
     std::vector<int> order;
     for (const auto& rank : ring) {
-      if (!rank.is_number_integer())
-        throw make_error(source, ": ", where, ": expected integer ranks, got ", ring.dump());
-      order.push_back(static_cast<int>(std::clamp<int64_t>(rank.get<int64_t>(), -1, world)));
+      if (!rank.is_number_integer() || rank.get<int64_t>() < 0 || rank.get<int64_t>() >= world)
+        throw make_error(source, ": ", where, ": expected a permutation of the ranks 0..", world - 1,
+                         " (each exactly once), got ", ring.dump(), ": ", rank.dump(), " is not a rank");
+      order.push_back(rank.get<int>());
     }
     if (const auto problem = compute::ring_order_problem(order, world); !problem.empty())
       throw make_error(source, ": ", where, ": expected a permutation of the ranks 0..", world - 1,

@@ -143,7 +143,11 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     for (auto ring : in.getRings()) {
       if (ring.getRanks().size() != in.getWorld()) throw make_error(where, ": a ring order does not list every rank");
       std::vector<int> order;
-      for (auto rank : ring.getRanks()) order.push_back(static_cast<int>(std::min<uint32_t>(rank, max_world)));
+      for (auto rank : ring.getRanks()) {
+        if (rank >= in.getWorld())
+          throw make_error(where, ": a ring order names rank ", rank, " in a world of ", in.getWorld());
+        order.push_back(static_cast<int>(rank));
+      }
       if (const auto problem = compute::ring_order_problem(order, plan.world); !problem.empty())
         throw make_error(where, ": a ring order is not a permutation of the ranks: ", problem);
       plan.ring_orders.push_back(std::move(order));

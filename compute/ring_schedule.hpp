@@ -4,8 +4,10 @@
 /// at each step of the reduce-scatter and allgather. Header-only and torch-free so the ring
 /// algorithm (io/comm/ring_allreduce.cpp), its tests and the planner agree on one definition.
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace troupe::compute {
@@ -32,18 +34,22 @@ inline constexpr int max_rings = 16;
 /// below `rank_limit`, and listed once. With `rank_limit` = order.size() this is the check that
 /// `order` is a permutation of 0..n−1 (what manifests and plans require); the ring algorithm
 /// itself accepts any distinct ranks.
+/// O(n log n): plans may list 65536 ranks in each of 16 rings.
 inline std::string ring_order_problem(const std::vector<int>& order, long rank_limit) {
   if (order.empty()) return "order is empty";
+  std::vector<std::pair<int, std::size_t>> by_rank;  // (rank, position), to find repeats
+  by_rank.reserve(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     const int rank = order[i];
     if (rank < 0) return "rank " + std::to_string(rank) + " is negative";
-    if (rank >= rank_limit)
-      return "rank " + std::to_string(rank) + " is not below " + std::to_string(rank_limit);
-    for (std::size_t j = 0; j < i; ++j)
-      if (order[j] == rank)
-        return "rank " + std::to_string(rank) + " appears twice in order (positions " + std::to_string(j) + " and " +
-               std::to_string(i) + ")";
+    if (rank >= rank_limit) return "rank " + std::to_string(rank) + " is not below " + std::to_string(rank_limit);
+    by_rank.emplace_back(rank, i);
   }
+  std::sort(by_rank.begin(), by_rank.end());
+  for (std::size_t k = 1; k < by_rank.size(); ++k)
+    if (by_rank[k].first == by_rank[k - 1].first)
+      return "rank " + std::to_string(by_rank[k].first) + " appears twice in order (positions " +
+             std::to_string(by_rank[k - 1].second) + " and " + std::to_string(by_rank[k].second) + ")";
   return {};
 }
 

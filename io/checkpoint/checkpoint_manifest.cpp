@@ -40,7 +40,7 @@ std::vector<std::byte> encode_manifest(const checkpoint_manifest& m) {
   out.setJobConfigHash(m.job_config_hash);
   out.setVocabHash(m.vocab_hash);
   out.setDatasetSize(m.dataset_size);
-  out.setDataManifestHash(m.data_manifest_hash);
+  out.setDataIdentity(m.data_identity);
   out.setSequenceLength(m.sequence_length);
   auto files = out.initFiles(static_cast<unsigned>(m.files.size()));
   for (unsigned i = 0; i < m.files.size(); ++i) {
@@ -85,7 +85,7 @@ checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, con
     m.job_config_hash = in.getJobConfigHash().cStr();
     m.vocab_hash = in.getVocabHash().cStr();
     m.dataset_size = in.getDatasetSize();
-    m.data_manifest_hash = in.getDataManifestHash().cStr();
+    m.data_identity = in.getDataIdentity().cStr();
     m.sequence_length = in.getSequenceLength();
     for (auto f : in.getFiles()) m.files.push_back({f.getName().cStr(), f.getSize(), f.getXxh64()});
     m.created_unix_ms = in.getCreatedUnixMs();
@@ -124,7 +124,7 @@ std::string checkpoint_manifest::to_json() const {
                         {"job_config_hash", job_config_hash},
                         {"vocab_hash", vocab_hash},
                         {"dataset_size", dataset_size},
-                        {"data_manifest_hash", data_manifest_hash},
+                        {"data_identity", data_identity},
                         {"sequence_length", sequence_length},
                         {"files", files_json},
                         {"created_unix_ms", created_unix_ms}}

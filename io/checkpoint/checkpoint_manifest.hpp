@@ -44,7 +44,7 @@ struct checkpoint_manifest {
   std::string job_config_hash;
   std::string vocab_hash;
   uint64_t dataset_size = 0;
-  std::string data_manifest_hash;  ///< identifies the training data (empty in older checkpoints)
+  std::string data_identity;  ///< the training data (token_dataset::identity; empty in older checkpoints)
   uint32_t sequence_length = 0;    ///< the data's max_seq_length (0 in older checkpoints)
   std::vector<file_entry> files;
   int64_t created_unix_ms = 0;

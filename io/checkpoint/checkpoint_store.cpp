@@ -133,7 +133,7 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   manifest.job_config_hash = hex64(XXH64(manifest.job_config.data(), manifest.job_config.size(), 0));
   manifest.vocab_hash = s.vocab_hash;
   manifest.dataset_size = s.dataset_size;
-  manifest.data_manifest_hash = s.data_manifest_hash;
+  manifest.data_identity = s.data_identity;
   manifest.sequence_length = s.sequence_length;
   for (const auto& [file, hash] : hashes)
     manifest.files.push_back({file, std::filesystem::file_size(temporary / file), hash});
@@ -225,7 +225,7 @@ checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_
   s.world_size = manifest.world_size;
   s.vocab_hash = manifest.vocab_hash;
   s.dataset_size = manifest.dataset_size;
-  s.data_manifest_hash = manifest.data_manifest_hash;
+  s.data_identity = manifest.data_identity;
   s.sequence_length = manifest.sequence_length;
   s.rng = manifest.rng;
   s.last_lr = manifest.last_lr;

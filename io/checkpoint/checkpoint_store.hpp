@@ -44,7 +44,7 @@ struct training_state {
   int64_t world_size = 1;
   std::string vocab_hash;
   uint64_t dataset_size = 0;
-  std::string data_manifest_hash;  ///< xxh64 (hex) of the training data's manifest.json
+  std::string data_identity;  ///< the training data: token_dataset::identity()
   uint32_t sequence_length = 0;    ///< the data's max_seq_length
   std::vector<rng_state> rng;   ///< counter-based streams (dropout)
   double last_lr = 0;

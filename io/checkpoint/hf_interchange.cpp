@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "compute/bert_model.hpp"
@@ -27,6 +28,7 @@ void refuse_existing(const std::filesystem::path& out, bool overwrite) {
 struct tokenizer_source {
   std::string kind;  ///< "wordpiece" or "sentencepiece"
   std::filesystem::path file;
+  bool lower_case = true;
 };
 
 tokenizer_source data_tokenizer(const checkpoint_contents& checkpoint) {
@@ -34,11 +36,28 @@ tokenizer_source data_tokenizer(const checkpoint_contents& checkpoint) {
   if (data_dir.empty())
     throw make_error(checkpoint.dir.string(), ": its job config names no data.dir; pass --vocab VOCAB.txt");
   auto manifest = dataset_manifest::from_file(std::filesystem::path(data_dir) / "manifest.json");
-  return {manifest.tokenizer_kind, std::filesystem::path(data_dir) / manifest.tokenizer_file};
+  return {manifest.tokenizer_kind, std::filesystem::path(data_dir) / manifest.tokenizer_file, manifest.lower_case};
+}
+
+/// `--vocab V`: a WordPiece vocab.txt for data whose directory has moved. Refused when the
+/// checkpoint's data (still readable) was tokenized otherwise: the exported tokenizer would not
+/// give the ids the model was trained on.
+tokenizer_source explicit_vocabulary(const checkpoint_contents& checkpoint, const std::filesystem::path& vocab) {
+  tokenizer_source source{"wordpiece", vocab};
+  std::optional<tokenizer_source> data;
+  try {
+    data = data_tokenizer(checkpoint);
+  } catch (const error&) {  // the data directory is gone or unreadable: --vocab is all there is
+  }
+  if (data && data->kind != "wordpiece")
+    throw make_error("--vocab: the checkpoint's data was tokenized with ", data->kind, " (", data->file.string(),
+                     "); export writes that tokenizer itself, so leave out --vocab");
+  if (data) source.lower_case = data->lower_case;
+  return source;
 }
 
 /// Writes the tokenizer files transformers' AutoTokenizer reads. WordPiece: vocab.txt for
-/// BertTokenizer (lower-cased, as `troupe prepare` tokenizes). SentencePiece: spiece.model for
+/// BertTokenizer (lower-cased unless the data was prepared with --cased). SentencePiece: spiece.model for
 /// AlbertTokenizer, whose default special tokens (<pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4)
 /// are the ones troupe trains with; keep_accents and no lower-casing leave the text to the
 /// model's own normalisation, as troupe does. (AlbertTokenizer splits a piece ending in a digit
@@ -51,7 +70,7 @@ void write_tokenizer(const tokenizer_source& tokenizer, const std::filesystem::p
                    {"remove_space", true}});
   } else {
     std::filesystem::copy_file(tokenizer.file, dir / "vocab.txt");
-    config.update({{"tokenizer_class", "BertTokenizer"}, {"do_lower_case", true}});
+    config.update({{"tokenizer_class", "BertTokenizer"}, {"do_lower_case", tokenizer.lower_case}});
   }
   write_file_atomically(dir / "tokenizer_config.json", config.dump(2) + "\n");
 }
@@ -74,7 +93,7 @@ void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesyste
                const std::filesystem::path& vocab, bool overwrite) {
   refuse_existing(hf_dir, overwrite);
   auto checkpoint = load_checkpoint(checkpoint_dir, /*with_optimizer=*/false);
-  const auto tokenizer = vocab.empty() ? data_tokenizer(checkpoint) : tokenizer_source{"wordpiece", vocab};
+  const auto tokenizer = vocab.empty() ? data_tokenizer(checkpoint) : explicit_vocabulary(checkpoint, vocab);
   if (!std::filesystem::is_regular_file(tokenizer.file))
     throw make_error(tokenizer.file.string(), ": tokenizer file not found");
   const auto temporary = std::filesystem::path(hf_dir.string() + ".tmp");

@@ -31,13 +31,17 @@ job_config saved_job(const checkpoint_contents& checkpoint) {
 }  // namespace
 
 void check_resume_compatible(const checkpoint_contents& checkpoint, const job_config& config,
-                             const dataset_manifest& data) {
+                             const dataset_manifest& data, const std::string& data_identity) {
   const auto& state = checkpoint.state;
-  require_same(checkpoint, "seed", state.seed, config.seed);
+  // `troupe ckpt import` makes a starting point (step 0, no optimizer state, no job): only the
+  // model and its vocabulary must fit.
+  const bool imported = checkpoint.job.is_object() && checkpoint.job.contains("imported_from");
   require_same(checkpoint, "the data's vocabulary (data.dir: tokenizer file hash)", state.vocab_hash, data.vocab_hash);
-  if (!state.data_manifest_hash.empty())
-    require_same(checkpoint, "data.dir (the data manifest's hash)", state.data_manifest_hash, data.file_hash);
-  if (state.sequence_length != 0)
+  if (!imported) require_same(checkpoint, "seed", state.seed, config.seed);
+  if (!imported && !state.data_identity.empty())
+    require_same(checkpoint, "data.dir (the training data's identity: its manifest and shard checksums)",
+                 state.data_identity, data_identity);
+  if (!imported && state.sequence_length != 0)
     require_same(checkpoint, "the data's max_seq_length", state.sequence_length, data.max_seq_length);
 
   const auto& saved_model = checkpoint.model;
@@ -51,6 +55,7 @@ void check_resume_compatible(const checkpoint_contents& checkpoint, const job_co
                model.max_position_embeddings);
   require_same(checkpoint, "model.type_vocab_size", saved_model.type_vocab_size, model.type_vocab_size);
 
+  if (imported) return;
   const auto saved = saved_job(checkpoint);
   require_same(checkpoint, "model.type", saved.model_type, config.model_type);
   require_same(checkpoint, "data.mask_probability", saved.data.mask_probability, config.data.mask_probability);

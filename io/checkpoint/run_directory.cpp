@@ -9,6 +9,7 @@
 
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/os/file_util.hpp"
+#include "io/os/unique_fd.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::io {
@@ -25,14 +26,13 @@ std::string host_name() {
 run_directory_lock::run_directory_lock(const std::filesystem::path& run_dir) {
   std::filesystem::create_directories(run_dir);
   const auto file = run_dir / "troupe.lock";
-  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw make_error(file.string(), ": cannot open the run directory's lock: ", std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  unique_fd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) throw make_error(file.string(), ": cannot open the run directory's lock: ", std::strerror(errno));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int failure = errno;
+    fd.close();
     std::string holder = read_whole_file(file);
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    ::close(fd_);
-    fd_ = -1;
     if (failure == EWOULDBLOCK)
       throw make_error(run_dir.string(), ": the run directory is in use by another troupe job (",
                        holder.empty() ? "holder unknown" : holder,
@@ -40,20 +40,23 @@ run_directory_lock::run_directory_lock(const std::filesystem::path& run_dir) {
     throw make_error(file.string(), ": cannot lock the run directory: ", std::strerror(failure));
   }
   const std::string me = "host " + host_name() + ", pid " + std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
-    throw make_error(file.string(), ": cannot write the run directory's lock: ", std::strerror(errno));
+  if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
+    throw make_error(file.string(), ": cannot write the run directory's lock (", std::strerror(errno), ")");
+  fd_ = std::move(fd);  // held until this object goes; closing drops the flock
 }
 
-run_directory_lock::~run_directory_lock() {
-  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
-}
+run_directory_lock::~run_directory_lock() = default;
 
 void prepare_fresh_run(const std::filesystem::path& run_dir, bool overwrite) {
   const auto checkpoints = committed_checkpoints(run_dir);
-  if (checkpoints.empty()) return;
-  if (!overwrite)
+  const bool metrics = std::filesystem::exists(run_dir / "metrics.jsonl");
+  if (!overwrite && !checkpoints.empty())
     throw make_error(run_dir.string(), ": already holds checkpoints (newest ", checkpoints.back().filename().string(),
                      "); --resume latest continues that run, --overwrite starts over and deletes them");
+  if (!overwrite && metrics)
+    throw make_error(run_dir.string(), ": already holds an earlier run's metrics.jsonl (a run stopped before its "
+                     "first checkpoint); --overwrite starts over and deletes it, or choose another --run-dir");
+  if (!overwrite) return;
   std::filesystem::remove_all(run_dir / "checkpoints");
   std::filesystem::remove(run_dir / "metrics.jsonl");
 }

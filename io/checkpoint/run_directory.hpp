@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include "io/os/unique_fd.hpp"
+
 namespace troupe::io {
 
 /// Holds RUN_DIR/troupe.lock with flock(2) for as long as it lives, the holder's host and PID
@@ -19,12 +21,13 @@ class run_directory_lock {
   run_directory_lock& operator=(const run_directory_lock&) = delete;
 
  private:
-  int fd_ = -1;
+  unique_fd fd_;
 };
 
 /// For a run that starts from scratch (no --resume): refuses a run directory that already holds
-/// checkpoints, naming the newest, unless `overwrite`; with `overwrite` removes the old
-/// checkpoints and metrics.jsonl first, so the new run's files are its own.
+/// checkpoints (naming the newest) or an earlier run's metrics.jsonl, unless `overwrite`; with
+/// `overwrite` removes the old checkpoints and metrics.jsonl first, so the new run's files are
+/// its own.
 void prepare_fresh_run(const std::filesystem::path& run_dir, bool overwrite);
 
 }  // namespace troupe::io

@@ -44,7 +44,7 @@ class idle_backoff {
 
   /// True while the wait is still in its spinning phase (the caller may poll several rounds
   /// between clock reads, relaxing the core with cpu_relax()).
-  bool spinning() const { return !idle_ || spinning_; }
+  bool spinning() const { return spin_.count() > 0 && (!idle_ || spinning_); }
 
   /// One idle round, at `now`: spins, yields or sleeps as long as the wait has been idle.
   void pause(clock::time_point now) {

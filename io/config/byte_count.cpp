@@ -1,22 +1,28 @@
 #include "io/config/byte_count.hpp"
 
+#include <limits>
+
 #include "messages/error.hpp"
 
 namespace troupe::io {
 
 uint64_t parse_byte_count(const std::string& text, const std::string& what) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw make_error(what, ": expected a size like 256M or 1G, got '", text, "'");
+  auto refuse = [&] {
+    return make_error(what, ": expected a whole number of bytes with an optional unit (4096, 64K, 256M, 1G), got '",
+                      text, "'");
+  };
+  std::size_t digits = 0;
+  uint64_t value = 0;
+  for (; digits < text.size() && text[digits] >= '0' && text[digits] <= '9'; ++digits) {
+    const uint64_t digit = static_cast<uint64_t>(text[digits] - '0');
+    if (value > (std::numeric_limits<uint64_t>::max() - digit) / 10) throw refuse();
+    value = value * 10 + digit;
   }
-  const std::string unit = text.substr(used);
-  double scale = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0
-                 : unit == "G" ? 1073741824.0 : -1;
-  if (scale < 0 || value <= 0) throw make_error(what, ": expected a size like 256M or 1G, got '", text, "'");
-  return static_cast<uint64_t>(value * scale);
+  const std::string unit = text.substr(digits);
+  const int shift = unit.empty() || unit == "B" ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  if (digits == 0 || shift < 0 || value == 0 || value > (std::numeric_limits<uint64_t>::max() >> shift))
+    throw refuse();
+  return value << shift;
 }
 
 }  // namespace troupe::io

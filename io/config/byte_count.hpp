@@ -7,7 +7,7 @@
 namespace troupe::io {
 
 /// "256M" → 268435456. Throws troupe::error naming `what` (e.g. "--bytes") for anything that is
-/// not a positive number with an optional B/K/M/G suffix.
+/// not a positive whole number with an optional B/K/M/G suffix, or that overflows 64 bits.
 uint64_t parse_byte_count(const std::string& text, const std::string& what);
 
 }  // namespace troupe::io

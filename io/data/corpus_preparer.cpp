@@ -201,6 +201,7 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     manifest.vocab_size = tok->vocab_size();
     manifest.tokenizer_kind = tok->kind();
     manifest.tokenizer_file = tok->save_to(work_dir);
+    manifest.lower_case = options.lower_case;
     manifest.vocab_hash = file_xxh64_hex(work_dir / manifest.tokenizer_file);
     manifest.specials = tok->specials();
     manifest.splits = {train.finish(), validation.finish()};

@@ -47,7 +47,7 @@ std::string dataset_manifest::to_json() const {
                    {"max_seq_length", max_seq_length},
                    {"vocab_size", vocab_size},
                    {"vocab_hash", vocab_hash},
-                   {"tokenizer", {{"kind", tokenizer_kind}, {"file", tokenizer_file}}},
+                   {"tokenizer", {{"kind", tokenizer_kind}, {"file", tokenizer_file}, {"lower_case", lower_case}}},
                    {"special_tokens",
                     {{"pad", specials.pad}, {"unk", specials.unk}, {"cls", specials.cls},
                      {"sep", specials.sep}, {"mask", specials.mask}}},
@@ -78,6 +78,8 @@ dataset_manifest dataset_manifest::from_file(const std::filesystem::path& file) 
   const auto tokenizer = required<json>(root, "tokenizer", where);
   manifest.tokenizer_kind = required<std::string>(tokenizer, "kind", where + ": tokenizer");
   manifest.tokenizer_file = required<std::string>(tokenizer, "file", where + ": tokenizer");
+  if (tokenizer.contains("lower_case"))  // absent in data prepared before it was recorded: uncased
+    manifest.lower_case = required<bool>(tokenizer, "lower_case", where + ": tokenizer");
   if (!is_plain_file_name(manifest.tokenizer_file))
     throw make_error(where, ": tokenizer.file '", manifest.tokenizer_file,
                      "' must be a plain file name inside the data directory");
@@ -124,6 +126,9 @@ token_dataset::token_dataset(const std::filesystem::path& dir, const std::string
   if (total_ != info->sequences)
     throw make_error(dir.string(), ": the '", split, "' shards hold ", total_, " sequences, the manifest says ",
                      info->sequences);
+  std::string identity_source = manifest_.file_hash;
+  for (const auto& shard : shards_) identity_source += hex64(shard->payload_hash());
+  identity_ = hex64(xxh64(identity_source.data(), identity_source.size()));
 }
 
 sequence_view token_dataset::sequence(uint64_t global_index) const {

@@ -30,6 +30,7 @@ struct dataset_manifest {
   std::string file_hash;   ///< xxh64 (hex) of manifest.json itself: the data's identity
   std::string tokenizer_kind;
   std::string tokenizer_file;
+  bool lower_case = true;  ///< WordPiece: the text was lower-cased (false for `prepare --cased`)
   special_token_ids specials;
   std::vector<split_info> splits;
 
@@ -49,6 +50,10 @@ class token_dataset {
 
   uint64_t size() const { return total_; }
   const dataset_manifest& manifest() const { return manifest_; }
+  /// What this split's data is, as 16 hex digits: the xxh64 of manifest.json's hash and every
+  /// shard's payload checksum (from the headers, so O(1) per shard). Another corpus, another
+  /// seed of `--synthetic`, or an edit that keeps every count still changes it.
+  const std::string& identity() const { return identity_; }
   sequence_view sequence(uint64_t global_index) const;
 
  private:
@@ -56,6 +61,7 @@ class token_dataset {
   std::vector<std::unique_ptr<token_shard>> shards_;
   std::vector<uint64_t> shard_starts_;
   uint64_t total_ = 0;
+  std::string identity_;
 };
 
 /// Opens every split of a data directory with the full check (checksums and token ids, ignoring

@@ -1,6 +1,5 @@
 #include "io/data/token_shards.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,18 +39,16 @@ T load(const std::byte* at) {
 // Verification stamps (see token_shard in the header).
 std::filesystem::path stamp_path(const std::filesystem::path& shard) { return shard.string() + ".verified"; }
 
-/// What the stamp of `shard` must say now; "" when the file cannot be stat'ed.
-std::string stamp_text(const std::filesystem::path& shard, uint64_t payload_xxh64, int64_t vocab_size,
+/// What the stamp of the shard mapped as `identity` must say.
+std::string stamp_text(const file_identity& identity, uint64_t payload_xxh64, int64_t vocab_size,
                        uint32_t sequence_length) {
-  struct stat info {};
-  if (::stat(shard.c_str(), &info) != 0) return {};
   char text[256];
   std::snprintf(text, sizeof text,
-                "troupe-shard-verified 1 size=%lld mtime=%lld.%09ld ctime=%lld.%09ld inode=%llu payload=%016llx "
+                "troupe-shard-verified 2 device=%llu inode=%llu size=%llu mtime_ns=%lld ctime_ns=%lld payload=%016llx "
                 "vocab=%lld sequence_length=%u\n",
-                static_cast<long long>(info.st_size), static_cast<long long>(info.st_mtim.tv_sec), info.st_mtim.tv_nsec,
-                static_cast<long long>(info.st_ctim.tv_sec), info.st_ctim.tv_nsec,
-                static_cast<unsigned long long>(info.st_ino), static_cast<unsigned long long>(payload_xxh64),
+                static_cast<unsigned long long>(identity.device), static_cast<unsigned long long>(identity.inode),
+                static_cast<unsigned long long>(identity.size), static_cast<long long>(identity.mtime_ns),
+                static_cast<long long>(identity.ctime_ns), static_cast<unsigned long long>(payload_xxh64),
                 static_cast<long long>(vocab_size), sequence_length);
   return text;
 }
@@ -154,14 +151,17 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
   token_bytes_ = header.token_bytes;
   sequence_length_ = header.sequence_length;
   count_ = header.sequence_count;
+  payload_hash_ = header.payload_xxh64;
   const uint64_t row_bytes = uint64_t{sequence_length_} * token_bytes_ + 4;
   if (count_ > (file_.size() - header_bytes) / row_bytes || header_bytes + count_ * row_bytes != file_.size())
     throw make_error(name, ": size ", file_.size(), " does not match ", count_, " sequences of ", sequence_length_,
                      " tokens (corrupt or truncated shard)");
   tokens_ = file_.data() + header_bytes;
   index_ = tokens_ + count_ * sequence_length_ * token_bytes_;
-  const std::string stamp = stamp_text(path, header.payload_xxh64, vocab_size, sequence_length_);
-  if (check == shard_check::trust_stamp && !stamp.empty() && stamp == read_stamp(path)) return;
+  // The stamp describes the file as it was mapped (fstat of that descriptor), not whatever the
+  // path names by now.
+  const std::string stamp = stamp_text(file_.identity(), header.payload_xxh64, vocab_size, sequence_length_);
+  if (check == shard_check::trust_stamp && stamp == read_stamp(path)) return;
   if (xxh64(tokens_, file_.size() - header_bytes) != header.payload_xxh64)
     throw make_error(name, ": checksum mismatch (corrupt shard)");
   for (uint64_t i = 0; i < count_; ++i) {
@@ -176,7 +176,7 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
                          " outside the vocabulary of ", vocab_size);
     }
   }
-  if (!stamp.empty()) write_stamp(path, stamp);
+  write_stamp(path, stamp);
 }
 
 sequence_view token_shard::sequence(uint64_t index) const {

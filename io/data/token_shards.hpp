@@ -66,9 +66,9 @@ enum class shard_check {
 /// the file and the first problem, so later reads never go out of bounds.
 ///
 /// The stamp, `<shard>.verified` beside it, is written after a full check and records the
-/// file's size, mtime, ctime and inode, the header's checksum, the vocabulary size and sequence
-/// length it was checked against. Any change to the file (a write, a copy, a replacement)
-/// changes one of them, so the next open checks everything again. Opening a 1 GiB corpus thus
+/// device, inode, size, mtime and ctime of the file as it was mapped, the header's checksum, and
+/// the vocabulary size and sequence length it was checked against. Any change to the file (a
+/// write, a copy, a replacement) changes one of them, so the next open checks everything again. Opening a 1 GiB corpus thus
 /// reads it once per prepare, not once per process that opens it.
 class token_shard {
  public:
@@ -76,6 +76,8 @@ class token_shard {
               shard_check check = shard_check::trust_stamp);
   uint64_t size() const { return count_; }
   uint32_t sequence_length() const { return sequence_length_; }
+  /// The header's xxh64 of the tokens and index (checked against them unless a stamp vouches).
+  uint64_t payload_hash() const { return payload_hash_; }
   sequence_view sequence(uint64_t index) const;
 
  private:
@@ -83,6 +85,7 @@ class token_shard {
   uint32_t token_bytes_ = 2;
   uint32_t sequence_length_ = 0;
   uint64_t count_ = 0;
+  uint64_t payload_hash_ = 0;
   const std::byte* tokens_ = nullptr;
   const std::byte* index_ = nullptr;
 };

@@ -64,32 +64,39 @@ uint64_t write_file_atomically(const std::filesystem::path& path, const std::vec
   const std::filesystem::path temporary = path.string() + ".tmp";
   unique_fd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd.valid()) throw make_error(temporary.string(), ": cannot create: ", std::strerror(errno));
-  // Any failure below removes the partial temporary file; the descriptor closes itself.
   auto fail = [&](const char* what, int error_number) {
+    throw make_error(temporary.string(), ": ", what, " failed: ", std::strerror(error_number));
+  };
+  // Any failure (a write, fsync, close or rename error, or a throwing progress callback) removes
+  // the partial temporary file; the descriptor closes itself.
+  try {
+    {
+      write_behind behind(fd.get());
+      for (const auto& part : parts) {
+        std::size_t written = 0;
+        while (written < part.size) {
+          auto n = ::write(fd.get(), part.data + written, std::min(chunk_bytes, part.size - written));
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) fail("write", n == 0 ? EIO : errno);
+          hash.update(part.data + written, static_cast<std::size_t>(n));
+          behind.written(total, static_cast<uint64_t>(n));
+          written += static_cast<std::size_t>(n);
+          total += static_cast<std::size_t>(n);
+          if (progress) progress(total);
+        }
+      }
+    }
+    if (::fsync(fd.get()) != 0) fail("fsync", errno);
+    if (fd.close() != 0) fail("close", errno);
+    std::error_code renamed;
+    std::filesystem::rename(temporary, path, renamed);
+    if (renamed) throw make_error(path.string(), ": cannot move ", temporary.string(), " into place: ", renamed.message());
+  } catch (...) {
     fd.close();
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);
-    throw make_error(temporary.string(), ": ", what, " failed: ", std::strerror(error_number));
-  };
-  {
-    write_behind behind(fd.get());
-    for (const auto& part : parts) {
-      std::size_t written = 0;
-      while (written < part.size) {
-        auto n = ::write(fd.get(), part.data + written, std::min(chunk_bytes, part.size - written));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) fail("write", n == 0 ? EIO : errno);
-        hash.update(part.data + written, static_cast<std::size_t>(n));
-        behind.written(total, static_cast<uint64_t>(n));
-        written += static_cast<std::size_t>(n);
-        total += static_cast<std::size_t>(n);
-        if (progress) progress(total);
-      }
-    }
+    throw;
   }
-  if (::fsync(fd.get()) != 0) fail("fsync", errno);
-  if (fd.close() != 0) fail("close", errno);
-  std::filesystem::rename(temporary, path);
   fsync_directory(path.parent_path());
   return hash.digest();
 }

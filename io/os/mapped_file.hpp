@@ -7,6 +7,16 @@
 
 namespace troupe::io {
 
+/// Which file a mapping holds, as fstat saw the descriptor that was mapped: any write to the
+/// file, a copy or a replacement under the same name changes at least one field.
+struct file_identity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+};
+
 /// Maps a file read-only; unmapped on destruction. Throws troupe::error naming the file.
 class mapped_file {
  public:
@@ -20,12 +30,14 @@ class mapped_file {
   const std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
+  const file_identity& identity() const { return identity_; }
 
  private:
   void release();
   std::filesystem::path path_;
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  file_identity identity_;
 };
 
 }  // namespace troupe::io

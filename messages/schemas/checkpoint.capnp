@@ -22,7 +22,8 @@ struct CheckpointManifest {
   datasetSize @12 :UInt64;       # training sequences in an epoch
   files @13 :List(FileEntry);
   createdUnixMs @14 :Int64;
-  dataManifestHash @15 :Text;    # xxh64 (hex) of the training data's manifest.json ("" before format 2.1)
+  dataIdentity @15 :Text;        # the training data: xxh64 (hex) of its manifest.json and its train
+                                 # shards' payload checksums ("" in older checkpoints)
   sequenceLength @16 :UInt32;    # the data's max_seq_length (0 before format 2.1)
 }
 

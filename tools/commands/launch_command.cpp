@@ -81,7 +81,8 @@ void add_launch_command(CLI::App& app) {
   add_job_options(command, *args);
   command->add_flag("--dry-run", *dry_run, "print the node commands and start nothing");
   command->add_flag("--overwrite", args->overwrite,
-                    "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)");
+                    "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)")
+      ->excludes("--resume");
   command->callback([args, dry_run] {
     const auto manifest = cluster::load_manifest(args->manifest);
     check_job(manifest, *args);

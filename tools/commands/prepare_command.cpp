@@ -1,4 +1,5 @@
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -30,11 +31,23 @@ void prepare(const prepare_arguments& args) {
   }
   if (args.corpus.out.empty()) throw error("prepare: --out is required");
   if (args.synthetic > 0) {
-    if (std::filesystem::exists(args.corpus.out) && !args.corpus.overwrite)
-      throw make_error(args.corpus.out.string(), ": already exists; pass --overwrite to replace it");
-    std::filesystem::remove_all(args.corpus.out);
-    io::write_synthetic_dataset(args.corpus.out, args.synthetic, args.corpus.max_seq_length, args.vocab_size,
-                                args.corpus.seed);
+    const auto& out = args.corpus.out;
+    if (args.corpus.max_seq_length < 8 || args.corpus.max_seq_length > 65535)
+      throw make_error("--max-seq-length: expected 8..65535, got ", args.corpus.max_seq_length);
+    if (std::filesystem::exists(out) && !args.corpus.overwrite)
+      throw make_error(out.string(), ": already exists; pass --overwrite to replace it");
+    // Written beside `out` and renamed over it at the end, as `prepare` does for a corpus: a
+    // failure leaves the old data as it was.
+    const auto temporary = std::filesystem::path(out.string() + ".tmp-" + std::to_string(::getpid()));
+    try {
+      io::write_synthetic_dataset(temporary, args.synthetic, args.corpus.max_seq_length, args.vocab_size,
+                                  args.corpus.seed);
+    } catch (...) {
+      std::filesystem::remove_all(temporary);
+      throw;
+    }
+    std::filesystem::remove_all(out);
+    std::filesystem::rename(temporary, out);
     spdlog::info("prepared {}: {} random sequences of {} tokens", args.corpus.out.string(), args.synthetic,
                  args.corpus.max_seq_length);
     return;
@@ -70,7 +83,7 @@ void add_prepare_command(CLI::App& app) {
                         ->excludes(input);
   command->add_option("--vocab-size", args->vocab_size, "vocabulary of the --synthetic data")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{105}, int64_t{1} << 24));
+      ->check(CLI::Range(int64_t{111}, int64_t{1} << 24));  // the generator needs ids past the 104 special ones
   command->add_option("--verify", args->verify,
                       "check every shard of an existing data directory in full (checksums, token ids) and refresh "
                       "its verification stamps")

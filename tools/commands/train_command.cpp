@@ -32,7 +32,8 @@ void add_train_command(CLI::App& app) {
                       "stop after this many windows of this session, with a checkpoint (resume later)")
       ->check(CLI::PositiveNumber);
   command->add_flag("--overwrite", args->overwrite,
-                    "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)");
+                    "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)")
+      ->excludes("--resume");
   command->callback([args] {
     auto config = io::load_job_config(args->config);
     actors::session_options options;

@@ -23,8 +23,12 @@ constexpr int max_rank = (1 << (64 - transport_tag_bits)) - 1;
 constexpr ucp_tag_t match_all_bits = ~ucp_tag_t{0};
 
 // A wait polls ucp_worker_progress and gives its core away while nothing arrives as
-// idle_backoff says (io/comm/idle_backoff.hpp). The clock is read every this many rounds while
-// spinning or making progress (for the deadline and the backoff).
+// idle_backoff says (io/comm/idle_backoff.hpp), with no pure spinning: every idle round already
+// is a progress call, and yielding between rounds lets a neighbour that shares the core run (it
+// returns at once when nobody else wants the core). Measured on 2 cores, spinning 20 µs first
+// instead: 4 ranks 4 KiB 78 µs instead of 34, 2 ranks 64 MiB 4.9 GB/s instead of 7.1–7.7.
+constexpr std::chrono::microseconds progress_spin{0};
+// The clock is read every this many rounds while making progress (for the deadline).
 constexpr unsigned clock_check_rounds = 64;
 // How long the destructor lets cancelled requests complete before it force-closes their peers.
 constexpr auto cancel_timeout = std::chrono::milliseconds(100);
@@ -372,7 +376,7 @@ void ucx_transport::wait(transport_request request, clock::time_point deadline, 
   const auto it = impl_->find_request(request);
   const int peer = it->second.peer;
   const auto start = clock::now();
-  idle_backoff backoff;
+  idle_backoff backoff(progress_spin);
   for (unsigned round = 1;; ++round) {
     if (impl_->finish(it, &what)) return;
     const bool progressed = ucp_worker_progress(impl_->worker) != 0;

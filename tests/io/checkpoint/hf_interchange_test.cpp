@@ -8,6 +8,7 @@
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/data/corpus_preparer.hpp"
 #include "io/os/file_util.hpp"
+#include "tests/support/error_text.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
@@ -50,6 +51,15 @@ TEST(hf_interchange, a_sentencepiece_model_exports_with_an_albert_tokenizer) {
   EXPECT_EQ(config.at("tokenizer_class"), "AlbertTokenizer");
   EXPECT_EQ(config.at("do_lower_case"), false);
   EXPECT_EQ(config.at("keep_accents"), true);
+}
+
+TEST(hf_interchange, a_vocabulary_given_for_sentencepiece_data_is_refused) {
+  troupe::testing::temp_dir dir;
+  const auto checkpoint = checkpoint_on(dir, "sentencepiece:64");
+  troupe::testing::write_toy_vocab(dir / "vocab.txt");
+  troupe::testing::expect_error([&] { export_hf(checkpoint, dir / "hf", dir / "vocab.txt", false); },
+                                "--vocab: the checkpoint's data was tokenized with sentencepiece (");
+  EXPECT_FALSE(std::filesystem::exists(dir / "hf"));
 }
 
 TEST(hf_interchange, a_wordpiece_model_exports_with_a_bert_tokenizer) {

@@ -67,6 +67,18 @@ TEST(token_dataset, a_prepared_shard_is_verified_once_and_stamped) {
   EXPECT_NE(error_of([&] { verify_dataset(dir / "data"); }).find("train-0.bin: checksum mismatch"), std::string::npos);
 }
 
+TEST(token_dataset, the_identity_follows_the_contents_not_only_the_counts) {
+  troupe::testing::temp_dir dir;
+  write_synthetic_dataset(dir / "a", 20, 16, 200, 1);
+  write_synthetic_dataset(dir / "b", 20, 16, 200, 2);  // same counts and manifest, other tokens
+  write_synthetic_dataset(dir / "c", 20, 16, 200, 1);
+  const token_dataset a(dir / "a", "train"), b(dir / "b", "train"), c(dir / "c", "train");
+  EXPECT_EQ(read_whole_file(dir / "a" / "manifest.json"), read_whole_file(dir / "b" / "manifest.json"));
+  EXPECT_NE(a.identity(), b.identity());
+  EXPECT_EQ(a.identity(), c.identity());
+  EXPECT_EQ(a.identity().size(), 16u);
+}
+
 TEST(token_dataset, names_in_the_manifest_stay_inside_the_data_directory) {
   troupe::testing::temp_dir dir;
   write_synthetic_dataset(dir / "data", 10, 16, 200, 1);
