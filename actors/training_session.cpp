@@ -54,7 +54,6 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
                             const std::vector<compute::trainer_options>& workers) {
   resumed_run run;
   if (options.resume.empty()) return run;
-  const int first_rank = static_cast<int>(workers.front().rank);
   const int local_workers = static_cast<int>(workers.size());
   for (const auto& trainer_options : workers) run.trainers.push_back(std::make_shared<compute::mlm_trainer>(trainer_options));
   io::load_targets in_place;
@@ -64,19 +63,10 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
   const auto& contents = *run.contents;
   const auto& dir = contents.dir;
   io::check_resume_compatible(contents, config, data.manifest(), data.identity());
-  // Every rank makes the same number of dropout calls, so a rank the checkpoint has no stream
-  // for (only the writer's is saved) continues from the writer's count.
-  const io::rng_state* writer_stream = nullptr;
-  for (const auto& stream : contents.state.rng)
-    if (stream.name.rfind("dropout/", 0) == 0 && !writer_stream) writer_stream = &stream;
-  for (int local = 0; local < local_workers; ++local) {
-    auto& trainer = *run.trainers[static_cast<std::size_t>(local)];
-    trainer.load(contents.parameters, contents.optimizer, contents.state.optimizer_steps);  // no copy for the first
-    const io::rng_state* own = writer_stream;
-    for (const auto& stream : contents.state.rng)
-      if (stream.name == io::dropout_stream_name(first_rank + local)) own = &stream;
-    if (own) trainer.set_dropout_calls(own->counter);
-  }
+  // Dropout masks are keyed by sample (seed, epoch, sample id, site): nothing to continue.
+  for (int local = 0; local < local_workers; ++local)
+    run.trainers[static_cast<std::size_t>(local)]->load(contents.parameters, contents.optimizer,
+                                                      contents.state.optimizer_steps);  // no copy for the first
   spdlog::info("resuming from {} (step {}, data position {})", dir.string(), contents.state.optimizer_steps,
                contents.state.next_position);
   return run;

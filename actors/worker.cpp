@@ -179,8 +179,8 @@ void worker_state::stage_and_send(bool last) {
   request.contents.state.optimizer_steps = trainer->optimizer_steps();
   request.contents.state.next_position = summary.next_position;
   request.contents.state.last_lr = last_lr;
-  request.contents.state.rng = {
-      {io::dropout_stream_name(settings.rank), trainer->dropout_seed(), trainer->dropout_calls()}};
+  // Dropout is keyed by sample: its seed is all a resume needs (no per-rank stream position).
+  request.contents.state.rng = {{io::dropout_keys_name, trainer->dropout_seed(), 0}};
   request.contents.model = settings.trainer.model;
   request.contents.parameters = parameter_staging.stage(trainer->named_parameters());
   request.contents.optimizer = optimizer_staging.stage(trainer->optimizer_state());

@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "messages/error.hpp"
+
 namespace troupe::compute {
 namespace F = torch::nn::functional;
 
@@ -19,10 +21,10 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config) {
 }  // namespace
 
 torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
-                            const std::shared_ptr<dropout_stream>& stream) {
+                            const std::shared_ptr<dropout_keys>& keys) {
   if (!training || p == 0.0) return x;
-  if (stream && x.device().is_cpu()) return x * dropout_keep_mask(x, p, *stream);
-  return torch::dropout(x, p, true);
+  if (!keys) return torch::dropout(x, p, true);
+  return x * (x.device().is_cpu() ? dropout_keep_mask(x, p, *keys) : dropout_keep_mask_tensor(x, p, *keys));
 }
 
 bert_embeddings_impl::bert_embeddings_impl(const bert_config& config)
@@ -40,7 +42,7 @@ torch::Tensor bert_embeddings_impl::forward(const torch::Tensor& input_ids, cons
   auto positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
   auto sum = word_embeddings(input_ids) + position_embeddings(positions).unsqueeze(0) +
              token_type_embeddings(token_type_ids);
-  return apply_dropout(layer_norm(sum), dropout_p, is_training(), stream);
+  return apply_dropout(layer_norm(sum), dropout_p, is_training(), keys);
 }
 
 bert_layer_impl::bert_layer_impl(const bert_config& config)
@@ -67,11 +69,11 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   auto v = split_heads(value(hidden));
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
   if (attention_bias.defined()) scores = scores + attention_bias;
-  auto probabilities = apply_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training(), stream);
+  auto probabilities = apply_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training(), keys);
   auto context = torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, seq, heads * head_size});
-  auto attended = attention_layer_norm(apply_dropout(attention_output(context), hidden_dropout, is_training(), stream) + hidden);
+  auto attended = attention_layer_norm(apply_dropout(attention_output(context), hidden_dropout, is_training(), keys) + hidden);
   auto expanded = F::gelu(intermediate(attended));
-  return output_layer_norm(apply_dropout(output(expanded), hidden_dropout, is_training(), stream) + attended);
+  return output_layer_norm(apply_dropout(output(expanded), hidden_dropout, is_training(), keys) + attended);
 }
 
 bert_for_masked_lm_impl::bert_for_masked_lm_impl(const bert_config& config) : config_(config) {
@@ -135,9 +137,16 @@ void bert_for_masked_lm_impl::reset_weights(uint64_t seed) {
 }
 
 void bert_for_masked_lm_impl::seed_dropout(uint64_t seed) {
-  auto stream = std::make_shared<dropout_stream>(dropout_stream{seed, 0});
-  embeddings->stream = stream;
-  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->stream = stream;
+  auto keys = std::make_shared<dropout_keys>();
+  keys->seed = seed;
+  embeddings->keys = keys;
+  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->keys = keys;
+}
+
+void bert_for_masked_lm_impl::begin_dropout(const std::vector<uint64_t>& sample_keys) {
+  TROUPE_ENFORCE(embeddings->keys, "seed_dropout first");
+  embeddings->keys->rows = sample_keys;
+  embeddings->keys->site = 0;
 }
 
 torch::Tensor bert_for_masked_lm_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,

@@ -19,11 +19,11 @@ namespace troupe::compute {
 // ("bert.encoder.layer.0.attention.self.query.weight") come from hf_named_parameters(), which
 // every consumer (optimizer groups, checkpoints, export) uses.
 
-/// Dropout. On the CPU the mask comes from the replica's own counter-based `stream` (fast,
-/// and replicas in one process share no random state); on other devices, or without a stream,
-/// from the device's default generator.
+/// Dropout with masks keyed by sample (compute/dropout_mask.hpp): the CPU loop on the CPU, the
+/// same bits from tensor operations elsewhere. Without `keys` (a model used outside a trainer)
+/// the device's default generator decides.
 torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
-                            const std::shared_ptr<dropout_stream>& stream);
+                            const std::shared_ptr<dropout_keys>& keys);
 
 struct bert_embeddings_impl : torch::nn::Module {
   explicit bert_embeddings_impl(const bert_config& config);
@@ -31,7 +31,7 @@ struct bert_embeddings_impl : torch::nn::Module {
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
   double dropout_p;
-  std::shared_ptr<dropout_stream> stream;
+  std::shared_ptr<dropout_keys> keys;
 };
 TORCH_MODULE_IMPL(bert_embeddings, bert_embeddings_impl);
 
@@ -46,7 +46,7 @@ struct bert_layer_impl : torch::nn::Module {
   torch::nn::LayerNorm output_layer_norm{nullptr};
   int64_t heads, head_size;
   double hidden_dropout, attention_dropout;
-  std::shared_ptr<dropout_stream> stream;
+  std::shared_ptr<dropout_keys> keys;
 };
 TORCH_MODULE_IMPL(bert_layer, bert_layer_impl);
 
@@ -68,9 +68,11 @@ struct bert_for_masked_lm_impl : torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters();
   /// Initialises weights as HF does: normal(0, initializer_range), zero biases, LayerNorm 1/0.
   void reset_weights(uint64_t seed);
-  /// Gives dropout its own counter-based stream seeded with `seed` (used on the CPU).
+  /// Keys dropout by sample under the run's `seed` (see dropout_keys).
   void seed_dropout(uint64_t seed);
-  const std::shared_ptr<dropout_stream>& dropout_stream_state() const { return embeddings->stream; }
+  /// Before a training forward: the batch rows' sample keys; the site count starts again.
+  void begin_dropout(const std::vector<uint64_t>& sample_keys);
+  const std::shared_ptr<dropout_keys>& dropout_state() const { return embeddings->keys; }
 
   bert_embeddings embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};

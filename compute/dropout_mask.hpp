@@ -1,22 +1,39 @@
 #pragma once
-/// Dropout masks from a counter-based generator: fast on the CPU and reproducible per replica.
+/// Dropout masks keyed by sample (DESIGN §4): a sample's masks depend only on the run's seed,
+/// the sample (its epoch and id) and the dropout site, never on the rank, the batch it shares
+/// or how many calls came before. So a window's gradient does not depend on how its samples are
+/// split among workers, and a resumed or re-planned run draws the same masks.
 
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace troupe::compute {
 
-/// The random stream of one replica's dropout: every call takes the next counter value, so the
-/// masks depend only on (seed, call index) and are cheap to regenerate for a resume.
-struct dropout_stream {
+/// What decides the masks of one forward: `seed` (the run's), one key per batch row (its
+/// sample, sample_key below) and the site, the n-th dropout of this forward, counted by the
+/// model as it applies them (reset to 0 before each forward).
+struct dropout_keys {
   uint64_t seed = 0;
-  uint64_t calls = 0;
+  std::vector<uint64_t> rows;
+  uint32_t site = 0;
 };
 
-/// A float mask shaped like `like` whose elements are 1/(1−p) with probability 1−p and 0
-/// otherwise. Element i of call c is decided by a 32-bit hash of (seed, c, i): ~1 ns per element
-/// instead of ~7 ns for at::bernoulli_ with mt19937, and it vectorises. CPU only.
-at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_stream& stream);
+/// A sample's key: the same for the sample wherever and whenever it is trained.
+uint64_t sample_key(uint64_t epoch, uint64_t sample_id);
+
+// The mask: a float tensor shaped like `like` (dimension 0 = batch rows), 1/(1−p) with
+// probability 1−p and 0 otherwise. Element j of row b at site s is kept when
+// hash32(j ^ k) ≥ p·2^32, where k is the low 32 bits of keyed_random(seed, rows[b], s) and
+// hash32 is Chris Wellons' lowbias32 integer hash (good avalanche from two multiplies). Both
+// functions below compute exactly these bits; dropout_keys.site advances by one per call.
+
+/// CPU: a plain loop (~1 ns per element, vectorised), the fast path of training on the CPU.
+at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& keys);
+
+/// Any device (CUDA included): the same hash as tensor operations on `like`'s device, in 64-bit
+/// integers masked to 32 bits. Slower than the loop on the CPU; tested equal to it bit for bit.
+at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_keys& keys);
 
 }  // namespace troupe::compute

@@ -4,6 +4,7 @@
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace troupe::compute {
 
@@ -16,6 +17,7 @@ struct mlm_batch {
   int64_t samples = 0;
   int64_t tokens = 0;           ///< real (unpadded) tokens
   uint64_t first_position = 0;  ///< global stream position of the first sample
+  std::vector<uint64_t> sample_keys;  ///< per row: compute::sample_key(epoch, sample id), for dropout
 };
 
 }  // namespace troupe::compute

@@ -9,6 +9,7 @@
 
 #include "compute/autocast_scope.hpp"
 #include "compute/bert_model.hpp"
+#include "compute/counter_random.hpp"
 #include "compute/flat_parameters.hpp"
 #include "compute/lr_schedule.hpp"
 #include "compute/named_tensors.hpp"
@@ -35,7 +36,8 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   model_->reset_weights(options.seed);
   model_->to(device_);
   model_->train();
-  model_->seed_dropout(options.seed * 1000003ULL + static_cast<uint64_t>(options.rank));
+  // Keyed by sample, not by rank: every replica draws a sample's masks alike (DESIGN §4).
+  model_->seed_dropout(keyed_random(options.seed, 0xd2));
   parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters(), options.gradient_buffer);
   optimizer_ = make_optimizer(options.optimizer);
 }
@@ -49,6 +51,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch) {
   at::Tensor loss;
   {
     autocast_scope autocast(device_, options_.bf16);
+    model_->begin_dropout(batch.sample_keys);
     auto hidden = model_->encode(to_device(batch.input_ids, device_), to_device(batch.token_type_ids, device_),
                                  to_device(batch.lengths, device_));
     auto logits = model_->predict(hidden, to_device(batch.masked_positions, device_));
@@ -77,9 +80,7 @@ window_step_result mlm_trainer::finish_window(int64_t window_samples) {
   return result;
 }
 
-uint64_t mlm_trainer::dropout_seed() const { return model_->dropout_stream_state()->seed; }
-uint64_t mlm_trainer::dropout_calls() const { return model_->dropout_stream_state()->calls; }
-void mlm_trainer::set_dropout_calls(uint64_t calls) { model_->dropout_stream_state()->calls = calls; }
+uint64_t mlm_trainer::dropout_seed() const { return model_->dropout_state()->seed; }
 
 const at::Tensor& mlm_trainer::gradients() const { return parameters_->gradients(); }
 const at::Tensor& mlm_trainer::parameter_values() const { return parameters_->values(); }

@@ -29,7 +29,7 @@ struct trainer_options {
   bool bf16 = false;
   std::string device = "cpu";
   uint64_t seed = 42;
-  int64_t rank = 0;     ///< dropout streams differ per rank
+  int64_t rank = 0;     ///< for messages (dropout is keyed by sample, not by rank)
   int64_t threads = 1;  ///< intra-op threads, set on the thread that constructs the trainer
   /// Where the flat gradient lives (zero-filled fp32, `numel` elements), e.g. memory that ring
   /// neighbours on this host can read; empty: a new tensor.
@@ -83,10 +83,8 @@ class mlm_trainer {
   /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments.
   void load(const named_tensors& parameters, const named_tensors& optimizer_state, int64_t optimizer_steps);
   c10::Device device() const { return device_; }
-  /// The dropout stream's position, saved with checkpoints so a resumed run draws the same masks.
+  /// The seed dropout masks are keyed with (with each sample and site; recorded in checkpoints).
   uint64_t dropout_seed() const;
-  uint64_t dropout_calls() const;
-  void set_dropout_calls(uint64_t calls);
 
  private:
   trainer_options options_;

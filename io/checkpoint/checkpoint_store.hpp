@@ -93,8 +93,10 @@ std::filesystem::path resolve_checkpoint(const std::string& spec, const std::fil
 checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir,
                                     const load_targets& into = {});
 
-/// The name under which rank `rank`'s dropout stream is saved in a checkpoint's RNG states.
-inline std::string dropout_stream_name(int64_t rank) { return "dropout/rank" + std::to_string(rank); }
+/// The name of the dropout keys' seed in a checkpoint's RNG states. Checkpoints written before
+/// dropout was keyed by sample hold per-rank streams ("dropout/rankN" with a draw count); a
+/// resume from one draws sample-keyed masks from then on.
+inline constexpr const char* dropout_keys_name = "dropout/keyed-by-sample";
 
 /// One checkpoint directory of a run, as `troupe ckpt list` shows it.
 struct checkpoint_listing {

@@ -1,5 +1,7 @@
 #include "io/data/mlm_batch_builder.hpp"
 
+#include "compute/dropout_mask.hpp"
+
 #include <ATen/ATen.h>
 
 namespace troupe::io {
@@ -41,6 +43,8 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
       labels.push_back(c.label);
     }
     length_data[b] = view.length;
+    out.sample_keys.push_back(compute::sample_key(samples[static_cast<std::size_t>(b)].epoch,
+                                                  samples[static_cast<std::size_t>(b)].sample_id));
     any_padding = any_padding || view.length < seq;
     out.tokens += view.length;
   }

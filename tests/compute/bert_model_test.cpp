@@ -109,16 +109,45 @@ namespace troupe::compute {
 namespace {
 
 TEST(dropout_mask, keeps_one_minus_p_scaled_and_is_reproducible) {
-  dropout_stream a{9, 0}, b{9, 0};
-  auto like = torch::empty({1 << 20});
+  dropout_keys a{9, {sample_key(0, 1), sample_key(0, 2)}, 0}, b = a;
+  auto like = torch::empty({2, 1 << 19});
   auto mask = dropout_keep_mask(like, 0.1, a);
   const double kept = (mask > 0).to(torch::kDouble).mean().item<double>();
   std::printf("kept share %.5f\n", kept);
   EXPECT_NEAR(kept, 0.9, 0.002);
   EXPECT_NEAR(mask.max().item<double>(), 1.0 / 0.9, 1e-6);
-  EXPECT_TRUE(torch::equal(mask, dropout_keep_mask(like, 0.1, b)));      // same seed, same call
-  EXPECT_FALSE(torch::equal(mask, dropout_keep_mask(like, 0.1, a)));     // next call differs
-  EXPECT_NEAR((mask * torch::ones_like(mask)).mean().item<double>(), 1.0, 0.003);  // unbiased
+  EXPECT_TRUE(torch::equal(mask, dropout_keep_mask(like, 0.1, b)));   // same seed, samples and site
+  EXPECT_FALSE(torch::equal(mask, dropout_keep_mask(like, 0.1, a)));  // the next site differs
+  EXPECT_NEAR(mask.mean().item<double>(), 1.0, 0.003);                // unbiased
+  EXPECT_FALSE(torch::equal(mask[0], mask[1]));                        // samples differ
+}
+
+// The contract that makes a window's gradient independent of how its samples are split among
+// workers: a sample's mask at a site is the same whichever batch, rank or position it is in.
+TEST(dropout_mask, a_sample_s_mask_does_not_depend_on_its_batch) {
+  const uint64_t s1 = sample_key(3, 17), s2 = sample_key(3, 18), s3 = sample_key(4, 17);
+  dropout_keys together{5, {s1, s2, s3}, 2}, alone{5, {s2}, 2}, reordered{5, {s3, s2, s1}, 2};
+  auto like = torch::empty({3, 7, 16});
+  auto mask = dropout_keep_mask(like, 0.25, together);
+  EXPECT_TRUE(torch::equal(mask[1], dropout_keep_mask(torch::empty({1, 7, 16}), 0.25, alone)[0]));
+  auto swapped = dropout_keep_mask(like, 0.25, reordered);
+  EXPECT_TRUE(torch::equal(mask[0], swapped[2]));
+  EXPECT_TRUE(torch::equal(mask[2], swapped[0]));
+  EXPECT_FALSE(torch::equal(mask[0], mask[2]));  // the same sample id in another epoch differs
+}
+
+// The tensor-operation form (what a CUDA tensor gets) draws exactly the CPU loop's bits.
+TEST(dropout_mask, tensor_operations_give_the_loop_s_bits) {
+  for (const double p : {0.0, 0.1, 0.5, 0.9}) {
+    dropout_keys loop{11, {sample_key(0, 5), sample_key(1, 5), sample_key(0, 6)}, 0}, ops = loop;
+    auto like = torch::empty({3, 4, 33});
+    for (int site = 0; site < 3; ++site) {
+      auto expected = dropout_keep_mask(like, p, loop);
+      auto actual = dropout_keep_mask_tensor(like, p, ops);
+      EXPECT_TRUE(torch::equal(expected, actual)) << "p=" << p << " site " << site << ": "
+                                                  << (expected != actual).sum().item<int64_t>() << " elements differ";
+    }
+  }
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -37,8 +39,8 @@ class cluster_e2e : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  /// bert-tiny-sized, fp32, no dropout (dropout streams are per rank, so with dropout only the
-  /// statistics, not the bits, would match a single process). Global batch 12 = 1×6 = 2×3 = 3×2.
+  /// bert-tiny-sized, fp32, dropout as given (keyed by sample, so a split among ranks draws the
+  /// masks one process draws). Global batch 12 = 1×6 = 2×3 = 3×2.
   static std::string write_config(int64_t steps, bool sync_every_micro_batch = false, double dropout = 0.0) {
     json c{{"train_batch_size", 12},
            {"train_micro_batch_size_per_gpu", 2},
@@ -102,13 +104,17 @@ std::string io_text(const std::string& path) {
 void expect_same_curve(const std::vector<window_line>& reference, const std::vector<window_line>& other,
                        const std::string& what) {
   ASSERT_EQ(reference.size(), other.size()) << what;
-  for (std::size_t i = 0; i < reference.size(); ++i)
-    EXPECT_LE(std::abs(other[i].loss - reference[i].loss), 1e-4 * std::abs(reference[i].loss))
-        << what << ": window " << i + 1 << ": " << other[i].loss << " vs " << reference[i].loss;
+  double largest = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    const double relative = std::abs(other[i].loss - reference[i].loss) / std::abs(reference[i].loss);
+    largest = std::max(largest, relative);
+    EXPECT_LE(relative, 1e-4) << what << ": window " << i + 1 << ": " << other[i].loss << " vs " << reference[i].loss;
+  }
+  std::printf("%s: largest relative loss difference %.2e over %zu windows\n", what.c_str(), largest, reference.size());
 }
 
 TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
-  const auto config = write_config(20);
+  const auto config = write_config(20, false, 0.1);  // with dropout: its masks are keyed by sample
   auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "single").string());
   ASSERT_EQ(single.status, 0) << single.output;
   const auto reference = read_metrics("single");
