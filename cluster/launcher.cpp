@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,14 +32,22 @@ std::vector<std::string> node_arguments(const launch_options& options) {
   return args;
 }
 
-/// One running node process: its pid and the read end of its merged stdout/stderr.
+/// One running node process (the leader of its own process group): its pid and the read end of
+/// its merged stdout/stderr.
 struct running_node {
   std::string name;
   pid_t pid = -1;
   int output = -1;
   std::string partial_line;
-  std::optional<int> status;  ///< exit status once reaped (128+signal when killed)
+  std::optional<int> status;  ///< once reaped: exit status, or the signal when `signaled`
+  bool signaled = false;
+  /// After the node is reaped, how long its output may stay open: a process it left behind in
+  /// its group (killed then) could otherwise hold the pipe, and the launcher, forever.
+  std::optional<clock::time_point> output_deadline;
 };
+
+// How long the output of a reaped node is read before the pipe is given up.
+constexpr auto reaped_output_grace = std::chrono::seconds(2);
 
 // The launcher's own signal handling: SIGINT/SIGTERM only set a flag (async-signal-safe);
 // the supervision loop forwards them. A self-pipe wakes poll() at once.
@@ -57,17 +66,26 @@ running_node start(const node_command& command) {
   std::vector<char*> argv;
   for (const auto& arg : command.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  const pid_t launcher = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw make_error("launch: fork for node ", command.node, ": ", std::strerror(errno));
   if (pid == 0) {
+    // Its own process group, so the launcher can signal the node and everything it started;
+    // and killed with the launcher, should the launcher itself die (even by SIGKILL).
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before prctl
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(pipe_fds[1], STDERR_FILENO);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGHUP, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
     ::execvp(argv[0], argv.data());
     std::fprintf(stderr, "cannot start %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also here: whichever of parent and child runs first
   ::close(pipe_fds[1]);
   running_node node;
   node.name = command.node;
@@ -141,10 +159,13 @@ void drain(running_node& node, merged_output& out) {
   }
 }
 
-std::string describe(int status) {
-  if (status >= 128) return "was killed by signal " + std::to_string(status - 128) + " (" + strsignal(status - 128) + ")";
-  return "exited with status " + std::to_string(status);
+std::string describe(const running_node& node) {
+  if (node.signaled) return "was killed by signal " + std::to_string(*node.status) + " (" + strsignal(*node.status) + ")";
+  return "exited with status " + std::to_string(*node.status);
 }
+
+/// Signals a node's whole process group (the node and whatever it started).
+void signal_group(const running_node& node, int signal) { ::kill(-node.pid, signal); }
 
 }  // namespace
 
@@ -189,7 +210,7 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       // The remote shell starts in the same directory (a shared filesystem is assumed, as
       // with DeepSpeed's and Horovod's ssh launchers).
       const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && " + shell_quote(argv);
-      commands.push_back({node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", node.host, remote}});
+      commands.push_back({node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", "--", node.host, remote}});
     }
   }
   return commands;
@@ -204,9 +225,10 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {}, old_term {}, old_hup {};
   ::sigaction(SIGINT, &action, &old_int);
   ::sigaction(SIGTERM, &action, &old_term);
+  ::sigaction(SIGHUP, &action, &old_hup);
 
   merged_output out;
   std::vector<running_node> nodes;
@@ -236,7 +258,7 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       pending_signal = 0;
       out.note(std::string(strsignal(signal)) + ": stopping every node");
       for (const auto& node : nodes)
-        if (!node.status) ::kill(node.pid, signal);
+        if (!node.status) signal_group(node, signal);
       interrupted = true;
       if (!kill_at) kill_at = clock::now() + std::chrono::seconds(10);
     }
@@ -244,24 +266,34 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       if (node.status) continue;
       int raw = 0;
       if (::waitpid(node.pid, &raw, WNOHANG) != node.pid) continue;
-      node.status = WIFSIGNALED(raw) ? 128 + WTERMSIG(raw) : WEXITSTATUS(raw);
+      node.signaled = WIFSIGNALED(raw);
+      node.status = node.signaled ? WTERMSIG(raw) : WEXITSTATUS(raw);
+      signal_group(node, SIGKILL);  // whatever the node left behind in its group
+      node.output_deadline = clock::now() + reaped_output_grace;
       if (*node.status != 0 && !first_failure && !interrupted) {
-        first_failure = "node " + node.name + " " + describe(*node.status);
+        first_failure = "node " + node.name + " " + describe(node);
         out.note(*first_failure);
         if (!kill_at) kill_at = clock::now() + grace;
       }
+    }
+    for (auto& node : nodes) {
+      if (node.output < 0 || !node.output_deadline || clock::now() < *node.output_deadline) continue;
+      out.note("node " + node.name + ": its output stayed open after it exited; no longer reading it");
+      ::close(node.output);
+      node.output = -1;
     }
     if (kill_at && clock::now() > *kill_at) {
       for (auto& node : nodes) {
         if (node.status) continue;
         out.note("node " + node.name + " still running after the failure; killing it");
-        ::kill(node.pid, SIGKILL);
+        signal_group(node, SIGKILL);
       }
       kill_at = clock::now() + std::chrono::hours(1);
     }
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
   ::close(wake_pipe[0]);
   ::close(wake_pipe[1]);
   if (first_failure) {

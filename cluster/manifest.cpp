@@ -1,6 +1,7 @@
 #include "cluster/manifest.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 #include <sstream>
@@ -24,7 +25,8 @@ node_spec parse_node(const json& element, const std::string& source, const std::
   node.name = fields.string("name", "");
   if (node.name.empty()) fields.fail("name", "a non-empty node name");
   node.host = fields.string("host", "");
-  if (node.host.empty()) fields.fail("host", "a host name or address");
+  if (!is_valid_host(node.host))
+    fields.fail("host", "a host name or address (letters, digits, '.', '-', '_', ':'; not starting with '-')");
   node.workers = fields.integer("workers", 1, 1, max_workers_per_node);
   node.threads_per_worker = fields.integer("threads_per_worker", 1, 1, 1024);
   const json devices = fields.array("devices");
@@ -110,6 +112,15 @@ int cluster_manifest::first_rank(std::size_t node) const {
   return rank;
 }
 
+bool is_valid_host(const std::string& host) {
+  // Host names (RFC 1123 letters, digits, '-', '.'; '_' as /etc/hosts allows), IPv4 and IPv6
+  // addresses. It reaches ssh as an argument: a leading '-' would be read as an option.
+  return !host.empty() && host.size() <= 253 && host.front() != '-' &&
+         std::all_of(host.begin(), host.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':';
+         });
+}
+
 bool is_local_host(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
 bool single_host(const cluster_manifest& manifest) {
@@ -126,6 +137,8 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
 
   auto head = root.object("head");
   m.head_host = head.string("host", m.head_host);
+  if (!is_valid_host(m.head_host))
+    head.fail("host", "a host name or address (letters, digits, '.', '-', '_', ':'; not starting with '-')");
   m.head_port = head.integer("port", m.head_port, 1, 65535);
   m.head_node = head.string("node", "");
   head.finish();

@@ -66,6 +66,9 @@ cluster_manifest parse_hostfile(const std::string& text, const std::string& sour
 /// Reads a manifest file: JSON when it starts with `{`, a DeepSpeed hostfile otherwise.
 cluster_manifest load_manifest(const std::filesystem::path& file);
 
+/// True for a host name or address a manifest may name (what ssh is given as its host).
+bool is_valid_host(const std::string& host);
+
 /// True for the addresses `troupe launch` starts with fork/exec instead of ssh.
 bool is_local_host(const std::string& host);
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 
 #include "compute/host_memory.hpp"
@@ -10,6 +11,9 @@
 #include "tools/commands/commands.hpp"
 
 int main(int argc, char** argv) {
+  // A child process whose pipe closes (the SentencePiece helper dying) is an error a write
+  // reports (EPIPE, named by io::child_process), not a signal that kills troupe silently.
+  std::signal(SIGPIPE, SIG_IGN);
   spdlog::set_pattern("%^%l%$: %v");
   troupe::compute::keep_freed_memory_mapped();
   CLI::App app{"troupe: actor-model data-parallel training for BERT-family models"};

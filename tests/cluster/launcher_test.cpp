@@ -4,16 +4,38 @@
 #include <gtest/gtest.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include "cluster/manifest.hpp"
 #include "messages/error.hpp"
 #include "tests/cluster/two_node_manifest.hpp"
+#include "tests/support/test_corpus.hpp"
 
 namespace troupe::cluster {
 namespace {
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Whether `pid` is still a live process (not gone, not a zombie) after waiting up to `patience`.
+bool process_running(pid_t pid, std::chrono::seconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, command, state;
+    const bool live = static_cast<bool>(stat >> pid_field >> command >> state) && state != "Z";
+    if (!live || std::chrono::steady_clock::now() >= deadline) return live;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
 
 TEST(launcher, local_and_ssh_commands) {
   auto m = troupe::testing::two_node_manifest();
@@ -31,8 +53,9 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_EQ(shell_quote(commands[0].argv),
             "/opt/troupe node --manifest /jobs/m.json --config /jobs/c.json --run-dir /runs/x --steps 5 --node a");
   EXPECT_EQ(commands[1].method, launch_method::ssh);
-  EXPECT_EQ(commands[1].argv[3], "gpu-7");
-  EXPECT_NE(commands[1].argv[4].find("--node b"), std::string::npos);
+  EXPECT_EQ(commands[1].argv[3], "--");  // nothing after it is read as an ssh option
+  EXPECT_EQ(commands[1].argv[4], "gpu-7");
+  EXPECT_NE(commands[1].argv[5].find("--node b"), std::string::npos);
   const auto slurm = node_commands(manifest, options, true);
   ASSERT_EQ(slurm.size(), 1u);
   EXPECT_EQ(slurm[0].argv[0], "srun");
@@ -112,6 +135,49 @@ TEST(launcher, forwards_an_interrupt_to_every_node) {
   EXPECT_EQ(status, 130) << err;
   EXPECT_NE(err.find("interrupted; every node has stopped"), std::string::npos) << err;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(launcher, an_exit_status_of_255_is_not_taken_for_a_signal) {
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run_nodes({{"ssh-like", launch_method::local, {"/bin/sh", "-c", "exit 255"}}}, std::chrono::seconds(1)), 1);
+  const auto err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("node ssh-like exited with status 255"), std::string::npos) << err;
+}
+
+TEST(launcher, a_process_a_node_leaves_behind_neither_survives_nor_holds_the_launcher) {
+  troupe::testing::temp_dir dir;
+  const auto pid_file = (dir / "left-behind.pid").string();
+  // The node exits at once, leaving a background child that holds its output pipe.
+  const std::vector<node_command> commands = {
+      {"leaver", launch_method::local, {"/bin/sh", "-c", "sleep 30 & echo $! > " + pid_file + "; exit 0"}}};
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_nodes(commands, std::chrono::seconds(1)), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  const pid_t left = std::stoi(read_whole_file(pid_file));
+  EXPECT_FALSE(process_running(left, std::chrono::seconds(3))) << "process " << left << " survived its node";
+}
+
+TEST(launcher, nodes_die_with_a_launcher_killed_by_sigkill) {
+  troupe::testing::temp_dir dir;
+  const auto pid_file = (dir / "node.pid").string();
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    run_nodes({{"sleeper", launch_method::local, {"/bin/sh", "-c", "echo $$ > " + pid_file + "; exec sleep 30"}}},
+              std::chrono::seconds(1));
+    ::_exit(0);
+  }
+  pid_t node = 0;
+  for (int i = 0; i < 100 && node == 0; ++i) {  // up to 10 s for the node to start
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto text = std::filesystem::exists(pid_file) ? read_whole_file(pid_file) : std::string();
+    if (!text.empty() && text.back() == '\n') node = std::stoi(text);
+  }
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  ASSERT_NE(node, 0) << "the node never started";
+  EXPECT_FALSE(process_running(node, std::chrono::seconds(3))) << "node " << node << " outlived its launcher";
+  if (process_running(node, std::chrono::seconds(0))) ::kill(node, SIGKILL);  // never leave it behind
 }
 
 }  // namespace

@@ -110,6 +110,18 @@ TEST(manifest, unknown_transport_and_fields_are_refused) {
   expect_error(m, {"nodes", "non-empty"});
 }
 
+TEST(manifest, host_names_that_ssh_would_read_as_options_are_refused) {
+  auto m = troupe::testing::two_node_manifest();
+  m["nodes"][1]["host"] = "-oProxyCommand=touch pwned";
+  expect_error(m, {"m.json", "nodes[1].host", "a host name or address", "not starting with '-'"});
+  m = troupe::testing::two_node_manifest();
+  m["head"]["host"] = "head node";
+  expect_error(m, {"m.json", "head.host", "a host name or address"});
+  m = troupe::testing::two_node_manifest();
+  m["nodes"][1]["host"] = "fe80::1";
+  EXPECT_EQ(parse_manifest(m, "m.json").nodes[1].host, "fe80::1");
+}
+
 TEST(manifest, deepspeed_hostfile_is_accepted) {
   const auto m = parse_hostfile("# two hosts\nworker-1 slots=2\nworker-2 slots=1  # comment\n\n", "hostfile");
   ASSERT_EQ(m.nodes.size(), 2u);
