@@ -25,7 +25,8 @@ struct session_options {
   bool console = true;
   bool progress_lines = false;  ///< see metrics_settings::progress_lines
   bool write_metrics = true;
-  std::chrono::seconds window_timeout{900};  ///< longest wait for the next window to finish
+  std::chrono::seconds window_timeout{900};      ///< longest wait for the next window to finish
+  std::chrono::seconds checkpoint_timeout{600};  ///< longest wait for one checkpoint save
   /// This process holds the run directory (io::run_directory_lock) for the run and, without
   /// `resume`, refuses one that holds an older run's checkpoints unless `overwrite`. False for
   /// the nodes of a launched job: the launcher holds the directory and has checked it.

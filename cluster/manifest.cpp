@@ -179,6 +179,8 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   m.timeouts.collective =
       std::chrono::seconds(timeouts.integer("collective_s", m.timeouts.collective.count(), 1, 86400));
   m.timeouts.window = std::chrono::seconds(timeouts.integer("window_s", m.timeouts.window.count(), 1, 86400 * 7));
+  m.timeouts.checkpoint =
+      std::chrono::seconds(timeouts.integer("checkpoint_s", m.timeouts.checkpoint.count(), 1, 86400));
   timeouts.finish();
 
   m.oversubscribe = root.boolean("oversubscribe", false);

@@ -35,6 +35,7 @@ struct timeout_spec {
   std::chrono::seconds join{60};         ///< rendezvous: every node must join within this
   std::chrono::seconds collective{120};  ///< one allreduce; a dead peer fails within this
   std::chrono::seconds window{900};      ///< one accumulation window, compute included
+  std::chrono::seconds checkpoint{600};  ///< one checkpoint save (staging, writing, commit)
 };
 
 struct cluster_manifest {

@@ -110,6 +110,17 @@ TEST(manifest, unknown_transport_and_fields_are_refused) {
   expect_error(m, {"nodes", "non-empty"});
 }
 
+TEST(manifest, timeouts_are_read_and_range_checked) {
+  auto m = troupe::testing::two_node_manifest();
+  m["timeouts"]["checkpoint_s"] = 30;
+  m["timeouts"]["window_s"] = 45;
+  const auto manifest = parse_manifest(m, "m.json");
+  EXPECT_EQ(manifest.timeouts.checkpoint.count(), 30);
+  EXPECT_EQ(manifest.timeouts.window.count(), 45);
+  m["timeouts"]["checkpoint_s"] = 0;
+  expect_error(m, {"m.json", "timeouts.checkpoint_s", "an integer in [1, 86400]"});
+}
+
 TEST(manifest, host_names_that_ssh_would_read_as_options_are_refused) {
   auto m = troupe::testing::two_node_manifest();
   m["nodes"][1]["host"] = "-oProxyCommand=touch pwned";

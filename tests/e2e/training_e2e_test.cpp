@@ -225,6 +225,9 @@ TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
   auto missing = run_command(troupe_binary() + " train --config " + (*dir_ / "absent.json").string());
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.output.find("absent.json: config file not found"), std::string::npos) << missing.output;
+  auto bad_timeout = run_command(troupe_binary() + " train --config x.json --window-timeout 0");
+  EXPECT_NE(bad_timeout.status, 0);
+  EXPECT_NE(bad_timeout.output.find("--window-timeout: Value 0 not in range"), std::string::npos) << bad_timeout.output;
   auto bad_flag = run_command(troupe_binary() + " train --config x.json --steps -3");
   EXPECT_NE(bad_flag.status, 0);
   // CLI11's PositiveNumber validator: "Value X not in range <DBL_MIN> to <DBL_MAX>", printed with %f.

@@ -139,6 +139,7 @@ void add_node_command(CLI::App& app) {
     options.resume = args->resume;
     if (args->max_windows > 0) options.max_windows = args->max_windows;
     options.window_timeout = node.manifest.timeouts.window;
+    options.checkpoint_timeout = node.manifest.timeouts.checkpoint;
     options.progress_lines = *progress_lines;
     const bool bench = !args->bench_out.empty();
     if (bench) {

@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <memory>
 
 #include "actors/training_session.hpp"
@@ -16,6 +17,8 @@ struct train_arguments {
   std::string resume;
   int64_t max_windows = 0;
   bool overwrite = false;
+  int64_t window_timeout = 900;
+  int64_t checkpoint_timeout = 600;
 };
 
 }  // namespace
@@ -34,6 +37,14 @@ void add_train_command(CLI::App& app) {
   command->add_flag("--overwrite", args->overwrite,
                     "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)")
       ->excludes("--resume");
+  command->add_option("--window-timeout", args->window_timeout,
+                      "seconds one window may take before the run stops naming it (as a manifest's timeouts.window_s)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86400} * 7));
+  command->add_option("--checkpoint-timeout", args->checkpoint_timeout,
+                      "seconds one checkpoint save may take (as a manifest's timeouts.checkpoint_s)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   command->callback([args] {
     auto config = io::load_job_config(args->config);
     actors::session_options options;
@@ -41,6 +52,8 @@ void add_train_command(CLI::App& app) {
     if (args->steps > 0) options.steps = args->steps;
     options.resume = args->resume;
     options.overwrite = args->overwrite;
+    options.window_timeout = std::chrono::seconds(args->window_timeout);
+    options.checkpoint_timeout = std::chrono::seconds(args->checkpoint_timeout);
     if (args->max_windows > 0) options.max_windows = args->max_windows;
     auto summary = actors::run_training(std::move(config), options);
     spdlog::info("trained {} windows (step {}), {:.1f} samples/s; final loss {:.4f}; checkpoint {}", summary.windows,
