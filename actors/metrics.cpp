@@ -1,6 +1,7 @@
 #include "actors/metrics.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -48,7 +49,29 @@ nlohmann::json to_json(const messages::window_report& r) {
           {"checkpoint_stall_s", r.checkpoint_stall_seconds},
           {"checkpoints_skipped", r.checkpoints_skipped},
           {"parameter_hash", io::hex64(r.parameter_hash)},
-          {"world_size", r.world_size}};
+          {"world_size", r.world_size},
+          {"straggler_rank", r.straggler_rank},
+          {"straggler_lateness_s", r.straggler_lateness_seconds}};
+}
+
+// A straggler: the rank that finished its window's compute last. Being last once is noise (some
+// rank always is); a rank that is late by more than a quarter of the window, window after window,
+// is slow (a busy host, a thermal-throttled core, a slow disk) and holds every other rank back.
+constexpr double straggler_share_of_window = 0.25;
+constexpr int64_t straggler_windows_to_warn = 3;
+
+void note_straggler(metrics_state& s, const messages::window_report& r) {
+  const bool late = r.world_size > 1 && r.straggler_lateness_seconds > straggler_share_of_window * r.window_seconds;
+  if (!late) {
+    s.straggler_windows = 0;
+    return;
+  }
+  s.straggler_windows = r.straggler_rank == s.straggler ? s.straggler_windows + 1 : 1;
+  s.straggler = r.straggler_rank;
+  if (s.straggler_windows == straggler_windows_to_warn)
+    spdlog::warn("rank {} is a straggler: it finished its compute {:.2f} s after the first rank in a {:.2f} s window, "
+                 "{} windows in a row (metrics.jsonl: straggler_rank, straggler_lateness_s)",
+                 r.straggler_rank, r.straggler_lateness_seconds, r.window_seconds, s.straggler_windows);
 }
 
 }  // namespace
@@ -68,6 +91,7 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
       [=](messages::window_atom, const messages::window_report& report) {
         auto& s = self->state;
         if (s.jsonl.is_open()) s.jsonl << to_json(report).dump() << '\n';
+        note_straggler(s, report);
         if (s.first_step < 0) {
           s.first_step = report.step - 1;
           s.started = std::chrono::steady_clock::now() -

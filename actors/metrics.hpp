@@ -27,12 +27,16 @@ struct metrics_state {
   int64_t first_step = -1;
   bool tty = false;
   bool line_open = false;
+  int32_t straggler = -1;      ///< the rank late in the last windows, and in how many in a row
+  int64_t straggler_windows = 0;
 };
 
 /// Protocol:
 ///   ← (window_atom, window_report)  one JSON object per line in metrics.jsonl with step, loss,
-///                                   lr, grad_norm, samples_per_s, tokens_per_s and the time
-///                                   split; updates the progress line (step, loss, rate, ETA)
+///                                   lr, grad_norm, samples_per_s, tokens_per_s, the time split
+///                                   and the straggler; updates the progress line (step, loss,
+///                                   rate, ETA); warns about a rank that is late window after
+///                                   window (see note_straggler in metrics.cpp)
 ///   ← (flush_atom) → unit           once everything received is on disk
 caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings settings);
 

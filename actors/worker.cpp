@@ -1,6 +1,7 @@
 #include "actors/worker.hpp"
 
 #include <caf/all.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <thread>
@@ -32,11 +33,16 @@ caf::error explained(caf::error failure, const std::string& awaited, std::chrono
 // Window statistics travel with ring 0's slice, so every rank reports the cluster's numbers
 // and checks that the replicas agree (DESIGN §4):
 //   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
-//   [4+4r .. 4+4r+3]       rank r's parameter hash in four 16-bit parts, zero elsewhere;
+//   [4+5r .. 4+5r+3]       rank r's parameter hash in four 16-bit parts, zero elsewhere;
 //                          after the sum every rank holds every rank's hash exactly (doubles
 //                          add integers below 2^53 exactly).
+//   [4+5r+4]               the wall-clock second (system clock, µs resolution) at which rank r
+//                          finished the window's compute and entered the allreduce: every rank
+//                          learns who came last and by how much (the straggler); across hosts
+//                          this is as good as their clocks agree.
 constexpr std::size_t statistics_header = 4;
 constexpr int hash_parts = 4;
+constexpr int slots_per_rank = hash_parts + 1;
 
 uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
   const auto& values = trainer.parameter_values();
@@ -46,8 +52,16 @@ uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
 uint64_t hash_of_rank(const std::vector<double>& statistics, int64_t rank) {
   uint64_t hash = 0;
   for (int part = 0; part < hash_parts; ++part)
-    hash |= static_cast<uint64_t>(statistics[statistics_header + hash_parts * rank + part]) << (16 * part);
+    hash |= static_cast<uint64_t>(statistics[statistics_header + slots_per_rank * rank + part]) << (16 * part);
   return hash;
+}
+
+double ready_time_of_rank(const std::vector<double>& statistics, int64_t rank) {
+  return statistics[statistics_header + slots_per_rank * rank + hash_parts];
+}
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 /// "A:B" → {A, B}; throws troupe::error naming the variable otherwise.
@@ -70,6 +84,11 @@ worker_test_seams worker_test_seams::from_environment() {
   const auto [window, seconds] = seam_pair(stall_window_variable);
   seams.stall_window = static_cast<int64_t>(window);
   seams.stall_seconds = seconds;
+  if (std::getenv(slow_rank_variable) != nullptr) {
+    const auto [rank, milliseconds] = seam_pair(slow_rank_variable);
+    seams.slow_rank = static_cast<int64_t>(rank);
+    seams.slow_seconds = milliseconds / 1000.0;
+  }
   if (std::getenv(perturb_parameters_variable) != nullptr) {
     const auto [rank, step] = seam_pair(perturb_parameters_variable);
     seams.perturb_rank = static_cast<int64_t>(rank);
@@ -97,6 +116,8 @@ void worker_state::on_batch(messages::micro_batch& batch) {
   try {
     if (micro_in_window == 0 && windows_done + 1 == settings.seams.stall_window)
       std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.stall_seconds));
+    if (settings.rank == settings.seams.slow_rank)
+      std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.slow_seconds));
     run_micro_batch(batch);
     self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
     const bool window_full = ++micro_in_window == settings.accumulation;
@@ -205,7 +226,7 @@ void worker_state::stage_and_send(bool last) {
 /// Fills the statistics this rank contributes to the window's allreduce.
 void worker_state::fill_statistics() {
   auto& stats = *statistics;
-  stats.assign(statistics_header + hash_parts * static_cast<std::size_t>(settings.world), 0.0);
+  stats.assign(statistics_header + slots_per_rank * static_cast<std::size_t>(settings.world), 0.0);
   stats[0] = loss_weighted_sum;
   stats[1] = static_cast<double>(local_samples);
   stats[2] = static_cast<double>(current.tokens);
@@ -213,8 +234,10 @@ void worker_state::fill_statistics() {
   if (settings.rank == settings.seams.perturb_rank && trainer->optimizer_steps() + 1 == settings.seams.perturb_step)
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
   const uint64_t hash = parameter_hash(*trainer);
+  const std::size_t mine = statistics_header + slots_per_rank * static_cast<std::size_t>(settings.rank);
   for (int part = 0; part < hash_parts; ++part)
-    stats[statistics_header + hash_parts * settings.rank + part] = static_cast<double>((hash >> (16 * part)) & 0xffff);
+    stats[mine + static_cast<std::size_t>(part)] = static_cast<double>((hash >> (16 * part)) & 0xffff);
+  stats[mine + hash_parts] = wall_seconds();
 }
 
 /// Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and
@@ -274,6 +297,18 @@ int64_t worker_state::take_reduced_statistics() {
   current.tokens = static_cast<int64_t>(stats[2]);
   current.masked_tokens = static_cast<int64_t>(stats[3]);
   current.parameter_hash = hash_of_rank(stats, settings.rank);
+  // The straggler: the rank that entered the allreduce last, and how long after the first.
+  double first = ready_time_of_rank(stats, 0), last = first;
+  current.straggler_rank = 0;
+  for (int64_t rank = 1; rank < settings.world; ++rank) {
+    const double ready = ready_time_of_rank(stats, rank);
+    first = std::min(first, ready);
+    if (ready > last) {
+      last = ready;
+      current.straggler_rank = static_cast<int32_t>(rank);
+    }
+  }
+  current.straggler_lateness_seconds = last - first;
   const uint64_t writer = hash_of_rank(stats, 0);
   for (int64_t rank = 1; rank < settings.world; ++rank)
     if (hash_of_rank(stats, rank) != writer)

@@ -29,12 +29,19 @@ inline constexpr const char* stall_window_variable = "TROUPE_TEST_STALL_WINDOW";
 /// differs from the others and the replica check must stop the job. Unset in normal use.
 inline constexpr const char* perturb_parameters_variable = "TROUPE_TEST_PERTURB_PARAMETERS";
 
+/// TROUPE_TEST_SLOW_RANK="RANK:MS" — test seam: the worker of global rank RANK sleeps MS
+/// milliseconds before every micro-batch, a straggler the window statistics must name. Unset in
+/// normal use.
+inline constexpr const char* slow_rank_variable = "TROUPE_TEST_SLOW_RANK";
+
 /// The test seams above, read from the environment once per run (zeros: off).
 struct worker_test_seams {
   int64_t stall_window = 0;
   double stall_seconds = 0;
   int64_t perturb_rank = -1;
   int64_t perturb_step = 0;
+  int64_t slow_rank = -1;
+  double slow_seconds = 0;
 
   static worker_test_seams from_environment();
 };

@@ -27,7 +27,7 @@ typename Inspector::result_type inspect(Inspector& f, window_report& x) {
   return f(caf::meta::type_name("window_report"), x.step, x.rank, x.loss, x.lr, x.grad_norm, x.samples, x.tokens,
            x.masked_tokens, x.window_seconds, x.data_wait_seconds, x.forward_seconds, x.backward_seconds,
            x.optimizer_seconds, x.epoch, x.next_position, x.checkpoint_stall_seconds, x.checkpoints_skipped, x.parameter_hash,
-           x.world_size, x.allreduce_seconds);
+           x.world_size, x.allreduce_seconds, x.straggler_rank, x.straggler_lateness_seconds);
 }
 
 /// State handed to the checkpointer: CPU copies, so training may go on while it writes.

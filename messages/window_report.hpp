@@ -28,6 +28,8 @@ struct window_report {
   uint64_t parameter_hash = 0;          ///< xxh64 of the parameters the window started from
   int32_t world_size = 1;               ///< workers whose samples these numbers cover
   double allreduce_seconds = 0;         ///< waiting for the reducers, slowest rank included
+  int32_t straggler_rank = 0;           ///< the rank that finished the window's compute last
+  double straggler_lateness_seconds = 0;  ///< how long after the first rank it did (0 alone)
 };
 
 }  // namespace troupe::messages

@@ -28,6 +28,8 @@ std::vector<uint8_t> encode_window_report(const window_report& r) {
   out.setParameterHash(r.parameter_hash);
   out.setWorldSize(r.world_size);
   out.setAllreduceSeconds(r.allreduce_seconds);
+  out.setStragglerRank(r.straggler_rank);
+  out.setStragglerLatenessSeconds(r.straggler_lateness_seconds);
   return flat_message_bytes<std::vector<uint8_t>>(message);
 }
 
@@ -55,6 +57,8 @@ window_report decode_window_report(const std::vector<uint8_t>& bytes) {
     r.parameter_hash = in.getParameterHash();
     r.world_size = in.getWorldSize();
     r.allreduce_seconds = in.getAllreduceSeconds();
+    r.straggler_rank = in.getStragglerRank();
+    r.straggler_lateness_seconds = in.getStragglerLatenessSeconds();
     return r;
   });
 }

@@ -26,4 +26,6 @@ struct WindowReport {
   parameterHash @17 :UInt64;            # xxh64 of the parameters before this window's step
   worldSize @18 :Int32;                 # workers whose samples the window's numbers cover
   allreduceSeconds @19 :Float64;        # waiting for the reducers (transfer, sums, skew between ranks)
+  stragglerRank @20 :Int32;             # the rank that finished the window's compute last
+  stragglerLatenessSeconds @21 :Float64;  # how long after the first rank it did
 }

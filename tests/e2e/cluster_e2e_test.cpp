@@ -210,6 +210,25 @@ TEST_F(cluster_e2e, a_diverged_replica_stops_the_job_naming_the_rank_and_step) {
   EXPECT_EQ(windows.size(), 2u) << "only the windows before the divergence are reported";
 }
 
+// A rank that is slow every window (test seam: rank 1 sleeps 150 ms per micro-batch, 3 per
+// window) is named in every window's metrics and, after three windows, in a warning.
+TEST_F(cluster_e2e, a_slow_rank_is_named_as_the_straggler) {
+  const std::string slow = "env TROUPE_TEST_SLOW_RANK=1:150 ";  // actors/worker.hpp
+  auto run = run_command(slow + troupe_binary() + " launch --manifest " + write_manifest(2, "slow.json") +
+                             " --config " + write_config(4) + " --run-dir " + (*dir_ / "slow").string(),
+                         300);
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("rank 1 is a straggler"), std::string::npos) << run.output;
+  std::ifstream in(*dir_ / "slow" / "metrics.jsonl");
+  int windows = 0;
+  for (std::string line; std::getline(in, line); ++windows) {
+    const auto j = json::parse(line);
+    EXPECT_EQ(j.at("straggler_rank").get<int>(), 1) << line;
+    EXPECT_GT(j.at("straggler_lateness_s").get<double>(), 0.3) << line;  // 3 × 150 ms, less what rank 0 did meanwhile
+  }
+  EXPECT_EQ(windows, 4);
+}
+
 // The data cursor is global: a job checkpointed on 2 nodes resumes on 1 process and again on 2,
 // and every global position is consumed exactly once (the loaders log what they send).
 TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample_once) {
