@@ -265,7 +265,20 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
     for (auto& node : nodes) {
       if (node.status) continue;
       int raw = 0;
-      if (::waitpid(node.pid, &raw, WNOHANG) != node.pid) continue;
+      if (::waitpid(node.pid, &raw, WNOHANG | WUNTRACED) != node.pid) continue;
+      if (WIFSTOPPED(raw)) {
+        // A stopped node (SIGSTOP, or a debugger's stop) is a frozen node, and a frozen node is a
+        // dead one: it is fenced at once, before it can hold its peers until their timeouts.
+        const int stop = WSTOPSIG(raw);
+        if (!first_failure && !interrupted) {
+          first_failure = "node " + node.name + " was stopped by signal " + std::to_string(stop) + " (" +
+                          strsignal(stop) + ") and is killed: a frozen node is a dead node";
+          out.note(*first_failure);
+          if (!kill_at) kill_at = clock::now() + grace;
+        }
+        signal_group(node, SIGKILL);
+        continue;
+      }
       node.signaled = WIFSIGNALED(raw);
       node.status = node.signaled ? WTERMSIG(raw) : WEXITSTATUS(raw);
       signal_group(node, SIGKILL);  // whatever the node left behind in its group

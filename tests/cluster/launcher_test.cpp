@@ -180,5 +180,21 @@ TEST(launcher, nodes_die_with_a_launcher_killed_by_sigkill) {
   if (process_running(node, std::chrono::seconds(0))) ::kill(node, SIGKILL);  // never leave it behind
 }
 
+TEST(launcher, a_stopped_node_is_fenced_at_once_and_named) {
+  const std::vector<node_command> commands = {
+      {"frozen", launch_method::local, {"/bin/sh", "-c", "kill -STOP $$; exec sleep 30"}},
+      {"healthy", launch_method::local, {"/bin/sh", "-c", "exec sleep 30"}},
+  };
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_nodes(commands, std::chrono::seconds(1)), 1);
+  const auto err = ::testing::internal::GetCapturedStderr();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("a stopped node ended the job after %.2f s\n", seconds);
+  EXPECT_NE(err.find("node frozen was stopped by signal 19"), std::string::npos) << err;
+  EXPECT_NE(err.find("the job failed: node frozen was stopped"), std::string::npos) << err;
+  EXPECT_LT(seconds, 10.0);
+}
+
 }  // namespace
 }  // namespace troupe::cluster

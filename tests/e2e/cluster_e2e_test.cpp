@@ -229,6 +229,27 @@ TEST_F(cluster_e2e, a_slow_rank_is_named_as_the_straggler) {
   EXPECT_EQ(windows, 4);
 }
 
+// A frozen node (SIGSTOP) is a dead node: the launcher fences it at once and the job stops
+// naming it, instead of waiting out the collective timeout.
+TEST_F(cluster_e2e, a_frozen_node_is_fenced_and_named) {
+  const auto manifest = write_manifest(2, "frozen.json");
+  const auto run = (*dir_ / "frozen").string();
+  const auto pattern = run.substr(0, run.size() - 1) + "[n]";  // matches the nodes, not this shell
+  const std::string script =
+      "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " + write_config(100000) +
+      " --run-dir " + run + " > " + run + ".log 2>&1 & launcher=$!; " +
+      "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
+      "pkill -STOP -f -- \"" + pattern + " .*--node [b]\"; wait $launcher; echo launch-status=$?; " +
+      "sleep 1; echo left=$(pgrep -f -- \"" + pattern + "( --|$)\" | wc -l); cat " + run + ".log'";
+  const auto start = std::chrono::steady_clock::now();
+  auto result = run_command(script, 300);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("froze node b; the job ended after %.1f s (including startup)\n", seconds);
+  EXPECT_NE(result.output.find("launch-status=1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("left=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node b was stopped by signal 19"), std::string::npos) << result.output;
+}
+
 // The data cursor is global: a job checkpointed on 2 nodes resumes on 1 process and again on 2,
 // and every global position is consumed exactly once (the loaders log what they send).
 TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample_once) {
