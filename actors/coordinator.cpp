@@ -11,6 +11,7 @@ namespace troupe::actors {
 namespace {
 
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;
+using heartbeat_check_atom = caf::atom_constant<caf::atom("hbcheck")>;
 
 }  // namespace
 
@@ -85,6 +86,7 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   node.manager = caf::actor_cast<caf::actor_addr>(sender);
   node.request = join;
   node.reply = self->make_response_promise();
+  last_heard[join.node] = std::chrono::steady_clock::now();
   spdlog::info("{} joined ({} of {} nodes)", label(join.node), joined.size(), m.nodes.size());
   if (joined.size() == m.nodes.size()) {
     std::map<std::string, cluster::join_request> joins;
@@ -140,15 +142,37 @@ void coordinator_state::on_down(const caf::down_msg& down) {
   }
 }
 
+void coordinator_state::on_heartbeat(const std::string& node) {
+  if (joined.count(node) != 0) last_heard[node] = std::chrono::steady_clock::now();
+}
+
+void coordinator_state::check_heartbeats() {
+  const auto& timeouts = settings.manifest.timeouts;
+  self->delayed_send(self, timeouts.heartbeat_period, heartbeat_check_atom::value);
+  if (released) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [name, heard] : last_heard) {
+    if (finished.count(name) != 0 || now - heard <= timeouts.heartbeat) continue;
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard).count();
+    abort_all(label(name) + " stopped answering: no heartbeat for " + std::to_string(silent) + " ms (timeouts.heartbeat_ms " +
+                  std::to_string(timeouts.heartbeat.count()) + "); stopping every node",
+              name);
+    return;
+  }
+}
+
 caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordinator_settings settings) {
   self->state.self = self;
   self->state.settings = std::move(settings);
   self->delayed_send(self, self->state.settings.manifest.timeouts.join, join_timeout_atom::value);
   self->set_down_handler([self](caf::down_msg& down) { self->state.on_down(down); });
+  self->send(self, heartbeat_check_atom::value);
   return {
       [self](messages::join_atom, const std::string& bytes) { return self->state.on_join(bytes); },
       [self](messages::finished_atom, const std::string& node) { self->state.on_finished(node); },
       [self](join_timeout_atom) { self->state.on_join_timeout(); },
+      [self](messages::heartbeat_atom, const std::string& node) { self->state.on_heartbeat(node); },
+      [self](heartbeat_check_atom) { self->state.check_heartbeats(); },
   };
 }
 

@@ -7,6 +7,7 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -39,6 +40,7 @@ struct coordinator_state {
   std::map<std::string, joined_node> joined;
   std::set<std::string> finished;
   std::set<std::string> departed;  ///< nodes that disconnected after the release
+  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  ///< by node: its last heartbeat
   bool planned = false;
   bool released = false;
 
@@ -46,6 +48,10 @@ struct coordinator_state {
   void on_finished(const std::string& node);
   void on_join_timeout();
   void on_down(const caf::down_msg& down);
+  void on_heartbeat(const std::string& node);
+  /// Every heartbeat period: a joined node that has neither finished nor been heard from within
+  /// timeouts.heartbeat is dead (a crashed host, a frozen or partitioned process): the job stops.
+  void check_heartbeats();
   /// Ends the job: every node still in it (but `except`) hears why, then the coordinator quits.
   void abort_all(const std::string& reason, const std::string& except);
   /// What is wrong with a join, or "" when it fits the manifest.
@@ -63,6 +69,9 @@ struct coordinator_state {
 ///     then quits with errc::cluster_failed
 ///   Not every node joined within timeouts.join → the waiting joins fail naming the missing
 ///   nodes, and the coordinator quits with errc::cluster_failed.
+///   ← (heartbeat_atom, node) from every joined node every timeouts.heartbeat_period_ms; a node
+///     not finished and silent for timeouts.heartbeat_ms → everyone else (abort_atom, "node X …
+///     stopped answering"), then quits with errc::cluster_failed.
 caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordinator_settings settings);
 
 /// The plan for a complete set of joins: ranks in manifest order, ring orders (explicit or

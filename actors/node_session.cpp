@@ -35,7 +35,25 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
                    " s (timeouts.join_s): ", last_error);
 }
 
+/// Tells the coordinator every `period` that this node is alive. It runs on CAF's scheduler
+/// threads, apart from the workers' and reducers' own, so a busy window does not delay it; a
+/// stopped or crashed process stops it, and the head notices within timeouts.heartbeat_ms.
+caf::behavior heartbeat_sender(caf::event_based_actor* self, caf::actor coordinator, std::string node,
+                               std::chrono::milliseconds period) {
+  self->send(self, messages::heartbeat_atom::value);
+  return {
+      [=](messages::heartbeat_atom) {
+        self->send(coordinator, messages::heartbeat_atom::value, node);
+        self->delayed_send(self, period, messages::heartbeat_atom::value);
+      },
+  };
+}
+
 }  // namespace
+
+cluster_membership::stopped_on_destruction::~stopped_on_destruction() {
+  if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+}
 
 cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash) : node_(node) {
   const auto& m = node.manifest;
@@ -85,6 +103,9 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   }
 
   if (!is_head_) coordinator_ = reach_coordinator(system, m);
+  // Heartbeats start before the join: the head counts them from the moment a node has joined,
+  // while it waits for the others.
+  heartbeat_.actor = system.spawn(heartbeat_sender, coordinator_, spec.name, m.timeouts.heartbeat_period);
   std::string plan_bytes, failure;
   self->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
                 cluster::encode_join(join))

@@ -49,6 +49,12 @@ class cluster_membership {
   std::unique_ptr<caf::scoped_actor> self_;
   caf::actor coordinator_;
   cluster_role role_;
+  /// Sends the head this node's heartbeats; declared last, so it is stopped first, before the
+  /// actor system (which waits for every actor) goes, even when the constructor throws.
+  struct stopped_on_destruction {
+    caf::actor actor;
+    ~stopped_on_destruction();
+  } heartbeat_;
 };
 
 /// xxh64 of the job config as given (what the head compares).

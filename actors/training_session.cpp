@@ -315,6 +315,11 @@ class training_run {
   }
 
   void stop() {
+    // Reducers blocked on a peer that failed would wait out the collective timeout before they
+    // see their exit: aborting the transports ends those waits now.
+    if (role_ && !failure_.empty())
+      for (const auto& worker : role_->transports)
+        for (const auto& transport : worker) transport->abort(failure_);
     for (const auto& actor : spawned_) supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
     if (role_ && role_->coordinator) supervisor_->demonitor(role_->coordinator);
   }

@@ -35,5 +35,7 @@ using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using finished_atom = caf::atom_constant<caf::atom("finished")>;
 /// coordinator → node: (release_atom) once every node finished; nodes may exit.
 using release_atom = caf::atom_constant<caf::atom("release")>;
+/// node → coordinator: (heartbeat_atom, node name) every timeouts.heartbeat_period_ms.
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 
 }  // namespace troupe::messages

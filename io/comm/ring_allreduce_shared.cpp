@@ -88,9 +88,9 @@ std::uint64_t handshake_tag(int ring, std::uint64_t sequence, bool to_next) {
 bool process_gone(std::int32_t pid) { return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 /// A wait for a neighbour's progress counter to reach `target`: idle_backoff while it has
-/// not, a look every 20 ms at whether the neighbour's process is gone, and the timeout. run()
-/// returns "" when the target is reached, else why not ("rank R (process P) is gone", "rank R
-/// made no progress for T ms").
+/// not, a look every 20 ms at whether the neighbour's process is gone, the timeout and an abort
+/// of the ring's transport. run() returns "" when the target is reached, else why not ("rank R
+/// (process P) is gone", "rank R made no progress for T ms", "stopped waiting …").
 struct progress_wait {
   const shared_ring_control& control;
   std::uint64_t target;
@@ -98,6 +98,7 @@ struct progress_wait {
   std::int32_t pid;
   std::chrono::microseconds spin;
   std::chrono::milliseconds timeout;
+  const transport& stops;  ///< its abort() ends the wait too
 
   bool reached() const { return control.progress.load(std::memory_order_acquire) >= target; }
 
@@ -122,6 +123,7 @@ struct progress_wait {
         if (now >= deadline)
           return "rank " + std::to_string(peer) + " made no progress for " + std::to_string(timeout.count()) +
                  " ms (shared memory)";
+        if (stops.aborted()) return "stopped waiting for rank " + std::to_string(peer) + ": " + stops.abort_reason();
       }
       backoff.pause(now);
     }
@@ -216,7 +218,7 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
   // Waits until `control` (rank `peer`'s) reaches `target`; see the prose above.
   auto wait_for = [&](const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
                       const char* step_name, int step, std::size_t chunk) {
-    const progress_wait wait{control, target, peer, pid, path.spin, settings_.timeout};
+    const progress_wait wait{control, target, peer, pid, path.spin, settings_.timeout, transport_};
     if (const auto problem = wait.run(); !problem.empty()) {
       char where[96];
       std::snprintf(where, sizeof where, "%s step %d chunk %zu: ", step_name, step, chunk);

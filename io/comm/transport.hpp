@@ -7,9 +7,11 @@
 /// Threading: one transport object is driven by exactly one thread (a reducer's), which is why
 /// progress is explicit: nothing moves unless that thread calls wait(), test() or progress().
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,6 +72,28 @@ class transport {
 
   /// Moves pending operations along without waiting.
   virtual void progress() = 0;
+
+  /// Makes every wait on this transport, the current ones and later ones, fail with
+  /// transport_error(-1, "… stopped: `reason`") at its next look at the clock (within
+  /// milliseconds). How a run that stops for another reason (the head declared a node dead)
+  /// frees reducers blocked on a peer that will never answer. Thread-safe; the first reason stays.
+  void abort(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (aborted_.load(std::memory_order_relaxed)) return;
+    abort_reason_ = reason;
+    aborted_.store(true, std::memory_order_release);
+  }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  /// Why abort() was called ("" before).
+  std::string abort_reason() const {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return abort_reason_;
+  }
+
+ private:
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mutex_;
+  std::string abort_reason_;
 };
 
 }  // namespace troupe::io

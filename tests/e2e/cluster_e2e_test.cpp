@@ -250,6 +250,33 @@ TEST_F(cluster_e2e, a_frozen_node_is_fenced_and_named) {
   EXPECT_NE(result.output.find("node b was stopped by signal 19"), std::string::npos) << result.output;
 }
 
+// Without a launcher to see the stop (nodes started by hand, or on other hosts), a frozen node
+// falls silent: the head hears no heartbeat for timeouts.heartbeat_ms and stops the job naming
+// it, instead of waiting for the collective timeout (120 s by default, 10 s here).
+TEST_F(cluster_e2e, a_silent_node_is_declared_dead_by_its_missing_heartbeats) {
+  json m = json::parse(io_text(write_manifest(2, "silent.json")));
+  m["timeouts"]["collective_s"] = 60;
+  m["timeouts"]["heartbeat_ms"] = 1000;
+  const auto manifest = *dir_ / "silent.json";
+  testing::write_text(manifest, m.dump());
+  const auto run = (*dir_ / "silent").string();
+  const auto node = troupe_binary() + " node --manifest " + manifest.string() + " --config " + write_config(100000) +
+                    " --run-dir " + run;
+  const std::string script =
+      "sh -c '" + node + " --node a > " + run + ".a.log 2>&1 & a=$!; " + node + " --node b > " + run +
+      ".b.log 2>&1 & b=$!; " +
+      "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
+      "kill -STOP $b; start=$(date +%s%N); wait $a; echo a-status=$?; " +
+      "echo detected-ms=$(( ($(date +%s%N) - start) / 1000000 )); kill -KILL $b; wait $b; cat " + run + ".a.log'";
+  auto result = run_command(script, 300);
+  EXPECT_NE(result.output.find("a-status=1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node b (127.0.0.1) stopped answering: no heartbeat for "), std::string::npos)
+      << result.output;
+  const auto at = result.output.find("detected-ms=");
+  ASSERT_NE(at, std::string::npos) << result.output;
+  std::printf("node a ended %s ms after node b was stopped\n", result.output.substr(at + 12, result.output.find('\n', at) - at - 12).c_str());
+}
+
 // The data cursor is global: a job checkpointed on 2 nodes resumes on 1 process and again on 2,
 // and every global position is consumed exactly once (the loaders log what they send).
 TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample_once) {

@@ -387,6 +387,7 @@ void ucx_transport::wait(transport_request request, clock::time_point deadline, 
       throw transport_error(peer, concat("timed out after ", seconds_text(now - start), " s waiting for ", what,
                                          " (rank ", peer, ")"));
     }
+    if (aborted()) throw transport_error(-1, concat("stopped waiting for ", what, ": ", abort_reason()));
     if (!progressed) backoff.pause(now);
   }
 }
