@@ -35,15 +35,29 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
                    " s (timeouts.join_s): ", last_error);
 }
 
-/// Tells the coordinator every `period` that this node is alive. It runs on CAF's scheduler
-/// threads, apart from the workers' and reducers' own, so a busy window does not delay it; a
-/// stopped or crashed process stops it, and the head notices within timeouts.heartbeat_ms.
+// Heartbeats, both ways. Every `period` a node's heartbeat actor asks the coordinator "alive"
+// (a request): the coordinator notes the node alive and answers. It runs on CAF's scheduler
+// threads, apart from the workers' and reducers' own, so a busy window does not delay it:
+//  - a stopped or crashed node stops asking, and the head declares it dead after `timeout`
+//    (coordinator_state::check_heartbeats);
+//  - a head that stops answering (frozen: its connection stays open, so no down message comes)
+//    lets this node's requests time out after `timeout`: the node tells its own session to stop,
+//    naming the head, and asks no more.
 caf::behavior heartbeat_sender(caf::event_based_actor* self, caf::actor coordinator, std::string node,
-                               std::chrono::milliseconds period) {
+                               std::chrono::milliseconds period, std::chrono::milliseconds timeout,
+                               caf::actor session, std::string head) {
   self->send(self, messages::heartbeat_atom::value);
   return {
       [=](messages::heartbeat_atom) {
-        self->send(coordinator, messages::heartbeat_atom::value, node);
+        self->request(coordinator, timeout, messages::heartbeat_atom::value, node)
+            .then([] {},
+                  [=](caf::error& failure) {
+                    if (failure != caf::sec::request_timeout) return;  // a head that left says so itself
+                    self->send(session, messages::abort_atom::value,
+                               "the head at " + head + " stopped answering: no heartbeat reply for " +
+                                   std::to_string(timeout.count()) + " ms (timeouts.heartbeat_ms)");
+                    self->quit();
+                  });
         self->delayed_send(self, period, messages::heartbeat_atom::value);
       },
   };
@@ -105,7 +119,8 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   if (!is_head_) coordinator_ = reach_coordinator(system, m);
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
-  heartbeat_.actor = system.spawn(heartbeat_sender, coordinator_, spec.name, m.timeouts.heartbeat_period);
+  heartbeat_.actor = system.spawn(heartbeat_sender, coordinator_, spec.name, m.timeouts.heartbeat_period,
+                                  m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self), head_address(m));
   std::string plan_bytes, failure;
   self->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
                 cluster::encode_join(join))

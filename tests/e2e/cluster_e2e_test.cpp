@@ -31,7 +31,7 @@ struct window_line {
 };
 
 class cluster_e2e : public ::testing::Test {
- protected:
+ public:  // the helpers below the fixture use its data directory and writers
   static void SetUpTestSuite() {
     dir_ = new testing::temp_dir("troupe-cluster");
     auto prepared = testing::prepare_toy_dataset(dir_->path(), 30, 40, 5, 0.1);
@@ -250,31 +250,55 @@ TEST_F(cluster_e2e, a_frozen_node_is_fenced_and_named) {
   EXPECT_NE(result.output.find("node b was stopped by signal 19"), std::string::npos) << result.output;
 }
 
-// Without a launcher to see the stop (nodes started by hand, or on other hosts), a frozen node
-// falls silent: the head hears no heartbeat for timeouts.heartbeat_ms and stops the job naming
-// it, instead of waiting for the collective timeout (120 s by default, 10 s here).
-TEST_F(cluster_e2e, a_silent_node_is_declared_dead_by_its_missing_heartbeats) {
-  json m = json::parse(io_text(write_manifest(2, "silent.json")));
+/// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after
+/// two windows, waits for the other node to exit, then kills the frozen one. Returns the other
+/// node's log with "status=N" and "detected-ms=N" (from the stop to its exit) appended.
+std::string freeze_one_of_two_hand_started_nodes(const std::string& frozen, const std::string& name) {
+  const std::string other = frozen == "a" ? "b" : "a";
+  json m = json::parse(io_text(cluster_e2e::write_manifest(2, name + ".json")));
   m["timeouts"]["collective_s"] = 60;
   m["timeouts"]["heartbeat_ms"] = 1000;
-  const auto manifest = *dir_ / "silent.json";
+  const auto manifest = *cluster_e2e::dir_ / (name + ".json");
   testing::write_text(manifest, m.dump());
-  const auto run = (*dir_ / "silent").string();
-  const auto node = troupe_binary() + " node --manifest " + manifest.string() + " --config " + write_config(100000) +
-                    " --run-dir " + run;
+  const auto run = (*cluster_e2e::dir_ / name).string();
+  const auto node = troupe_binary() + " node --manifest " + manifest.string() + " --config " +
+                    cluster_e2e::write_config(100000) + " --run-dir " + run;
   const std::string script =
       "sh -c '" + node + " --node a > " + run + ".a.log 2>&1 & a=$!; " + node + " --node b > " + run +
       ".b.log 2>&1 & b=$!; " +
       "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
-      "kill -STOP $b; start=$(date +%s%N); wait $a; echo a-status=$?; " +
-      "echo detected-ms=$(( ($(date +%s%N) - start) / 1000000 )); kill -KILL $b; wait $b; cat " + run + ".a.log'";
-  auto result = run_command(script, 300);
-  EXPECT_NE(result.output.find("a-status=1"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("node b (127.0.0.1) stopped answering: no heartbeat for "), std::string::npos)
-      << result.output;
-  const auto at = result.output.find("detected-ms=");
-  ASSERT_NE(at, std::string::npos) << result.output;
-  std::printf("node a ended %s ms after node b was stopped\n", result.output.substr(at + 12, result.output.find('\n', at) - at - 12).c_str());
+      "kill -STOP $" + frozen + "; start=$(date +%s%N); wait $" + other + "; echo status=$?; " +
+      "echo detected-ms=$(( ($(date +%s%N) - start) / 1000000 )); kill -KILL $" + frozen + "; wait $" + frozen +
+      "; cat " + run + "." + other + ".log'";
+  return run_command(script, 300).output;
+}
+
+void report_detection(const std::string& output, const std::string& what) {
+  const auto at = output.find("detected-ms=");
+  ASSERT_NE(at, std::string::npos) << output;
+  std::printf("%s: the other node exited %s ms after the stop\n", what.c_str(),
+              output.substr(at + 12, output.find('\n', at) - at - 12).c_str());
+}
+
+// Without a launcher to see the stop (nodes started by hand, or on other hosts), a frozen node
+// falls silent: the head hears no heartbeat for timeouts.heartbeat_ms and stops the job naming
+// it, instead of waiting for the collective timeout (60 s here).
+TEST_F(cluster_e2e, a_silent_node_is_declared_dead_by_its_missing_heartbeats) {
+  const auto output = freeze_one_of_two_hand_started_nodes("b", "silent");
+  EXPECT_NE(output.find("status=1"), std::string::npos) << output;
+  EXPECT_NE(output.find("node b (127.0.0.1) stopped answering: no heartbeat for "), std::string::npos) << output;
+  report_detection(output, "node b frozen");
+}
+
+// A frozen head keeps its connections open (no down message): the other nodes' heartbeat
+// requests go unanswered, and they stop naming the head.
+TEST_F(cluster_e2e, a_silent_head_is_noticed_by_the_unanswered_heartbeats) {
+  const auto output = freeze_one_of_two_hand_started_nodes("a", "silent-head");
+  EXPECT_NE(output.find("status=1"), std::string::npos) << output;
+  EXPECT_NE(output.find("stopped answering: no heartbeat reply for 1000 ms (timeouts.heartbeat_ms)"),
+            std::string::npos)
+      << output;
+  report_detection(output, "head frozen");
 }
 
 // The data cursor is global: a job checkpointed on 2 nodes resumes on 1 process and again on 2,
