@@ -129,6 +129,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   if (!failure.empty()) throw error(failure);
   const auto plan = cluster::decode_plan(plan_bytes, "the head at " + head_address(m));
 
+  role_.node = spec.name;
   role_.first_rank = m.first_rank(index);
   role_.world = plan.world;
   role_.ring_orders = plan.ring_orders;

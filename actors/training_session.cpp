@@ -11,6 +11,7 @@
 #include "actors/metrics.hpp"
 #include "actors/reducer.hpp"
 #include "actors/worker.hpp"
+#include "cluster/fault_injection.hpp"
 #include "compute/bert_config.hpp"
 #include "compute/borrowed_tensor.hpp"
 #include "compute/device_check.hpp"
@@ -135,6 +136,16 @@ class training_run {
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
     seams_ = worker_test_seams::from_environment();
+    if (role_) {
+      for (const auto& fault : cluster::faults_for_node(role_->node)) {
+        if (fault.kind == cluster::fault_kind::kill) seams_.kill_window = fault.window;
+        if (fault.kind == cluster::fault_kind::hang) seams_.hang_window = fault.window;
+        if (fault.kind == cluster::fault_kind::slow) {
+          seams_.slow_window = fault.window;
+          seams_.slow_seconds = static_cast<double>(fault.slow_ms) / 1000.0;
+        }
+      }
+    }
   }
 
   /// Each local worker's trainer options; with rings on one host, its gradient lives in a shared

@@ -37,6 +37,7 @@ struct session_options {
 /// This process's part in a multi-node job, set up by the node after rendezvous
 /// (actors/node_session.cpp, run by `troupe node`).
 struct cluster_role {
+  std::string node;    ///< this node's name in the manifest
   int first_rank = 0;  ///< global rank of this process's first worker
   int world = 1;
   /// transports[w][r]: local worker w's transport for ring r, connected to its neighbours.

@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <thread>
@@ -84,17 +85,22 @@ worker_test_seams worker_test_seams::from_environment() {
   const auto [window, seconds] = seam_pair(stall_window_variable);
   seams.stall_window = static_cast<int64_t>(window);
   seams.stall_seconds = seconds;
-  if (std::getenv(slow_rank_variable) != nullptr) {
-    const auto [rank, milliseconds] = seam_pair(slow_rank_variable);
-    seams.slow_rank = static_cast<int64_t>(rank);
-    seams.slow_seconds = milliseconds / 1000.0;
-  }
   if (std::getenv(perturb_parameters_variable) != nullptr) {
     const auto [rank, step] = seam_pair(perturb_parameters_variable);
     seams.perturb_rank = static_cast<int64_t>(rank);
     seams.perturb_step = static_cast<int64_t>(step);
   }
   return seams;
+}
+
+/// The faults `troupe launch --inject` put into this node, at the start of a micro-batch.
+void worker_state::inject_faults() {
+  const auto& seams = settings.seams;
+  const int64_t window = windows_done + 1;
+  if (micro_in_window == 0 && window == seams.kill_window) std::raise(SIGKILL);
+  if (micro_in_window == 0 && window == seams.hang_window) std::raise(SIGSTOP);
+  if (seams.slow_window > 0 && window >= seams.slow_window)
+    std::this_thread::sleep_for(std::chrono::duration<double>(seams.slow_seconds));
 }
 
 void worker_state::fail(messages::errc code, const std::string& what) {
@@ -116,8 +122,7 @@ void worker_state::on_batch(messages::micro_batch& batch) {
   try {
     if (micro_in_window == 0 && windows_done + 1 == settings.seams.stall_window)
       std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.stall_seconds));
-    if (settings.rank == settings.seams.slow_rank)
-      std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.slow_seconds));
+    inject_faults();
     run_micro_batch(batch);
     self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
     const bool window_full = ++micro_in_window == settings.accumulation;

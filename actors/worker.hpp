@@ -29,18 +29,16 @@ inline constexpr const char* stall_window_variable = "TROUPE_TEST_STALL_WINDOW";
 /// differs from the others and the replica check must stop the job. Unset in normal use.
 inline constexpr const char* perturb_parameters_variable = "TROUPE_TEST_PERTURB_PARAMETERS";
 
-/// TROUPE_TEST_SLOW_RANK="RANK:MS" — test seam: the worker of global rank RANK sleeps MS
-/// milliseconds before every micro-batch, a straggler the window statistics must name. Unset in
-/// normal use.
-inline constexpr const char* slow_rank_variable = "TROUPE_TEST_SLOW_RANK";
-
-/// The test seams above, read from the environment once per run (zeros: off).
+/// The test seams above, read from the environment once per run (zeros: off), and the faults
+/// injected into this node (`troupe launch --inject`, cluster/fault_injection.hpp).
 struct worker_test_seams {
   int64_t stall_window = 0;
   double stall_seconds = 0;
   int64_t perturb_rank = -1;
   int64_t perturb_step = 0;
-  int64_t slow_rank = -1;
+  int64_t kill_window = 0;  ///< raise SIGKILL at the start of this window (0: never)
+  int64_t hang_window = 0;  ///< raise SIGSTOP there
+  int64_t slow_window = 0;  ///< from this window on, sleep slow_seconds per micro-batch
   double slow_seconds = 0;
 
   static worker_test_seams from_environment();
@@ -114,6 +112,7 @@ struct worker_state {
   void stage_and_send(bool last);
   void finish();
   void fail(messages::errc code, const std::string& what);
+  void inject_faults();
 };
 
 /// Protocol:

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "cluster/fault_injection.hpp"
 #include "messages/error.hpp"
 #include "tests/cluster/two_node_manifest.hpp"
 
@@ -119,6 +124,40 @@ TEST(manifest, timeouts_are_read_and_range_checked) {
   EXPECT_EQ(manifest.timeouts.window.count(), 45);
   m["timeouts"]["checkpoint_s"] = 0;
   expect_error(m, {"m.json", "timeouts.checkpoint_s", "an integer in [1, 86400]"});
+}
+
+TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
+  const auto manifest = parse_manifest(troupe::testing::two_node_manifest(), "m.json");
+  const auto kill = parse_fault("kill:b@3", &manifest);
+  EXPECT_EQ(kill.kind, fault_kind::kill);
+  EXPECT_EQ(kill.node, "b");
+  EXPECT_EQ(kill.window, 3);
+  const auto slow = parse_fault("slow:250:a@1", &manifest);
+  EXPECT_EQ(slow.kind, fault_kind::slow);
+  EXPECT_EQ(slow.slow_ms, 250);
+  EXPECT_EQ(slow.node, "a");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang or slow:MS"},
+      {"explode:b@3", "expected KIND kill, hang or slow:MS (MS a whole number of milliseconds), got 'explode'"},
+      {"slow:fast:b@3", "got 'slow:fast'"},
+      {"kill:@3", "expected a node name before '@'"},
+      {"kill:b@0", "expected a window number ≥ 1 after '@'"},
+      {"kill:zz@2", "--inject kill:zz@2: "},
+  };
+  for (const auto& [spec, expected] : bad) {
+    try {
+      parse_fault(spec, &manifest);
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const troupe::error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << spec << ": " << e.what();
+    }
+  }
+  ::setenv(inject_variable, "hang:b@2;slow:10:a@1;kill:b@5", 1);
+  const auto for_b = faults_for_node("b");
+  ::unsetenv(inject_variable);
+  ASSERT_EQ(for_b.size(), 2u);
+  EXPECT_EQ(for_b[0].kind, fault_kind::hang);
+  EXPECT_EQ(for_b[1].window, 5);
 }
 
 TEST(manifest, host_names_that_ssh_would_read_as_options_are_refused) {

@@ -210,14 +210,13 @@ TEST_F(cluster_e2e, a_diverged_replica_stops_the_job_naming_the_rank_and_step) {
   EXPECT_EQ(windows.size(), 2u) << "only the windows before the divergence are reported";
 }
 
-// A rank that is slow every window (test seam: rank 1 sleeps 150 ms per micro-batch, 3 per
-// window) is named in every window's metrics and, after three windows, in a warning.
+// A rank that is slow every window (`--inject slow:150:b@1`: node b sleeps 150 ms per
+// micro-batch, 3 per window) is named in every window's metrics and, after three windows, in a
+// warning.
 TEST_F(cluster_e2e, a_slow_rank_is_named_as_the_straggler) {
-  const std::string slow = "env TROUPE_TEST_SLOW_RANK=1:150 ";  // actors/worker.hpp
-  auto run = run_command(slow + troupe_binary() + " launch --manifest " + write_manifest(2, "slow.json") +
-                             " --config " + write_config(4) + " --run-dir " + (*dir_ / "slow").string(),
-                         300);
+  auto run = launch(write_manifest(2, "slow.json"), write_config(4), "slow", "--inject slow:150:b@1");
   ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("injecting faults: slow:150:b@1"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("rank 1 is a straggler"), std::string::npos) << run.output;
   std::ifstream in(*dir_ / "slow" / "metrics.jsonl");
   int windows = 0;
@@ -227,6 +226,26 @@ TEST_F(cluster_e2e, a_slow_rank_is_named_as_the_straggler) {
     EXPECT_GT(j.at("straggler_lateness_s").get<double>(), 0.3) << line;  // 3 × 150 ms, less what rank 0 did meanwhile
   }
   EXPECT_EQ(windows, 4);
+}
+
+// `--inject kill:b@3` and `--inject hang:b@3`: the node kills or stops itself at the start of its
+// third window; the job ends naming it (a stopped node fenced by the launcher), with the two
+// windows before it in metrics.jsonl and no process left.
+TEST_F(cluster_e2e, injected_kill_and_hang_end_the_job_naming_the_node) {
+  for (const std::string kind : {"kill", "hang"}) {
+    const auto run = "injected-" + kind;
+    auto result = launch(write_manifest(2, run + ".json"), write_config(20), run, "--inject " + kind + ":b@3");
+    EXPECT_NE(result.status, 0) << result.output;
+    EXPECT_NE(result.output.find(kind == "kill" ? "node b was killed by signal 9" : "node b was stopped by signal 19"),
+              std::string::npos)
+        << result.output;
+    EXPECT_EQ(read_metrics(run).size(), 2u) << kind;
+  }
+  auto refused = launch(write_manifest(2, "inject-bad.json"), write_config(5), "never-injected", "--inject kill:zz@3");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.output.find("--inject kill:zz@3: "), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find(": no node called \"zz\" (nodes: a, b)"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(*dir_ / "never-injected"));
 }
 
 // A frozen node (SIGSTOP) is a dead node: the launcher fences it at once and the job stops

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "messages/error.hpp"
-#include "tests/support/error_text.hpp"
 #include "messages/training_messages.hpp"
+#include "tests/support/error_text.hpp"
 
 namespace troupe::messages {
 namespace {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/node_session.hpp"
+#include "cluster/fault_injection.hpp"
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
 #include "io/checkpoint/run_directory.hpp"
@@ -72,20 +73,41 @@ std::string node_from_slurm(const cluster::cluster_manifest& manifest) {
   return manifest.nodes[static_cast<std::size_t>(index)].name;
 }
 
+/// The `--inject` values, checked against the manifest before anything starts, as TROUPE_INJECT
+/// for the local nodes (the launcher's children inherit it). ssh and srun do not carry the
+/// environment, so faults for remote nodes are refused (set TROUPE_INJECT where they start).
+std::string injection_for(const cluster::cluster_manifest& manifest, const std::vector<std::string>& specs) {
+  std::string joined;
+  for (const auto& spec : specs) {
+    const auto fault = cluster::parse_fault(spec, &manifest);
+    const auto& node = manifest.nodes[manifest.node_index(fault.node)];
+    if (!cluster::is_local_host(node.host))
+      throw make_error("--inject ", spec, ": node ", node.name, " runs on ", node.host,
+                       "; injection reaches nodes on this host (set ", cluster::inject_variable,
+                       " where a remote node starts)");
+    joined += (joined.empty() ? "" : ";") + spec;
+  }
+  return joined;
+}
+
 }  // namespace
 
 void add_launch_command(CLI::App& app) {
   auto args = std::make_shared<job_arguments>();
   auto dry_run = std::make_shared<bool>(false);
+  auto inject = std::make_shared<std::vector<std::string>>();
   auto* command = app.add_subcommand("launch", "run a job on every node of a cluster manifest");
   add_job_options(command, *args);
   command->add_flag("--dry-run", *dry_run, "print the node commands and start nothing");
   command->add_flag("--overwrite", args->overwrite,
                     "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)")
       ->excludes("--resume");
-  command->callback([args, dry_run] {
+  command->add_option("--inject", *inject,
+                      "inject a fault (repeatable): kill:NODE@WINDOW, hang:NODE@WINDOW or slow:MS:NODE@WINDOW");
+  command->callback([args, dry_run, inject] {
     const auto manifest = cluster::load_manifest(args->manifest);
     check_job(manifest, *args);
+    const auto injection = injection_for(manifest, *inject);
     // The launcher holds the run directory (on this host) for the whole job.
     std::optional<io::run_directory_lock> lock;
     if (!*dry_run) {
@@ -107,6 +129,10 @@ void add_launch_command(CLI::App& app) {
     }
     spdlog::info("launching {} node(s), {} worker(s), head {}:{}", manifest.nodes.size(), manifest.world_size(),
                  manifest.head_host, manifest.head_port);
+    if (!injection.empty()) {
+      spdlog::warn("injecting faults: {}", injection);
+      ::setenv(cluster::inject_variable, injection.c_str(), 1);
+    }
     const int status = cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join);
     if (status == 130) throw error("launch interrupted");
     if (status != 0) throw error("launch failed (see the node messages above)");

@@ -1,0 +1,66 @@
+#include "cluster/fault_injection.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "messages/error.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+/// A whole positive number, or -1.
+int64_t positive(const std::string& text) {
+  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const auto value = std::stoll(text);
+  return value > 0 ? value : -1;
+}
+
+}  // namespace
+
+injected_fault parse_fault(const std::string& spec, const cluster_manifest* manifest) {
+  auto refuse = [&](const std::string& expected) {
+    return make_error("--inject ", spec, ": expected ", expected);
+  };
+  const auto at = spec.rfind('@');
+  const auto colon = at == std::string::npos ? std::string::npos : spec.rfind(':', at);
+  if (at == std::string::npos || colon == std::string::npos)
+    throw refuse("KIND:NODE@WINDOW with KIND kill, hang or slow:MS");
+  injected_fault fault;
+  const std::string kind = spec.substr(0, colon);
+  fault.node = spec.substr(colon + 1, at - colon - 1);
+  fault.window = positive(spec.substr(at + 1));
+  if (kind == "kill") {
+    fault.kind = fault_kind::kill;
+  } else if (kind == "hang") {
+    fault.kind = fault_kind::hang;
+  } else if (kind.rfind("slow:", 0) == 0 && (fault.slow_ms = positive(kind.substr(5))) > 0) {
+    fault.kind = fault_kind::slow;
+  } else {
+    throw refuse("KIND kill, hang or slow:MS (MS a whole number of milliseconds), got '" + kind + "'");
+  }
+  if (fault.node.empty()) throw refuse("a node name before '@'");
+  if (fault.window < 1) throw refuse("a window number ≥ 1 after '@'");
+  if (manifest) {
+    try {
+      manifest->node_index(fault.node);
+    } catch (const error& e) {
+      throw make_error("--inject ", spec, ": ", e.what());
+    }
+  }
+  return fault;
+}
+
+std::vector<injected_fault> faults_for_node(const std::string& node) {
+  std::vector<injected_fault> faults;
+  const char* text = std::getenv(inject_variable);
+  if (text == nullptr) return faults;
+  std::stringstream specs(text);
+  for (std::string spec; std::getline(specs, spec, ';');) {
+    if (spec.empty()) continue;
+    auto fault = parse_fault(spec);
+    if (fault.node == node) faults.push_back(std::move(fault));
+  }
+  return faults;
+}
+
+}  // namespace troupe::cluster
