@@ -171,27 +171,35 @@ TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
   expect_same_curve(read_metrics("delayed"), read_metrics("every"), "sync every micro-batch");
 }
 
-TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
-  const auto manifest = write_manifest(2, "kill.json");
-  const auto run = (*dir_ / "killed").string();
-  // "kille[d]" and "[b]" match the node's command line but not the shell's own, which holds the
+/// Launches a long 2-node job, sends `signal` to node b once two windows are done, and returns the
+/// launcher's output with "launch-status=N" and "left=N" (node processes still there a second
+/// after the launcher ended); prints how long the whole job took.
+std::string signal_node_b_of_a_running_job(const std::string& name, const std::string& signal) {
+  const auto manifest = cluster_e2e::write_manifest(2, name + ".json");
+  const auto run = (*cluster_e2e::dir_ / name).string();
+  // "NAM[E]" and "[b]" match the node's command line but not the shell's own, which holds the
   // patterns.
-  const auto pattern = run.substr(0, run.size() - 1) + "[d]";
+  const auto pattern = run.substr(0, run.size() - 1) + "[" + run.back() + "]";
   const std::string script =
-      "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " + write_config(100000) +
-      " --run-dir " + run + " > " + run + ".log 2>&1 & launcher=$!; " +
+      "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " +
+      cluster_e2e::write_config(100000) + " --run-dir " + run + " > " + run + ".log 2>&1 & launcher=$!; " +
       "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
-      "pkill -KILL -f -- \"" + pattern + " .*--node [b]\"; wait $launcher; echo launch-status=$?; " +
+      "pkill -" + signal + " -f -- \"" + pattern + " .*--node [b]\"; wait $launcher; echo launch-status=$?; " +
       "sleep 1; echo left=$(pgrep -f -- \"" + pattern + "( --|$)\" | wc -l); cat " + run + ".log'";
   const auto start = std::chrono::steady_clock::now();
   auto result = run_command(script, 300);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("killed node b; the job ended after %.1f s (including startup)\n", seconds);
-  EXPECT_NE(result.output.find("launch-status=1"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("left=0"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("node b was killed by signal 9"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("[a] troupe: error: node a:"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("node b (127.0.0.1)"), std::string::npos) << result.output;
+  std::printf("SIG%s to node b; the job ended after %.1f s (including startup)\n", signal.c_str(), seconds);
+  return result.output;
+}
+
+TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
+  const auto output = signal_node_b_of_a_running_job("killed", "KILL");
+  EXPECT_NE(output.find("launch-status=1"), std::string::npos) << output;
+  EXPECT_NE(output.find("left=0"), std::string::npos) << output;
+  EXPECT_NE(output.find("node b was killed by signal 9"), std::string::npos) << output;
+  EXPECT_NE(output.find("[a] troupe: error: node a:"), std::string::npos) << output;
+  EXPECT_NE(output.find("node b (127.0.0.1)"), std::string::npos) << output;
 }
 
 // The replica check in the failing direction: rank 1's parameters are nudged before step 3
@@ -251,22 +259,10 @@ TEST_F(cluster_e2e, injected_kill_and_hang_end_the_job_naming_the_node) {
 // A frozen node (SIGSTOP) is a dead node: the launcher fences it at once and the job stops
 // naming it, instead of waiting out the collective timeout.
 TEST_F(cluster_e2e, a_frozen_node_is_fenced_and_named) {
-  const auto manifest = write_manifest(2, "frozen.json");
-  const auto run = (*dir_ / "frozen").string();
-  const auto pattern = run.substr(0, run.size() - 1) + "[n]";  // matches the nodes, not this shell
-  const std::string script =
-      "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " + write_config(100000) +
-      " --run-dir " + run + " > " + run + ".log 2>&1 & launcher=$!; " +
-      "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
-      "pkill -STOP -f -- \"" + pattern + " .*--node [b]\"; wait $launcher; echo launch-status=$?; " +
-      "sleep 1; echo left=$(pgrep -f -- \"" + pattern + "( --|$)\" | wc -l); cat " + run + ".log'";
-  const auto start = std::chrono::steady_clock::now();
-  auto result = run_command(script, 300);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("froze node b; the job ended after %.1f s (including startup)\n", seconds);
-  EXPECT_NE(result.output.find("launch-status=1"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("left=0"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("node b was stopped by signal 19"), std::string::npos) << result.output;
+  const auto output = signal_node_b_of_a_running_job("frozen", "STOP");
+  EXPECT_NE(output.find("launch-status=1"), std::string::npos) << output;
+  EXPECT_NE(output.find("left=0"), std::string::npos) << output;
+  EXPECT_NE(output.find("node b was stopped by signal 19"), std::string::npos) << output;
 }
 
 /// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after
