@@ -55,20 +55,18 @@ nlohmann::json to_json(const messages::window_report& r) {
 }
 
 // A straggler: the rank that finished its window's compute last. Being last once is noise (some
-// rank always is); a rank that is late by more than a quarter of the window, window after window,
-// is slow (a busy host, a thermal-throttled core, a slow disk) and holds every other rank back.
-constexpr double straggler_share_of_window = 0.25;
-constexpr int64_t straggler_windows_to_warn = 3;
-
-void note_straggler(metrics_state& s, const messages::window_report& r) {
-  const bool late = r.world_size > 1 && r.straggler_lateness_seconds > straggler_share_of_window * r.window_seconds;
+// rank always is); a rank that is late by more than a share of the window (a quarter by default),
+// window after window, is slow (a busy host, a thermal-throttled core, a slow disk) and holds
+// every other rank back.
+void note_straggler(metrics_state& s, const metrics_settings& settings, const messages::window_report& r) {
+  const bool late = r.world_size > 1 && r.straggler_lateness_seconds > settings.straggler_share * r.window_seconds;
   if (!late) {
     s.straggler_windows = 0;
     return;
   }
   s.straggler_windows = r.straggler_rank == s.straggler ? s.straggler_windows + 1 : 1;
   s.straggler = r.straggler_rank;
-  if (s.straggler_windows == straggler_windows_to_warn)
+  if (s.straggler_windows == settings.straggler_windows)
     spdlog::warn("rank {} is a straggler: it finished its compute {:.2f} s after the first rank in a {:.2f} s window, "
                  "{} windows in a row (metrics.jsonl: straggler_rank, straggler_lateness_s)",
                  r.straggler_rank, r.straggler_lateness_seconds, r.window_seconds, s.straggler_windows);
@@ -91,7 +89,7 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
       [=](messages::window_atom, const messages::window_report& report) {
         auto& s = self->state;
         if (s.jsonl.is_open()) s.jsonl << to_json(report).dump() << '\n';
-        note_straggler(s, report);
+        note_straggler(s, settings, report);
         if (s.first_step < 0) {
           s.first_step = report.step - 1;
           s.started = std::chrono::steady_clock::now() -

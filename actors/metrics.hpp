@@ -18,6 +18,10 @@ struct metrics_settings {
   bool console = true;
   /// Also one messages::progress_line_marker line per window (for `troupe launch`).
   bool progress_lines = false;
+  /// A rank late by more than this share of the window, this many windows in a row, is named
+  /// in a warning (the manifest's faults.straggler_share / straggler_windows).
+  double straggler_share = 0.25;
+  int64_t straggler_windows = 3;
 };
 
 struct metrics_state {

@@ -138,6 +138,8 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   role_.collective_timeout = m.timeouts.collective;
   role_.coordinator = coordinator_;
   role_.head = head_address(m);
+  role_.straggler_share = m.faults.straggler_share;
+  role_.straggler_windows = m.faults.straggler_windows;
   for (std::size_t local = 0; local < transports.size(); ++local) {
     const int rank = role_.first_rank + static_cast<int>(local);
     for (std::size_t ring = 0; ring < transports[local].size(); ++ring) {

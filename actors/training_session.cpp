@@ -217,6 +217,10 @@ class training_run {
     metric_options.steps_per_print = config_.steps_per_print;
     metric_options.console = options_.console;
     metric_options.progress_lines = options_.progress_lines;
+    if (role_) {
+      metric_options.straggler_share = role_->straggler_share;
+      metric_options.straggler_windows = role_->straggler_windows;
+    }
     metrics_actor_ = system_.spawn(metrics, metric_options);
     checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir);
   }

@@ -48,6 +48,8 @@ struct cluster_role {
   std::chrono::seconds collective_timeout{120};
   caf::actor coordinator;  ///< sends (abort_atom, reason); its going down means the head died
   std::string head;        ///< "host:port", for messages
+  double straggler_share = 0.25;  ///< the manifest's faults block (see metrics_settings)
+  int64_t straggler_windows = 3;
 };
 
 /// Runs `config` (already parsed) in `system`, with one data_loader and one worker per local

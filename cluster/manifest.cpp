@@ -186,6 +186,10 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   m.timeouts.heartbeat = std::chrono::milliseconds(
       timeouts.integer("heartbeat_ms", m.timeouts.heartbeat.count(), 3 * m.timeouts.heartbeat_period.count(), 3600000));
   timeouts.finish();
+  auto faults = root.object("faults");
+  m.faults.straggler_share = faults.number("straggler_share", m.faults.straggler_share, 0.0, 100.0);
+  m.faults.straggler_windows = faults.integer("straggler_windows", m.faults.straggler_windows, 1, 1000000);
+  faults.finish();
 
   m.oversubscribe = root.boolean("oversubscribe", false);
   root.finish();

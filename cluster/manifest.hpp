@@ -41,6 +41,14 @@ struct timeout_spec {
   std::chrono::milliseconds heartbeat{1500};
 };
 
+/// The manifest's `faults` block: how the job treats slow and failed nodes.
+struct fault_spec {
+  /// A rank that finishes its compute later than this share of the window after the first rank,
+  /// `straggler_windows` windows in a row, is named in a warning.
+  double straggler_share = 0.25;
+  int64_t straggler_windows = 3;
+};
+
 struct cluster_manifest {
   std::string head_host = "127.0.0.1";
   int64_t head_port = 29500;
@@ -49,6 +57,7 @@ struct cluster_manifest {
   ring_spec rings;
   std::string transport = "ucx";
   timeout_spec timeouts;
+  fault_spec faults;
   bool oversubscribe = false;  ///< allow more worker threads than cores on one host
   std::string source;          ///< the file it came from, for messages
   uint64_t file_hash = 0;      ///< xxh64 of the file as read (nodes must all have read the same)

@@ -124,6 +124,13 @@ TEST(manifest, timeouts_are_read_and_range_checked) {
   EXPECT_EQ(manifest.timeouts.window.count(), 45);
   m["timeouts"]["checkpoint_s"] = 0;
   expect_error(m, {"m.json", "timeouts.checkpoint_s", "an integer in [1, 86400]"});
+  m = troupe::testing::two_node_manifest();
+  m["faults"] = {{"straggler_share", 0.5}, {"straggler_windows", 5}};
+  const auto with_faults = parse_manifest(m, "m.json");
+  EXPECT_EQ(with_faults.faults.straggler_share, 0.5);
+  EXPECT_EQ(with_faults.faults.straggler_windows, 5);
+  m["faults"]["straggler_window"] = 2;
+  expect_error(m, {"m.json", "faults.straggler_window: unknown key (did you mean 'faults.straggler_windows'?)"});
 }
 
 TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
