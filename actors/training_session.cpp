@@ -266,10 +266,7 @@ class training_run {
       reducer_settings r;
       r.transport = role_->transports[static_cast<std::size_t>(local)][ring];
       r.rank = rank;
-      r.ring.order = role_->ring_orders[ring];
-      r.ring.ring_index = static_cast<int>(ring);
-      r.ring.chunk_bytes = role_->chunk_bytes;
-      r.ring.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_->collective_timeout);
+      r.ring = role_->ring_settings(static_cast<int>(ring));
       r.region = regions_[static_cast<std::size_t>(local)];
       reducers.push_back(system_.spawn<caf::detached>(reducer, r));
       spawned_.push_back(reducers.back());
@@ -363,6 +360,15 @@ class training_run {
 };
 
 }  // namespace
+
+io::ring_settings cluster_role::ring_settings(int ring) const {
+  io::ring_settings settings;
+  settings.order = ring_orders.at(static_cast<std::size_t>(ring));
+  settings.ring_index = ring;
+  settings.chunk_bytes = chunk_bytes;
+  settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(collective_timeout);
+  return settings;
+}
 
 messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
                                         io::job_config config, const session_options& options,

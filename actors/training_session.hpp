@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "io/comm/ring_allreduce.hpp"
 #include "io/comm/transport.hpp"
 #include "io/config/job_config.hpp"
 #include "messages/training_messages.hpp"
@@ -50,6 +51,9 @@ struct cluster_role {
   std::string head;        ///< "host:port", for messages
   double straggler_share = 0.25;  ///< the manifest's faults block (see metrics_settings)
   int64_t straggler_windows = 3;
+
+  /// Ring `ring`'s settings as the plan gives them (order, index, chunk, timeout).
+  io::ring_settings ring_settings(int ring) const;
 };
 
 /// Runs `config` (already parsed) in `system`, with one data_loader and one worker per local

@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 
 #include "cluster/manifest.hpp"
+#include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 #include "tests/cluster/two_node_manifest.hpp"
 #include "tests/support/test_corpus.hpp"
@@ -20,10 +20,7 @@
 namespace troupe::cluster {
 namespace {
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using io::read_whole_file;
 
 /// Whether `pid` is still a live process (not gone, not a zombie) after waiting up to `patience`.
 bool process_running(pid_t pid, std::chrono::seconds patience) {

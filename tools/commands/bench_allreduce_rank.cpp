@@ -218,14 +218,6 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
   auto region = std::make_shared<io::shared_region>(largest, "bench allreduce buffer");
   float* data = reinterpret_cast<float*>(region->data());
-  auto ring_settings_of = [&](int r) {
-    io::ring_settings settings;
-    settings.order = role.ring_orders[static_cast<std::size_t>(r)];
-    settings.ring_index = r;
-    settings.chunk_bytes = role.chunk_bytes;
-    settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role.collective_timeout);
-    return settings;
-  };
   uint64_t sequence = 0;
   json results = json::array();
   for (const auto bytes : sizes) results.push_back({{"bytes", bytes}, {"iterations", iterations_for(bytes)}});
@@ -236,7 +228,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
     std::vector<std::unique_ptr<io::ring_allreduce>> ring;
     for (int r = 0; r < rings; ++r) {
       ring.push_back(std::make_unique<io::ring_allreduce>(*role.transports[0][static_cast<std::size_t>(r)], rank,
-                                                          ring_settings_of(r)));
+                                                          role.ring_settings(r)));
       if (role.shared_memory) ring.back()->share_memory(*region);
     }
     ring_threads threads(rings);
@@ -272,7 +264,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
       actors::reducer_settings settings;
       settings.transport = role.transports[0][static_cast<std::size_t>(r)];
       settings.rank = rank;
-      settings.ring = ring_settings_of(r);
+      settings.ring = role.ring_settings(r);
       if (role.shared_memory) settings.region = region;
       reducers.push_back(system.spawn<caf::detached>(actors::reducer, settings));
     }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "actors/training_session.hpp"
@@ -57,7 +58,9 @@ io::job_config config_for_world(const std::string& file, int64_t world) {
 }
 
 void bench_train(const bench_train_arguments& args) {
-  const int64_t world = args.manifest.empty() ? 1 : cluster::load_manifest(args.manifest).world_size();
+  std::optional<cluster::cluster_manifest> manifest;
+  if (!args.manifest.empty()) manifest = cluster::load_manifest(args.manifest);
+  const int64_t world = manifest ? manifest->world_size() : 1;
   auto config = config_for_world(args.config, world);
   const io::scratch_directory scratch("troupe-bench-train");
   if (args.synthetic) {
@@ -78,7 +81,6 @@ void bench_train(const bench_train_arguments& args) {
   } else {
     // The same measurement as a launched job: every node trains its share, rank 0 reports the
     // cluster's samples/s.
-    const auto manifest = cluster::load_manifest(args.manifest);
     auto job = config.source;
     job["data"]["dir"] = config.data.dir.string();
     io::write_file_atomically(scratch / "config.json", job.dump(2));
@@ -90,8 +92,8 @@ void bench_train(const bench_train_arguments& args) {
     launch.troupe_binary = io::current_executable();
     launch.node_arguments = {"--steps", std::to_string(args.steps + 1), "--bench-out",
                              (scratch / "summary.json").string()};
-    const auto commands = cluster::node_commands(manifest, launch, std::getenv("SLURM_JOB_ID") != nullptr);
-    if (cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join) != 0)
+    const auto commands = cluster::node_commands(*manifest, launch, std::getenv("SLURM_JOB_ID") != nullptr);
+    if (cluster::run_nodes(commands, manifest->timeouts.collective + manifest->timeouts.join) != 0)
       throw error("bench train: a node failed");
     const auto reported = nlohmann::json::parse(io::read_whole_file(scratch / "summary.json"));
     summary.samples_per_second = reported.at("samples_per_s").get<double>();
