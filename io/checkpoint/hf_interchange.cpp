@@ -19,11 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-void refuse_existing(const std::filesystem::path& out, bool overwrite) {
-  if (std::filesystem::exists(out) && !overwrite)
-    throw make_error(out.string(), ": already exists; pass --overwrite to replace it");
-}
-
 /// The tokenizer the checkpoint's data was prepared with: its kind and file.
 struct tokenizer_source {
   std::string kind;  ///< "wordpiece" or "sentencepiece"
@@ -103,8 +98,7 @@ void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesyste
   write_safetensors(temporary / "model.safetensors", checkpoint.parameters, {{"format", "pt"}});
   write_tokenizer(tokenizer, temporary, checkpoint.model.max_position_embeddings);
   fsync_directory(temporary);
-  std::filesystem::remove_all(hf_dir);
-  std::filesystem::rename(temporary, hf_dir);
+  move_directory_into_place(temporary, hf_dir);
 }
 
 void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path& checkpoint_dir,

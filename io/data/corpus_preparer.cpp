@@ -149,8 +149,7 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     throw make_error("--max-seq-length: expected 8..65535, got ", options.max_seq_length);
   if (!(options.validation_fraction >= 0.0 && options.validation_fraction < 1.0))
     throw make_error("--validation-fraction: expected a value in [0, 1), got ", options.validation_fraction);
-  if (std::filesystem::exists(options.out) && !options.overwrite)
-    throw make_error(options.out.string(), ": already exists; pass --overwrite to replace it");
+  refuse_existing(options.out, options.overwrite);
 
   auto documents = find_documents(options.inputs);
   if (documents.empty()) throw make_error("--input: no files found in the given inputs");
@@ -208,9 +207,7 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     write_file_atomically(work_dir / "manifest.json", manifest.to_json());
     verify_dataset(work_dir);  // once per prepare: later opens trust the stamps it writes
 
-    if (std::filesystem::exists(options.out)) std::filesystem::remove_all(options.out);
-    std::filesystem::rename(work_dir, options.out);
-    fsync_directory(std::filesystem::absolute(options.out).parent_path());
+    move_directory_into_place(work_dir, options.out);
     return summary;
   } catch (...) {
     std::filesystem::remove_all(work_dir);

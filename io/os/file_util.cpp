@@ -117,6 +117,17 @@ void read_exactly(int fd, void* into, uint64_t bytes, const std::string& name) {
   }
 }
 
+void refuse_existing(const std::filesystem::path& path, bool overwrite) {
+  if (std::filesystem::exists(path) && !overwrite)
+    throw make_error(path.string(), ": already exists; pass --overwrite to replace it");
+}
+
+void move_directory_into_place(const std::filesystem::path& temporary, const std::filesystem::path& target) {
+  std::filesystem::remove_all(target);
+  std::filesystem::rename(temporary, target);
+  fsync_directory(std::filesystem::absolute(target).parent_path());
+}
+
 bool is_plain_file_name(const std::string& name) {
   return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
 }

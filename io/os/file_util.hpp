@@ -63,6 +63,14 @@ std::string hex64(uint64_t value);
 /// or "..". Names read from manifests (shards, tokenizer, checkpoint files) must pass it.
 bool is_plain_file_name(const std::string& name);
 
+/// Refuses to replace an existing `path` unless `overwrite`: troupe::error "PATH: already exists;
+/// pass --overwrite to replace it" (every command that writes a whole directory says so alike).
+void refuse_existing(const std::filesystem::path& path, bool overwrite);
+
+/// Puts a finished directory `temporary` in place of `target` (whatever was there goes) and
+/// fsyncs the parent, so the new directory is there whole or not at all.
+void move_directory_into_place(const std::filesystem::path& temporary, const std::filesystem::path& target);
+
 /// fsyncs a directory so a rename inside it is durable.
 void fsync_directory(const std::filesystem::path& dir);
 

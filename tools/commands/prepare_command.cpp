@@ -8,6 +8,7 @@
 #include "io/data/corpus_preparer.hpp"
 #include "io/data/synthetic_dataset.hpp"
 #include "io/data/token_dataset.hpp"
+#include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
@@ -34,8 +35,7 @@ void prepare(const prepare_arguments& args) {
     const auto& out = args.corpus.out;
     if (args.corpus.max_seq_length < 8 || args.corpus.max_seq_length > 65535)
       throw make_error("--max-seq-length: expected 8..65535, got ", args.corpus.max_seq_length);
-    if (std::filesystem::exists(out) && !args.corpus.overwrite)
-      throw make_error(out.string(), ": already exists; pass --overwrite to replace it");
+    io::refuse_existing(out, args.corpus.overwrite);
     // Written beside `out` and renamed over it at the end, as `prepare` does for a corpus: a
     // failure leaves the old data as it was.
     const auto temporary = std::filesystem::path(out.string() + ".tmp-" + std::to_string(::getpid()));
@@ -46,8 +46,7 @@ void prepare(const prepare_arguments& args) {
       std::filesystem::remove_all(temporary);
       throw;
     }
-    std::filesystem::remove_all(out);
-    std::filesystem::rename(temporary, out);
+    io::move_directory_into_place(temporary, out);
     spdlog::info("prepared {}: {} random sequences of {} tokens", args.corpus.out.string(), args.synthetic,
                  args.corpus.max_seq_length);
     return;
