@@ -16,15 +16,22 @@ using heartbeat_check_atom = caf::atom_constant<caf::atom("hbcheck")>;
 }  // namespace
 
 cluster::cluster_plan make_plan(const cluster::cluster_manifest& manifest,
-                                const std::map<std::string, cluster::join_request>& joins) {
+                                const std::map<std::string, cluster::join_request>& joins, uint64_t generation) {
   cluster::cluster_plan plan;
-  plan.world = static_cast<int>(manifest.world_size());
-  plan.ring_orders = manifest.rings.orders.empty()
+  plan.generation = generation;
+  for (const auto& node : manifest.nodes) {
+    const auto join = joins.find(node.name);
+    if (join == joins.end()) continue;
+    const int workers = static_cast<int>(join->second.workers.size());
+    plan.members.push_back({node.name, plan.world, workers});
+    plan.world += workers;
+    for (const auto& worker : join->second.workers) plan.endpoints.push_back(worker);
+  }
+  const bool everyone = plan.world == manifest.world_size();
+  plan.ring_orders = manifest.rings.orders.empty() || !everyone
                          ? cluster::auto_ring_orders(plan.world, static_cast<int>(manifest.rings.count))
                          : manifest.rings.orders;
   plan.chunk_bytes = static_cast<uint64_t>(manifest.rings.chunk_bytes);
-  for (const auto& node : manifest.nodes)
-    for (const auto& worker : joins.at(node.name).workers) plan.endpoints.push_back(worker);
   return plan;
 }
 
@@ -41,6 +48,12 @@ std::string coordinator_state::check_join(const cluster::join_request& join) con
   } catch (const error& e) {
     return e.what();
   }
+  if (members.count(join.node) == 0)
+    return detail::concat("node ", join.node, " was lost from the job before generation ", generation,
+                          " and cannot join it again");
+  if (join.generation != generation)
+    return detail::concat("node ", join.node, " joined generation ", join.generation, ", the job is at generation ",
+                          generation);
   if (joined.count(join.node) != 0) return "node " + join.node + " joined twice (two processes with one name?)";
   if (join.manifest_hash != m.file_hash)
     return "node " + join.node + " parsed a different manifest than the head (pass the same --manifest file)";
@@ -58,20 +71,20 @@ std::string coordinator_state::check_join(const cluster::join_request& join) con
 
 void coordinator_state::abort_all(const std::string& reason, const std::string& except) {
   spdlog::error("{}", reason);
-  for (auto& [node_name, node] : joined) {
-    if (node_name == except) continue;
-    if (node.reply.pending())
-      node.reply.deliver(messages::make_error(messages::errc::cluster_failed, reason));
+  for (const auto& [node_name, manager] : managers) {
+    if (node_name == except || members.count(node_name) == 0) continue;
+    const auto pending = joined.find(node_name);
+    if (pending != joined.end() && pending->second.reply.pending())
+      pending->second.reply.deliver(messages::make_error(messages::errc::cluster_failed, reason));
     else
-      self->send(caf::actor_cast<caf::actor>(node.manager), messages::abort_atom::value, reason);
+      self->send(caf::actor_cast<caf::actor>(manager), messages::abort_atom::value, reason);
   }
   self->quit(messages::make_error(messages::errc::cluster_failed, reason));
 }
 
-/// A join is checked, its sender monitored, and answered (all at once) with the plan when the
-/// last node of the manifest has joined.
+/// A join is checked, its sender monitored (once, at its first join), and answered (all at
+/// once) with the plan when the last member of the generation has joined.
 caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
-  const auto& m = settings.manifest;
   cluster::join_request join;
   try {
     join = cluster::decode_join(bytes, "a node");
@@ -80,70 +93,97 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   }
   if (auto problem = check_join(join); !problem.empty())
     return messages::make_error(messages::errc::cluster_failed, problem);
-  auto sender = self->current_sender();
-  self->monitor(sender);
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (managers[join.node] != sender) {
+    self->monitor(sender);
+    managers[join.node] = sender;
+  }
   auto& node = joined[join.node];
-  node.manager = caf::actor_cast<caf::actor_addr>(sender);
   node.request = join;
   node.reply = self->make_response_promise();
   last_heard[join.node] = std::chrono::steady_clock::now();
-  spdlog::info("{} joined ({} of {} nodes)", label(join.node), joined.size(), m.nodes.size());
-  if (joined.size() == m.nodes.size()) {
-    std::map<std::string, cluster::join_request> joins;
-    for (const auto& [name, j] : joined) joins.emplace(name, j.request);
-    const auto plan = cluster::encode_plan(make_plan(m, joins));
-    planned = true;
-    for (auto& [name, j] : joined) j.reply.deliver(plan);
+  spdlog::info("{} joined{} ({} of {} nodes)", label(join.node),
+               generation == 0 ? "" : " generation " + std::to_string(generation), joined.size(), members.size());
+  auto reply = node.reply;
+  if (joined.size() == members.size()) deliver_plan();
+  return reply;
+}
+
+void coordinator_state::deliver_plan() {
+  std::map<std::string, cluster::join_request> joins;
+  for (const auto& [name, j] : joined) joins.emplace(name, j.request);
+  if (generation > 0) {
+    // Survivors stopped their windows in flight; all must stand at the same step to redo it.
+    const auto& first = *joins.begin();
+    for (const auto& [name, join] : joins)
+      if (join.committed_steps != first.second.committed_steps) {
+        abort_all(detail::concat("the surviving nodes disagree on the steps completed (", first.first, ": ",
+                                 first.second.committed_steps, ", ", name, ": ", join.committed_steps,
+                                 "): a node was lost during the window's allreduce after some ranks finished it; "
+                                 "stopping every node (resume from the last checkpoint)"),
+                  "");
+        return;
+      }
+    spdlog::warn("generation {}: {} nodes go on from step {}", generation, joins.size(),
+                 joins.begin()->second.committed_steps);
   }
-  return node.reply;
+  const auto plan = cluster::encode_plan(make_plan(settings.manifest, joins, generation));
+  planned = true;
+  for (auto& [name, j] : joined) j.reply.deliver(plan);
 }
 
-/// When every node has finished, all are released together (none exits while another may
+/// When every member has finished, all are released together (none exits while another may
 /// still need it), and the coordinator quits soon after.
-void coordinator_state::on_finished(const std::string& node) {
+void coordinator_state::on_finished(const std::string& node, uint64_t node_generation) {
+  if (node_generation != generation || members.count(node) == 0) return;  // a lost node's, or an older plan's
   finished.insert(node);
-  if (finished.size() < settings.manifest.nodes.size()) return;
+  if (finished.size() < members.size()) return;
   released = true;
-  for (const auto& [name, joined_node] : joined)
-    self->send(caf::actor_cast<caf::actor>(joined_node.manager), messages::release_atom::value);
-  self->delayed_send(self, std::chrono::seconds(10), join_timeout_atom::value);
+  for (const auto& name : members)
+    self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::release_atom::value);
+  self->delayed_send(self, std::chrono::seconds(10), join_timeout_atom::value, generation);
 }
 
-void coordinator_state::on_join_timeout() {
+void coordinator_state::on_join_timeout(uint64_t for_generation) {
   const auto& m = settings.manifest;
   if (released) {
     self->quit();
     return;
   }
-  if (planned) return;
+  if (planned || for_generation != generation) return;
   std::string missing;
   for (const auto& node : m.nodes)
-    if (joined.count(node.name) == 0) missing += (missing.empty() ? "" : ", ") + node.name + " (" + node.host + ")";
-  abort_all(detail::concat("nodes ", missing, " did not join the head at ", m.head_host, ":", m.head_port, " within ",
-                           m.timeouts.join.count(), " s (timeouts.join_s)"),
+    if (members.count(node.name) != 0 && joined.count(node.name) == 0)
+      missing += (missing.empty() ? "" : ", ") + node.name + " (" + node.host + ")";
+  abort_all(detail::concat("nodes ", missing, " did not join", generation == 0 ? "" : " again", " the head at ",
+                           m.head_host, ":", m.head_port, " within ", m.timeouts.join.count(), " s (timeouts.join_s)"),
             "");
 }
 
-/// A node that goes down before finishing ends the job; after the release the coordinator stays
+/// A member that goes down before finishing is lost; after the release the coordinator stays
 /// until every other node has disconnected, so no node mistakes the head's exit for a failure
 /// before it has read its release.
 void coordinator_state::on_down(const caf::down_msg& down) {
-  for (const auto& [name, node] : joined) {
-    if (node.manager != down.source) continue;
+  for (const auto& [name, manager] : managers) {
+    if (manager != down.source) continue;
+    if (members.count(name) == 0) return;  // lost already
     if (!released && finished.count(name) == 0) {
-      abort_all(label(name) + " left the job before finishing (" + self->system().render(down.reason) +
-                    "); stopping every node",
-                name);
+      lose(name, label(name) + " left the job before finishing (" + self->system().render(down.reason) + ")");
       return;
     }
     departed.insert(name);
-    if (released && departed.size() + 1 >= joined.size()) self->quit();
+    if (released && departed.size() + 1 >= members.size()) self->quit();
     return;
   }
 }
 
-void coordinator_state::on_heartbeat(const std::string& node) {
-  if (joined.count(node) != 0) last_heard[node] = std::chrono::steady_clock::now();
+caf::result<void> coordinator_state::on_heartbeat(const std::string& node) {
+  if (members.count(node) == 0)
+    return messages::make_error(messages::errc::cluster_failed,
+                                detail::concat("node ", node, " is no longer part of the job: it was declared lost before "
+                                                              "generation ", generation));
+  if (auto heard = last_heard.find(node); heard != last_heard.end()) heard->second = std::chrono::steady_clock::now();
+  return caf::unit;
 }
 
 void coordinator_state::check_heartbeats() {
@@ -154,24 +194,62 @@ void coordinator_state::check_heartbeats() {
   for (const auto& [name, heard] : last_heard) {
     if (finished.count(name) != 0 || now - heard <= timeouts.heartbeat) continue;
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard).count();
-    abort_all(label(name) + " stopped answering: no heartbeat for " + std::to_string(silent) + " ms (timeouts.heartbeat_ms " +
-                  std::to_string(timeouts.heartbeat.count()) + "); stopping every node",
-              name);
+    lose(name, label(name) + " stopped answering: no heartbeat for " + std::to_string(silent) + " ms (timeouts.heartbeat_ms " +
+                   std::to_string(timeouts.heartbeat.count()) + ")");
     return;
   }
+}
+
+void coordinator_state::lose(const std::string& node, const std::string& why) {
+  const auto& faults = settings.manifest.faults;
+  const auto survivors = static_cast<int64_t>(members.size()) - 1;
+  std::string stop_because;
+  if (faults.policy == cluster::fault_policy::abort)
+    stop_because = "faults.policy is \"abort\"";
+  else if (!planned && generation == 0)
+    stop_because = "the job had not started";
+  else if (survivors < faults.min_nodes)
+    stop_because = detail::concat(survivors, " node(s) would remain, fewer than faults.min_nodes ", faults.min_nodes);
+  else if (!finished.empty())
+    stop_because = "other nodes had already finished";
+  if (!stop_because.empty()) {
+    abort_all(why + "; stopping every node (" + stop_because + ")", node);
+    return;
+  }
+  members.erase(node);
+  last_heard.erase(node);
+  // Joins to a generation whose plan went out are spent; joins to one still being formed stay
+  // valid for the next (those nodes have stopped and wait for a plan).
+  if (planned) joined.clear();
+  joined.erase(node);
+  ++generation;
+  planned = false;
+  const std::string reason = why + "; the " + std::to_string(survivors) + " other node(s) redo the window in flight as generation " +
+                             std::to_string(generation);
+  spdlog::error("{}", reason);
+  // Survivors that rejoined the generation being formed are already waiting for its plan;
+  // the others stop their window in flight and join.
+  for (const auto& name : members)
+    if (joined.count(name) == 0)
+      self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::membership_atom::value, generation, reason);
+  self->delayed_send(self, settings.manifest.timeouts.join, join_timeout_atom::value, generation);
+  if (!joined.empty() && joined.size() == members.size()) deliver_plan();
 }
 
 caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordinator_settings settings) {
   self->state.self = self;
   self->state.settings = std::move(settings);
-  self->delayed_send(self, self->state.settings.manifest.timeouts.join, join_timeout_atom::value);
+  for (const auto& node : self->state.settings.manifest.nodes) self->state.members.insert(node.name);
+  self->delayed_send(self, self->state.settings.manifest.timeouts.join, join_timeout_atom::value, uint64_t{0});
   self->set_down_handler([self](caf::down_msg& down) { self->state.on_down(down); });
   self->send(self, heartbeat_check_atom::value);
   return {
       [self](messages::join_atom, const std::string& bytes) { return self->state.on_join(bytes); },
-      [self](messages::finished_atom, const std::string& node) { self->state.on_finished(node); },
-      [self](join_timeout_atom) { self->state.on_join_timeout(); },
-      [self](messages::heartbeat_atom, const std::string& node) { self->state.on_heartbeat(node); },
+      [self](messages::finished_atom, const std::string& node, uint64_t generation) {
+        self->state.on_finished(node, generation);
+      },
+      [self](join_timeout_atom, uint64_t generation) { self->state.on_join_timeout(generation); },
+      [self](messages::heartbeat_atom, const std::string& node) { return self->state.on_heartbeat(node); },
       [self](heartbeat_check_atom) { self->state.check_heartbeats(); },
   };
 }

@@ -22,8 +22,8 @@ struct coordinator_settings {
   uint64_t config_hash = 0;            ///< … and parsed the same job config
 };
 
+/// A join of the current generation, waiting for the plan or answered with it.
 struct joined_node {
-  caf::actor_addr manager;  ///< the node's side of the rendezvous (monitored)
   cluster::join_request request;
   caf::response_promise reply;  ///< delivers the plan
 };
@@ -37,21 +37,30 @@ struct coordinator_state {
   caf::stateful_actor<coordinator_state>* self = nullptr;
   coordinator_settings settings;
 
-  std::map<std::string, joined_node> joined;
+  uint64_t generation = 0;          ///< bumped each time a node is lost and the survivors go on
+  std::set<std::string> members;    ///< the nodes of this generation (all of the manifest's at first)
+  std::map<std::string, caf::actor_addr> managers;  ///< each node's side of the rendezvous (monitored)
+  std::map<std::string, joined_node> joined;        ///< this generation's joins
   std::set<std::string> finished;
   std::set<std::string> departed;  ///< nodes that disconnected after the release
-  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  ///< by node: its last heartbeat
-  bool planned = false;
+  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  ///< by member: its last heartbeat
+  bool planned = false;  ///< this generation's plan went out
   bool released = false;
 
   caf::result<std::string> on_join(const std::string& bytes);
-  void on_finished(const std::string& node);
-  void on_join_timeout();
+  void on_finished(const std::string& node, uint64_t node_generation);
+  void on_join_timeout(uint64_t for_generation);
   void on_down(const caf::down_msg& down);
-  void on_heartbeat(const std::string& node);
-  /// Every heartbeat period: a joined node that has neither finished nor been heard from within
-  /// timeouts.heartbeat is dead (a crashed host, a frozen or partitioned process): the job stops.
+  caf::result<void> on_heartbeat(const std::string& node);
+  /// Every heartbeat period: a member that has neither finished nor been heard from within
+  /// timeouts.heartbeat is dead (a crashed host, a frozen or partitioned process).
   void check_heartbeats();
+  /// A member failed (`why`): under faults.policy "elastic", with at least min_nodes left and
+  /// none finished, the survivors are told to join the next generation; otherwise the job stops.
+  void lose(const std::string& node, const std::string& why);
+  /// Every member of this generation has joined: check they agree where training stands, and
+  /// send each the plan.
+  void deliver_plan();
   /// Ends the job: every node still in it (but `except`) hears why, then the coordinator quits.
   void abort_all(const std::string& reason, const std::string& except);
   /// What is wrong with a join, or "" when it fits the manifest.
@@ -61,22 +70,31 @@ struct coordinator_state {
 };
 
 /// Protocol:
-///   ← (join_atom, JoinRequest bytes) → ClusterPlan bytes, once every node of the manifest has
-///     joined (checked: known node, not yet joined, same manifest and config hashes, as many
-///     workers and rings as the manifest says); a bad join is refused with an error naming it
-///   ← (finished_atom, node)  when every node finished: → everyone (release_atom), then quits
-///   ← down of a node that has not finished → everyone else (abort_atom, "node X … left"),
-///     then quits with errc::cluster_failed
+///   ← (join_atom, JoinRequest bytes) → ClusterPlan bytes, once every member of the generation
+///     has joined (checked: known node, a member, this generation, not yet joined, same manifest
+///     and config hashes, as many workers and rings as the manifest says); a bad join is
+///     refused with an error naming it
+///   ← (finished_atom, node, generation)  when every member finished: → everyone
+///     (release_atom), then quits; one of an older generation is ignored
+///   ← down of a member that has not finished: the member is lost (lose(), below)
+///   lose(): policy "abort", fewer than faults.min_nodes left, or a member already finished →
+///     everyone else (abort_atom, "node X … left"), then quits with errc::cluster_failed;
+///     otherwise generation + 1, and every survivor gets (membership_atom, generation, reason),
+///     stops its window in flight and joins again with new transport addresses and its
+///     committed steps; the plan of the new generation goes out when all have (they must agree
+///     on the steps), or the job stops after timeouts.join naming who did not rejoin
 ///   Not every node joined within timeouts.join → the waiting joins fail naming the missing
 ///   nodes, and the coordinator quits with errc::cluster_failed.
-///   ← (heartbeat_atom, node) from every joined node every timeouts.heartbeat_period_ms; a node
-///     not finished and silent for timeouts.heartbeat_ms → everyone else (abort_atom, "node X …
-///     stopped answering"), then quits with errc::cluster_failed.
+///   ← (heartbeat_atom, node) from every member every timeouts.heartbeat_period_ms → unit; a
+///     member not finished and silent for timeouts.heartbeat_ms is lost ("node X stopped
+///     answering"); a node that is no longer a member is answered with an error, so it stops
+///     (fencing a node declared dead that was only frozen or cut off).
 caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordinator_settings settings);
 
-/// The plan for a complete set of joins: ranks in manifest order, ring orders (explicit or
-/// auto), every reducer's address. Pure, for tests.
+/// The plan for a generation's joins: ranks in manifest order over the nodes that joined, ring
+/// orders (the manifest's explicit ones while every node is there, else auto), every
+/// reducer's address. Pure, for tests.
 cluster::cluster_plan make_plan(const cluster::cluster_manifest& manifest,
-                                const std::map<std::string, cluster::join_request>& joins);
+                                const std::map<std::string, cluster::join_request>& joins, uint64_t generation);
 
 }  // namespace troupe::actors

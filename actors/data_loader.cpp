@@ -18,22 +18,28 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
         auto& s = self->state;
         s.credit += granted;
         try {
+          const uint64_t micro_batches =
+              compute::micro_batches_per_window(settings.window_samples, settings.world, settings.micro_size);
           while (s.credit > 0 && s.next_window < settings.windows) {
-            const uint64_t first = compute::micro_batch_start(settings.start_position, s.next_window, settings.rank,
-                                                              settings.world, s.next_micro, settings.accumulation,
-                                                              settings.micro_size);
+            const auto range =
+                compute::micro_batch_range(settings.start_position, s.next_window, settings.window_samples,
+                                           settings.rank, settings.world, s.next_micro, settings.micro_size);
             std::vector<compute::sample_ref> samples;
-            for (uint64_t i = 0; i < settings.micro_size; ++i) {
-              samples.push_back(s.order->at(first + i));
+            for (uint64_t i = 0; i < range.count; ++i) {
+              samples.push_back(s.order->at(range.first + i));
               if (s.sample_log.is_open())
-                s.sample_log << first + i << ' ' << samples.back().epoch << ' ' << samples.back().sample_id << '\n';
+                s.sample_log << range.first + i << ' ' << samples.back().epoch << ' ' << samples.back().sample_id << '\n';
             }
             if (s.sample_log.is_open()) s.sample_log.flush();
-            messages::micro_batch batch{s.builder->build(samples), s.next_window, static_cast<uint32_t>(s.next_micro)};
-            batch.batch.first_position = first;
+            messages::micro_batch batch;
+            if (!samples.empty()) batch.batch = s.builder->build(samples);  // empty: a tiny window's spare slot
+            batch.window = s.next_window;
+            batch.micro = static_cast<uint32_t>(s.next_micro);
+            batch.last_in_window = s.next_micro + 1 == micro_batches;
+            batch.batch.first_position = range.first;
             self->send(worker, messages::batch_atom::value, std::move(batch));
             --s.credit;
-            if (++s.next_micro == settings.accumulation) {
+            if (++s.next_micro == micro_batches) {
               s.next_micro = 0;
               ++s.next_window;
             }

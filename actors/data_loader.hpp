@@ -19,8 +19,8 @@ struct data_loader_settings {
   uint64_t seed = 42;
   uint64_t rank = 0;
   uint64_t world = 1;
-  uint64_t micro_size = 8;
-  uint64_t accumulation = 1;
+  uint64_t micro_size = 8;       ///< the most samples in one micro-batch
+  uint64_t window_samples = 8;   ///< samples per window over all workers (train_batch_size)
   uint64_t start_position = 0;  ///< global data cursor of the run's first window
   uint64_t windows = 0;         ///< windows to produce
   /// Test seam (TROUPE_TEST_RECORD_SAMPLES): when set, one line "position epoch sample_id" per
@@ -38,6 +38,9 @@ struct data_loader_state {
   std::ofstream sample_log;
 };
 
+/// Each window's share of this rank (compute::micro_batch_range: contiguous, as even as the
+/// world allows) is sent as micro_batches_per_window micro-batches, the last one flagged.
+///
 /// Protocol (credit-based flow control, so the queue in front of the worker never holds more
 /// than the credit it granted — `data.prefetch` at start, one more per consumed batch):
 ///   ← (credit_atom, n, worker)    grant n more micro-batches

@@ -52,10 +52,15 @@ caf::behavior heartbeat_sender(caf::event_based_actor* self, caf::actor coordina
         self->request(coordinator, timeout, messages::heartbeat_atom::value, node)
             .then([] {},
                   [=](caf::error& failure) {
-                    if (failure != caf::sec::request_timeout) return;  // a head that left says so itself
-                    self->send(session, messages::abort_atom::value,
-                               "the head at " + head + " stopped answering: no heartbeat reply for " +
-                                   std::to_string(timeout.count()) + " ms (timeouts.heartbeat_ms)");
+                    std::string reason;
+                    if (failure == caf::sec::request_timeout)
+                      reason = "the head at " + head + " stopped answering: no heartbeat reply for " +
+                               std::to_string(timeout.count()) + " ms (timeouts.heartbeat_ms)";
+                    else if (failure.category() == caf::atom("troupe"))  // fenced: declared lost
+                      reason = self->system().render(failure);
+                    else
+                      return;  // a head that left says so itself
+                    self->send(session, messages::abort_atom::value, reason);
                     self->quit();
                   });
         self->delayed_send(self, period, messages::heartbeat_atom::value);
@@ -69,7 +74,8 @@ cluster_membership::stopped_on_destruction::~stopped_on_destruction() {
   if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
-cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash) : node_(node) {
+cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash)
+    : node_(node), job_hash_(job_hash) {
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
   const auto& spec = m.nodes[index];
@@ -100,27 +106,43 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
     }
   }
 
-  // One transport per local worker per ring; their addresses go to the head with the join.
-  std::vector<std::vector<std::shared_ptr<io::transport>>> transports(static_cast<std::size_t>(spec.workers));
-  cluster::join_request join;
-  join.node = spec.name;
-  join.manifest_hash = m.file_hash;
-  join.config_hash = job_hash;
-  for (std::size_t local = 0; local < transports.size(); ++local) {
-    auto& worker = transports[local];
-    std::vector<io::transport_address> addresses;
-    for (int64_t ring = 0; ring < m.rings.count; ++ring) {
-      worker.push_back(std::make_shared<io::ucx_transport>(*ucx_, m.first_rank(index) + static_cast<int>(local)));
-      addresses.push_back(worker.back()->local_address());
-    }
-    join.workers.push_back(std::move(addresses));
-  }
-
   if (!is_head_) coordinator_ = reach_coordinator(system, m);
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
   heartbeat_.actor = system.spawn(heartbeat_sender, coordinator_, spec.name, m.timeouts.heartbeat_period,
                                   m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self), head_address(m));
+  join(0, 0);
+}
+
+void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps) {
+  // The previous generation's transports go first: their reducers have stopped.
+  role_.transports.clear();
+  join(generation, committed_steps);
+}
+
+void cluster_membership::join(uint64_t generation, int64_t committed_steps) {
+  const auto& m = node_.manifest;
+  const auto& spec = m.nodes[m.node_index(node_.name)];
+  auto& system = *system_;
+  auto& self = *self_;
+  // One transport per local worker per ring; their addresses go to the head with the join.
+  std::vector<std::vector<std::shared_ptr<io::ucx_transport>>> transports(static_cast<std::size_t>(spec.workers));
+  cluster::join_request join;
+  join.node = spec.name;
+  join.manifest_hash = m.file_hash;
+  join.config_hash = job_hash_;
+  join.generation = generation;
+  join.committed_steps = committed_steps;
+  for (std::size_t local = 0; local < transports.size(); ++local) {
+    auto& worker = transports[local];
+    std::vector<io::transport_address> addresses;
+    for (int64_t ring = 0; ring < m.rings.count; ++ring) {
+      worker.push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
+      addresses.push_back(worker.back()->local_address());
+    }
+    join.workers.push_back(std::move(addresses));
+  }
+
   std::string plan_bytes, failure;
   self->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
                 cluster::encode_join(join))
@@ -128,29 +150,41 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
                [&](caf::error& e) { failure = "joining the head at " + head_address(m) + ": " + system.render(e); });
   if (!failure.empty()) throw error(failure);
   const auto plan = cluster::decode_plan(plan_bytes, "the head at " + head_address(m));
+  const auto& me = plan.member(spec.name);
+  if (plan.generation < generation || me.workers != spec.workers)
+    throw make_error("the head at ", head_address(m), " answered the join of generation ", generation,
+                     " with a plan of generation ", plan.generation, " giving node ", spec.name, " ", me.workers,
+                     " workers");
 
   role_.node = spec.name;
-  role_.first_rank = m.first_rank(index);
+  role_.generation = plan.generation;
+  role_.elastic = m.faults.policy == cluster::fault_policy::elastic;
+  role_.first_rank = me.first_rank;
   role_.world = plan.world;
   role_.ring_orders = plan.ring_orders;
   role_.chunk_bytes = plan.chunk_bytes;
   role_.shared_memory = m.rings.shared_memory && cluster::single_host(m);
   role_.collective_timeout = m.timeouts.collective;
+  role_.heartbeat = m.timeouts.heartbeat;
   role_.coordinator = coordinator_;
   role_.head = head_address(m);
   role_.straggler_share = m.faults.straggler_share;
   role_.straggler_windows = m.faults.straggler_windows;
+  role_.transports.assign(transports.size(), {});
   for (std::size_t local = 0; local < transports.size(); ++local) {
     const int rank = role_.first_rank + static_cast<int>(local);
     for (std::size_t ring = 0; ring < transports[local].size(); ++ring) {
       const int ring_index = static_cast<int>(ring);
+      auto& transport = *transports[local][ring];
+      transport.assign_rank(rank);
       for (int peer : {plan.previous(ring_index, rank), plan.next(ring_index, rank)})
-        if (peer != rank) transports[local][ring]->connect(peer, plan.endpoints[static_cast<std::size_t>(peer)][ring]);
+        if (peer != rank) transport.connect(peer, plan.endpoints[static_cast<std::size_t>(peer)][ring]);
+      role_.transports[local].push_back(std::move(transports[local][ring]));
     }
   }
-  role_.transports = std::move(transports);
-  spdlog::info("node {}: ranks {}..{} of {}, {} ring(s)", spec.name, role_.first_rank,
-               role_.first_rank + spec.workers - 1, role_.world, plan.ring_orders.size());
+  spdlog::info("node {}: ranks {}..{} of {}, {} ring(s){}", spec.name, role_.first_rank,
+               role_.first_rank + spec.workers - 1, role_.world, plan.ring_orders.size(),
+               plan.generation == 0 ? "" : ", generation " + std::to_string(plan.generation));
 }
 
 cluster_membership::~cluster_membership() = default;
@@ -160,7 +194,7 @@ void cluster_membership::finish() {
   auto& self = *self_;
   // Finished: wait for the release (or the head's departure, which only happens after it).
   self->monitor(coordinator_);
-  self->send(coordinator_, messages::finished_atom::value, node_.name);
+  self->send(coordinator_, messages::finished_atom::value, node_.name, role_.generation);
   bool released = false;
   while (!released) {
     self->receive([&](messages::release_atom) { released = true; },
@@ -190,9 +224,25 @@ uint64_t job_config_hash(const io::job_config& config) {
 messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
   config.runtime.threads = node.manifest.nodes[node.manifest.node_index(node.name)].threads_per_worker;
   cluster_membership membership(node, job_config_hash(config));
-  auto summary = run_training(membership.system(), membership.self(), std::move(config), options, &membership.role());
-  membership.finish();
-  return summary;
+  carried_state carried;
+  messages::training_summary earlier;  // the windows of the generations before the last
+  while (true) {
+    auto outcome =
+        run_generation(membership.system(), membership.self(), config, options, membership.role(), carried);
+    if (outcome.summary) {
+      auto& summary = *outcome.summary;
+      summary.losses.insert(summary.losses.begin(), earlier.losses.begin(), earlier.losses.end());
+      summary.windows += earlier.windows;
+      membership.finish();
+      return summary;
+    }
+    earlier.losses.insert(earlier.losses.end(), carried.losses.begin(), carried.losses.end());
+    earlier.windows += static_cast<int64_t>(carried.losses.size());
+    carried.losses.clear();
+    spdlog::warn("node {}: joining generation {} at step {}", node.name, outcome.next_generation,
+                 carried.optimizer_steps);
+    membership.rejoin(outcome.next_generation, carried.optimizer_steps);
+  }
 }
 
 }  // namespace troupe::actors

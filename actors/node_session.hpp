@@ -23,9 +23,9 @@ struct node_identity {
   std::string name;            ///< this node's name in the manifest
 };
 
-/// This process's membership in a job: steps 1–3 below in the constructor, step 4 in finish().
-/// Members are declared so that the UCX context outlives the actor system, whose reducers
-/// use its transports.
+/// This process's membership in a job: steps 1–3 below in the constructor, a new generation's
+/// in rejoin(), step 4 in finish(). Members are declared so that the UCX context outlives the
+/// actor system, whose reducers use its transports.
 class cluster_membership {
  public:
   /// `job_hash` must be equal on every node (the head refuses joins that differ).
@@ -37,11 +37,19 @@ class cluster_membership {
   caf::actor_system& system() { return *system_; }
   caf::scoped_actor& self() { return *self_; }
   const cluster_role& role() const { return role_; }
+  /// Joins membership generation `generation` (after the coordinator lost a node) with new
+  /// transports and the steps this node's workers completed; the role becomes the new plan's.
+  void rejoin(uint64_t generation, int64_t committed_steps);
   /// Reports this node finished and waits for the coordinator's release.
   void finish();
 
  private:
+  /// Opens this node's transports, joins the coordinator with their addresses and takes its
+  /// place in the plan it answers with.
+  void join(uint64_t generation, int64_t committed_steps);
+
   node_identity node_;
+  uint64_t job_hash_ = 0;
   bool is_head_ = false;
   std::unique_ptr<io::ucx_context> ucx_;
   std::unique_ptr<caf::actor_system_config> system_config_;
@@ -66,7 +74,9 @@ uint64_t job_config_hash(const io::job_config& config);
 ///     their addresses, retrying until timeouts.join (a head that cannot be reached is an
 ///     error naming host:port);
 ///  3. with the plan, it connects each transport to its ring neighbours and trains
-///     (run_training with a cluster_role);
+///     (run_generation with a cluster_role); when the coordinator lost another node
+///     (faults.policy "elastic"), the node keeps its trainers, joins the next generation and
+///     trains on from the steps its workers completed (docs/faults.md);
 ///  4. it reports finished and waits for the coordinator's release, so no node exits while
 ///     another may still need it.
 /// `config` must have been parsed for the manifest's world size. Throws troupe::error on any

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 #include <spdlog/spdlog.h>
 
 #include "actors/checkpointer.hpp"
@@ -91,13 +92,25 @@ messages::training_summary run_training(io::job_config config, const session_opt
 
 namespace {
 
+bool is_collective_failure(const caf::error& reason) {
+  return reason.category() == caf::atom("troupe") &&
+         (reason.code() == static_cast<uint8_t>(messages::errc::collective_failed) ||
+          reason.code() == static_cast<uint8_t>(messages::errc::timed_out));
+}
+
+}  // namespace
+
+namespace {
+
 /// One run of run_training below, as named steps over the state they share: check, prepare
 /// the trainers, take the run directory, resume, spawn the actors, wait, stop.
 class training_run {
  public:
   training_run(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
-               const session_options& options, const cluster_role* role)
-      : system_(system),
+               const session_options& options, const cluster_role* role, carried_state* carried)
+      : carried_(carried),
+        continuing_(carried != nullptr && !carried->trainers.empty()),
+        system_(system),
         supervisor_(supervisor),
         config_(std::move(config)),
         options_(options),
@@ -107,14 +120,17 @@ class training_run {
         local_workers_(role ? static_cast<int>(role->transports.size()) : 1),
         reports_(first_rank_ == 0) {}  // global rank 0 writes metrics and checkpoints
 
-  messages::training_summary execute() {
+  generation_outcome execute() {
     check_inputs();
     prepare_trainers();
     check_staging_fits();
     // A resume is checked (and loaded) before the run directory is taken, so a refused resume
-    // leaves nothing behind; a fresh start takes it first, to check it holds no older run.
-    if (!options_.resume.empty()) resumed_ = resume_trainers(config_, options_, *dataset_, trainers_);
-    hold_run_directory();
+    // leaves nothing behind; a fresh start takes it first, to check it holds no older run. A
+    // new membership generation goes on from the trainers it carries, in the same directory.
+    if (!continuing_) {
+      if (!options_.resume.empty()) resumed_ = resume_trainers(config_, options_, *dataset_, trainers_);
+      hold_run_directory();
+    }
     set_start_state();
     spawn_reporters();
     for (int local = 0; local < local_workers_; ++local) spawn_rank(local);
@@ -122,10 +138,18 @@ class training_run {
       if (actor) spawned_.push_back(actor);
     for (const auto& actor : spawned_) supervisor_->monitor(actor);
     if (role_ && role_->coordinator) supervisor_->monitor(role_->coordinator);
-    auto summary = await_summaries();
+    generation_outcome outcome;
+    outcome.summary = await_summaries();
+    if (next_generation_ && failure_.empty()) {
+      hand_over();
+      outcome.summary.reset();
+      outcome.next_generation = *next_generation_;
+      outcome.reason = replan_reason_;
+      return outcome;
+    }
     stop();
     if (!failure_.empty()) throw error(failure_);
-    return *summary;
+    return outcome;
   }
 
  private:
@@ -152,10 +176,11 @@ class training_run {
   /// region that its reducers offer to their rings (io/comm/ring_allreduce_shared.cpp).
   void prepare_trainers() {
     regions_.resize(static_cast<std::size_t>(local_workers_));
+    if (continuing_) regions_ = carried_->regions;  // the trainers' gradients live in them
     for (int local = 0; local < local_workers_; ++local) {
       auto trainer = trainer_options_of(config_);
       trainer.rank = first_rank_ + local;
-      if (role_ && role_->shared_memory && world_ > 1 && config_.runtime.device == "cpu") {
+      if (!continuing_ && role_ && role_->shared_memory && world_ > 1 && config_.runtime.device == "cpu") {
         try {
           auto region = std::make_shared<io::shared_region>(
               static_cast<std::size_t>(compute::parameter_count(config_.model)) * sizeof(float),
@@ -200,12 +225,16 @@ class training_run {
     start_.dataset_size = dataset_->size();
     start_.data_identity = dataset_->identity();
     start_.sequence_length = dataset_->manifest().max_seq_length;
-    if (resumed_.contents) {
+    if (continuing_) {
+      start_.optimizer_steps = carried_->optimizer_steps;
+      start_.next_position = carried_->next_position;
+    } else if (resumed_.contents) {
       start_.optimizer_steps = resumed_.contents->state.optimizer_steps;
       start_.next_position = resumed_.contents->state.next_position;
     }
     windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
-    if (options_.max_windows) windows_ = std::min(windows_, *options_.max_windows);
+    if (options_.max_windows)
+      windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
   }
 
   /// Global rank 0's metrics actor and checkpointer.
@@ -232,7 +261,6 @@ class training_run {
     w.trainer = trainers_[static_cast<std::size_t>(local)];
     w.rank = rank;
     w.world = world_;
-    w.accumulation = config_.gradient_accumulation_steps;
     w.prefetch = config_.data.prefetch;
     w.windows = windows_;
     w.checkpoint_every = config_.checkpoint.every_windows;
@@ -244,7 +272,12 @@ class training_run {
     w.start = start_;
     w.window_samples = static_cast<uint64_t>(config_.train_batch_size);
     w.job = config_.source;
-    if (resumed_.contents) w.resumed_trainer = std::move(resumed_.trainers[static_cast<std::size_t>(local)]);
+    if (continuing_)
+      w.resumed_trainer = carried_->trainers[static_cast<std::size_t>(local)];
+    else if (resumed_.contents)
+      w.resumed_trainer = std::move(resumed_.trainers[static_cast<std::size_t>(local)]);
+    w.trainer_handoff = std::make_shared<std::shared_ptr<compute::mlm_trainer>>();
+    handoffs_.push_back(w.trainer_handoff);
     w.sync_every_micro_batch = config_.sync_every_micro_batch;
     w.seams = seams_;
     if (role_) {
@@ -282,7 +315,7 @@ class training_run {
     d.rank = static_cast<uint64_t>(rank);
     d.world = static_cast<uint64_t>(world_);
     d.micro_size = static_cast<uint64_t>(config_.micro_batch_size);
-    d.accumulation = static_cast<uint64_t>(config_.gradient_accumulation_steps);
+    d.window_samples = static_cast<uint64_t>(config_.train_batch_size);
     d.start_position = start_.next_position;
     d.windows = static_cast<uint64_t>(windows_);
     if (const char* record = std::getenv("TROUPE_TEST_RECORD_SAMPLES"))
@@ -297,33 +330,120 @@ class training_run {
     std::optional<messages::training_summary> summary;
     int summaries = 0;
     int64_t last_step = start_.optimizer_steps;  // of the newest window report
-    while (summaries < local_workers_ && failure_.empty()) {
+    while (summaries < local_workers_ && failure_.empty() && !next_generation_) {
       supervisor_->receive(
           [&](messages::done_atom, messages::training_summary& s) {
             if (summaries++ == 0) summary = std::move(s);
           },
-          [&](messages::window_atom, const messages::window_report& report) { last_step = report.step; },
+          [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
           [&](messages::abort_atom, const std::string& reason) { failure_ = reason; },
+          [&](messages::membership_atom, uint64_t generation, const std::string& reason) {
+            if (!role_ || generation <= role_->generation) return;  // an older generation's news
+            next_generation_ = generation;
+            replan_reason_ = reason;
+          },
           [&](caf::down_msg& down) {
             if (role_ && down.source == role_->coordinator)
               failure_ =
                   "the head node's coordinator at " + role_->head + " went down (" + system_.render(down.reason) + ")";
+            else if (down.reason && role_ && role_->elastic && is_collective_failure(down.reason))
+              await_lost_node(system_.render(down.reason));
             else if (down.reason)
               failure_ = system_.render(down.reason);
           },
-          caf::after(options_.window_timeout) >> [&] {
+          caf::after(next_wait()) >> [&] {
+            if (!lost_peer_failure_.empty()) {
+              failure_ = lost_peer_failure_ + " (and the head named no lost node within " +
+                         std::to_string(lost_peer_wait().count()) + " ms)";
+              return;
+            }
             failure_ = "the window of step " + std::to_string(last_step + 1) +
                        " did not finish within the window timeout of " +
                        std::to_string(options_.window_timeout.count()) +
                        " s: no report from the workers (a worker stalled, its data loader starved, or a ring peer "
                        "stopped answering)";
           });
+      if (next_generation_) return std::nullopt;
     }
     if (summary && metrics_actor_) {
       supervisor_->request(metrics_actor_, std::chrono::seconds(60), messages::flush_atom::value)
           .receive([] {}, [&](caf::error& e) { failure_ = system_.render(e); });
     }
     return summary;
+  }
+
+  void note_window(const messages::window_report& report, int64_t& last_step) {
+    last_step = report.step;
+    if (report.rank == first_rank_) losses_.push_back(report.loss);
+  }
+
+  // Under faults.policy "elastic" a ring that fails because a peer died is not yet the job's
+  // failure: the head declares the node lost within its heartbeat timeout and announces the
+  // next generation. The session waits that long (twice, plus slack) before it gives up.
+  std::chrono::milliseconds lost_peer_wait() const { return 2 * role_->heartbeat + std::chrono::seconds(5); }
+
+  void await_lost_node(const std::string& failure) {
+    if (!lost_peer_failure_.empty()) return;
+    lost_peer_failure_ = failure;
+    lost_peer_deadline_ = std::chrono::steady_clock::now() + lost_peer_wait();
+  }
+
+  std::chrono::milliseconds next_wait() const {
+    if (lost_peer_failure_.empty()) return options_.window_timeout;
+    const auto left = lost_peer_deadline_ - std::chrono::steady_clock::now();
+    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(left));
+  }
+
+  /// The end of a generation (see run_generation): stops every actor, waits until all are gone
+  /// (none may touch a trainer or a transport afterwards), and leaves the trainers, discarded
+  /// of the window in flight, to `carried_`.
+  void hand_over() {
+    const auto reason = "membership generation " + std::to_string(role_->generation) + " ended: " + replan_reason_;
+    for (const auto& worker : role_->transports)
+      for (const auto& transport : worker) transport->abort(reason);
+    std::set<caf::actor_addr> running;
+    for (const auto& actor : spawned_) {
+      running.insert(actor.address());
+      supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
+    }
+    int64_t last_step = 0;
+    std::string aborted;  // the head gave up while this node stopped
+    const auto deadline = std::chrono::steady_clock::now() + options_.checkpoint_timeout + std::chrono::seconds(30);
+    while (!running.empty()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        throw make_error("ending membership generation ", role_->generation, ": ", running.size(),
+                         " actor(s) did not stop within ", (options_.checkpoint_timeout + std::chrono::seconds(30)).count(),
+                         " s");
+      supervisor_->receive([&](caf::down_msg& down) { running.erase(down.source); },
+                           [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
+                           [&](messages::done_atom, messages::training_summary&) {},
+                           [&](messages::abort_atom, const std::string& reason) { aborted = reason; },
+                           caf::after(left) >> [] {});
+    }
+    if (role_->coordinator) supervisor_->demonitor(role_->coordinator);
+    if (!aborted.empty()) throw error(aborted);
+    carried_->trainers.clear();
+    for (std::size_t local = 0; local < handoffs_.size(); ++local) {
+      auto& trainer = *handoffs_[local];
+      if (!trainer)
+        throw make_error("ending membership generation ", role_->generation, ": the worker of rank ",
+                         first_rank_ + static_cast<int>(local), " never built its model");
+      trainer->discard_window();
+      carried_->trainers.push_back(trainer);
+    }
+    const int64_t steps = carried_->trainers.front()->optimizer_steps();
+    for (std::size_t local = 1; local < carried_->trainers.size(); ++local)
+      if (carried_->trainers[local]->optimizer_steps() != steps)
+        throw make_error("ending membership generation ", role_->generation, ": the workers of node ", role_->node,
+                         " stopped at different steps (", steps, " and ", carried_->trainers[local]->optimizer_steps(),
+                         "): the lost node failed during an allreduce that some ranks finished");
+    carried_->regions = regions_;
+    carried_->windows_done += steps - start_.optimizer_steps;
+    carried_->optimizer_steps = steps;
+    carried_->next_position = start_.next_position + static_cast<uint64_t>(steps - start_.optimizer_steps) *
+                                                         static_cast<uint64_t>(config_.train_batch_size);
+    carried_->losses = losses_;
   }
 
   void stop() {
@@ -336,6 +456,8 @@ class training_run {
     if (role_ && role_->coordinator) supervisor_->demonitor(role_->coordinator);
   }
 
+  carried_state* carried_;  ///< between generations of a cluster job; null for one process
+  const bool continuing_;   ///< carried_ holds a previous generation's trainers
   caf::actor_system& system_;
   caf::scoped_actor& supervisor_;
   io::job_config config_;
@@ -356,7 +478,13 @@ class training_run {
   int64_t windows_ = 0;
   caf::actor metrics_actor_, checkpoint_actor_;
   std::vector<caf::actor> spawned_;  ///< every actor of the run: monitored, and stopped at the end
+  std::vector<std::shared_ptr<std::shared_ptr<compute::mlm_trainer>>> handoffs_;  ///< by local worker
+  std::vector<double> losses_;  ///< of this process's first worker's windows
   std::string failure_;
+  std::optional<uint64_t> next_generation_;  ///< announced by the coordinator
+  std::string replan_reason_;
+  std::string lost_peer_failure_;  ///< a ring failed; waiting for the head to name the lost node
+  std::chrono::steady_clock::time_point lost_peer_deadline_;
 };
 
 }  // namespace
@@ -373,7 +501,14 @@ io::ring_settings cluster_role::ring_settings(int ring) const {
 messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
                                         io::job_config config, const session_options& options,
                                         const cluster_role* role) {
-  return training_run(system, supervisor, std::move(config), options, role).execute();
+  auto outcome = training_run(system, supervisor, std::move(config), options, role, nullptr).execute();
+  TROUPE_ENFORCE(outcome.summary.has_value(), "a run without a membership generation ended without a summary");
+  return *outcome.summary;
+}
+
+generation_outcome run_generation(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
+                                  const session_options& options, const cluster_role& role, carried_state& carried) {
+  return training_run(system, supervisor, std::move(config), options, &role, &carried).execute();
 }
 
 }  // namespace troupe::actors

@@ -15,6 +15,13 @@
 #include "io/config/job_config.hpp"
 #include "messages/training_messages.hpp"
 
+namespace troupe::compute {
+class mlm_trainer;
+}
+namespace troupe::io {
+class shared_region;
+}
+
 namespace troupe::actors {
 
 struct session_options {
@@ -39,6 +46,9 @@ struct session_options {
 /// (actors/node_session.cpp, run by `troupe node`).
 struct cluster_role {
   std::string node;    ///< this node's name in the manifest
+  uint64_t generation = 0;  ///< the membership generation of the plan (docs/faults.md)
+  bool elastic = false;     ///< faults.policy "elastic": a lost node is replaced by a new generation
+  std::chrono::milliseconds heartbeat{1500};  ///< how long the head takes to declare a node lost
   int first_rank = 0;  ///< global rank of this process's first worker
   int world = 1;
   /// transports[w][r]: local worker w's transport for ring r, connected to its neighbours.
@@ -72,6 +82,34 @@ struct cluster_role {
 messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
                                         io::job_config config, const session_options& options,
                                         const cluster_role* role);
+
+/// What a node carries from one membership generation of an elastic job to the next: its
+/// workers' trainers (parameters and optimizer state as the last finished window left them),
+/// their gradients' shared memory, and where training stands. Empty before the first.
+struct carried_state {
+  std::vector<std::shared_ptr<compute::mlm_trainer>> trainers;  ///< by local worker
+  std::vector<std::shared_ptr<io::shared_region>> regions;      ///< by local worker; null entries: none
+  int64_t optimizer_steps = 0;
+  uint64_t next_position = 0;    ///< the data cursor after the last finished window
+  int64_t windows_done = 0;      ///< windows finished in this process, all generations
+  std::vector<double> losses;    ///< the generation that ended: its windows' losses
+};
+
+/// How one generation ended: with the run's summary, or with the coordinator's new generation.
+struct generation_outcome {
+  std::optional<messages::training_summary> summary;
+  uint64_t next_generation = 0;
+  std::string reason;  ///< why the coordinator re-planned
+};
+
+/// run_training for one membership generation of a cluster job. When the coordinator lost a
+/// node and announces generation g > role.generation (faults.policy "elastic"), the window in
+/// flight is abandoned: the transports are aborted, every actor is stopped and awaited, the
+/// gradients are discarded, and `carried` holds the trainers and the steps they finished, for
+/// the next call (with the new generation's role) to go on from. With `carried` not empty,
+/// nothing is resumed from disk and the run directory is not taken again.
+generation_outcome run_generation(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
+                                  const session_options& options, const cluster_role& role, carried_state& carried);
 
 /// A single-process run with its own actor system.
 messages::training_summary run_training(io::job_config config, const session_options& options);

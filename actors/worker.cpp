@@ -123,9 +123,10 @@ void worker_state::on_batch(messages::micro_batch& batch) {
     if (micro_in_window == 0 && windows_done + 1 == settings.seams.stall_window)
       std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.stall_seconds));
     inject_faults();
-    run_micro_batch(batch);
+    if (batch.batch.samples > 0) run_micro_batch(batch);  // an empty one only keeps the ranks in step
     self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
-    const bool window_full = ++micro_in_window == settings.accumulation;
+    ++micro_in_window;
+    const bool window_full = batch.last_in_window;
     if (window_full) {
       // The cursor after this window is the window's end over all workers.
       summary.next_position =
@@ -403,6 +404,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
     self->quit(messages::make_error(messages::errc::compute_failed, e.what()));
     return {};
   }
+  if (settings.trainer_handoff) *settings.trainer_handoff = s.trainer;
   s.settings = std::move(settings);
   return {
       [self](messages::start_atom, const caf::actor& loader) { self->state.start(loader); },

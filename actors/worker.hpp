@@ -48,7 +48,6 @@ struct worker_settings {
   compute::trainer_options trainer;
   int64_t rank = 0;
   int64_t world = 1;
-  int64_t accumulation = 1;
   int64_t prefetch = 4;
   int64_t windows = 0;            ///< windows to run in this session
   int64_t checkpoint_every = 0;   ///< windows between checkpoints (0: only at the end)
@@ -59,8 +58,12 @@ struct worker_settings {
   io::training_state start;       ///< step and data cursor the run starts from
   uint64_t window_samples = 0;    ///< samples per window over all workers
   nlohmann::json job;             ///< saved with checkpoints
-  /// A trainer already holding a checkpoint's state (resuming), or null: the worker builds one.
+  /// A trainer already holding a checkpoint's state (resuming) or a previous generation's
+  /// (continuing after a lost node), or null: the worker builds one.
   std::shared_ptr<compute::mlm_trainer> resumed_trainer;
+  /// Where the worker leaves its trainer, so the session can carry it into the next membership
+  /// generation (read only after the worker is gone); or null.
+  std::shared_ptr<std::shared_ptr<compute::mlm_trainer>> trainer_handoff;
   // Data parallelism (empty `reducers`: a single-worker run).
   std::vector<caf::actor> reducers;  ///< one per ring; ring r reduces slice r of the gradient
   bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window

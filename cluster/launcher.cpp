@@ -36,6 +36,7 @@ std::vector<std::string> node_arguments(const launch_options& options) {
 /// its merged stdout/stderr.
 struct running_node {
   std::string name;
+  bool may_fail = false;
   pid_t pid = -1;
   int output = -1;
   std::string partial_line;
@@ -89,6 +90,7 @@ running_node start(const node_command& command) {
   ::close(pipe_fds[1]);
   running_node node;
   node.name = command.node;
+  node.may_fail = command.may_fail;
   node.pid = pid;
   node.output = pipe_fds[0];
   return node;
@@ -200,17 +202,20 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
     commands.push_back({"slurm", launch_method::slurm, argv});
     return commands;
   }
+  const bool elastic = manifest.faults.policy == fault_policy::elastic;
   for (const auto& node : manifest.nodes) {
     auto argv = base;
     argv.push_back("--node");
     argv.push_back(node.name);
+    const bool may_fail = elastic && node.name != manifest.head_node;
     if (is_local_host(node.host)) {
-      commands.push_back({node.name, launch_method::local, argv});
+      commands.push_back({node.name, launch_method::local, argv, may_fail});
     } else {
       // The remote shell starts in the same directory (a shared filesystem is assumed, as
       // with DeepSpeed's and Horovod's ssh launchers).
       const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && " + shell_quote(argv);
-      commands.push_back({node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", "--", node.host, remote}});
+      commands.push_back(
+          {node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", "--", node.host, remote}, may_fail});
     }
   }
   return commands;
@@ -270,7 +275,10 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
         // A stopped node (SIGSTOP, or a debugger's stop) is a frozen node, and a frozen node is a
         // dead one: it is fenced at once, before it can hold its peers until their timeouts.
         const int stop = WSTOPSIG(raw);
-        if (!first_failure && !interrupted) {
+        if (node.may_fail && !interrupted) {
+          out.note("node " + node.name + " was stopped by signal " + std::to_string(stop) + " (" + strsignal(stop) +
+                   ") and is killed: a frozen node is a dead node; the job goes on without it (faults.policy elastic)");
+        } else if (!first_failure && !interrupted) {
           first_failure = "node " + node.name + " was stopped by signal " + std::to_string(stop) + " (" +
                           strsignal(stop) + ") and is killed: a frozen node is a dead node";
           out.note(*first_failure);
@@ -283,7 +291,9 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       node.status = node.signaled ? WTERMSIG(raw) : WEXITSTATUS(raw);
       signal_group(node, SIGKILL);  // whatever the node left behind in its group
       node.output_deadline = clock::now() + reaped_output_grace;
-      if (*node.status != 0 && !first_failure && !interrupted) {
+      if (*node.status != 0 && node.may_fail && !interrupted) {
+        out.note("node " + node.name + " " + describe(node) + "; the job goes on without it (faults.policy elastic)");
+      } else if (*node.status != 0 && !first_failure && !interrupted) {
         first_failure = "node " + node.name + " " + describe(node);
         out.note(*first_failure);
         if (!kill_at) kill_at = clock::now() + grace;

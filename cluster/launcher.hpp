@@ -26,6 +26,9 @@ struct node_command {
   std::string node;                ///< the manifest name ("slurm" for the single srun)
   launch_method method;
   std::vector<std::string> argv;   ///< what is exec'ed here
+  /// Under faults.policy "elastic" every node but the head's may fail without failing the job:
+  /// the others go on as the coordinator's next generation (docs/faults.md).
+  bool may_fail = false;
 };
 
 /// The commands `launch` runs (and `--dry-run` prints). `inside_slurm` comes from the
@@ -35,9 +38,10 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
 
 /// Runs the commands, merges their output line by line with a `[node] ` prefix, forwards
 /// SIGINT/SIGTERM to every child, and reaps every child. When a node fails, the others are
-/// given `grace` to notice and exit (they should, naming it); then they are killed. Returns 0
-/// when every node exited 0, 130 after forwarding SIGINT/SIGTERM; otherwise prints which node
-/// failed first and how, and returns 1.
+/// given `grace` to notice and exit (they should, naming it); then they are killed. A node that
+/// `may_fail` is only reported (and, when stopped, killed): the others go on. Returns 0 when
+/// every node that may not fail exited 0, 130 after forwarding SIGINT/SIGTERM; otherwise
+/// prints which node failed first and how, and returns 1.
 int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace);
 
 /// A command line as a shell would need it quoted (for --dry-run and ssh).

@@ -187,6 +187,11 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
       timeouts.integer("heartbeat_ms", m.timeouts.heartbeat.count(), 3 * m.timeouts.heartbeat_period.count(), 3600000));
   timeouts.finish();
   auto faults = root.object("faults");
+  const auto default_policy = m.nodes.size() > 1 ? "elastic" : "abort";
+  m.faults.policy = faults.choice("policy", default_policy, {"abort", "elastic"}) == "elastic" ? fault_policy::elastic
+                                                                                              : fault_policy::abort;
+  m.faults.min_nodes =
+      faults.integer("min_nodes", m.faults.min_nodes, 1, std::max<int64_t>(1, static_cast<int64_t>(m.nodes.size())));
   m.faults.straggler_share = faults.number("straggler_share", m.faults.straggler_share, 0.0, 100.0);
   m.faults.straggler_windows = faults.integer("straggler_windows", m.faults.straggler_windows, 1, 1000000);
   faults.finish();

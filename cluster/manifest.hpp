@@ -41,8 +41,17 @@ struct timeout_spec {
   std::chrono::milliseconds heartbeat{1500};
 };
 
+/// What the job does when a node fails (docs/faults.md).
+enum class fault_policy {
+  abort,    ///< the job stops, naming the node (the default for one node)
+  elastic,  ///< the survivors redo the window in flight and go on (the default for two or more)
+};
+
 /// The manifest's `faults` block: how the job treats slow and failed nodes.
 struct fault_spec {
+  fault_policy policy = fault_policy::elastic;
+  /// Under `elastic`, the job stops when fewer nodes than this remain.
+  int64_t min_nodes = 1;
   /// A rank that finishes its compute later than this share of the window after the first rank,
   /// `straggler_windows` windows in a row, is named in a warning.
   double straggler_share = 0.25;

@@ -72,6 +72,12 @@ int cluster_plan::next(int ring, int rank) const {
   return order[static_cast<std::size_t>((at + 1) % world)];
 }
 
+const plan_member& cluster_plan::member(const std::string& node) const {
+  for (const auto& m : members)
+    if (m.node == node) return m;
+  throw make_error("the plan of generation ", generation, " has no node ", node, " (it was left out)");
+}
+
 std::vector<std::vector<int>> auto_ring_orders(int world, int rings) {
   std::vector<std::vector<int>> orders;
   for (int r = 0; r < rings; ++r) {
@@ -92,6 +98,8 @@ std::string encode_join(const join_request& join) {
   out.setManifestHash(join.manifest_hash);
   out.setConfigHash(join.config_hash);
   set_endpoints(out.initWorkers(join.workers.size()), join.workers);
+  out.setGeneration(join.generation);
+  out.setCommittedSteps(join.committed_steps);
   return messages::flat_message_bytes<std::string>(message);
 }
 
@@ -110,6 +118,10 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
     if (rings == 0 || rings > static_cast<uint32_t>(compute::max_rings))
       throw make_error("join request from ", sender, ": ", rings, " rings (expected 1..", compute::max_rings, ")");
     join.workers = get_endpoints(in.getWorkers(), rings, "join request from " + sender);
+    join.generation = in.getGeneration();
+    join.committed_steps = in.getCommittedSteps();
+    if (join.committed_steps < 0)
+      throw make_error("join request from ", sender, ": ", join.committed_steps, " committed steps (expected ≥ 0)");
     return join;
   });
 }
@@ -126,6 +138,13 @@ std::string encode_plan(const cluster_plan& plan) {
   }
   out.setChunkBytes(plan.chunk_bytes);
   set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
+  out.setGeneration(plan.generation);
+  auto members = out.initMembers(plan.members.size());
+  for (std::size_t i = 0; i < plan.members.size(); ++i) {
+    members[i].setNode(plan.members[i].node);
+    members[i].setFirstRank(static_cast<uint32_t>(plan.members[i].first_rank));
+    members[i].setWorkers(static_cast<uint32_t>(plan.members[i].workers));
+  }
   return messages::flat_message_bytes<std::string>(message);
 }
 
@@ -157,6 +176,19 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     if (in.getEndpoints().size() != in.getWorld())
       throw make_error(where, ": ", in.getEndpoints().size(), " endpoint lists for ", in.getWorld(), " ranks");
     plan.endpoints = get_endpoints(in.getEndpoints(), plan.ring_orders.size(), where);
+    plan.generation = in.getGeneration();
+    // Members tile the ranks in order: each starts where the previous one ended.
+    uint32_t next_rank = 0;
+    for (auto member : in.getMembers()) {
+      if (member.getFirstRank() != next_rank || member.getWorkers() == 0 || member.getWorkers() > max_world)
+        throw make_error(where, ": member ", member.getNode().cStr(), " has ranks ", member.getFirstRank(), " + ",
+                         member.getWorkers(), ", expected to start at rank ", next_rank, " with at least one worker");
+      plan.members.push_back({member.getNode(), static_cast<int>(next_rank), static_cast<int>(member.getWorkers())});
+      next_rank += member.getWorkers();
+      if (next_rank > in.getWorld()) break;
+    }
+    if (next_rank != in.getWorld())
+      throw make_error(where, ": the members' workers add up to ", next_rank, ", the world is ", in.getWorld());
     return plan;
   });
 }

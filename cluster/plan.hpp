@@ -11,7 +11,7 @@
 
 namespace troupe::cluster {
 
-inline constexpr uint32_t cluster_protocol_version = 1;
+inline constexpr uint32_t cluster_protocol_version = 2;  ///< 2: generations and members
 
 /// endpoints[w][r]: worker w's reducer address for ring r.
 using worker_endpoints = std::vector<std::vector<io::transport_address>>;
@@ -22,6 +22,15 @@ struct join_request {
   uint64_t manifest_hash = 0;
   uint64_t config_hash = 0;
   worker_endpoints workers;
+  uint64_t generation = 0;      ///< the membership generation this join is for
+  int64_t committed_steps = 0;  ///< optimizer steps the node's workers completed (rejoins)
+};
+
+/// A node of a plan's generation and its ranks.
+struct plan_member {
+  std::string node;
+  int first_rank = 0;
+  int workers = 0;
 };
 
 struct cluster_plan {
@@ -30,6 +39,11 @@ struct cluster_plan {
   std::vector<std::vector<int>> ring_orders;  ///< one permutation of 0..world-1 per ring
   uint64_t chunk_bytes = 0;
   worker_endpoints endpoints;                 ///< indexed by global rank, then ring
+  uint64_t generation = 0;                    ///< see docs/faults.md: nothing of an older one is applied
+  std::vector<plan_member> members;           ///< in rank order; their workers add up to `world`
+
+  /// The member called `node`; throws troupe::error when this generation does not have it.
+  const plan_member& member(const std::string& node) const;
 
   /// The ranks before and after `rank` in ring `ring`.
   int previous(int ring, int rank) const;

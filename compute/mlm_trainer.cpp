@@ -80,6 +80,12 @@ window_step_result mlm_trainer::finish_window(int64_t window_samples) {
   return result;
 }
 
+void mlm_trainer::discard_window() {
+  torch::NoGradGuard no_grad;
+  parameters_->zero_gradients();
+  if (banked_gradient_.defined()) banked_gradient_.zero_();
+}
+
 uint64_t mlm_trainer::dropout_seed() const { return model_->dropout_state()->seed; }
 
 const at::Tensor& mlm_trainer::gradients() const { return parameters_->gradients(); }

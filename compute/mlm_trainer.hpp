@@ -73,6 +73,10 @@ class mlm_trainer {
   /// gradient; restore_banked_gradient() moves the accumulated sum back before finish_window.
   void bank_gradient();
   void restore_banked_gradient();
+  /// Forgets a window that will not be stepped (its allreduce was abandoned when a node was
+  /// lost): the gradient and any banked gradient are zeroed; parameters and optimizer state
+  /// stay as the last finished window left them.
+  void discard_window();
   int64_t optimizer_steps() const;
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
   named_tensors named_parameters() const;

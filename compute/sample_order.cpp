@@ -1,5 +1,7 @@
 #include "compute/sample_order.hpp"
 
+#include <algorithm>
+
 #include "compute/counter_random.hpp"
 #include "messages/error.hpp"
 
@@ -23,10 +25,30 @@ sample_ref sample_order::at(uint64_t global_position) {
   return {epoch, permutation_[global_position % size_]};
 }
 
-uint64_t micro_batch_start(uint64_t start_position, uint64_t window, uint64_t rank, uint64_t world,
-                           uint64_t micro, uint64_t accumulation, uint64_t micro_size) {
-  const uint64_t window_samples = world * accumulation * micro_size;
-  return start_position + window * window_samples + (rank * accumulation + micro) * micro_size;
+namespace {
+
+sample_range share_of_window(uint64_t window_samples, uint64_t world, uint64_t rank) {
+  const uint64_t base = window_samples / world, extra = window_samples % world;
+  return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+uint64_t micro_batches_per_window(uint64_t window_samples, uint64_t world, uint64_t micro_size) {
+  TROUPE_ENFORCE(world > 0 && micro_size > 0 && window_samples >= world, "a window of ", window_samples,
+                 " samples cannot be shared by ", world, " workers in micro-batches of ", micro_size);
+  const uint64_t largest_share = (window_samples + world - 1) / world;
+  return (largest_share + micro_size - 1) / micro_size;
+}
+
+sample_range micro_batch_range(uint64_t start_position, uint64_t window, uint64_t window_samples, uint64_t rank,
+                               uint64_t world, uint64_t micro, uint64_t micro_size) {
+  const uint64_t micro_batches = micro_batches_per_window(window_samples, world, micro_size);
+  TROUPE_ENFORCE(rank < world && micro < micro_batches, "micro-batch ", micro, " of rank ", rank,
+                 " is outside the window");
+  const auto share = share_of_window(window_samples, world, rank);
+  const uint64_t begin = share.count * micro / micro_batches, end = share.count * (micro + 1) / micro_batches;
+  return {start_position + window * window_samples + share.first + begin, end - begin};
 }
 
 }  // namespace troupe::compute

@@ -29,11 +29,27 @@ class sample_order {
   std::vector<uint64_t> permutation_;
 };
 
-/// The global positions of one micro-batch: window `window` (0-based from `start_position`),
-/// worker `rank` of `world`, micro-batch `micro` of `accumulation`, `micro_size` samples each.
-/// Worker r takes the r-th contiguous share of each window, so W workers with accumulation a
-/// consume exactly the samples of one worker with accumulation W·a.
-uint64_t micro_batch_start(uint64_t start_position, uint64_t window, uint64_t rank, uint64_t world,
-                           uint64_t micro, uint64_t accumulation, uint64_t micro_size);
+/// A window of `window_samples` consecutive positions split among `world` workers. Worker r
+/// takes the r-th contiguous share: the first (window_samples mod world) workers take one sample
+/// more than the others. So the samples of a window, and (with dropout keyed by sample) its
+/// summed gradient, do not depend on how many workers share it: W workers with accumulation a
+/// see exactly what one worker with accumulation W·a sees, and the survivors of a failed node
+/// (uneven shares) see it too.
+///
+/// Every worker runs the same number of micro-batches per window (micro_batches_per_window),
+/// so per-micro-batch synchronisation lines up across ranks: a share of s samples in m
+/// micro-batches gives micro-batch k the samples [s·k/m, s·(k+1)/m) of the share, at most
+/// `micro_size`; with shares smaller than m (tiny windows) some micro-batches are empty.
+struct sample_range {
+  uint64_t first = 0;  ///< global position
+  uint64_t count = 0;
+};
+
+uint64_t micro_batches_per_window(uint64_t window_samples, uint64_t world, uint64_t micro_size);
+
+/// The positions of micro-batch `micro` of worker `rank`'s share of window `window` (0-based
+/// from `start_position`).
+sample_range micro_batch_range(uint64_t start_position, uint64_t window, uint64_t window_samples, uint64_t rank,
+                               uint64_t world, uint64_t micro, uint64_t micro_size);
 
 }  // namespace troupe::compute

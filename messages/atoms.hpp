@@ -31,11 +31,14 @@ using join_atom = caf::atom_constant<caf::atom("join")>;
 using plan_atom = caf::atom_constant<caf::atom("plan")>;
 /// coordinator → node: (abort_atom, reason) when another node failed or left.
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
-/// node → coordinator: (finished_atom, node name) when its workers are done.
+/// node → coordinator: (finished_atom, node name, generation) when its workers are done.
 using finished_atom = caf::atom_constant<caf::atom("finished")>;
 /// coordinator → node: (release_atom) once every node finished; nodes may exit.
 using release_atom = caf::atom_constant<caf::atom("release")>;
 /// node → coordinator: (heartbeat_atom, node name) every timeouts.heartbeat_period_ms.
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
+/// coordinator → node: (membership_atom, generation, reason) when a node was lost and the
+/// survivors go on (faults.policy "elastic"): stop the window in flight and join `generation`.
+using membership_atom = caf::atom_constant<caf::atom("members")>;
 
 }  // namespace troupe::messages

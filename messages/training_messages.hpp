@@ -20,6 +20,7 @@ struct micro_batch {
   compute::mlm_batch batch;
   uint64_t window = 0;  ///< 0-based window index within this run
   uint32_t micro = 0;   ///< index within the window
+  bool last_in_window = false;  ///< the window's allreduce and step follow this micro-batch
 };
 
 template <class Inspector>

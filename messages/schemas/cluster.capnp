@@ -1,6 +1,7 @@
 @0x82d9f77928d040ae;
 # Rendezvous: what a node tells the head's coordinator when it joins, and the plan the
-# coordinator sends back once every node of the manifest has joined.
+# coordinator sends back once every node of the manifest has joined; after a node is lost
+# (faults.policy "elastic"), the survivors join again for the next generation and get its plan.
 # Field numbers are the wire contract: add fields at the end, never renumber.
 
 using Cxx = import "/capnp/c++.capnp";
@@ -16,6 +17,8 @@ struct JoinRequest {
   manifestHash @2 :UInt64;     # xxh64 of the manifest as the node parsed it
   configHash @3 :UInt64;       # xxh64 of the job config as the node parsed it
   workers @4 :List(WorkerEndpoints);  # one per worker of the node, in worker order
+  generation @5 :UInt64;       # the membership generation the node joins (0: the job's start)
+  committedSteps @6 :Int64;    # optimizer steps its workers have completed (rejoins only)
 }
 
 struct RingOrder {
@@ -28,4 +31,12 @@ struct ClusterPlan {
   rings @2 :List(RingOrder);
   chunkBytes @3 :UInt64;       # pipeline chunk of the ring allreduce
   endpoints @4 :List(WorkerEndpoints);  # indexed by global rank
+  generation @5 :UInt64;       # bumped each time the coordinator re-plans without a lost node
+  members @6 :List(PlanMember);  # the nodes of this generation, in rank order
+}
+
+struct PlanMember {
+  node @0 :Text;
+  firstRank @1 :UInt32;        # global rank of the node's first worker
+  workers @2 :UInt32;
 }

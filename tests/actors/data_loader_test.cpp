@@ -34,7 +34,7 @@ class data_loader_test : public ::testing::Test {
     s.rank = rank;
     s.world = world;
     s.micro_size = 4;
-    s.accumulation = 2;
+    s.window_samples = 8 * world;  // 2 micro-batches of 4 per rank
     s.windows = 3;
     return s;
   }

@@ -53,6 +53,8 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_EQ(commands[1].argv[3], "--");  // nothing after it is read as an ssh option
   EXPECT_EQ(commands[1].argv[4], "gpu-7");
   EXPECT_NE(commands[1].argv[5].find("--node b"), std::string::npos);
+  EXPECT_FALSE(commands[0].may_fail);  // the head's node: the coordinator lives there
+  EXPECT_TRUE(commands[1].may_fail);   // two nodes: faults.policy is elastic by default
   const auto slurm = node_commands(manifest, options, true);
   ASSERT_EQ(slurm.size(), 1u);
   EXPECT_EQ(slurm[0].argv[0], "srun");
@@ -191,6 +193,31 @@ TEST(launcher, a_stopped_node_is_fenced_at_once_and_named) {
   EXPECT_NE(err.find("node frozen was stopped by signal 19"), std::string::npos) << err;
   EXPECT_NE(err.find("the job failed: node frozen was stopped"), std::string::npos) << err;
   EXPECT_LT(seconds, 10.0);
+}
+
+TEST(launcher, under_elastic_a_node_that_may_fail_is_reported_and_the_others_go_on) {
+  const std::vector<node_command> commands = {
+      {"head", launch_method::local, {"/bin/sh", "-c", "sleep 0.5; echo finished"}},
+      {"lost", launch_method::local, {"/bin/sh", "-c", "exit 3"}, true},
+      {"frozen", launch_method::local, {"/bin/sh", "-c", "kill -STOP $$; exec sleep 30"}, true},
+  };
+  ::testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_nodes(commands, std::chrono::seconds(1)), 0);
+  const auto out = ::testing::internal::GetCapturedStdout();
+  const auto err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("node lost exited with status 3; the job goes on without it"), std::string::npos) << err;
+  EXPECT_NE(err.find("node frozen was stopped by signal 19 (Stopped (signal)) and is killed"), std::string::npos) << err;
+  EXPECT_NE(out.find("[head] finished"), std::string::npos) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // The head may not fail, elastic or not.
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run_nodes({{"head", launch_method::local, {"/bin/sh", "-c", "exit 2"}},
+                       {"other", launch_method::local, {"/bin/true"}, true}},
+                      std::chrono::seconds(1)),
+            1);
+  ::testing::internal::GetCapturedStderr();
 }
 
 }  // namespace

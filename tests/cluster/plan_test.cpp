@@ -25,8 +25,14 @@ TEST(plan, encodes_and_decodes_and_refuses_garbage) {
   plan.ring_orders = auto_ring_orders(3, 2);
   plan.chunk_bytes = 1 << 20;
   plan.endpoints = {{{1, 2}, {3}}, {{4}, {5, 6, 7}}, {{8}, {9}}};
+  plan.generation = 2;
+  plan.members = {{"a", 0, 1}, {"c", 1, 2}};
   const auto decoded = decode_plan(encode_plan(plan), "test");
   EXPECT_EQ(decoded.world, 3);
+  EXPECT_EQ(decoded.generation, 2u);
+  EXPECT_EQ(decoded.member("c").first_rank, 1);
+  EXPECT_EQ(decoded.member("c").workers, 2);
+  expect_error([&] { decoded.member("b"); }, "the plan of generation 2 has no node b (it was left out)");
   EXPECT_EQ(decoded.ring_orders, plan.ring_orders);
   EXPECT_EQ(decoded.endpoints, plan.endpoints);
   EXPECT_EQ(decoded.previous(0, 0), 2);
@@ -43,13 +49,25 @@ TEST(plan, encodes_and_decodes_and_refuses_garbage) {
   bad.endpoints.pop_back();
   expect_error([&] { decode_plan(encode_plan(bad), "test"); }, "cluster plan from test: 2 endpoint lists for 3 ranks");
   bad = plan;
+  bad.members = {{"a", 0, 1}, {"c", 2, 1}};
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); },
+               "cluster plan from test: member c has ranks 2 + 1, expected to start at rank 1");
+  bad.members = {{"a", 0, 1}};
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); },
+               "cluster plan from test: the members' workers add up to 1, the world is 3");
+  bad = plan;
   bad.protocol_version = 99;
   expect_error([&] { decode_plan(encode_plan(bad), "the head"); }, "protocol version 99");
 
   join_request join;
   join.node = "b";
   join.workers = {{{1}, {2}}};
-  EXPECT_EQ(decode_join(encode_join(join), "b").workers, join.workers);
+  join.generation = 3;
+  join.committed_steps = 17;
+  const auto rejoin = decode_join(encode_join(join), "b");
+  EXPECT_EQ(rejoin.workers, join.workers);
+  EXPECT_EQ(rejoin.generation, 3u);
+  EXPECT_EQ(rejoin.committed_steps, 17);
   join.workers = {{{1}, {}}};
   expect_error([&] { decode_join(encode_join(join), "b"); },
                "join request from b: a transport address of 0 bytes (expected 1..65536)");

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "messages/error.hpp"
+
 namespace troupe::compute {
 namespace {
 
@@ -28,28 +30,48 @@ TEST(sample_order, each_epoch_is_a_permutation) {
   EXPECT_GT(differences, 900);
 }
 
+/// Every position of every window, as `world` workers take them (rank by rank, micro-batch by
+/// micro-batch); each micro-batch no larger than micro_size.
+std::vector<uint64_t> positions_taken(uint64_t start, uint64_t windows, uint64_t window_samples, uint64_t world,
+                                      uint64_t micro) {
+  std::vector<uint64_t> taken;
+  const uint64_t micro_batches = micro_batches_per_window(window_samples, world, micro);
+  for (uint64_t window = 0; window < windows; ++window)
+    for (uint64_t rank = 0; rank < world; ++rank)
+      for (uint64_t m = 0; m < micro_batches; ++m) {
+        const auto range = micro_batch_range(start, window, window_samples, rank, world, m, micro);
+        EXPECT_LE(range.count, micro);
+        for (uint64_t i = 0; i < range.count; ++i) taken.push_back(range.first + i);
+      }
+  return taken;
+}
+
 TEST(sample_order, n_workers_with_accumulation_a_see_one_worker_with_n_times_a) {
   const uint64_t micro = 4, accumulation = 3, start = 17;
   for (uint64_t world : {1, 2, 3, 4, 7}) {
-    std::vector<uint64_t> many, one;
-    for (uint64_t window = 0; window < 5; ++window) {
-      for (uint64_t rank = 0; rank < world; ++rank)
-        for (uint64_t m = 0; m < accumulation; ++m) {
-          auto first = micro_batch_start(start, window, rank, world, m, accumulation, micro);
-          for (uint64_t i = 0; i < micro; ++i) many.push_back(first + i);
-        }
-      for (uint64_t m = 0; m < world * accumulation; ++m) {
-        auto first = micro_batch_start(start, window, 0, 1, m, world * accumulation, micro);
-        for (uint64_t i = 0; i < micro; ++i) one.push_back(first + i);
-      }
-    }
-    EXPECT_EQ(many, one) << "world " << world;
-    auto sorted = many;
-    std::sort(sorted.begin(), sorted.end());
-    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "a position repeats";
-    EXPECT_EQ(sorted.front(), start);
-    EXPECT_EQ(sorted.back(), start + 5 * world * accumulation * micro - 1);
+    const uint64_t window_samples = world * accumulation * micro;
+    EXPECT_EQ(micro_batches_per_window(window_samples, world, micro), accumulation);
+    const auto many = positions_taken(start, 5, window_samples, world, micro);
+    EXPECT_EQ(many, positions_taken(start, 5, window_samples, 1, micro)) << "world " << world;
+    ASSERT_EQ(many.size(), 5 * window_samples);
+    for (std::size_t i = 0; i < many.size(); ++i) ASSERT_EQ(many[i], start + i) << "world " << world;
   }
+}
+
+TEST(sample_order, survivors_share_a_window_unevenly_and_take_each_sample_once) {
+  // A window of 4 workers × 2 micro-batches × 4 samples, shared by 3 survivors: 11 + 11 + 10.
+  const uint64_t window_samples = 32, micro = 4, start = 5;
+  EXPECT_EQ(micro_batches_per_window(window_samples, 3, micro), 3u);
+  const auto first = micro_batch_range(start, 0, window_samples, 0, 3, 0, micro);
+  EXPECT_EQ(first.first, start);
+  EXPECT_EQ(first.count, 3u);  // 11 samples in 3 micro-batches: 3, 4, 4
+  EXPECT_EQ(micro_batch_range(start, 0, window_samples, 2, 3, 2, micro).count, 4u);  // 10: 3, 3, 4
+  for (uint64_t world : {1, 2, 3, 5, 6, 32}) {
+    const auto taken = positions_taken(start, 3, window_samples, world, micro);
+    ASSERT_EQ(taken.size(), 3 * window_samples) << "world " << world;
+    for (std::size_t i = 0; i < taken.size(); ++i) ASSERT_EQ(taken[i], start + i) << "world " << world;
+  }
+  EXPECT_THROW(micro_batches_per_window(2, 3, micro), troupe::error);  // fewer samples than workers
 }
 
 }  // namespace

@@ -63,12 +63,14 @@ class cluster_e2e : public ::testing::Test {
   }
 
   /// A manifest of `nodes` single-worker nodes on 127.0.0.1, the head on a port the OS says is
-  /// free (so parallel test runs cannot collide).
-  static std::string write_manifest(int nodes, const std::string& name) {
+  /// free (so parallel test runs cannot collide), with faults.policy `policy` ("": the default,
+  /// elastic for two or more nodes).
+  static std::string write_manifest(int nodes, const std::string& name, const std::string& policy = "") {
     json m{{"head", {{"host", "127.0.0.1"}, {"port", io::free_local_port()}}},
            {"rings", {{"count", 2}, {"chunk_bytes", 16384}}},
            {"timeouts", {{"join_s", 30}, {"collective_s", 10}}},
            {"oversubscribe", true}};
+    if (!policy.empty()) m["faults"]["policy"] = policy;
     for (int i = 0; i < nodes; ++i)
       m["nodes"].push_back({{"name", std::string(1, static_cast<char>('a' + i))}, {"host", "127.0.0.1"}, {"workers", 1}});
     const auto path = *dir_ / name;
@@ -175,7 +177,7 @@ TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
 /// launcher's output with "launch-status=N" and "left=N" (node processes still there a second
 /// after the launcher ended); prints how long the whole job took.
 std::string signal_node_b_of_a_running_job(const std::string& name, const std::string& signal) {
-  const auto manifest = cluster_e2e::write_manifest(2, name + ".json");
+  const auto manifest = cluster_e2e::write_manifest(2, name + ".json", "abort");
   const auto run = (*cluster_e2e::dir_ / name).string();
   // "NAM[E]" and "[b]" match the node's command line but not the shell's own, which holds the
   // patterns.
@@ -193,7 +195,7 @@ std::string signal_node_b_of_a_running_job(const std::string& name, const std::s
   return result.output;
 }
 
-TEST_F(cluster_e2e, killing_a_node_stops_the_others_naming_it) {
+TEST_F(cluster_e2e, under_the_abort_policy_killing_a_node_stops_the_others_naming_it) {
   const auto output = signal_node_b_of_a_running_job("killed", "KILL");
   EXPECT_NE(output.find("launch-status=1"), std::string::npos) << output;
   EXPECT_NE(output.find("left=0"), std::string::npos) << output;
@@ -236,13 +238,13 @@ TEST_F(cluster_e2e, a_slow_rank_is_named_as_the_straggler) {
   EXPECT_EQ(windows, 4);
 }
 
-// `--inject kill:b@3` and `--inject hang:b@3`: the node kills or stops itself at the start of its
-// third window; the job ends naming it (a stopped node fenced by the launcher), with the two
-// windows before it in metrics.jsonl and no process left.
-TEST_F(cluster_e2e, injected_kill_and_hang_end_the_job_naming_the_node) {
+// Under faults.policy "abort", `--inject kill:b@3` and `--inject hang:b@3`: the node kills or
+// stops itself at the start of its third window; the job ends naming it (a stopped node fenced by
+// the launcher), with the two windows before it in metrics.jsonl and no process left.
+TEST_F(cluster_e2e, injected_kill_and_hang_end_an_abort_policy_job_naming_the_node) {
   for (const std::string kind : {"kill", "hang"}) {
     const auto run = "injected-" + kind;
-    auto result = launch(write_manifest(2, run + ".json"), write_config(20), run, "--inject " + kind + ":b@3");
+    auto result = launch(write_manifest(2, run + ".json", "abort"), write_config(20), run, "--inject " + kind + ":b@3");
     EXPECT_NE(result.status, 0) << result.output;
     EXPECT_NE(result.output.find(kind == "kill" ? "node b was killed by signal 9" : "node b was stopped by signal 19"),
               std::string::npos)
@@ -265,12 +267,62 @@ TEST_F(cluster_e2e, a_frozen_node_is_fenced_and_named) {
   EXPECT_NE(output.find("node b was stopped by signal 19"), std::string::npos) << output;
 }
 
+// faults.policy "elastic" (the default for 2+ nodes): node c of three kills itself (or stops
+// itself, and the launcher fences it) at the start of window 3. The coordinator names it, the
+// survivors abandon window 3, join generation 1 as two ranks and redo it with uneven shares of
+// the same 12 samples. The job ends with status 0 and the loss curve of one process running
+// straight (dropout on: masks are keyed by sample, so the split does not matter); every sample
+// is consumed, and only those of the abandoned window (and the prefetched next) were sent twice.
+TEST_F(cluster_e2e, elastic_survivors_redo_the_window_and_match_the_uninterrupted_run) {
+  const auto config = write_config(8, false, 0.1);
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "elastic-reference").string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  const auto reference = read_metrics("elastic-reference");
+  for (const std::string kind : {"kill", "hang"}) {
+    const auto run = "elastic-" + kind;
+    const auto log_dir = *dir_ / (run + "-samples");
+    std::filesystem::create_directories(log_dir);
+    const auto start = std::chrono::steady_clock::now();
+    auto result = run_command("env TROUPE_TEST_RECORD_SAMPLES=" + log_dir.string() + " " + troupe_binary() +
+                                  " launch --manifest " + write_manifest(3, run + ".json") + " --config " + config +
+                                  " --run-dir " + (*dir_ / run).string() + " --inject " + kind + ":c@3",
+                              300);
+    std::printf("%s: the 3-node job with node c lost at window 3 took %.1f s\n", kind.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    ASSERT_EQ(result.status, 0) << result.output;
+    EXPECT_NE(result.output.find(kind == "kill" ? "node c was killed by signal 9 (Killed); the job goes on without it"
+                                                : "node c was stopped by signal 19 (Stopped (signal)) and is killed"),
+              std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("redo the window in flight as generation 1"), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("ranks 0..0 of 2, 2 ring(s), generation 1"), std::string::npos) << result.output;
+    const auto windows = read_metrics(run);
+    expect_same_curve(reference, windows, "elastic, " + kind + " c@3");
+    ASSERT_EQ(windows.size(), 8u);
+    for (std::size_t i = 0; i < windows.size(); ++i) EXPECT_EQ(windows[i].world_size, i < 2 ? 3 : 2) << "window " << i + 1;
+
+    std::map<uint64_t, int> sent;
+    for (const auto& file : std::filesystem::directory_iterator(log_dir)) {
+      std::ifstream in(file.path());
+      for (uint64_t position, epoch, id; in >> position >> epoch >> id;) ++sent[position];
+    }
+    for (uint64_t p = 0; p < 8 * 12; ++p) {
+      // Window 3 was abandoned and redone; the loaders of generation 0 may also have sent some of
+      // window 4 ahead (prefetch) before it ended.
+      const bool redone = p >= 2 * 12 && p < 4 * 12;
+      EXPECT_GE(sent[p], 1) << "global position " << p << " was never consumed";
+      EXPECT_LE(sent[p], redone ? 2 : 1) << "global position " << p;
+    }
+    EXPECT_EQ(sent.size(), 8u * 12u);
+  }
+}
+
 /// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after
 /// two windows, waits for the other node to exit, then kills the frozen one. Returns the other
 /// node's log with "status=N" and "detected-ms=N" (from the stop to its exit) appended.
 std::string freeze_one_of_two_hand_started_nodes(const std::string& frozen, const std::string& name) {
   const std::string other = frozen == "a" ? "b" : "a";
-  json m = json::parse(io_text(cluster_e2e::write_manifest(2, name + ".json")));
+  json m = json::parse(io_text(cluster_e2e::write_manifest(2, name + ".json", "abort")));
   m["timeouts"]["collective_s"] = 60;
   m["timeouts"]["heartbeat_ms"] = 1000;
   const auto manifest = *cluster_e2e::dir_ / (name + ".json");

@@ -1,5 +1,7 @@
 #include "io/comm/ucx/ucx_transport.hpp"
 
+#include <algorithm>
+
 #include <ucp/api/ucp.h>
 
 #include <spdlog/spdlog.h>
@@ -7,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -286,6 +289,13 @@ ucx_transport::~ucx_transport() { impl_->shut_down(); }
 transport_address ucx_transport::local_address() const { return impl_->address; }
 
 int ucx_transport::rank() const { return impl_->rank; }
+
+void ucx_transport::assign_rank(int my_rank) {
+  impl_->check_rank(my_rank, "ucx_transport::assign_rank");
+  if (!std::all_of(impl_->peers.begin(), impl_->peers.end(), [](const auto& peer) { return !peer; }))
+    throw std::logic_error("ucx_transport::assign_rank after connect");
+  impl_->rank = my_rank;
+}
 
 std::size_t ucx_transport::outstanding() const { return impl_->requests.size(); }
 

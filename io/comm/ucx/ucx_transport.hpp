@@ -69,6 +69,10 @@ class ucx_transport : public transport {
   ucx_transport(const ucx_transport&) = delete;
   ucx_transport& operator=(const ucx_transport&) = delete;
 
+  /// Sets the rank sent in tags, before the first connect: a node opens its transports (their
+  /// addresses go with its join) before the plan tells it its ranks.
+  void assign_rank(int my_rank);
+
   transport_address local_address() const override;
   void connect(int peer, const transport_address& address) override;
   transport_request post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) override;
