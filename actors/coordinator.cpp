@@ -1,6 +1,7 @@
 #include "actors/coordinator.hpp"
 
 #include <caf/all.hpp>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include "messages/atoms.hpp"
@@ -79,6 +80,7 @@ void coordinator_state::abort_all(const std::string& reason, const std::string& 
     else
       self->send(caf::actor_cast<caf::actor>(manager), messages::abort_atom::value, reason);
   }
+  stopping = true;
   self->quit(messages::make_error(messages::errc::cluster_failed, reason));
 }
 
@@ -90,6 +92,11 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
     join = cluster::decode_join(bytes, "a node");
   } catch (const error& e) {
     return messages::make_error(messages::errc::cluster_failed, e.what());
+  }
+  if (join.restarted) {
+    if (auto problem = admit(join); !problem.empty())
+      return messages::make_error(messages::errc::cluster_failed, problem);
+    join.generation = generation;
   }
   if (auto problem = check_join(join); !problem.empty())
     return messages::make_error(messages::errc::cluster_failed, problem);
@@ -112,24 +119,39 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
 void coordinator_state::deliver_plan() {
   std::map<std::string, cluster::join_request> joins;
   for (const auto& [name, j] : joined) joins.emplace(name, j.request);
+  auto plan = make_plan(settings.manifest, joins, generation);
   if (generation > 0) {
-    // Survivors stopped their windows in flight; all must stand at the same step to redo it.
-    const auto& first = *joins.begin();
-    for (const auto& [name, join] : joins)
-      if (join.committed_steps != first.second.committed_steps) {
-        abort_all(detail::concat("the surviving nodes disagree on the steps completed (", first.first, ": ",
-                                 first.second.committed_steps, ", ", name, ": ", join.committed_steps,
-                                 "): a node was lost during the window's allreduce after some ranks finished it; "
-                                 "stopping every node (resume from the last checkpoint)"),
-                  "");
-        return;
-      }
-    spdlog::warn("generation {}: {} nodes go on from step {}", generation, joins.size(),
-                 joins.begin()->second.committed_steps);
+    // The replicas go on from the furthest step any of them finished: survivors may stand a
+    // window apart (lost during an allreduce some ranks finished), a restarted node at none;
+    // the workers copy the state of a replica at that step before training (actors/worker.cpp).
+    for (const auto& [name, join] : joins) plan.start_steps = std::max(plan.start_steps, join.committed_steps);
+    spdlog::warn("generation {}: {} nodes go on from step {}", generation, joins.size(), plan.start_steps);
   }
-  const auto plan = cluster::encode_plan(make_plan(settings.manifest, joins, generation));
+  const auto bytes = cluster::encode_plan(plan);
   planned = true;
-  for (auto& [name, j] : joined) j.reply.deliver(plan);
+  for (auto& [name, j] : joined) j.reply.deliver(bytes);
+}
+
+/// A restarted node (faults.max_restarts) asks to come back: it becomes a member of the next
+/// generation. When the current one is running, every member is told to stop its window in
+/// flight and join that generation; when one is being formed, the node joins it.
+std::string coordinator_state::admit(const cluster::join_request& join) {
+  if (!finished.empty() || released) return "node " + join.node + " restarted after the job began finishing";
+  if (members.count(join.node) != 0) lose(join.node, label(join.node) + " restarted");
+  if (stopping) return "the job stopped";
+  members.insert(join.node);
+  if (planned) {
+    joined.clear();
+    ++generation;
+    planned = false;
+    const auto reason = label(join.node) + " restarted and joins as generation " + std::to_string(generation);
+    spdlog::warn("{}", reason);
+    for (const auto& name : members)
+      if (name != join.node)
+        self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::membership_atom::value, generation, reason);
+    self->delayed_send(self, settings.manifest.timeouts.join, join_timeout_atom::value, generation);
+  }
+  return "";
 }
 
 /// When every member has finished, all are released together (none exits while another may
@@ -178,10 +200,15 @@ void coordinator_state::on_down(const caf::down_msg& down) {
 }
 
 caf::result<void> coordinator_state::on_heartbeat(const std::string& node) {
-  if (members.count(node) == 0)
+  const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (members.count(node) == 0) {
+    // The process that was declared lost is fenced; a restarted one (not yet admitted) is not.
+    if (fenced.count(sender) == 0) return caf::unit;
     return messages::make_error(messages::errc::cluster_failed,
                                 detail::concat("node ", node, " is no longer part of the job: it was declared lost before "
                                                               "generation ", generation));
+  }
+  heartbeat_senders[node] = sender;
   if (auto heard = last_heard.find(node); heard != last_heard.end()) heard->second = std::chrono::steady_clock::now();
   return caf::unit;
 }
@@ -198,6 +225,11 @@ void coordinator_state::check_heartbeats() {
                    std::to_string(timeouts.heartbeat.count()) + ")");
     return;
   }
+}
+
+void coordinator_state::on_node_error(const std::string& node, const std::string& reason) {
+  if (members.count(node) == 0 || stopping) return;
+  abort_all(label(node) + " stopped with an error: " + reason + "; stopping every node", node);
 }
 
 void coordinator_state::lose(const std::string& node, const std::string& why) {
@@ -218,6 +250,10 @@ void coordinator_state::lose(const std::string& node, const std::string& why) {
   }
   members.erase(node);
   last_heard.erase(node);
+  if (auto sender = heartbeat_senders.find(node); sender != heartbeat_senders.end()) {
+    fenced.insert(sender->second);
+    heartbeat_senders.erase(sender);
+  }
   // Joins to a generation whose plan went out are spent; joins to one still being formed stay
   // valid for the next (those nodes have stopped and wait for a plan).
   if (planned) joined.clear();
@@ -251,6 +287,9 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       [self](join_timeout_atom, uint64_t generation) { self->state.on_join_timeout(generation); },
       [self](messages::heartbeat_atom, const std::string& node) { return self->state.on_heartbeat(node); },
       [self](heartbeat_check_atom) { self->state.check_heartbeats(); },
+      [self](messages::abort_atom, const std::string& node, const std::string& reason) {
+        self->state.on_node_error(node, reason);
+      },
   };
 }
 

@@ -44,8 +44,11 @@ struct coordinator_state {
   std::set<std::string> finished;
   std::set<std::string> departed;  ///< nodes that disconnected after the release
   std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  ///< by member: its last heartbeat
+  std::map<std::string, caf::actor_addr> heartbeat_senders;  ///< by member: the actor its heartbeats come from
+  std::set<caf::actor_addr> fenced;  ///< heartbeat senders of lost nodes: answered with an error
   bool planned = false;  ///< this generation's plan went out
   bool released = false;
+  bool stopping = false;  ///< abort_all ran
 
   caf::result<std::string> on_join(const std::string& bytes);
   void on_finished(const std::string& node, uint64_t node_generation);
@@ -58,9 +61,14 @@ struct coordinator_state {
   /// A member failed (`why`): under faults.policy "elastic", with at least min_nodes left and
   /// none finished, the survivors are told to join the next generation; otherwise the job stops.
   void lose(const std::string& node, const std::string& why);
-  /// Every member of this generation has joined: check they agree where training stands, and
-  /// send each the plan.
+  /// A member stopped with an error of its own (diverged replicas, bad data, a failed
+  /// checkpoint, …): no policy survives that, the job stops.
+  void on_node_error(const std::string& node, const std::string& reason);
+  /// Every member of this generation has joined: send each the plan, starting from the
+  /// furthest step any of them finished.
   void deliver_plan();
+  /// Makes a restarted node a member of the next generation; what is wrong, or "".
+  std::string admit(const cluster::join_request& join);
   /// Ends the job: every node still in it (but `except`) hears why, then the coordinator quits.
   void abort_all(const std::string& reason, const std::string& except);
   /// What is wrong with a join, or "" when it fits the manifest.
@@ -81,8 +89,13 @@ struct coordinator_state {
 ///     everyone else (abort_atom, "node X … left"), then quits with errc::cluster_failed;
 ///     otherwise generation + 1, and every survivor gets (membership_atom, generation, reason),
 ///     stops its window in flight and joins again with new transport addresses and its
-///     committed steps; the plan of the new generation goes out when all have (they must agree
-///     on the steps), or the job stops after timeouts.join naming who did not rejoin
+///     committed steps; the plan of the new generation goes out when all have (starting from
+///     the most steps any finished), or the job stops after timeouts.join naming who did not
+///   ← (abort_atom, node, reason) from a member that stopped with an error → everyone else
+///     (abort_atom, "node X … stopped with an error: …"), then quits: only a node that dies,
+///     freezes or is cut off is survived by faults.policy "elastic"
+///   ← a join marked `restarted` (the launcher restarted a lost node): the node becomes a
+///     member of the next generation, and the running members are told as for a loss
 ///   Not every node joined within timeouts.join → the waiting joins fail naming the missing
 ///   nodes, and the coordinator quits with errc::cluster_failed.
 ///   ← (heartbeat_atom, node) from every member every timeouts.heartbeat_period_ms → unit; a

@@ -111,16 +111,16 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   // while it waits for the others.
   heartbeat_.actor = system.spawn(heartbeat_sender, coordinator_, spec.name, m.timeouts.heartbeat_period,
                                   m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self), head_address(m));
-  join(0, 0);
+  join(0, 0, node.restarted);
 }
 
 void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps) {
   // The previous generation's transports go first: their reducers have stopped.
   role_.transports.clear();
-  join(generation, committed_steps);
+  join(generation, committed_steps, false);
 }
 
-void cluster_membership::join(uint64_t generation, int64_t committed_steps) {
+void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool restarted) {
   const auto& m = node_.manifest;
   const auto& spec = m.nodes[m.node_index(node_.name)];
   auto& system = *system_;
@@ -133,6 +133,7 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps) {
   join.config_hash = job_hash_;
   join.generation = generation;
   join.committed_steps = committed_steps;
+  join.restarted = restarted;
   for (std::size_t local = 0; local < transports.size(); ++local) {
     auto& worker = transports[local];
     std::vector<io::transport_address> addresses;
@@ -158,6 +159,8 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps) {
 
   role_.node = spec.name;
   role_.generation = plan.generation;
+  role_.start_steps = plan.start_steps;
+  role_.restarted = node_.restarted;
   role_.elastic = m.faults.policy == cluster::fault_policy::elastic;
   role_.first_rank = me.first_rank;
   role_.world = plan.world;
@@ -188,6 +191,11 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps) {
 }
 
 cluster_membership::~cluster_membership() = default;
+
+void cluster_membership::report_error(const std::string& reason) {
+  (*self_)->request(coordinator_, std::chrono::seconds(1), messages::abort_atom::value, node_.name, reason)
+      .receive([] {}, [](caf::error&) {});
+}
 
 void cluster_membership::finish() {
   const auto& m = node_.manifest;
@@ -227,8 +235,13 @@ messages::training_summary run_node(const node_identity& node, io::job_config co
   carried_state carried;
   messages::training_summary earlier;  // the windows of the generations before the last
   while (true) {
-    auto outcome =
-        run_generation(membership.system(), membership.self(), config, options, membership.role(), carried);
+    generation_outcome outcome;
+    try {
+      outcome = run_generation(membership.system(), membership.self(), config, options, membership.role(), carried);
+    } catch (const std::exception& e) {
+      membership.report_error(e.what());
+      throw;
+    }
     if (outcome.summary) {
       auto& summary = *outcome.summary;
       summary.losses.insert(summary.losses.begin(), earlier.losses.begin(), earlier.losses.end());

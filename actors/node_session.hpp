@@ -21,6 +21,9 @@ namespace troupe::actors {
 struct node_identity {
   cluster::cluster_manifest manifest;  ///< from cluster::load_manifest (file_hash set)
   std::string name;            ///< this node's name in the manifest
+  /// Restarted by the launcher after it was lost (`troupe node --rejoin`): it joins the running
+  /// job's next generation and copies its state from a live replica.
+  bool restarted = false;
 };
 
 /// This process's membership in a job: steps 1–3 below in the constructor, a new generation's
@@ -40,13 +43,16 @@ class cluster_membership {
   /// Joins membership generation `generation` (after the coordinator lost a node) with new
   /// transports and the steps this node's workers completed; the role becomes the new plan's.
   void rejoin(uint64_t generation, int64_t committed_steps);
+  /// Tells the coordinator this node stops with an error (so the job stops, whatever the
+  /// policy); waits at most a second for it to hear.
+  void report_error(const std::string& reason);
   /// Reports this node finished and waits for the coordinator's release.
   void finish();
 
  private:
   /// Opens this node's transports, joins the coordinator with their addresses and takes its
   /// place in the plan it answers with.
-  void join(uint64_t generation, int64_t committed_steps);
+  void join(uint64_t generation, int64_t committed_steps, bool restarted);
 
   node_identity node_;
   uint64_t job_hash_ = 0;

@@ -128,7 +128,9 @@ class training_run {
     // leaves nothing behind; a fresh start takes it first, to check it holds no older run. A
     // new membership generation goes on from the trainers it carries, in the same directory.
     if (!continuing_) {
-      if (!options_.resume.empty()) resumed_ = resume_trainers(config_, options_, *dataset_, trainers_);
+      // A later generation's replicas copy their state from a live one: nothing to read.
+      if (!options_.resume.empty() && !later_generation())
+        resumed_ = resume_trainers(config_, options_, *dataset_, trainers_);
       hold_run_directory();
     }
     set_start_state();
@@ -160,7 +162,7 @@ class training_run {
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
     seams_ = worker_test_seams::from_environment();
-    if (role_) {
+    if (role_ && !role_->restarted) {  // a restarted node runs without the faults of its first run
       for (const auto& fault : cluster::faults_for_node(role_->node)) {
         if (fault.kind == cluster::fault_kind::kill) seams_.kill_window = fault.window;
         if (fault.kind == cluster::fault_kind::hang) seams_.hang_window = fault.window;
@@ -232,6 +234,13 @@ class training_run {
       start_.optimizer_steps = resumed_.contents->state.optimizer_steps;
       start_.next_position = resumed_.contents->state.next_position;
     }
+    if (later_generation()) {
+      // Every replica starts from the plan's step (copying a live replica's state); the data
+      // cursor moves with it, one window of train_batch_size per step.
+      const int64_t ahead = role_->start_steps - start_.optimizer_steps;
+      start_.next_position += static_cast<uint64_t>(ahead) * static_cast<uint64_t>(config_.train_batch_size);
+      start_.optimizer_steps = role_->start_steps;
+    }
     windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
     if (options_.max_windows)
       windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
@@ -281,6 +290,7 @@ class training_run {
     w.sync_every_micro_batch = config_.sync_every_micro_batch;
     w.seams = seams_;
     if (role_) {
+      if (later_generation()) w.synchronise_to_steps = role_->start_steps;
       w.collective_timeout = role_->collective_timeout;
       w.reducers = spawn_reducers(local, rank);
     }
@@ -371,6 +381,8 @@ class training_run {
     }
     return summary;
   }
+
+  bool later_generation() const { return role_ && role_->generation > 0; }
 
   void note_window(const messages::window_report& report, int64_t& last_step) {
     last_step = report.step;

@@ -47,6 +47,8 @@ struct session_options {
 struct cluster_role {
   std::string node;    ///< this node's name in the manifest
   uint64_t generation = 0;  ///< the membership generation of the plan (docs/faults.md)
+  int64_t start_steps = 0;  ///< generations after the first: the step every replica starts from
+  bool restarted = false;   ///< this process was restarted after its node was lost
   bool elastic = false;     ///< faults.policy "elastic": a lost node is replaced by a new generation
   std::chrono::milliseconds heartbeat{1500};  ///< how long the head takes to declare a node lost
   int first_rank = 0;  ///< global rank of this process's first worker

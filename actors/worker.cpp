@@ -111,11 +111,60 @@ void worker_state::start(const caf::actor& data_loader) {
   loader = data_loader;
   window_start = last_batch_done = clock::now();
   summary.next_position = settings.start.next_position;  // the data cursor: kept here only
-  if (settings.windows <= 0) {
-    finish();
+  auto begin = [this] {
+    if (settings.windows <= 0) {
+      finish();
+      return;
+    }
+    self->send(loader, messages::credit_atom::value, settings.prefetch, caf::actor_cast<caf::actor>(self));
+  };
+  if (settings.synchronise_to_steps >= 0 && !settings.reducers.empty())
+    synchronise_replicas(begin);
+  else
+    begin();
+}
+
+// Replicas after a membership change (docs/faults.md): survivors may stand one window apart (a
+// node lost during an allreduce that some ranks finished), and a node that joins has no state.
+// Every rank first sums a flag per rank, "my replica is at the generation's start step" (the
+// coordinator's maximum over the nodes' committed steps); the lowest flagged rank is the donor.
+// Then each state buffer (parameters, the optimizer's moments) is carried in the gradient buffer
+// through the rings: the donor puts its values in, every other rank zeros, and after the sum
+// (x + 0 + … = x exactly) every rank copies the result out. Finally every replica takes the
+// donor's step count and zeroes the gradient. Costs three allreduces of the parameter size.
+void worker_state::synchronise_replicas(std::function<void()> then) {
+  auto& flags = *statistics;
+  flags.assign(static_cast<std::size_t>(settings.world), 0.0);
+  flags[static_cast<std::size_t>(settings.rank)] = trainer->optimizer_steps() == settings.synchronise_to_steps ? 1 : 0;
+  reduce(carrying::statistics, [this, then] {
+    const auto& summed = *statistics;
+    const auto donor = std::find(summed.begin(), summed.end(), 1.0) - summed.begin();
+    if (donor == static_cast<std::ptrdiff_t>(summed.size()))
+      throw make_error("no replica stands at step ", settings.synchronise_to_steps, " to copy the state from");
+    if (trainer->optimizer_steps() != settings.synchronise_to_steps)
+      spdlog::info("rank {} copies the state of step {} from rank {} (it stood at step {})", settings.rank,
+                   settings.synchronise_to_steps, donor, trainer->optimizer_steps());
+    copy_state_from(donor, 0, then);
+  });
+}
+
+void worker_state::copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then) {
+  auto buffers = trainer->state_buffers();
+  const auto& carrier = trainer->gradients();
+  if (buffer == buffers.size()) {
+    trainer->discard_window();
+    trainer->set_optimizer_steps(settings.synchronise_to_steps);
+    then();
     return;
   }
-  self->send(loader, messages::credit_atom::value, settings.prefetch, caf::actor_cast<caf::actor>(self));
+  if (settings.rank == donor)
+    carrier.copy_(buffers[buffer]);
+  else
+    carrier.zero_();
+  reduce(carrying::gradient, [this, donor, buffer, then] {
+    trainer->state_buffers()[buffer].copy_(trainer->gradients());
+    copy_state_from(donor, buffer + 1, then);
+  });
 }
 
 void worker_state::on_batch(messages::micro_batch& batch) {
@@ -161,7 +210,7 @@ void worker_state::synchronise(bool window_full) {
     if (window_full) end_window();
   } else if (settings.sync_every_micro_batch) {
     if (window_full) fill_statistics();
-    reduce(window_full, [this, window_full] {
+    reduce(window_full ? carrying::both : carrying::gradient, [this, window_full] {
       trainer->bank_gradient();
       if (!window_full) return;
       trainer->restore_banked_gradient();
@@ -169,7 +218,7 @@ void worker_state::synchronise(bool window_full) {
     });
   } else if (window_full) {
     fill_statistics();
-    reduce(true, [this] { end_window(); });
+    reduce(carrying::both, [this] { end_window(); });
   }
 }
 
@@ -249,7 +298,8 @@ void worker_state::fill_statistics() {
 /// Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and
 /// runs `then` once every ring has replied. The worker awaits: its buffers stay untouched while
 /// the reducers' threads work on them.
-void worker_state::reduce(bool with_statistics, std::function<void()> then) {
+void worker_state::reduce(carrying what, std::function<void()> then) {
+  const bool with_gradient = what != carrying::statistics, with_statistics = what != carrying::gradient;
   const auto& gradients = trainer->gradients();
   float* data = gradients.data_ptr<float>();
   const auto count = static_cast<std::size_t>(gradients.numel());
@@ -264,7 +314,7 @@ void worker_state::reduce(bool with_statistics, std::function<void()> then) {
     const auto slice = compute::ring_slice(count, rings, r);
     request.gradient = data + slice.begin;
     request.gradient_owner = trainer;
-    request.gradient_count = slice.size();
+    request.gradient_count = with_gradient ? slice.size() : 0;
     if (with_statistics && r == 0) {
       request.statistics = statistics->data();
       request.statistic_count = statistics->size();

@@ -69,6 +69,10 @@ struct worker_settings {
   bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window
   std::chrono::seconds collective_timeout{120};
   bool reports = true;  ///< this worker writes metrics and checkpoints (global rank 0)
+  /// At the start of a membership generation after the first: the step every replica starts
+  /// from; before the first window the replicas copy one replica's state at that step (see
+  /// synchronise_replicas in worker.cpp). -1: no copy.
+  int64_t synchronise_to_steps = -1;
   worker_test_seams seams;
 };
 
@@ -107,7 +111,11 @@ struct worker_state {
   void run_micro_batch(const messages::micro_batch& batch);
   void synchronise(bool window_full);
   void fill_statistics();
-  void reduce(bool with_statistics, std::function<void()> then);
+  /// What an allreduce carries: the flat gradient, the statistics (on ring 0), or both.
+  enum class carrying { gradient, statistics, both };
+  void reduce(carrying what, std::function<void()> then);
+  void synchronise_replicas(std::function<void()> then);
+  void copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then);
   void end_window();
   int64_t take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);
@@ -119,7 +127,8 @@ struct worker_state {
 };
 
 /// Protocol:
-///   ← (start_atom, loader)            grants the loader `prefetch` credits
+///   ← (start_atom, loader)            (after a membership change: copies a replica's state
+///                                     over the rings first) grants the loader `prefetch` credits
 ///   ← (batch_atom, micro_batch)       forward + backward into the flat gradient; on the
 ///                                     window's last micro-batch: allreduce (when there are
 ///                                     reducers), average, clip, step

@@ -37,6 +37,8 @@ std::vector<std::string> node_arguments(const launch_options& options) {
 struct running_node {
   std::string name;
   bool may_fail = false;
+  node_command command;  ///< how it was started (restarts add --rejoin)
+  int64_t restarts = 0;  ///< how often it was started again so far
   pid_t pid = -1;
   int output = -1;
   std::string partial_line;
@@ -91,6 +93,7 @@ running_node start(const node_command& command) {
   running_node node;
   node.name = command.node;
   node.may_fail = command.may_fail;
+  node.command = command;
   node.pid = pid;
   node.output = pipe_fds[0];
   return node;
@@ -209,7 +212,7 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
     argv.push_back(node.name);
     const bool may_fail = elastic && node.name != manifest.head_node;
     if (is_local_host(node.host)) {
-      commands.push_back({node.name, launch_method::local, argv, may_fail});
+      commands.push_back({node.name, launch_method::local, argv, may_fail, may_fail ? manifest.faults.max_restarts : 0});
     } else {
       // The remote shell starts in the same directory (a shared filesystem is assumed, as
       // with DeepSpeed's and Horovod's ssh launchers).
@@ -244,6 +247,7 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
 
   std::optional<std::string> first_failure;
   std::optional<clock::time_point> kill_at;
+  std::vector<std::size_t> restarts;  ///< nodes (indexes) to start again this round
   bool interrupted = false;
   auto alive = [&] {
     return std::any_of(nodes.begin(), nodes.end(), [](const running_node& n) { return !n.status || n.output >= 0; });
@@ -293,12 +297,29 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       node.output_deadline = clock::now() + reaped_output_grace;
       if (*node.status != 0 && node.may_fail && !interrupted) {
         out.note("node " + node.name + " " + describe(node) + "; the job goes on without it (faults.policy elastic)");
+        // Only while the job runs: every node that may not fail is still there.
+        const bool job_running = !first_failure && std::none_of(nodes.begin(), nodes.end(), [](const running_node& n) {
+          return !n.may_fail && n.status.has_value();
+        });
+        if (node.restarts < node.command.max_restarts && job_running) restarts.push_back(&node - nodes.data());
       } else if (*node.status != 0 && !first_failure && !interrupted) {
         first_failure = "node " + node.name + " " + describe(node);
         out.note(*first_failure);
         if (!kill_at) kill_at = clock::now() + grace;
       }
     }
+    // A lost node restarts as a new process that joins the running job (faults.max_restarts).
+    for (const auto index : restarts) {
+      auto command = nodes[index].command;
+      const auto restarted = nodes[index].restarts + 1;
+      if (command.argv.empty() || command.argv.back() != "--rejoin") command.argv.push_back("--rejoin");
+      out.note("restarting node " + command.node + " (" + std::to_string(restarted) + " of " +
+               std::to_string(command.max_restarts) + ")");
+      nodes.push_back(start(command));
+      ::fcntl(nodes.back().output, F_SETFL, O_NONBLOCK);
+      nodes.back().restarts = restarted;
+    }
+    restarts.clear();
     for (auto& node : nodes) {
       if (node.output < 0 || !node.output_deadline || clock::now() < *node.output_deadline) continue;
       out.note("node " + node.name + ": its output stayed open after it exited; no longer reading it");

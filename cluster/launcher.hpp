@@ -29,6 +29,8 @@ struct node_command {
   /// Under faults.policy "elastic" every node but the head's may fail without failing the job:
   /// the others go on as the coordinator's next generation (docs/faults.md).
   bool may_fail = false;
+  /// How often a node that may fail is started again (with `--rejoin`) after it failed.
+  int64_t max_restarts = 0;
 };
 
 /// The commands `launch` runs (and `--dry-run` prints). `inside_slurm` comes from the
@@ -39,7 +41,8 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
 /// Runs the commands, merges their output line by line with a `[node] ` prefix, forwards
 /// SIGINT/SIGTERM to every child, and reaps every child. When a node fails, the others are
 /// given `grace` to notice and exit (they should, naming it); then they are killed. A node that
-/// `may_fail` is only reported (and, when stopped, killed): the others go on. Returns 0 when
+/// `may_fail` is only reported (and, when stopped, killed): the others go on; it is started
+/// again, with `--rejoin` added to its command, up to its `max_restarts` times. Returns 0 when
 /// every node that may not fail exited 0, 130 after forwarding SIGINT/SIGTERM; otherwise
 /// prints which node failed first and how, and returns 1.
 int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace);

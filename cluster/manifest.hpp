@@ -52,6 +52,9 @@ struct fault_spec {
   fault_policy policy = fault_policy::elastic;
   /// Under `elastic`, the job stops when fewer nodes than this remain.
   int64_t min_nodes = 1;
+  /// Under `elastic`, the launcher restarts a lost local node this many times; it joins the
+  /// running job (`troupe node --rejoin`) and copies its state from a live replica.
+  int64_t max_restarts = 0;
   /// A rank that finishes its compute later than this share of the window after the first rank,
   /// `straggler_windows` windows in a row, is named in a warning.
   double straggler_share = 0.25;

@@ -100,6 +100,7 @@ std::string encode_join(const join_request& join) {
   set_endpoints(out.initWorkers(join.workers.size()), join.workers);
   out.setGeneration(join.generation);
   out.setCommittedSteps(join.committed_steps);
+  out.setRestarted(join.restarted);
   return messages::flat_message_bytes<std::string>(message);
 }
 
@@ -120,6 +121,7 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
     join.workers = get_endpoints(in.getWorkers(), rings, "join request from " + sender);
     join.generation = in.getGeneration();
     join.committed_steps = in.getCommittedSteps();
+    join.restarted = in.getRestarted();
     if (join.committed_steps < 0)
       throw make_error("join request from ", sender, ": ", join.committed_steps, " committed steps (expected ≥ 0)");
     return join;
@@ -139,6 +141,7 @@ std::string encode_plan(const cluster_plan& plan) {
   out.setChunkBytes(plan.chunk_bytes);
   set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
   out.setGeneration(plan.generation);
+  out.setStartSteps(plan.start_steps);
   auto members = out.initMembers(plan.members.size());
   for (std::size_t i = 0; i < plan.members.size(); ++i) {
     members[i].setNode(plan.members[i].node);
@@ -177,6 +180,8 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
       throw make_error(where, ": ", in.getEndpoints().size(), " endpoint lists for ", in.getWorld(), " ranks");
     plan.endpoints = get_endpoints(in.getEndpoints(), plan.ring_orders.size(), where);
     plan.generation = in.getGeneration();
+    plan.start_steps = in.getStartSteps();
+    if (plan.start_steps < 0) throw make_error(where, ": start at step ", plan.start_steps, " (expected ≥ 0)");
     // Members tile the ranks in order: each starts where the previous one ended.
     uint32_t next_rank = 0;
     for (auto member : in.getMembers()) {

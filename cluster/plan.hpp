@@ -23,7 +23,8 @@ struct join_request {
   uint64_t config_hash = 0;
   worker_endpoints workers;
   uint64_t generation = 0;      ///< the membership generation this join is for
-  int64_t committed_steps = 0;  ///< optimizer steps the node's workers completed (rejoins)
+  int64_t committed_steps = 0;  ///< optimizer steps the node's workers completed (the most of any)
+  bool restarted = false;       ///< a node restarted after it was lost: it joins the next generation
 };
 
 /// A node of a plan's generation and its ranks.
@@ -41,6 +42,7 @@ struct cluster_plan {
   worker_endpoints endpoints;                 ///< indexed by global rank, then ring
   uint64_t generation = 0;                    ///< see docs/faults.md: nothing of an older one is applied
   std::vector<plan_member> members;           ///< in rank order; their workers add up to `world`
+  int64_t start_steps = 0;  ///< generations after the first: every replica starts from this step
 
   /// The member called `node`; throws troupe::error when this generation does not have it.
   const plan_member& member(const std::string& node) const;

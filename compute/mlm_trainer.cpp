@@ -86,6 +86,15 @@ void mlm_trainer::discard_window() {
   if (banked_gradient_.defined()) banked_gradient_.zero_();
 }
 
+std::vector<at::Tensor> mlm_trainer::state_buffers() {
+  optimizer_->ensure_state(*parameters_);
+  std::vector<at::Tensor> buffers{parameters_->values()};
+  for (auto& [name, moment] : optimizer_->state()) buffers.push_back(moment);
+  return buffers;
+}
+
+void mlm_trainer::set_optimizer_steps(int64_t steps) { optimizer_->set_steps(steps); }
+
 uint64_t mlm_trainer::dropout_seed() const { return model_->dropout_state()->seed; }
 
 const at::Tensor& mlm_trainer::gradients() const { return parameters_->gradients(); }

@@ -77,6 +77,11 @@ class mlm_trainer {
   /// lost): the gradient and any banked gradient are zeroed; parameters and optimizer state
   /// stay as the last finished window left them.
   void discard_window();
+  /// The flat buffers that are a replica's state: parameters, then the optimizer's moments
+  /// (allocated now when no step has run). Copying them and the step count from another
+  /// replica makes this one equal to it (how a node joining a running job gets its state).
+  std::vector<at::Tensor> state_buffers();
+  void set_optimizer_steps(int64_t steps);
   int64_t optimizer_steps() const;
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
   named_tensors named_parameters() const;

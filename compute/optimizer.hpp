@@ -27,6 +27,8 @@ class optimizer {
                   int64_t steps);
   /// Allocates the moments (zero) for `parameters` if they are not yet.
   void ensure_state(const flat_parameters& parameters);
+  /// Sets the step count (the moments were copied from a replica that took that many).
+  void set_steps(int64_t steps) { step_ = steps; }
 
  protected:
   int64_t step_ = 0;

@@ -29,7 +29,8 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
 /// coordinator → node: (plan_atom, ClusterPlan bytes) once every node has joined.
 using plan_atom = caf::atom_constant<caf::atom("plan")>;
-/// coordinator → node: (abort_atom, reason) when another node failed or left.
+/// coordinator → node: (abort_atom, reason) when another node failed or left;
+/// node → coordinator: (abort_atom, node name, reason) when it stops with an error of its own.
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
 /// node → coordinator: (finished_atom, node name, generation) when its workers are done.
 using finished_atom = caf::atom_constant<caf::atom("finished")>;

@@ -18,7 +18,8 @@ struct JoinRequest {
   configHash @3 :UInt64;       # xxh64 of the job config as the node parsed it
   workers @4 :List(WorkerEndpoints);  # one per worker of the node, in worker order
   generation @5 :UInt64;       # the membership generation the node joins (0: the job's start)
-  committedSteps @6 :Int64;    # optimizer steps its workers have completed (rejoins only)
+  committedSteps @6 :Int64;    # optimizer steps its workers have completed (the most of any)
+  restarted @7 :Bool;          # a restarted node: admitted into the next generation, state copied to it
 }
 
 struct RingOrder {
@@ -33,6 +34,7 @@ struct ClusterPlan {
   endpoints @4 :List(WorkerEndpoints);  # indexed by global rank
   generation @5 :UInt64;       # bumped each time the coordinator re-plans without a lost node
   members @6 :List(PlanMember);  # the nodes of this generation, in rank order
+  startSteps @7 :Int64;        # generations after the first: the step every replica starts from
 }
 
 struct PlanMember {

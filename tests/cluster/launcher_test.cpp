@@ -211,6 +211,16 @@ TEST(launcher, under_elastic_a_node_that_may_fail_is_reported_and_the_others_go_
   EXPECT_NE(err.find("node frozen was stopped by signal 19 (Stopped (signal)) and is killed"), std::string::npos) << err;
   EXPECT_NE(out.find("[head] finished"), std::string::npos) << out;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // A node that may fail is restarted, with --rejoin, up to its max_restarts.
+  node_command flaky{"flaky", launch_method::local,
+                     {"/bin/sh", "-c", "if [ \"$1\" = --rejoin ]; then echo rejoined; else exit 3; fi", "sh"}, true, 1};
+  ::testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run_nodes({{"head", launch_method::local, {"/bin/sh", "-c", "sleep 0.5"}}, flaky}, std::chrono::seconds(1)), 0);
+  const auto restarted_out = ::testing::internal::GetCapturedStdout();
+  const auto restarted_err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(restarted_err.find("restarting node flaky (1 of 1)"), std::string::npos) << restarted_err;
+  EXPECT_NE(restarted_out.find("[flaky] rejoined"), std::string::npos) << restarted_out;
   // The head may not fail, elastic or not.
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(run_nodes({{"head", launch_method::local, {"/bin/sh", "-c", "exit 2"}},

@@ -129,6 +129,20 @@ TEST(manifest, timeouts_are_read_and_range_checked) {
   const auto with_faults = parse_manifest(m, "m.json");
   EXPECT_EQ(with_faults.faults.straggler_share, 0.5);
   EXPECT_EQ(with_faults.faults.straggler_windows, 5);
+  EXPECT_EQ(with_faults.faults.policy, fault_policy::elastic);  // two nodes
+  EXPECT_EQ(with_faults.faults.min_nodes, 1);
+  EXPECT_EQ(with_faults.faults.max_restarts, 0);
+  auto one = m;
+  one["nodes"].erase(1);
+  EXPECT_EQ(parse_manifest(one, "m.json").faults.policy, fault_policy::abort);
+  auto policy = m;
+  policy["faults"]["policy"] = "restart";
+  expect_error(policy, {"m.json", "faults.policy", "\"restart\""});
+  policy["faults"]["policy"] = "abort";
+  policy["faults"]["max_restarts"] = 2;
+  expect_error(policy, {"m.json", "faults.max_restarts: expected 0 under faults.policy \"abort\"", "got 2"});
+  policy["faults"] = {{"min_nodes", 3}};
+  expect_error(policy, {"m.json", "faults.min_nodes"});
   m["faults"]["straggler_window"] = 2;
   expect_error(m, {"m.json", "faults.straggler_window: unknown key (did you mean 'faults.straggler_windows'?)"});
 }

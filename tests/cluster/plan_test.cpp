@@ -27,9 +27,11 @@ TEST(plan, encodes_and_decodes_and_refuses_garbage) {
   plan.endpoints = {{{1, 2}, {3}}, {{4}, {5, 6, 7}}, {{8}, {9}}};
   plan.generation = 2;
   plan.members = {{"a", 0, 1}, {"c", 1, 2}};
+  plan.start_steps = 41;
   const auto decoded = decode_plan(encode_plan(plan), "test");
   EXPECT_EQ(decoded.world, 3);
   EXPECT_EQ(decoded.generation, 2u);
+  EXPECT_EQ(decoded.start_steps, 41);
   EXPECT_EQ(decoded.member("c").first_rank, 1);
   EXPECT_EQ(decoded.member("c").workers, 2);
   expect_error([&] { decoded.member("b"); }, "the plan of generation 2 has no node b (it was left out)");
@@ -64,10 +66,12 @@ TEST(plan, encodes_and_decodes_and_refuses_garbage) {
   join.workers = {{{1}, {2}}};
   join.generation = 3;
   join.committed_steps = 17;
+  join.restarted = true;
   const auto rejoin = decode_join(encode_join(join), "b");
   EXPECT_EQ(rejoin.workers, join.workers);
   EXPECT_EQ(rejoin.generation, 3u);
   EXPECT_EQ(rejoin.committed_steps, 17);
+  EXPECT_TRUE(rejoin.restarted);
   join.workers = {{{1}, {}}};
   expect_error([&] { decode_join(encode_join(join), "b"); },
                "join request from b: a transport address of 0 bytes (expected 1..65536)");

@@ -317,6 +317,33 @@ TEST_F(cluster_e2e, elastic_survivors_redo_the_window_and_match_the_uninterrupte
   }
 }
 
+// faults.max_restarts 1: node c kills itself at window 3, the launcher starts it again with
+// --rejoin, and the coordinator admits it into the next generation; the live replicas copy their
+// state (parameters, moments, step) to it over the rings before the first window. The loss curve
+// is still that of one process running straight, and the last windows are on three ranks again.
+TEST_F(cluster_e2e, a_restarted_node_rejoins_with_a_live_replicas_state) {
+  const auto config = write_config(30, false, 0.1);
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "rejoin-reference").string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  json m = json::parse(io_text(write_manifest(3, "rejoin.json")));
+  m["faults"]["max_restarts"] = 1;
+  const auto manifest = *dir_ / "rejoin.json";
+  testing::write_text(manifest, m.dump());
+  // Node a sleeps 30 ms per micro-batch, so the job is still running when c is back (~1 s).
+  auto result = launch(manifest.string(), config, "rejoin", "--inject kill:c@3 --inject slow:30:a@1");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("restarting node c (1 of 1)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node c (127.0.0.1) restarted and joins as generation 2"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("[c] info: rank 2 copies the state of step"), std::string::npos) << result.output;
+  const auto windows = read_metrics("rejoin");
+  expect_same_curve(read_metrics("rejoin-reference"), windows, "a node lost and rejoined");
+  ASSERT_EQ(windows.size(), 30u);
+  EXPECT_EQ(windows.front().world_size, 3);
+  EXPECT_EQ(windows.back().world_size, 3) << "node c did not rejoin before the end";
+  EXPECT_NE(std::find_if(windows.begin(), windows.end(), [](const window_line& w) { return w.world_size == 2; }),
+            windows.end());
+}
+
 /// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after
 /// two windows, waits for the other node to exit, then kills the frozen one. Returns the other
 /// node's log with "status=N" and "detected-ms=N" (from the stop to its exit) appended.

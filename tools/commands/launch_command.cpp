@@ -147,14 +147,20 @@ void add_node_command(CLI::App& app) {
   add_job_options(command, *args);
   command->add_option("--node", *node_name, "this node's name in the manifest");
   command->add_flag("--node-from-slurm", *from_slurm, "take the node from SLURM_PROCID (node index)");
+  auto rejoin = std::make_shared<bool>(false);
+  command->add_flag("--rejoin", *rejoin,
+                    "this node was lost and restarted: join the running job's next generation (faults.policy elastic)");
   auto progress_lines = std::make_shared<bool>(false);
   command->add_flag("--progress-lines", *progress_lines, "rank 0 prints a progress record per window for the launcher");
   command->add_option("--bench-out", args->bench_out,
                       "benchmark mode (no checkpoints, no metrics files); rank 0 writes its summary here as JSON");
-  command->callback([args, node_name, from_slurm, progress_lines] {
+  command->callback([args, node_name, from_slurm, progress_lines, rejoin] {
     actors::node_identity node;
     node.manifest = cluster::load_manifest(args->manifest);
     node.name = *from_slurm ? node_from_slurm(node.manifest) : *node_name;
+    node.restarted = *rejoin;
+    if (node.restarted && node.manifest.faults.policy != cluster::fault_policy::elastic)
+      throw make_error("--rejoin: ", node.manifest.source, ": faults.policy is \"abort\"; a node can only rejoin an elastic job");
     if (node.name.empty()) throw error("node: give --node NAME or --node-from-slurm");
     node.manifest.node_index(node.name);
     auto config = check_job(node.manifest, *args);
