@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <spdlog/spdlog.h>
 
+#include "actors/event_log.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
 #include "messages/error_code.hpp"
@@ -126,6 +127,13 @@ void coordinator_state::deliver_plan() {
     // the workers copy the state of a replica at that step before training (actors/worker.cpp).
     for (const auto& [name, join] : joins) plan.start_steps = std::max(plan.start_steps, join.committed_steps);
     spdlog::warn("generation {}: {} nodes go on from step {}", generation, joins.size(), plan.start_steps);
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& member : plan.members) nodes.push_back(member.node);
+    record_event(settings.events, {{"event", "generation"},
+                                   {"generation", generation},
+                                   {"start_steps", plan.start_steps},
+                                   {"world", plan.world},
+                                   {"nodes", nodes}});
   }
   const auto bytes = cluster::encode_plan(plan);
   planned = true;
@@ -146,6 +154,7 @@ std::string coordinator_state::admit(const cluster::join_request& join) {
     planned = false;
     const auto reason = label(join.node) + " restarted and joins as generation " + std::to_string(generation);
     spdlog::warn("{}", reason);
+    record_event(settings.events, {{"event", "node_restarted"}, {"node", join.node}, {"generation", generation}});
     for (const auto& name : members)
       if (name != join.node)
         self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::membership_atom::value, generation, reason);
@@ -263,6 +272,7 @@ void coordinator_state::lose(const std::string& node, const std::string& why) {
   const std::string reason = why + "; the " + std::to_string(survivors) + " other node(s) redo the window in flight as generation " +
                              std::to_string(generation);
   spdlog::error("{}", reason);
+  record_event(settings.events, {{"event", "node_lost"}, {"node", node}, {"generation", generation}, {"reason", why}});
   // Survivors that rejoined the generation being formed are already waiting for its plan;
   // the others stop their window in flight and join.
   for (const auto& name : members)

@@ -8,6 +8,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@ namespace troupe::actors {
 struct coordinator_settings {
   cluster::cluster_manifest manifest;  ///< every node must have read the same file (file_hash) …
   uint64_t config_hash = 0;            ///< … and parsed the same job config
+  std::filesystem::path events;        ///< RUN_DIR/events.jsonl (actors/event_log.hpp), or empty
 };
 
 /// A join of the current generation, waiting for the plan or answered with it.

@@ -1,5 +1,7 @@
 #include "actors/metrics.hpp"
 
+#include "actors/event_log.hpp"
+
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -88,7 +90,11 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
   return {
       [=](messages::window_atom, const messages::window_report& report) {
         auto& s = self->state;
-        if (s.jsonl.is_open()) s.jsonl << to_json(report).dump() << '\n';
+        if (s.jsonl.is_open()) {
+          auto line = to_json(report);
+          line["unix_s"] = unix_seconds();  // when rank 0 reported the window
+          s.jsonl << line.dump() << '\n';
+        }
         note_straggler(s, settings, report);
         if (s.first_step < 0) {
           s.first_step = report.step - 1;

@@ -74,7 +74,8 @@ cluster_membership::stopped_on_destruction::~stopped_on_destruction() {
   if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
-cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash)
+cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash,
+                                       const std::filesystem::path& events)
     : node_(node), job_hash_(job_hash) {
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
@@ -96,7 +97,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   auto& self = *self_;
 
   if (is_head_) {
-    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash});
+    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events});
     const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
     auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
@@ -231,7 +232,8 @@ uint64_t job_config_hash(const io::job_config& config) {
 
 messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
   config.runtime.threads = node.manifest.nodes[node.manifest.node_index(node.name)].threads_per_worker;
-  cluster_membership membership(node, job_config_hash(config));
+  cluster_membership membership(node, job_config_hash(config),
+                                options.write_metrics ? options.run_dir / "events.jsonl" : std::filesystem::path());
   carried_state carried;
   messages::training_summary earlier;  // the windows of the generations before the last
   while (true) {

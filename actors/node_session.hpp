@@ -32,7 +32,8 @@ struct node_identity {
 class cluster_membership {
  public:
   /// `job_hash` must be equal on every node (the head refuses joins that differ).
-  cluster_membership(const node_identity& node, uint64_t job_hash);
+  /// `events`: RUN_DIR/events.jsonl, where the head's coordinator records membership changes.
+  cluster_membership(const node_identity& node, uint64_t job_hash, const std::filesystem::path& events);
   ~cluster_membership();
   cluster_membership(const cluster_membership&) = delete;
   cluster_membership& operator=(const cluster_membership&) = delete;

@@ -162,6 +162,10 @@ class training_run {
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
     seams_ = worker_test_seams::from_environment();
+    if (role_) {
+      seams_.node = role_->node;
+      seams_.events = options_.run_dir / "events.jsonl";
+    }
     if (role_ && !role_->restarted) {  // a restarted node runs without the faults of its first run
       for (const auto& fault : cluster::faults_for_node(role_->node)) {
         if (fault.kind == cluster::fault_kind::kill) seams_.kill_window = fault.window;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <spdlog/spdlog.h>
 
+#include "actors/event_log.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/ring_schedule.hpp"
 #include "io/os/file_util.hpp"
@@ -61,10 +62,6 @@ double ready_time_of_rank(const std::vector<double>& statistics, int64_t rank) {
   return statistics[statistics_header + slots_per_rank * rank + hash_parts];
 }
 
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 /// "A:B" → {A, B}; throws troupe::error naming the variable otherwise.
 std::pair<double, double> seam_pair(const char* variable) {
   const char* text = std::getenv(variable);
@@ -97,8 +94,21 @@ worker_test_seams worker_test_seams::from_environment() {
 void worker_state::inject_faults() {
   const auto& seams = settings.seams;
   const int64_t window = windows_done + 1;
-  if (micro_in_window == 0 && window == seams.kill_window) std::raise(SIGKILL);
-  if (micro_in_window == 0 && window == seams.hang_window) std::raise(SIGSTOP);
+  auto record = [&](const char* kind) {
+    record_event(seams.events, {{"event", "fault"},
+                                {"kind", kind},
+                                {"node", seams.node},
+                                {"window", window},
+                                {"step", settings.start.optimizer_steps + window}});
+  };
+  if (micro_in_window == 0 && window == seams.kill_window) {
+    record("kill");
+    std::raise(SIGKILL);
+  }
+  if (micro_in_window == 0 && window == seams.hang_window) {
+    record("hang");
+    std::raise(SIGSTOP);
+  }
   if (seams.slow_window > 0 && window >= seams.slow_window)
     std::this_thread::sleep_for(std::chrono::duration<double>(seams.slow_seconds));
 }
@@ -292,7 +302,7 @@ void worker_state::fill_statistics() {
   const std::size_t mine = statistics_header + slots_per_rank * static_cast<std::size_t>(settings.rank);
   for (int part = 0; part < hash_parts; ++part)
     stats[mine + static_cast<std::size_t>(part)] = static_cast<double>((hash >> (16 * part)) & 0xffff);
-  stats[mine + hash_parts] = wall_seconds();
+  stats[mine + hash_parts] = unix_seconds();
 }
 
 /// Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and

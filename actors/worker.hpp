@@ -40,6 +40,8 @@ struct worker_test_seams {
   int64_t hang_window = 0;  ///< raise SIGSTOP there
   int64_t slow_window = 0;  ///< from this window on, sleep slow_seconds per micro-batch
   double slow_seconds = 0;
+  std::string node;                 ///< this node's name, for the fault events
+  std::filesystem::path events;     ///< RUN_DIR/events.jsonl (actors/event_log.hpp), or empty
 
   static worker_test_seams from_environment();
 };

@@ -56,6 +56,15 @@ void fsync_directory(const std::filesystem::path& dir) {
   if (::fsync(fd.get()) != 0) throw make_error(dir.string(), ": fsync of the directory failed: ", std::strerror(errno));
 }
 
+void append_line(const std::filesystem::path& path, const std::string& line) {
+  unique_fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) throw make_error(path.string(), ": cannot open for appending: ", std::strerror(errno));
+  const std::string text = line + '\n';
+  const ssize_t written = ::write(fd.get(), text.data(), text.size());
+  if (written != static_cast<ssize_t>(text.size()))
+    throw make_error(path.string(), ": appending a line failed: ", written < 0 ? std::strerror(errno) : "short write");
+}
+
 uint64_t write_file_atomically(const std::filesystem::path& path, const std::vector<byte_span>& parts,
                                const write_progress& progress) {
   xxh64_stream hash;

@@ -74,4 +74,8 @@ void move_directory_into_place(const std::filesystem::path& temporary, const std
 /// fsyncs a directory so a rename inside it is durable.
 void fsync_directory(const std::filesystem::path& dir);
 
+/// Appends `line` and a newline to `path` (created when missing) in one write(2) with O_APPEND,
+/// so lines from several processes never interleave. Throws troupe::error naming the file.
+void append_line(const std::filesystem::path& path, const std::string& line);
+
 }  // namespace troupe::io

@@ -314,6 +314,23 @@ TEST_F(cluster_e2e, elastic_survivors_redo_the_window_and_match_the_uninterrupte
       EXPECT_LE(sent[p], redone ? 2 : 1) << "global position " << p;
     }
     EXPECT_EQ(sent.size(), 8u * 12u);
+
+    // events.jsonl: the fault, the coordinator's decision and the new generation, in that order
+    // (what `troupe bench recovery` measures).
+    std::ifstream events(*dir_ / run / "events.jsonl");
+    std::vector<json> lines;
+    for (std::string line; std::getline(events, line);) lines.push_back(json::parse(line));
+    ASSERT_EQ(lines.size(), 3u) << io_text((*dir_ / run / "events.jsonl").string());
+    EXPECT_EQ(lines[0].at("event"), "fault");
+    EXPECT_EQ(lines[0].at("kind"), kind);
+    EXPECT_EQ(lines[0].at("step"), 3);
+    EXPECT_EQ(lines[1].at("event"), "node_lost");
+    EXPECT_EQ(lines[1].at("node"), "c");
+    EXPECT_EQ(lines[2].at("event"), "generation");
+    EXPECT_EQ(lines[2].at("start_steps"), 2);
+    EXPECT_EQ(lines[2].at("nodes"), json::parse(R"(["a", "b"])"));
+    EXPECT_LE(lines[0].at("unix_s").get<double>(), lines[1].at("unix_s").get<double>());
+    EXPECT_LE(lines[1].at("unix_s").get<double>(), lines[2].at("unix_s").get<double>());
   }
 }
 

@@ -208,7 +208,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   node.manifest = cluster::load_manifest(options.manifest);
   node.name = options.node;
   const auto sizes = parse_allreduce_sizes(options.bytes);
-  actors::cluster_membership membership(node, io::xxh64(options.bytes.data(), options.bytes.size()));
+  actors::cluster_membership membership(node, io::xxh64(options.bytes.data(), options.bytes.size()), {});
   const auto& role = membership.role();
   const int rank = role.first_rank;
   const int world = role.world;

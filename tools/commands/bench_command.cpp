@@ -18,6 +18,7 @@
 #include "messages/error.hpp"
 #include "tools/commands/bench_allreduce.hpp"
 #include "tools/commands/bench_ckpt.hpp"
+#include "tools/commands/bench_recovery.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {
@@ -155,6 +156,21 @@ void add_bench_command(CLI::App& app) {
     std::printf("%s\n", ckpt_args->json ? result.dump().c_str() : result.dump(2).c_str());
   });
   add_bench_allreduce(bench);
+
+  auto recovery_args = std::make_shared<recovery_run>();
+  auto recovery_json = std::make_shared<bool>(false);
+  auto* recovery = bench->add_subcommand(
+      "recovery", "a launched job with a node killed or frozen: detection and recovery times, windows lost");
+  recovery->add_option("--manifest", recovery_args->manifest, "cluster manifest (faults.policy elastic)")->required();
+  recovery->add_option("--config", recovery_args->config, "job config")->required();
+  recovery->add_option("--inject", recovery_args->inject, "the fault: kill:NODE@WINDOW or hang:NODE@WINDOW")->required();
+  recovery->add_option("--steps", recovery_args->steps, "windows to train (default: the config's train_steps)")
+      ->check(CLI::PositiveNumber);
+  recovery->add_flag("--json", *recovery_json, "print one JSON line");
+  recovery->callback([recovery_args, recovery_json] {
+    auto result = bench_recovery(*recovery_args);
+    std::printf("%s\n", *recovery_json ? result.dump().c_str() : result.dump(2).c_str());
+  });
 }
 
 }  // namespace troupe::tools
