@@ -21,6 +21,8 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
           const uint64_t micro_batches =
               compute::micro_batches_per_window(settings.window_samples, settings.world, settings.micro_size);
           while (s.credit > 0 && s.next_window < settings.windows) {
+            if (s.next_micro == 0)
+              settings.faults.at(cluster::fault_phase::data, settings.start_step + static_cast<int64_t>(s.next_window) + 1);
             const auto range =
                 compute::micro_batch_range(settings.start_position, s.next_window, settings.window_samples,
                                            settings.rank, settings.world, s.next_micro, settings.micro_size);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 
+#include "actors/fault_trigger.hpp"
 #include "io/data/mlm_batch_builder.hpp"
 
 namespace troupe::actors {
@@ -23,6 +24,8 @@ struct data_loader_settings {
   uint64_t window_samples = 8;   ///< samples per window over all workers (train_batch_size)
   uint64_t start_position = 0;  ///< global data cursor of the run's first window
   uint64_t windows = 0;         ///< windows to produce
+  int64_t start_step = 0;       ///< optimizer steps done before the first window (for faults)
+  fault_trigger faults;         ///< injected kills and hangs of the "data" phase
   /// Test seam (TROUPE_TEST_RECORD_SAMPLES): when set, one line "position epoch sample_id" per
   /// sample sent is appended here, so tests can check that no sample is skipped or repeated.
   std::filesystem::path sample_log;

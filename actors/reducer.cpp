@@ -21,8 +21,11 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
     return {};
   }
   return {
-      [self, ring_index](messages::reduce_atom, const messages::reduce_request& request) -> caf::result<void> {
+      [self, ring_index, faults = settings.faults](messages::reduce_atom,
+                                                   const messages::reduce_request& request) -> caf::result<void> {
         auto& ring = *self->state.ring;
+        if (ring_index == 0 && request.gradient_count > 0)
+          faults.at(cluster::fault_phase::allreduce, static_cast<int64_t>(request.window));
         try {
           if (request.gradient_count > 0) ring.sum(request.gradient, request.gradient_count, 2 * request.sequence);
           if (ring.uses_shared_memory() && !self->state.said_shared_memory) {

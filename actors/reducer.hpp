@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "actors/fault_trigger.hpp"
 #include "io/comm/ring_allreduce.hpp"
 #include "io/comm/shared_region.hpp"
 #include "io/comm/transport.hpp"
@@ -19,6 +20,7 @@ struct reducer_settings {
   io::ring_settings ring;
   /// The worker's gradient memory, offered to the ring (ring_allreduce::share_memory); or null.
   std::shared_ptr<io::shared_region> region;
+  fault_trigger faults;  ///< injected kills and hangs of the "allreduce" phase (ring 0)
 };
 
 struct reducer_state {

@@ -162,14 +162,9 @@ class training_run {
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
     seams_ = worker_test_seams::from_environment();
-    if (role_) {
-      seams_.node = role_->node;
-      seams_.events = options_.run_dir / "events.jsonl";
-    }
     if (role_ && !role_->restarted) {  // a restarted node runs without the faults of its first run
-      for (const auto& fault : cluster::faults_for_node(role_->node)) {
-        if (fault.kind == cluster::fault_kind::kill) seams_.kill_window = fault.window;
-        if (fault.kind == cluster::fault_kind::hang) seams_.hang_window = fault.window;
+      faults_ = cluster::faults_for_node(role_->node);
+      for (const auto& fault : faults_) {
         if (fault.kind == cluster::fault_kind::slow) {
           seams_.slow_window = fault.window;
           seams_.slow_seconds = static_cast<double>(fault.slow_ms) / 1000.0;
@@ -238,6 +233,8 @@ class training_run {
       start_.optimizer_steps = resumed_.contents->state.optimizer_steps;
       start_.next_position = resumed_.contents->state.next_position;
     }
+    // Injected faults count windows from where this process's run began.
+    run_start_steps_ = continuing_ ? carried_->run_start_steps : start_.optimizer_steps;
     if (later_generation()) {
       // Every replica starts from the plan's step (copying a live replica's state); the data
       // cursor moves with it, one window of train_batch_size per step.
@@ -246,6 +243,7 @@ class training_run {
       start_.optimizer_steps = role_->start_steps;
     }
     windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
+    if (role_) seams_.faults = fault_trigger(faults_, role_->node, options_.run_dir / "events.jsonl", run_start_steps_);
     if (options_.max_windows)
       windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
   }
@@ -315,6 +313,7 @@ class training_run {
       r.rank = rank;
       r.ring = role_->ring_settings(static_cast<int>(ring));
       r.region = regions_[static_cast<std::size_t>(local)];
+      r.faults = seams_.faults;
       reducers.push_back(system_.spawn<caf::detached>(reducer, r));
       spawned_.push_back(reducers.back());
     }
@@ -332,6 +331,8 @@ class training_run {
     d.window_samples = static_cast<uint64_t>(config_.train_batch_size);
     d.start_position = start_.next_position;
     d.windows = static_cast<uint64_t>(windows_);
+    d.start_step = start_.optimizer_steps;
+    d.faults = seams_.faults;
     if (const char* record = std::getenv("TROUPE_TEST_RECORD_SAMPLES"))
       d.sample_log = std::filesystem::path(record) /
                      ("rank-" + std::to_string(rank) + "-pid-" + std::to_string(::getpid()) + ".txt");
@@ -460,6 +461,7 @@ class training_run {
     carried_->next_position = start_.next_position + static_cast<uint64_t>(steps - start_.optimizer_steps) *
                                                          static_cast<uint64_t>(config_.train_batch_size);
     carried_->losses = losses_;
+    carried_->run_start_steps = run_start_steps_;
   }
 
   void stop() {
@@ -491,6 +493,8 @@ class training_run {
   std::optional<io::run_directory_lock> run_directory_;
   resumed_run resumed_;
   io::training_state start_;
+  int64_t run_start_steps_ = 0;  ///< the step this process's run began at (before any generation)
+  std::vector<cluster::injected_fault> faults_;  ///< this node's, from TROUPE_INJECT
   int64_t windows_ = 0;
   caf::actor metrics_actor_, checkpoint_actor_;
   std::vector<caf::actor> spawned_;  ///< every actor of the run: monitored, and stopped at the end

@@ -94,6 +94,7 @@ struct carried_state {
   int64_t optimizer_steps = 0;
   uint64_t next_position = 0;    ///< the data cursor after the last finished window
   int64_t windows_done = 0;      ///< windows finished in this process, all generations
+  int64_t run_start_steps = 0;   ///< the step this process's run began at (injected faults count from it)
   std::vector<double> losses;    ///< the generation that ended: its windows' losses
 };
 

@@ -94,24 +94,12 @@ worker_test_seams worker_test_seams::from_environment() {
 void worker_state::inject_faults() {
   const auto& seams = settings.seams;
   const int64_t window = windows_done + 1;
-  auto record = [&](const char* kind) {
-    record_event(seams.events, {{"event", "fault"},
-                                {"kind", kind},
-                                {"node", seams.node},
-                                {"window", window},
-                                {"step", settings.start.optimizer_steps + window}});
-  };
-  if (micro_in_window == 0 && window == seams.kill_window) {
-    record("kill");
-    std::raise(SIGKILL);
-  }
-  if (micro_in_window == 0 && window == seams.hang_window) {
-    record("hang");
-    std::raise(SIGSTOP);
-  }
+  if (micro_in_window == 0) seams.faults.at(cluster::fault_phase::forward, step_in_flight());
   if (seams.slow_window > 0 && window >= seams.slow_window)
     std::this_thread::sleep_for(std::chrono::duration<double>(seams.slow_seconds));
 }
+
+int64_t worker_state::step_in_flight() const { return settings.start.optimizer_steps + windows_done + 1; }
 
 void worker_state::fail(messages::errc code, const std::string& what) {
   self->quit(messages::make_error(code, what));
@@ -201,7 +189,9 @@ void worker_state::on_batch(messages::micro_batch& batch) {
 /// Forward and backward of one micro-batch into the flat gradient, and its numbers.
 void worker_state::run_micro_batch(const messages::micro_batch& batch) {
   current.data_wait_seconds += seconds(clock::now() - last_batch_done);
-  const auto result = trainer->micro_step(batch.batch);
+  const auto result = trainer->micro_step(batch.batch, [this] {
+    if (micro_in_window == 0) settings.seams.faults.at(cluster::fault_phase::backward, step_in_flight());
+  });
   current.forward_seconds += result.forward_seconds;
   current.backward_seconds += result.backward_seconds;
   current.tokens += batch.batch.tokens;
@@ -392,6 +382,7 @@ void worker_state::end_window() {
     current.parameter_hash = parameter_hash(*trainer);
   else
     window_samples = take_reduced_statistics();
+  settings.seams.faults.at(cluster::fault_phase::optimizer, step_in_flight());
   const auto step = trainer->finish_window(window_samples);
   report_window(window_samples, step);
   last_batch_done = clock::now();  // the allreduce and the step are not data wait

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "actors/fault_trigger.hpp"
 #include "compute/mlm_trainer.hpp"
 #include "compute/staging_buffer.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
@@ -36,12 +37,9 @@ struct worker_test_seams {
   double stall_seconds = 0;
   int64_t perturb_rank = -1;
   int64_t perturb_step = 0;
-  int64_t kill_window = 0;  ///< raise SIGKILL at the start of this window (0: never)
-  int64_t hang_window = 0;  ///< raise SIGSTOP there
   int64_t slow_window = 0;  ///< from this window on, sleep slow_seconds per micro-batch
   double slow_seconds = 0;
-  std::string node;                 ///< this node's name, for the fault events
-  std::filesystem::path events;     ///< RUN_DIR/events.jsonl (actors/event_log.hpp), or empty
+  fault_trigger faults;     ///< injected kills and hangs
 
   static worker_test_seams from_environment();
 };
@@ -126,6 +124,7 @@ struct worker_state {
   void finish();
   void fail(messages::errc code, const std::string& what);
   void inject_faults();
+  int64_t step_in_flight() const;  ///< the optimizer step the current window ends with
 };
 
 /// Protocol:

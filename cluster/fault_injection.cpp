@@ -1,5 +1,6 @@
 #include "cluster/fault_injection.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -15,7 +16,21 @@ int64_t positive(const std::string& text) {
   return value > 0 ? value : -1;
 }
 
+constexpr fault_phase phases[] = {fault_phase::data, fault_phase::forward, fault_phase::backward,
+                                  fault_phase::allreduce, fault_phase::optimizer};
+
 }  // namespace
+
+const char* to_string(fault_phase phase) {
+  switch (phase) {
+    case fault_phase::data: return "data";
+    case fault_phase::forward: return "forward";
+    case fault_phase::backward: return "backward";
+    case fault_phase::allreduce: return "allreduce";
+    case fault_phase::optimizer: return "optimizer";
+  }
+  return "?";
+}
 
 injected_fault parse_fault(const std::string& spec, const cluster_manifest* manifest) {
   auto refuse = [&](const std::string& expected) {
@@ -28,7 +43,17 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   injected_fault fault;
   const std::string kind = spec.substr(0, colon);
   fault.node = spec.substr(colon + 1, at - colon - 1);
-  fault.window = positive(spec.substr(at + 1));
+  std::string window = spec.substr(at + 1);
+  if (const auto phase_at = window.find(':'); phase_at != std::string::npos) {
+    const auto phase = window.substr(phase_at + 1);
+    window.resize(phase_at);
+    const auto known = std::find_if(std::begin(phases), std::end(phases), [&](auto p) { return phase == to_string(p); });
+    if (known == std::end(phases))
+      throw refuse("PHASE data, forward, backward, allreduce or optimizer after the window, got '" + phase + "'");
+    if (kind.rfind("slow:", 0) == 0) throw refuse("no PHASE for slow (it applies to every micro-batch)");
+    fault.phase = *known;
+  }
+  fault.window = positive(window);
   if (kind == "kill") {
     fault.kind = fault_kind::kill;
   } else if (kind == "hang") {

@@ -1,11 +1,18 @@
 #pragma once
 /// Faults injected on purpose, to watch the runtime survive them: `troupe launch --inject
-/// KIND:NODE@WINDOW` (repeatable), carried to the nodes in TROUPE_INJECT (also how a node
-/// started by hand gets them). Compiled in; costs a comparison per micro-batch when unused.
+/// KIND:NODE@WINDOW[:PHASE]` (repeatable), carried to the nodes in TROUPE_INJECT (also how a
+/// node started by hand gets them). Compiled in; costs a comparison per micro-batch when unused.
 ///
-///   kill:NODE@W      the node SIGKILLs itself at the start of its window W (1-based, this run)
-///   hang:NODE@W      the node SIGSTOPs itself there (a frozen node)
-///   slow:MS:NODE@W   from window W on, each of the node's workers sleeps MS ms per micro-batch
+///   kill:NODE@W[:PHASE]   the node SIGKILLs itself in its window W (1-based, this run)
+///   hang:NODE@W[:PHASE]   the node SIGSTOPs itself there (a frozen node)
+///   slow:MS:NODE@W        from window W on, each of the node's workers sleeps MS ms per micro-batch
+///
+/// PHASE, where in window W (default forward):
+///   data       the data loader builds the window's first micro-batch (it runs ahead of the worker)
+///   forward    the worker starts the window's first micro-batch
+///   backward   between the forward and the backward pass of that micro-batch
+///   allreduce  the reducer of ring 0 starts the window's gradient sum (the other ranks are in it)
+///   optimizer  the window's allreduce has finished; the optimizer step has not run
 
 #include <cstdint>
 #include <string>
@@ -19,12 +26,17 @@ namespace troupe::cluster {
 inline constexpr const char* inject_variable = "TROUPE_INJECT";
 
 enum class fault_kind { kill, hang, slow };
+enum class fault_phase { data, forward, backward, allreduce, optimizer };
+
+/// "data", "forward", … as the spec writes it.
+const char* to_string(fault_phase phase);
 
 struct injected_fault {
   fault_kind kind = fault_kind::kill;
   std::string node;
   int64_t window = 1;
   int64_t slow_ms = 0;  ///< slow only
+  fault_phase phase = fault_phase::forward;  ///< kill and hang only
 };
 
 /// Parses one `--inject` value; throws troupe::error naming `--inject`, the value and what was

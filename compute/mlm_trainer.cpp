@@ -44,7 +44,7 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
 
 mlm_trainer::~mlm_trainer() = default;
 
-micro_step_result mlm_trainer::micro_step(const mlm_batch& batch) {
+micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::function<void()>& before_backward) {
   micro_step_result result;
   result.masked_tokens = batch.labels.numel();
   auto start = std::chrono::steady_clock::now();
@@ -58,6 +58,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch) {
     loss = at::cross_entropy_loss(logits, to_device(batch.labels, device_));
   }
   result.forward_seconds = seconds_since(start);
+  if (before_backward) before_backward();
   start = std::chrono::steady_clock::now();
   // Weight by samples so the window's gradient is a per-sample average (DESIGN §4).
   (loss * static_cast<double>(batch.samples)).backward();

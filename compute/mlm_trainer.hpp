@@ -59,7 +59,9 @@ class mlm_trainer {
   explicit mlm_trainer(const trainer_options& options);
   ~mlm_trainer();
 
-  micro_step_result micro_step(const mlm_batch& batch);
+  /// `before_backward`, when set, runs between the forward and the backward pass (fault
+  /// injection's "backward" phase).
+  micro_step_result micro_step(const mlm_batch& batch, const std::function<void()>& before_backward = {});
   /// Call once the flat gradient holds the sum over `window_samples` samples (after any
   /// allreduce). Zeroes the gradient for the next window.
   window_step_result finish_window(int64_t window_samples);

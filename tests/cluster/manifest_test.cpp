@@ -153,6 +153,14 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(kill.kind, fault_kind::kill);
   EXPECT_EQ(kill.node, "b");
   EXPECT_EQ(kill.window, 3);
+  EXPECT_EQ(kill.phase, fault_phase::forward);  // the default: the window's first micro-batch
+  const auto during = parse_fault("hang:a@4:allreduce", &manifest);
+  EXPECT_EQ(during.kind, fault_kind::hang);
+  EXPECT_EQ(during.window, 4);
+  EXPECT_EQ(during.phase, fault_phase::allreduce);
+  for (auto phase : {fault_phase::data, fault_phase::forward, fault_phase::backward, fault_phase::allreduce,
+                     fault_phase::optimizer})
+    EXPECT_EQ(parse_fault(std::string("kill:b@2:") + to_string(phase), &manifest).phase, phase);
   const auto slow = parse_fault("slow:250:a@1", &manifest);
   EXPECT_EQ(slow.kind, fault_kind::slow);
   EXPECT_EQ(slow.slow_ms, 250);
@@ -164,6 +172,9 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
       {"kill:@3", "expected a node name before '@'"},
       {"kill:b@0", "expected a window number ≥ 1 after '@'"},
       {"kill:zz@2", "--inject kill:zz@2: "},
+      {"kill:b@2:lunch", "expected PHASE data, forward, backward, allreduce or optimizer after the window, got 'lunch'"},
+      {"slow:5:b@2:data", "expected no PHASE for slow"},
+      {"kill:b@x:data", "expected a window number ≥ 1 after '@'"},
   };
   for (const auto& [spec, expected] : bad) {
     try {

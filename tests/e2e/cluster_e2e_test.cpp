@@ -14,106 +14,12 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "io/os/local_port.hpp"
-#include "tests/support/test_corpus.hpp"
+#include "tests/e2e/cluster_job.hpp"
 
 namespace troupe {
 namespace {
 
-using nlohmann::json;
-using testing::run_command;
-using testing::troupe_binary;
-
-struct window_line {
-  double loss;
-  std::string parameter_hash;
-  int world_size;
-};
-
-class cluster_e2e : public ::testing::Test {
- public:  // the helpers below the fixture use its data directory and writers
-  static void SetUpTestSuite() {
-    dir_ = new testing::temp_dir("troupe-cluster");
-    auto prepared = testing::prepare_toy_dataset(dir_->path(), 30, 40, 5, 0.1);
-    ASSERT_EQ(prepared.status, 0) << prepared.output;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-
-  /// bert-tiny-sized, fp32, dropout as given (keyed by sample, so a split among ranks draws the
-  /// masks one process draws). Global batch 12 = 1×6 = 2×3 = 3×2.
-  static std::string write_config(int64_t steps, bool sync_every_micro_batch = false, double dropout = 0.0) {
-    json c{{"train_batch_size", 12},
-           {"train_micro_batch_size_per_gpu", 2},
-           {"train_steps", steps},
-           {"seed", 3},
-           {"sync_every_micro_batch", sync_every_micro_batch},
-           {"model",
-            {{"hidden_size", 64},
-             {"num_hidden_layers", 2},
-             {"num_attention_heads", 2},
-             {"hidden_dropout_prob", dropout},
-             {"attention_probs_dropout_prob", dropout}}},
-           {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 2e-3}}}}},
-           {"data", {{"dir", (*dir_ / "data").string()}, {"prefetch", 2}}},
-           {"checkpoint", {{"every_windows", 0}}}};
-    const auto path = *dir_ / ("config-" + std::to_string(steps) + (sync_every_micro_batch ? "-sync" : "") +
-                               (dropout > 0 ? "-dropout" : "") + ".json");
-    testing::write_text(path, c.dump(2));
-    return path.string();
-  }
-
-  /// A manifest of `nodes` single-worker nodes on 127.0.0.1, the head on a port the OS says is
-  /// free (so parallel test runs cannot collide), with faults.policy `policy` ("": the default,
-  /// elastic for two or more nodes).
-  static std::string write_manifest(int nodes, const std::string& name, const std::string& policy = "") {
-    json m{{"head", {{"host", "127.0.0.1"}, {"port", io::free_local_port()}}},
-           {"rings", {{"count", 2}, {"chunk_bytes", 16384}}},
-           {"timeouts", {{"join_s", 30}, {"collective_s", 10}}},
-           {"oversubscribe", true}};
-    if (!policy.empty()) m["faults"]["policy"] = policy;
-    for (int i = 0; i < nodes; ++i)
-      m["nodes"].push_back({{"name", std::string(1, static_cast<char>('a' + i))}, {"host", "127.0.0.1"}, {"workers", 1}});
-    const auto path = *dir_ / name;
-    testing::write_text(path, m.dump(2));
-    return path.string();
-  }
-
-  static std::vector<window_line> read_metrics(const std::string& run) {
-    std::vector<window_line> lines;
-    std::ifstream in(*dir_ / run / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      const auto j = json::parse(line);
-      lines.push_back({j.at("loss").get<double>(), j.at("parameter_hash").get<std::string>(), j.at("world_size").get<int>()});
-    }
-    return lines;
-  }
-
-  static testing::command_result launch(const std::string& manifest, const std::string& config, const std::string& run,
-                                        const std::string& extra = "") {
-    return run_command(troupe_binary() + " launch --manifest " + manifest + " --config " + config + " --run-dir " +
-                           (*dir_ / run).string() + " " + extra,
-                       400);
-  }
-
-  static inline testing::temp_dir* dir_ = nullptr;
-};
-
-std::string io_text(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void expect_same_curve(const std::vector<window_line>& reference, const std::vector<window_line>& other,
-                       const std::string& what) {
-  ASSERT_EQ(reference.size(), other.size()) << what;
-  double largest = 0;
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    const double relative = std::abs(other[i].loss - reference[i].loss) / std::abs(reference[i].loss);
-    largest = std::max(largest, relative);
-    EXPECT_LE(relative, 1e-4) << what << ": window " << i + 1 << ": " << other[i].loss << " vs " << reference[i].loss;
-  }
-  std::printf("%s: largest relative loss difference %.2e over %zu windows\n", what.c_str(), largest, reference.size());
-}
+class cluster_e2e : public cluster_job_test {};
 
 TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   const auto config = write_config(20, false, 0.1);  // with dropout: its masks are keyed by sample

@@ -1,0 +1,34 @@
+#pragma once
+/// Where injected kills and hangs fire (cluster/fault_injection.hpp). The actors of a node call
+/// at(phase, step) at each point of a window the phases name; a kill or hang of this node for
+/// that phase and window records a "fault" event (actors/event_log.hpp) and raises SIGKILL or
+/// SIGSTOP on the whole process. Copyable, cheap to call: with no faults, one empty-vector check.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cluster/fault_injection.hpp"
+
+namespace troupe::actors {
+
+class fault_trigger {
+ public:
+  fault_trigger() = default;
+  /// `faults`: this node's (slow ones are ignored here); `start_steps`: the step this run
+  /// started from, so that window W of the spec is step start_steps + W.
+  fault_trigger(std::vector<cluster::injected_fault> faults, std::string node, std::filesystem::path events,
+                int64_t start_steps);
+
+  /// Fires what is due at `phase` of the window that ends with optimizer step `step`.
+  void at(cluster::fault_phase phase, int64_t step) const;
+
+ private:
+  std::vector<cluster::injected_fault> faults_;
+  std::string node_;
+  std::filesystem::path events_;
+  int64_t start_steps_ = 0;
+};
+
+}  // namespace troupe::actors
