@@ -245,8 +245,9 @@ void coordinator_state::lose(const std::string& node, const std::string& why) {
   const auto& faults = settings.manifest.faults;
   const auto survivors = static_cast<int64_t>(members.size()) - 1;
   std::string stop_because;
-  if (faults.policy == cluster::fault_policy::abort)
-    stop_because = "faults.policy is \"abort\"";
+  if (faults.policy != cluster::fault_policy::elastic)
+    stop_because = faults.policy == cluster::fault_policy::abort ? "faults.policy is \"abort\""
+                                                                 : "faults.policy is \"restart\": the launcher starts the job again";
   else if (!planned && generation == 0)
     stop_because = "the job had not started";
   else if (survivors < faults.min_nodes)

@@ -188,13 +188,15 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   timeouts.finish();
   auto faults = root.object("faults");
   const auto default_policy = m.nodes.size() > 1 ? "elastic" : "abort";
-  m.faults.policy = faults.choice("policy", default_policy, {"abort", "elastic"}) == "elastic" ? fault_policy::elastic
-                                                                                              : fault_policy::abort;
+  const auto policy = faults.choice("policy", default_policy, {"abort", "elastic", "restart"});
+  m.faults.policy = policy == "elastic" ? fault_policy::elastic
+                    : policy == "restart" ? fault_policy::restart
+                                          : fault_policy::abort;
   m.faults.min_nodes =
       faults.integer("min_nodes", m.faults.min_nodes, 1, std::max<int64_t>(1, static_cast<int64_t>(m.nodes.size())));
   m.faults.max_restarts = faults.integer("max_restarts", m.faults.max_restarts, 0, 1000);
-  if (m.faults.max_restarts > 0 && m.faults.policy != fault_policy::elastic)
-    faults.fail("max_restarts", "0 under faults.policy \"abort\" (a restarted node rejoins an elastic job)");
+  if (m.faults.max_restarts > 0 && m.faults.policy == fault_policy::abort)
+    faults.fail("max_restarts", "0 under faults.policy \"abort\" (restarts need \"elastic\" or \"restart\")");
   m.faults.straggler_share = faults.number("straggler_share", m.faults.straggler_share, 0.0, 100.0);
   m.faults.straggler_windows = faults.integer("straggler_windows", m.faults.straggler_windows, 1, 1000000);
   faults.finish();

@@ -45,6 +45,7 @@ struct timeout_spec {
 enum class fault_policy {
   abort,    ///< the job stops, naming the node (the default for one node)
   elastic,  ///< the survivors redo the window in flight and go on (the default for two or more)
+  restart,  ///< the launcher starts every node again from the latest checkpoint (torchrun's way)
 };
 
 /// The manifest's `faults` block: how the job treats slow and failed nodes.
@@ -53,7 +54,8 @@ struct fault_spec {
   /// Under `elastic`, the job stops when fewer nodes than this remain.
   int64_t min_nodes = 1;
   /// Under `elastic`, the launcher restarts a lost local node this many times; it joins the
-  /// running job (`troupe node --rejoin`) and copies its state from a live replica.
+  /// running job (`troupe node --rejoin`) and copies its state from a live replica. Under
+  /// `restart`, how often the whole job starts again from the latest checkpoint.
   int64_t max_restarts = 0;
   /// A rank that finishes its compute later than this share of the window after the first rank,
   /// `straggler_windows` windows in a row, is named in a warning.

@@ -136,8 +136,10 @@ TEST(manifest, timeouts_are_read_and_range_checked) {
   one["nodes"].erase(1);
   EXPECT_EQ(parse_manifest(one, "m.json").faults.policy, fault_policy::abort);
   auto policy = m;
-  policy["faults"]["policy"] = "restart";
-  expect_error(policy, {"m.json", "faults.policy", "\"restart\""});
+  policy["faults"]["policy"] = "retry";
+  expect_error(policy, {"m.json", "faults.policy", "\"retry\""});
+  policy["faults"] = {{"policy", "restart"}, {"max_restarts", 2}};
+  EXPECT_EQ(parse_manifest(policy, "m.json").faults.policy, fault_policy::restart);
   policy["faults"]["policy"] = "abort";
   policy["faults"]["max_restarts"] = 2;
   expect_error(policy, {"m.json", "faults.max_restarts: expected 0 under faults.policy \"abort\"", "got 2"});

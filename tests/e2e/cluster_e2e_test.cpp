@@ -267,6 +267,67 @@ TEST_F(cluster_e2e, a_restarted_node_rejoins_with_a_live_replicas_state) {
             windows.end());
 }
 
+// Two losses in one run: of four nodes, d is killed in window 3 and c frozen in window 5 (its
+// allreduce phase). The job goes on as generation 1 (three nodes), then 2 (two), and still ends
+// with the uninterrupted curve.
+TEST_F(cluster_e2e, two_losses_in_one_run_leave_two_nodes_on_the_same_curve) {
+  auto c = json::parse(io_text(write_config(8, false, 0.1)));
+  c["train_batch_size"] = 24;  // 4 workers × 3 micro-batches of 2; then 3 × 4, then 2 × 6
+  const auto config = (*dir_ / "two-losses-config.json").string();
+  testing::write_text(config, c.dump());
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "two-losses-reference").string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  auto result = launch(write_manifest(4, "two-losses.json"), config, "two-losses",
+                       "--inject kill:d@3 --inject hang:c@5:allreduce");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("as generation 2"), std::string::npos) << result.output;
+  const auto windows = read_metrics("two-losses");
+  expect_same_curve(read_metrics("two-losses-reference"), windows, "two losses");
+  ASSERT_EQ(windows.size(), 8u);
+  EXPECT_EQ(windows.front().world_size, 4);
+  EXPECT_EQ(windows.back().world_size, 2);
+}
+
+// faults.min_nodes 3 on three nodes: losing one would leave two, so the job stops, saying why.
+TEST_F(cluster_e2e, a_loss_below_min_nodes_stops_the_job_naming_the_limit) {
+  json m = json::parse(io_text(write_manifest(3, "min-nodes.json")));
+  m["faults"]["min_nodes"] = 3;
+  const auto manifest = *dir_ / "min-nodes.json";
+  testing::write_text(manifest, m.dump());
+  auto result = launch(manifest.string(), write_config(8), "min-nodes", "--inject kill:c@3");
+  EXPECT_NE(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("node c (127.0.0.1) left the job before finishing"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("2 node(s) would remain, fewer than faults.min_nodes 3"), std::string::npos)
+      << result.output;
+  EXPECT_EQ(read_metrics("min-nodes").size(), 2u);
+}
+
+// faults.policy "restart" (torchrun's way, for comparison): b is killed in window 5; every node
+// stops, and the launcher starts them all again from the checkpoint of step 4. The run ends with
+// all 8 windows, each reported once, on the uninterrupted curve (resume is exact).
+TEST_F(cluster_e2e, the_restart_policy_starts_the_job_again_from_the_latest_checkpoint) {
+  auto c = json::parse(io_text(write_config(8, false, 0.1)));
+  c["checkpoint"]["every_windows"] = 2;
+  const auto config = *dir_ / "restart-config.json";
+  testing::write_text(config, c.dump());
+  auto single = run_command(troupe_binary() + " train --config " + config.string() + " --run-dir " +
+                            (*dir_ / "restart-reference").string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  json m = json::parse(io_text(write_manifest(2, "restart.json", "restart")));
+  m["faults"]["max_restarts"] = 1;
+  const auto manifest = *dir_ / "restart.json";
+  testing::write_text(manifest, m.dump());
+  auto result = launch(manifest.string(), config.string(), "restart", "--inject kill:b@5");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("starting every node again from the latest checkpoint in 1 s (restart 1 of 1"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("resuming from"), std::string::npos) << result.output;
+  const auto windows = read_metrics("restart");
+  expect_same_curve(read_metrics("restart-reference"), windows, "restart policy");
+  EXPECT_EQ(windows.size(), 8u);
+}
+
 /// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after
 /// two windows, waits for the other node to exit, then kills the frozen one. Returns the other
 /// node's log with "status=N" and "detected-ms=N" (from the stop to its exit) appended.

@@ -1,15 +1,19 @@
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "actors/node_session.hpp"
 #include "cluster/fault_injection.hpp"
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
 #include "io/checkpoint/run_directory.hpp"
 #include "io/config/job_config.hpp"
 #include "io/data/token_dataset.hpp"
@@ -133,7 +137,25 @@ void add_launch_command(CLI::App& app) {
       spdlog::warn("injecting faults: {}", injection);
       ::setenv(cluster::inject_variable, injection.c_str(), 1);
     }
-    const int status = cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join);
+    const auto grace = manifest.timeouts.collective + manifest.timeouts.join;
+    int status = cluster::run_nodes(commands, grace);
+    // faults.policy "restart": the whole job again from the latest checkpoint, with backoff.
+    for (int64_t restart = 1; status != 0 && status != 130 && manifest.faults.policy == cluster::fault_policy::restart &&
+                              restart <= manifest.faults.max_restarts;
+         ++restart) {
+      const bool has_checkpoint = !io::committed_checkpoints(args->run_dir).empty();
+      const auto backoff = std::chrono::seconds(std::min<int64_t>(30, int64_t{1} << (restart - 1)));
+      spdlog::warn("the job failed; starting every node again {} in {} s (restart {} of {}, faults.policy restart)",
+                   has_checkpoint ? "from the latest checkpoint" : "from the start", backoff.count(), restart,
+                   manifest.faults.max_restarts);
+      std::this_thread::sleep_for(backoff);
+      ::unsetenv(cluster::inject_variable);  // injected faults belong to the first run
+      auto again = *args;
+      again.resume = has_checkpoint ? "latest" : "";
+      if (!has_checkpoint) io::prepare_fresh_run(args->run_dir, true);
+      options.node_arguments = pass_through(again);
+      status = cluster::run_nodes(cluster::node_commands(manifest, options, inside_slurm), grace);
+    }
     if (status == 130) throw error("launch interrupted");
     if (status != 0) throw error("launch failed (see the node messages above)");
   });
