@@ -25,6 +25,11 @@ struct reducer_settings {
 
 struct reducer_state {
   static inline const char* name = "reducer";
+  /// The transport may outlive the reducer (the node holds it until the next generation): its
+  /// requests are cancelled here, on the reducer's thread, before the ring's buffers go.
+  ~reducer_state() {
+    if (transport) transport->cancel_pending();
+  }
   std::shared_ptr<io::transport> transport;
   std::shared_ptr<io::shared_region> region;
   std::unique_ptr<io::ring_allreduce> ring;  ///< uses both above; declared after them, so destroyed first

@@ -73,6 +73,12 @@ class transport {
   /// Moves pending operations along without waiting.
   virtual void progress() = 0;
 
+  /// Cancels every posted request and gives the cancellations a moment to complete, so the
+  /// transport writes into none of its caller's buffers afterwards (the transport stays usable
+  /// for teardown). Call it from the thread that drives the transport before freeing buffers
+  /// that posted requests point into, when the transport itself outlives them.
+  virtual void cancel_pending() noexcept {}
+
   /// Makes every wait on this transport, the current ones and later ones, fail with
   /// transport_error(-1, "… stopped: `reason`") at its next look at the clock (within
   /// milliseconds). How a run that stops for another reason (the head declared a node dead)

@@ -213,7 +213,10 @@ struct ucx_transport::impl {
     }
   }
 
+  void cancel_pending() noexcept;
   void shut_down() noexcept;
+
+  std::vector<int> force_close;  ///< peers whose requests would not cancel: their endpoints close by force
 };
 
 ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::make_unique<impl>()) {
@@ -243,7 +246,7 @@ ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::mak
 // for failed peers and for peers with requests that would not cancel (a rendezvous send whose
 // receiver never posted), a flush otherwise so that eager data already handed to UCX reaches a
 // healthy peer; (3) destroy the worker.
-void ucx_transport::impl::shut_down() noexcept {
+void ucx_transport::impl::cancel_pending() noexcept {
   std::vector<std::pair<void*, int>> cancelled;
   for (auto& [id, r] : requests) {
     if (r.handle == nullptr) continue;
@@ -251,11 +254,16 @@ void ucx_transport::impl::shut_down() noexcept {
     cancelled.emplace_back(r.handle, r.peer);
   }
   requests.clear();
-  std::vector<bool> force(peers.size(), false);
   for (auto& [handle, peer] : drain(std::move(cancelled), cancel_timeout)) {
-    ucp_request_free(handle);  // released by UCX when the force close below completes it
-    if (find_peer(peer) != nullptr) force[peer] = true;
+    ucp_request_free(handle);  // released by UCX when the force close in shut_down completes it
+    if (find_peer(peer) != nullptr) force_close.push_back(peer);
   }
+}
+
+void ucx_transport::impl::shut_down() noexcept {
+  cancel_pending();
+  std::vector<bool> force(peers.size(), false);
+  for (int peer : force_close) force[static_cast<std::size_t>(peer)] = true;
 
   std::vector<std::pair<void*, int>> closing;
   for (auto& peer : peers) {
@@ -285,6 +293,8 @@ void ucx_transport::impl::shut_down() noexcept {
 }
 
 ucx_transport::~ucx_transport() { impl_->shut_down(); }
+
+void ucx_transport::cancel_pending() noexcept { impl_->cancel_pending(); }
 
 transport_address ucx_transport::local_address() const { return impl_->address; }
 

@@ -52,8 +52,12 @@ class ucx_context {
   std::unique_ptr<impl> impl_;
 };
 
-/// One UCX worker (UCS_THREAD_MODE_SINGLE) owned and driven by one thread, with one endpoint
-/// per connected peer.
+/// One UCX worker (UCS_THREAD_MODE_SINGLE) driven by one thread at a time, with one endpoint
+/// per connected peer. In a node that is the node's main thread while it creates and connects
+/// the transport, then only its reducer's thread; the session's abort() touches an atomic
+/// flag, not the worker; and the transport is destroyed on the main thread after that reducer
+/// has stopped (and cancelled its requests on its own thread: cancel_pending). Each hand-over is
+/// ordered by an actor message or a thread join, so no two threads ever drive the worker.
 ///
 /// Waits spin on ucp_worker_progress for low latency, yield after a run of idle rounds and
 /// sleep briefly (tens of microseconds) only after about a millisecond without progress.
@@ -80,6 +84,7 @@ class ucx_transport : public transport {
   bool test(transport_request request) override;
   void wait(transport_request request, clock::time_point deadline, const std::string& what) override;
   void progress() override;
+  void cancel_pending() noexcept override;
 
   /// The rank given at construction.
   int rank() const;
