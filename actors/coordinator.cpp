@@ -15,6 +15,15 @@ namespace {
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;
 using heartbeat_check_atom = caf::atom_constant<caf::atom("hbcheck")>;
 
+/// Equal secrets, compared in time independent of where they differ.
+bool same_secret(const std::string& given, const std::string& expected) {
+  if (expected.empty()) return true;
+  unsigned char difference = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    difference |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  return difference == 0;
+}
+
 }  // namespace
 
 cluster::cluster_plan make_plan(const cluster::cluster_manifest& manifest,
@@ -94,6 +103,13 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   } catch (const error& e) {
     return messages::make_error(messages::errc::cluster_failed, e.what());
   }
+  if (!same_secret(join.secret, settings.secret)) {
+    spdlog::warn("refused a join claiming to be node {}: it did not carry this job's secret ({})", join.node,
+                 cluster::job_secret_variable);
+    return messages::make_error(messages::errc::cluster_failed,
+                                "node " + join.node + ": the head refused the join: it did not carry this job's secret (" +
+                                    cluster::job_secret_variable + ", which troupe launch gives its nodes)");
+  }
   if (join.restarted) {
     if (auto problem = admit(join); !problem.empty())
       return messages::make_error(messages::errc::cluster_failed, problem);
@@ -167,6 +183,7 @@ std::string coordinator_state::admit(const cluster::join_request& join) {
 /// still need it), and the coordinator quits soon after.
 void coordinator_state::on_finished(const std::string& node, uint64_t node_generation) {
   if (node_generation != generation || members.count(node) == 0) return;  // a lost node's, or an older plan's
+  if (!from_manager_of(node)) return;
   finished.insert(node);
   if (finished.size() < members.size()) return;
   released = true;
@@ -236,8 +253,15 @@ void coordinator_state::check_heartbeats() {
   }
 }
 
+bool coordinator_state::from_manager_of(const std::string& node) const {
+  const auto manager = managers.find(node);
+  const bool known = manager != managers.end() && manager->second == self->current_sender();
+  if (!known) spdlog::warn("ignored a message about node {} from an actor that did not join as it", node);
+  return known;
+}
+
 void coordinator_state::on_node_error(const std::string& node, const std::string& reason) {
-  if (members.count(node) == 0 || stopping) return;
+  if (members.count(node) == 0 || stopping || !from_manager_of(node)) return;
   abort_all(label(node) + " stopped with an error: " + reason + "; stopping every node", node);
 }
 

@@ -22,6 +22,7 @@ struct coordinator_settings {
   cluster::cluster_manifest manifest;  ///< every node must have read the same file (file_hash) …
   uint64_t config_hash = 0;            ///< … and parsed the same job config
   std::filesystem::path events;        ///< RUN_DIR/events.jsonl (actors/event_log.hpp), or empty
+  std::string secret;                  ///< joins must carry it (cluster::job_secret_variable); "": any
 };
 
 /// A join of the current generation, waiting for the plan or answered with it.
@@ -66,6 +67,8 @@ struct coordinator_state {
   /// A member stopped with an error of its own (diverged replicas, bad data, a failed
   /// checkpoint, …): no policy survives that, the job stops.
   void on_node_error(const std::string& node, const std::string& reason);
+  /// True when the current message comes from the actor that joined as `node`.
+  bool from_manager_of(const std::string& node) const;
   /// Every member of this generation has joined: send each the plan, starting from the
   /// furthest step any of them finished.
   void deliver_plan();

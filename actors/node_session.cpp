@@ -18,6 +18,11 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+std::string job_secret() {
+  const char* secret = std::getenv(cluster::job_secret_variable);
+  return secret ? secret : "";
+}
+
 std::string head_address(const cluster::cluster_manifest& m) {
   return m.head_host + ":" + std::to_string(m.head_port);
 }
@@ -97,7 +102,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   auto& self = *self_;
 
   if (is_head_) {
-    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events});
+    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events, job_secret()});
     const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
     auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
@@ -135,6 +140,7 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   join.generation = generation;
   join.committed_steps = committed_steps;
   join.restarted = restarted;
+  if (const char* secret = std::getenv(cluster::job_secret_variable)) join.secret = secret;
   for (std::size_t local = 0; local < transports.size(); ++local) {
     auto& worker = transports[local];
     std::vector<io::transport_address> addresses;

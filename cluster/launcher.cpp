@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <string_view>
 
+#include "cluster/plan.hpp"
 #include "messages/error.hpp"
 #include "messages/progress_line.hpp"
 
@@ -37,6 +39,7 @@ std::vector<std::string> node_arguments(const launch_options& options) {
 struct running_node {
   std::string name;
   bool may_fail = false;
+  int input = -1;        ///< write end of the node's stdin, when the launcher feeds it
   node_command command;  ///< how it was started (restarts add --rejoin)
   int64_t restarts = 0;  ///< how often it was started again so far
   pid_t pid = -1;
@@ -66,6 +69,9 @@ void on_signal(int signal) {
 running_node start(const node_command& command) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw make_error("launch: pipe: ", std::strerror(errno));
+  int input_fds[2] = {-1, -1};
+  if (!command.input.empty() && ::pipe2(input_fds, O_CLOEXEC) != 0)
+    throw make_error("launch: pipe: ", std::strerror(errno));
   std::vector<char*> argv;
   for (const auto& arg : command.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -80,6 +86,7 @@ running_node start(const node_command& command) {
     if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before prctl
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(pipe_fds[1], STDERR_FILENO);
+    if (input_fds[0] >= 0) ::dup2(input_fds[0], STDIN_FILENO);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGHUP, SIG_DFL);
@@ -91,6 +98,13 @@ running_node start(const node_command& command) {
   ::setpgid(pid, pid);  // also here: whichever of parent and child runs first
   ::close(pipe_fds[1]);
   running_node node;
+  if (input_fds[0] >= 0) {
+    ::close(input_fds[0]);
+    // A few bytes into an empty pipe: never blocks. The write end stays open with the node.
+    if (::write(input_fds[1], command.input.data(), command.input.size()) < 0) {
+    }
+    node.input = input_fds[1];
+  }
   node.name = command.node;
   node.may_fail = command.may_fail;
   node.command = command;
@@ -174,6 +188,17 @@ void signal_group(const running_node& node, int signal) { ::kill(-node.pid, sign
 
 }  // namespace
 
+std::string make_job_secret() {
+  std::random_device device;  // the OS's entropy source (getrandom) on Linux
+  std::string secret;
+  for (int i = 0; i < 4; ++i) {
+    char part[9];
+    std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(device()));
+    secret += part;
+  }
+  return secret;
+}
+
 std::string shell_quote(const std::vector<std::string>& argv) {
   std::string line;
   for (const auto& arg : argv) {
@@ -215,10 +240,14 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       commands.push_back({node.name, launch_method::local, argv, may_fail, may_fail ? manifest.faults.max_restarts : 0});
     } else {
       // The remote shell starts in the same directory (a shared filesystem is assumed, as
-      // with DeepSpeed's and Horovod's ssh launchers).
-      const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && " + shell_quote(argv);
-      commands.push_back(
-          {node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", "--", node.host, remote}, may_fail});
+      // with DeepSpeed's and Horovod's ssh launchers). It reads the job secret from stdin (never
+      // a command line, which `ps` shows), and the node watches stdin: when the launcher or the
+      // ssh session goes, it stops.
+      argv.push_back("--watch-stdin");
+      const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && IFS= read -r " +
+                          job_secret_variable + " && export " + job_secret_variable + " && exec " + shell_quote(argv);
+      commands.push_back({node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", "--", node.host, remote},
+                          may_fail, 0, options.job_secret + "\n"});
     }
   }
   return commands;
@@ -295,6 +324,8 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       node.status = node.signaled ? WTERMSIG(raw) : WEXITSTATUS(raw);
       signal_group(node, SIGKILL);  // whatever the node left behind in its group
       node.output_deadline = clock::now() + reaped_output_grace;
+      if (node.input >= 0) ::close(node.input);
+      node.input = -1;
       if (*node.status != 0 && node.may_fail && !interrupted) {
         out.note("node " + node.name + " " + describe(node) + "; the job goes on without it (faults.policy elastic)");
         // Only while the job runs: every node that may not fail is still there.

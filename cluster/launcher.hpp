@@ -16,6 +16,7 @@ struct launch_options {
   std::filesystem::path troupe_binary;   ///< the `troupe` executable the nodes run
   std::vector<std::string> node_arguments;  ///< passed on to every node (--resume, --steps, …)
   bool dry_run = false;                  ///< print the commands, start nothing
+  std::string job_secret;                ///< handed to ssh nodes on stdin (local ones inherit the environment)
 };
 
 /// How a node process is started: fork/exec for this host, ssh for others, srun inside a
@@ -31,6 +32,9 @@ struct node_command {
   bool may_fail = false;
   /// How often a node that may fail is started again (with `--rejoin`) after it failed.
   int64_t max_restarts = 0;
+  /// Written to the node's stdin, which then stays open for as long as the launcher runs (an
+  /// ssh node reads the job secret from it and stops when it closes); empty: stdin inherited.
+  std::string input;
 };
 
 /// The commands `launch` runs (and `--dry-run` prints). `inside_slurm` comes from the
@@ -46,6 +50,9 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
 /// every node that may not fail exited 0, 130 after forwarding SIGINT/SIGTERM; otherwise
 /// prints which node failed first and how, and returns 1.
 int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace);
+
+/// A new random job secret (cluster::job_secret_variable): 32 hex digits from the OS.
+std::string make_job_secret();
 
 /// A command line as a shell would need it quoted (for --dry-run and ssh).
 std::string shell_quote(const std::vector<std::string>& argv);

@@ -101,6 +101,7 @@ std::string encode_join(const join_request& join) {
   out.setGeneration(join.generation);
   out.setCommittedSteps(join.committed_steps);
   out.setRestarted(join.restarted);
+  out.setSecret(kj::arrayPtr(reinterpret_cast<const kj::byte*>(join.secret.data()), join.secret.size()));
   return messages::flat_message_bytes<std::string>(message);
 }
 
@@ -122,6 +123,9 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
     join.generation = in.getGeneration();
     join.committed_steps = in.getCommittedSteps();
     join.restarted = in.getRestarted();
+    if (in.getSecret().size() > max_address_bytes)
+      throw make_error("join request from ", sender, ": a secret of ", in.getSecret().size(), " bytes");
+    join.secret.assign(reinterpret_cast<const char*>(in.getSecret().begin()), in.getSecret().size());
     if (join.committed_steps < 0)
       throw make_error("join request from ", sender, ": ", join.committed_steps, " committed steps (expected ≥ 0)");
     return join;

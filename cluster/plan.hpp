@@ -25,7 +25,13 @@ struct join_request {
   uint64_t generation = 0;      ///< the membership generation this join is for
   int64_t committed_steps = 0;  ///< optimizer steps the node's workers completed (the most of any)
   bool restarted = false;       ///< a node restarted after it was lost: it joins the next generation
+  std::string secret;           ///< the job's secret (job_secret_variable), or empty
 };
+
+/// TROUPE_JOB_SECRET: a random value `troupe launch` generates per job and hands its nodes in
+/// the environment (ssh nodes on stdin), never on a command line. The head refuses a join that
+/// does not carry the head's own; without one (nodes started by hand), every join is accepted.
+inline constexpr const char* job_secret_variable = "TROUPE_JOB_SECRET";
 
 /// A node of a plan's generation and its ranks.
 struct plan_member {

@@ -20,6 +20,7 @@ struct JoinRequest {
   generation @5 :UInt64;       # the membership generation the node joins (0: the job's start)
   committedSteps @6 :Int64;    # optimizer steps its workers have completed (the most of any)
   restarted @7 :Bool;          # a restarted node: admitted into the next generation, state copied to it
+  secret @8 :Data;             # the job's secret (TROUPE_JOB_SECRET, from the launcher); empty without one
 }
 
 struct RingOrder {

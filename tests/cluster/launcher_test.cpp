@@ -44,6 +44,7 @@ TEST(launcher, local_and_ssh_commands) {
   options.run_dir = "/runs/x";
   options.troupe_binary = "/opt/troupe";
   options.node_arguments = {"--steps", "5"};
+  options.job_secret = "feedface";
   const auto commands = node_commands(manifest, options, false);
   ASSERT_EQ(commands.size(), 2u);
   EXPECT_EQ(commands[0].method, launch_method::local);
@@ -53,6 +54,16 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_EQ(commands[1].argv[3], "--");  // nothing after it is read as an ssh option
   EXPECT_EQ(commands[1].argv[4], "gpu-7");
   EXPECT_NE(commands[1].argv[5].find("--node b"), std::string::npos);
+  // The secret reaches an ssh node on stdin, never on a command line; the node watches stdin.
+  EXPECT_NE(commands[1].argv[5].find("IFS= read -r TROUPE_JOB_SECRET && export TROUPE_JOB_SECRET && exec "),
+            std::string::npos);
+  EXPECT_NE(commands[1].argv[5].find("--watch-stdin"), std::string::npos);
+  EXPECT_EQ(commands[1].input, "feedface\n");
+  for (const auto& command : commands)
+    for (const auto& arg : command.argv) EXPECT_EQ(arg.find("feedface"), std::string::npos) << arg;
+  EXPECT_TRUE(commands[0].input.empty());  // a local node inherits the environment
+  EXPECT_EQ(make_job_secret().size(), 32u);
+  EXPECT_NE(make_job_secret(), make_job_secret());
   EXPECT_FALSE(commands[0].may_fail);  // the head's node: the coordinator lives there
   EXPECT_TRUE(commands[1].may_fail);   // two nodes: faults.policy is elastic by default
   const auto slurm = node_commands(manifest, options, true);

@@ -67,11 +67,13 @@ TEST(plan, encodes_and_decodes_and_refuses_garbage) {
   join.generation = 3;
   join.committed_steps = 17;
   join.restarted = true;
+  join.secret = "s3cr3t";
   const auto rejoin = decode_join(encode_join(join), "b");
   EXPECT_EQ(rejoin.workers, join.workers);
   EXPECT_EQ(rejoin.generation, 3u);
   EXPECT_EQ(rejoin.committed_steps, 17);
   EXPECT_TRUE(rejoin.restarted);
+  EXPECT_EQ(rejoin.secret, "s3cr3t");
   join.workers = {{{1}, {}}};
   expect_error([&] { decode_join(encode_join(join), "b"); },
                "join request from b: a transport address of 0 bytes (expected 1..65536)");

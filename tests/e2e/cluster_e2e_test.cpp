@@ -328,6 +328,32 @@ TEST_F(cluster_e2e, the_restart_policy_starts_the_job_again_from_the_latest_chec
   EXPECT_EQ(windows.size(), 8u);
 }
 
+// Every join carries the job's secret (troupe launch generates one per job): a node started with
+// another is refused, named, and the head logs it; a node whose stdin closes (its ssh session or
+// launcher gone, --watch-stdin) stops at once instead of waiting to join.
+TEST_F(cluster_e2e, a_join_without_the_job_secret_is_refused_and_a_watched_stdin_ends_a_node) {
+  const auto manifest = write_manifest(2, "secret.json");
+  const auto run = (*dir_ / "secret").string();
+  const auto node = troupe_binary() + " node --manifest " + manifest + " --config " + write_config(4) + " --run-dir " + run;
+  const std::string script = "sh -c '" + std::string("TROUPE_JOB_SECRET=one ") + node + " --node a > " + run +
+                             ".a.log 2>&1 & a=$!; TROUPE_JOB_SECRET=two " + node + " --node b; echo b-status=$?; " +
+                             "kill -KILL $a; wait $a; cat " + run + ".a.log'";
+  auto result = run_command(script, 120);
+  EXPECT_NE(result.output.find("b-status=1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("the head refused the join: it did not carry this job's secret (TROUPE_JOB_SECRET"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("refused a join claiming to be node b"), std::string::npos) << result.output;
+
+  const auto start = std::chrono::steady_clock::now();
+  auto watched = run_command("echo | " + node + " --node b --watch-stdin", 60);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(watched.status, 0) << watched.output;
+  EXPECT_NE(watched.output.find("stdin closed: the launcher or its ssh session ended"), std::string::npos)
+      << watched.output;
+  EXPECT_LT(seconds, 20.0) << "the node waited for the head instead (timeouts.join_s is 30)";
+}
+
 /// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after
 /// two windows, waits for the other node to exit, then kills the frozen one. Returns the other
 /// node's log with "status=N" and "detected-ms=N" (from the stop to its exit) appended.

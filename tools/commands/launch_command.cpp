@@ -7,12 +7,15 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <unistd.h>
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "actors/node_session.hpp"
 #include "cluster/fault_injection.hpp"
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
+#include "cluster/plan.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/checkpoint/run_directory.hpp"
 #include "io/config/job_config.hpp"
@@ -94,6 +97,21 @@ std::string injection_for(const cluster::cluster_manifest& manifest, const std::
   return joined;
 }
 
+/// `--watch-stdin`: a thread that reads stdin until it closes — an ssh node's stdin is its
+/// launcher's pipe, so that happens when the launcher or the ssh session ends — and then ends
+/// this process, so no node outlives its launcher on another host.
+void watch_for_end_of_input() {
+  std::thread([] {
+    char buffer[256];
+    while (true) {
+      const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      spdlog::error("stdin closed: the launcher or its ssh session ended; stopping this node");
+      std::_Exit(1);
+    }
+  }).detach();
+}
+
 }  // namespace
 
 void add_launch_command(CLI::App& app) {
@@ -125,6 +143,10 @@ void add_launch_command(CLI::App& app) {
     options.troupe_binary = io::current_executable();
     options.node_arguments = pass_through(*args);
     options.dry_run = *dry_run;
+    // Local nodes inherit the job secret from this process's environment; ssh nodes read it
+    // from stdin. Never a command line (ps would show it).
+    options.job_secret = cluster::make_job_secret();
+    ::setenv(cluster::job_secret_variable, options.job_secret.c_str(), 1);
     const bool inside_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
     const auto commands = cluster::node_commands(manifest, options, inside_slurm);
     if (*dry_run) {
@@ -169,6 +191,9 @@ void add_node_command(CLI::App& app) {
   add_job_options(command, *args);
   command->add_option("--node", *node_name, "this node's name in the manifest");
   command->add_flag("--node-from-slurm", *from_slurm, "take the node from SLURM_PROCID (node index)");
+  auto watch_stdin = std::make_shared<bool>(false);
+  command->add_flag("--watch-stdin", *watch_stdin,
+                    "stop when stdin closes (the launcher's ssh session ended; troupe launch passes it to ssh nodes)");
   auto rejoin = std::make_shared<bool>(false);
   command->add_flag("--rejoin", *rejoin,
                     "this node was lost and restarted: join the running job's next generation (faults.policy elastic)");
@@ -176,7 +201,8 @@ void add_node_command(CLI::App& app) {
   command->add_flag("--progress-lines", *progress_lines, "rank 0 prints a progress record per window for the launcher");
   command->add_option("--bench-out", args->bench_out,
                       "benchmark mode (no checkpoints, no metrics files); rank 0 writes its summary here as JSON");
-  command->callback([args, node_name, from_slurm, progress_lines, rejoin] {
+  command->callback([args, node_name, from_slurm, progress_lines, rejoin, watch_stdin] {
+    if (*watch_stdin) watch_for_end_of_input();
     actors::node_identity node;
     node.manifest = cluster::load_manifest(args->manifest);
     node.name = *from_slurm ? node_from_slurm(node.manifest) : *node_name;
