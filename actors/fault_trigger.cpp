@@ -8,8 +8,12 @@
 namespace troupe::actors {
 
 fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::string node,
-                             std::filesystem::path events, int64_t start_steps)
-    : node_(std::move(node)), events_(std::move(events)), start_steps_(start_steps) {
+                             std::filesystem::path events, int64_t start_steps,
+                             std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop)
+    : node_(std::move(node)),
+      events_(std::move(events)),
+      start_steps_(start_steps),
+      heartbeats_to_drop_(std::move(heartbeats_to_drop)) {
   std::copy_if(faults.begin(), faults.end(), std::back_inserter(faults_),
                [](const auto& f) { return f.kind != cluster::fault_kind::slow; });
 }
@@ -17,13 +21,17 @@ fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::s
 void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
   for (const auto& fault : faults_) {
     if (fault.phase != phase || start_steps_ + fault.window != step) continue;
-    const bool kill = fault.kind == cluster::fault_kind::kill;
+    const bool kill = fault.kind == cluster::fault_kind::kill, drop = fault.kind == cluster::fault_kind::drop;
     record_event(events_, {{"event", "fault"},
-                           {"kind", kill ? "kill" : "hang"},
+                           {"kind", kill ? "kill" : drop ? "drop" : "hang"},
                            {"phase", cluster::to_string(phase)},
                            {"node", node_},
                            {"window", fault.window},
                            {"step", step}});
+    if (drop) {
+      if (heartbeats_to_drop_) *heartbeats_to_drop_ += fault.drop_count;
+      continue;
+    }
     std::raise(kill ? SIGKILL : SIGSTOP);
   }
 }

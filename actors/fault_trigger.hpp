@@ -1,10 +1,12 @@
 #pragma once
-/// Where injected kills and hangs fire (cluster/fault_injection.hpp). The actors of a node call
-/// at(phase, step) at each point of a window the phases name; a kill or hang of this node for
-/// that phase and window records a "fault" event (actors/event_log.hpp) and raises SIGKILL or
-/// SIGSTOP on the whole process. Copyable, cheap to call: with no faults, one empty-vector check.
+/// Where injected kills, hangs and dropped heartbeats fire (cluster/fault_injection.hpp). The
+/// actors of a node call at(phase, step) at each point of a window the phases name; a fault of
+/// this node for that phase and window records a "fault" event (actors/event_log.hpp) and
+/// raises SIGKILL or SIGSTOP on the whole process, or tells the heartbeat sender to drop N. Copyable, cheap to call: with no faults, one empty-vector check.
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,8 +20,9 @@ class fault_trigger {
   fault_trigger() = default;
   /// `faults`: this node's (slow ones are ignored here); `start_steps`: the step this run
   /// started from, so that window W of the spec is step start_steps + W.
+  /// `heartbeats_to_drop`: the node's heartbeat sender skips that many (drop faults add to it).
   fault_trigger(std::vector<cluster::injected_fault> faults, std::string node, std::filesystem::path events,
-                int64_t start_steps);
+                int64_t start_steps, std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop);
 
   /// Fires what is due at `phase` of the window that ends with optimizer step `step`.
   void at(cluster::fault_phase phase, int64_t step) const;
@@ -29,6 +32,7 @@ class fault_trigger {
   std::string node_;
   std::filesystem::path events_;
   int64_t start_steps_ = 0;
+  std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop_;
 };
 
 }  // namespace troupe::actors

@@ -50,10 +50,15 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
 //    naming the head, and asks no more.
 caf::behavior heartbeat_sender(caf::event_based_actor* self, caf::actor coordinator, std::string node,
                                std::chrono::milliseconds period, std::chrono::milliseconds timeout,
-                               caf::actor session, std::string head) {
+                               caf::actor session, std::string head, std::shared_ptr<std::atomic<int64_t>> to_drop) {
   self->send(self, messages::heartbeat_atom::value);
   return {
       [=](messages::heartbeat_atom) {
+        if (to_drop->load() > 0) {  // fault injection: this heartbeat is lost
+          --*to_drop;
+          self->delayed_send(self, period, messages::heartbeat_atom::value);
+          return;
+        }
         self->request(coordinator, timeout, messages::heartbeat_atom::value, node)
             .then([] {},
                   [=](caf::error& failure) {
@@ -116,7 +121,8 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
   heartbeat_.actor = system.spawn(heartbeat_sender, coordinator_, spec.name, m.timeouts.heartbeat_period,
-                                  m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self), head_address(m));
+                                  m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self), head_address(m),
+                                  heartbeats_to_drop_);
   join(0, 0, node.restarted);
 }
 
@@ -177,6 +183,7 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   role_.collective_timeout = m.timeouts.collective;
   role_.heartbeat = m.timeouts.heartbeat;
   role_.coordinator = coordinator_;
+  role_.heartbeats_to_drop = heartbeats_to_drop_;
   role_.head = head_address(m);
   role_.straggler_share = m.faults.straggler_share;
   role_.straggler_windows = m.faults.straggler_windows;

@@ -243,7 +243,9 @@ class training_run {
       start_.optimizer_steps = role_->start_steps;
     }
     windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
-    if (role_) seams_.faults = fault_trigger(faults_, role_->node, options_.run_dir / "events.jsonl", run_start_steps_);
+    if (role_)
+      seams_.faults = fault_trigger(faults_, role_->node, options_.run_dir / "events.jsonl", run_start_steps_,
+                                    role_->heartbeats_to_drop);
     if (options_.max_windows)
       windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
   }

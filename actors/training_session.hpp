@@ -3,6 +3,7 @@
 
 #include <caf/actor.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -60,6 +61,8 @@ struct cluster_role {
   bool shared_memory = true;  ///< the manifest's rings.shared_memory, and every node on this host
   std::chrono::seconds collective_timeout{120};
   caf::actor coordinator;  ///< sends (abort_atom, reason); its going down means the head died
+  /// The node's heartbeat sender skips this many heartbeats (fault injection: drop:N).
+  std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop;
   std::string head;        ///< "host:port", for messages
   double straggler_share = 0.25;  ///< the manifest's faults block (see metrics_settings)
   int64_t straggler_windows = 3;

@@ -39,7 +39,7 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   const auto at = spec.rfind('@');
   const auto colon = at == std::string::npos ? std::string::npos : spec.rfind(':', at);
   if (at == std::string::npos || colon == std::string::npos)
-    throw refuse("KIND:NODE@WINDOW with KIND kill, hang or slow:MS");
+    throw refuse("KIND:NODE@WINDOW with KIND kill, hang, slow:MS or drop:N");
   injected_fault fault;
   const std::string kind = spec.substr(0, colon);
   fault.node = spec.substr(colon + 1, at - colon - 1);
@@ -60,8 +60,11 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     fault.kind = fault_kind::hang;
   } else if (kind.rfind("slow:", 0) == 0 && (fault.slow_ms = positive(kind.substr(5))) > 0) {
     fault.kind = fault_kind::slow;
+  } else if (kind.rfind("drop:", 0) == 0 && (fault.drop_count = positive(kind.substr(5))) > 0) {
+    fault.kind = fault_kind::drop;
   } else {
-    throw refuse("KIND kill, hang or slow:MS (MS a whole number of milliseconds), got '" + kind + "'");
+    throw refuse("KIND kill, hang, slow:MS or drop:N (MS milliseconds, N heartbeats, whole numbers), got '" + kind +
+                 "'");
   }
   if (fault.node.empty()) throw refuse("a node name before '@'");
   if (fault.window < 1) throw refuse("a window number ≥ 1 after '@'");

@@ -6,6 +6,9 @@
 ///   kill:NODE@W[:PHASE]   the node SIGKILLs itself in its window W (1-based, this run)
 ///   hang:NODE@W[:PHASE]   the node SIGSTOPs itself there (a frozen node)
 ///   slow:MS:NODE@W        from window W on, each of the node's workers sleeps MS ms per micro-batch
+///   drop:N:NODE@W[:PHASE] the node drops its next N heartbeats to the head (control messages
+///                         lost): fewer than timeouts.heartbeat_ms covers go unnoticed; more
+///                         make the head declare a live node lost, and fence it
 ///
 /// PHASE, where in window W (default forward):
 ///   data       the data loader builds the window's first micro-batch (it runs ahead of the worker)
@@ -25,7 +28,7 @@ namespace troupe::cluster {
 /// TROUPE_INJECT: the faults, `;`-separated, as `--inject` writes them.
 inline constexpr const char* inject_variable = "TROUPE_INJECT";
 
-enum class fault_kind { kill, hang, slow };
+enum class fault_kind { kill, hang, slow, drop };
 enum class fault_phase { data, forward, backward, allreduce, optimizer };
 
 /// "data", "forward", … as the spec writes it.
@@ -36,6 +39,7 @@ struct injected_fault {
   std::string node;
   int64_t window = 1;
   int64_t slow_ms = 0;  ///< slow only
+  int64_t drop_count = 0;  ///< drop only
   fault_phase phase = fault_phase::forward;  ///< kill and hang only
 };
 

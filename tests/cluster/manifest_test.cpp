@@ -163,13 +163,18 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   for (auto phase : {fault_phase::data, fault_phase::forward, fault_phase::backward, fault_phase::allreduce,
                      fault_phase::optimizer})
     EXPECT_EQ(parse_fault(std::string("kill:b@2:") + to_string(phase), &manifest).phase, phase);
+  const auto drop = parse_fault("drop:12:b@2:backward", &manifest);
+  EXPECT_EQ(drop.kind, fault_kind::drop);
+  EXPECT_EQ(drop.drop_count, 12);
+  EXPECT_EQ(drop.phase, fault_phase::backward);
   const auto slow = parse_fault("slow:250:a@1", &manifest);
   EXPECT_EQ(slow.kind, fault_kind::slow);
   EXPECT_EQ(slow.slow_ms, 250);
   EXPECT_EQ(slow.node, "a");
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang or slow:MS"},
-      {"explode:b@3", "expected KIND kill, hang or slow:MS (MS a whole number of milliseconds), got 'explode'"},
+      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS or drop:N"},
+      {"explode:b@3", "expected KIND kill, hang, slow:MS or drop:N (MS milliseconds, N heartbeats, whole numbers), got 'explode'"},
+      {"drop:0:b@3", "got 'drop:0'"},
       {"slow:fast:b@3", "got 'slow:fast'"},
       {"kill:@3", "expected a node name before '@'"},
       {"kill:b@0", "expected a window number ≥ 1 after '@'"},

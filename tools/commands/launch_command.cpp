@@ -125,7 +125,7 @@ void add_launch_command(CLI::App& app) {
                     "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)")
       ->excludes("--resume");
   command->add_option("--inject", *inject,
-                      "inject a fault (repeatable): kill:NODE@WINDOW, hang:NODE@WINDOW or slow:MS:NODE@WINDOW");
+                      "inject a fault (repeatable): kill:NODE@WINDOW[:PHASE], hang:NODE@WINDOW[:PHASE], drop:N:NODE@WINDOW[:PHASE] or slow:MS:NODE@WINDOW (docs/cluster.md)");
   command->callback([args, dry_run, inject] {
     const auto manifest = cluster::load_manifest(args->manifest);
     check_job(manifest, *args);
