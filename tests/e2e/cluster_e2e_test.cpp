@@ -110,6 +110,24 @@ TEST_F(cluster_e2e, under_the_abort_policy_killing_a_node_stops_the_others_namin
   EXPECT_NE(output.find("node b (127.0.0.1)"), std::string::npos) << output;
 }
 
+// The launcher itself SIGKILLed mid-run (it cannot forward anything): every local node dies
+// with it (PR_SET_PDEATHSIG), none survives for more than a few seconds.
+TEST_F(cluster_e2e, no_node_outlives_a_launcher_killed_with_sigkill) {
+  const auto manifest = write_manifest(3, "orphans.json");
+  const auto run = (*dir_ / "orphans").string();
+  const auto pattern = run.substr(0, run.size() - 1) + "[" + run.back() + "]";
+  const std::string script =
+      "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " + write_config(100000) +
+      " --run-dir " + run + " > " + run + ".log 2>&1 & launcher=$!; " +
+      "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
+      "echo before=$(pgrep -f -- \"" + pattern + " .*--node [abc]\" | wc -l); kill -KILL $launcher; sleep 3; " +
+      "echo after=$(pgrep -f -- \"" + pattern + " .*--node [abc]\" | wc -l)'";
+  auto result = run_command(script, 120);
+  EXPECT_NE(result.output.find("before=3"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("after=0"), std::string::npos) << result.output;
+  run_command("pkill -KILL -f -- \"" + pattern + " .*--node [abc]\"", 10);  // never leave one behind
+}
+
 // The replica check in the failing direction: rank 1's parameters are nudged before step 3
 // (a test seam), so the hashes summed with that window's gradient disagree and every rank stops
 // the job naming the diverged rank and the step.
