@@ -9,11 +9,12 @@
 
 namespace troupe::actors {
 
-caf::behavior checkpointer(caf::event_based_actor*, std::filesystem::path run_dir) {
+caf::behavior checkpointer(caf::event_based_actor*, std::filesystem::path run_dir, fault_trigger faults) {
   return {
       [=](messages::save_atom, const messages::checkpoint_request& request) -> caf::result<std::string> {
         try {
-          auto dir = io::save_checkpoint(run_dir, request.contents, request.keep);
+          auto dir = io::save_checkpoint(run_dir, request.contents, request.keep,
+                                         faults.checkpoint_faults(request.contents.state.optimizer_steps));
           spdlog::debug("checkpoint written: {}", dir.string());
           return dir.string();
         } catch (const std::exception& e) {

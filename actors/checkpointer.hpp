@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "actors/fault_trigger.hpp"
+
 namespace troupe::actors {
 
 /// Protocol:
@@ -13,6 +15,7 @@ namespace troupe::actors {
 ///   ← (flush_atom) → unit once every save received before it is on disk.
 /// Writes synchronously with io::save_checkpoint (temp dir, fsync, rename, `latest`).
 /// Detached: disk I/O never occupies CAF's scheduler threads.
-caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir);
+/// `faults`: this node's injected faults (the checkpoint kinds and phase), or none.
+caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults);
 
 }  // namespace troupe::actors

@@ -4,6 +4,7 @@
 #include <csignal>
 
 #include "actors/event_log.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
 
 namespace troupe::actors {
 
@@ -21,6 +22,7 @@ fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::s
 void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
   for (const auto& fault : faults_) {
     if (fault.phase != phase || start_steps_ + fault.window != step) continue;
+    if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc) continue;
     const bool kill = fault.kind == cluster::fault_kind::kill, drop = fault.kind == cluster::fault_kind::drop;
     record_event(events_, {{"event", "fault"},
                            {"kind", kill ? "kill" : drop ? "drop" : "hang"},
@@ -34,6 +36,24 @@ void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
     }
     std::raise(kill ? SIGKILL : SIGSTOP);
   }
+}
+
+io::checkpoint_write_faults fault_trigger::checkpoint_faults(int64_t step) const {
+  io::checkpoint_write_faults faults;
+  for (const auto& fault : faults_) {
+    if (start_steps_ + fault.window != step) continue;
+    if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc) {
+      record_event(events_, {{"event", "fault"},
+                             {"kind", fault.kind == cluster::fault_kind::enospc ? "enospc" : "corrupt-checkpoint"},
+                             {"node", node_},
+                             {"window", fault.window},
+                             {"step", step}});
+      (fault.kind == cluster::fault_kind::enospc ? faults.enospc : faults.corrupt) = true;
+    } else if (fault.phase == cluster::fault_phase::checkpoint) {
+      faults.after_model = [trigger = *this, step] { trigger.at(cluster::fault_phase::checkpoint, step); };
+    }
+  }
+  return faults;
 }
 
 }  // namespace troupe::actors

@@ -13,6 +13,10 @@
 
 #include "cluster/fault_injection.hpp"
 
+namespace troupe::io {
+struct checkpoint_write_faults;  // io/checkpoint/checkpoint_store.hpp (kept out: it brings LibTorch)
+}
+
 namespace troupe::actors {
 
 class fault_trigger {
@@ -26,6 +30,9 @@ class fault_trigger {
 
   /// Fires what is due at `phase` of the window that ends with optimizer step `step`.
   void at(cluster::fault_phase phase, int64_t step) const;
+  /// The faults for writing the checkpoint of `step`: corrupt-checkpoint, enospc, and kills,
+  /// hangs and drops of the checkpoint phase (fired once model.safetensors is written).
+  io::checkpoint_write_faults checkpoint_faults(int64_t step) const;
 
  private:
   std::vector<cluster::injected_fault> faults_;

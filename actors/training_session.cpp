@@ -264,7 +264,7 @@ class training_run {
       metric_options.straggler_windows = role_->straggler_windows;
     }
     metrics_actor_ = system_.spawn(metrics, metric_options);
-    checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir);
+    checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults);
   }
 
   /// One local worker: its reducers (one per ring), the worker, its data loader.

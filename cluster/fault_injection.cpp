@@ -16,8 +16,8 @@ int64_t positive(const std::string& text) {
   return value > 0 ? value : -1;
 }
 
-constexpr fault_phase phases[] = {fault_phase::data, fault_phase::forward, fault_phase::backward,
-                                  fault_phase::allreduce, fault_phase::optimizer};
+constexpr fault_phase phases[] = {fault_phase::data,      fault_phase::forward,   fault_phase::backward,
+                                  fault_phase::allreduce, fault_phase::optimizer, fault_phase::checkpoint};
 
 }  // namespace
 
@@ -28,6 +28,7 @@ const char* to_string(fault_phase phase) {
     case fault_phase::backward: return "backward";
     case fault_phase::allreduce: return "allreduce";
     case fault_phase::optimizer: return "optimizer";
+    case fault_phase::checkpoint: return "checkpoint";
   }
   return "?";
 }
@@ -39,7 +40,7 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   const auto at = spec.rfind('@');
   const auto colon = at == std::string::npos ? std::string::npos : spec.rfind(':', at);
   if (at == std::string::npos || colon == std::string::npos)
-    throw refuse("KIND:NODE@WINDOW with KIND kill, hang, slow:MS or drop:N");
+    throw refuse("KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint or enospc");
   injected_fault fault;
   const std::string kind = spec.substr(0, colon);
   fault.node = spec.substr(colon + 1, at - colon - 1);
@@ -49,8 +50,11 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     window.resize(phase_at);
     const auto known = std::find_if(std::begin(phases), std::end(phases), [&](auto p) { return phase == to_string(p); });
     if (known == std::end(phases))
-      throw refuse("PHASE data, forward, backward, allreduce or optimizer after the window, got '" + phase + "'");
+      throw refuse("PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got '" +
+                   phase + "'");
     if (kind.rfind("slow:", 0) == 0) throw refuse("no PHASE for slow (it applies to every micro-batch)");
+    if (kind == "corrupt-checkpoint" || kind == "enospc")
+      throw refuse("no PHASE for " + kind + " (it applies to the window's checkpoint)");
     fault.phase = *known;
   }
   fault.window = positive(window);
@@ -62,9 +66,16 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     fault.kind = fault_kind::slow;
   } else if (kind.rfind("drop:", 0) == 0 && (fault.drop_count = positive(kind.substr(5))) > 0) {
     fault.kind = fault_kind::drop;
+  } else if (kind == "corrupt-checkpoint") {
+    fault.kind = fault_kind::corrupt_checkpoint;
+    fault.phase = fault_phase::checkpoint;
+  } else if (kind == "enospc") {
+    fault.kind = fault_kind::enospc;
+    fault.phase = fault_phase::checkpoint;
   } else {
-    throw refuse("KIND kill, hang, slow:MS or drop:N (MS milliseconds, N heartbeats, whole numbers), got '" + kind +
-                 "'");
+    throw refuse("KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint or enospc (MS milliseconds, N heartbeats, "
+                 "whole numbers), got '" +
+                 kind + "'");
   }
   if (fault.node.empty()) throw refuse("a node name before '@'");
   if (fault.window < 1) throw refuse("a window number ≥ 1 after '@'");

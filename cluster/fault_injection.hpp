@@ -9,6 +9,9 @@
 ///   drop:N:NODE@W[:PHASE] the node drops its next N heartbeats to the head (control messages
 ///                         lost): fewer than timeouts.heartbeat_ms covers go unnoticed; more
 ///                         make the head declare a live node lost, and fence it
+///   corrupt-checkpoint:NODE@W   the checkpoint of window W, written by NODE (global rank 0's),
+///                         gets a byte of model.safetensors flipped after its checksum was taken
+///   enospc:NODE@W         writing that checkpoint fails halfway with ENOSPC (a full disk)
 ///
 /// PHASE, where in window W (default forward):
 ///   data       the data loader builds the window's first micro-batch (it runs ahead of the worker)
@@ -16,6 +19,8 @@
 ///   backward   between the forward and the backward pass of that micro-batch
 ///   allreduce  the reducer of ring 0 starts the window's gradient sum (the other ranks are in it)
 ///   optimizer  the window's allreduce has finished; the optimizer step has not run
+///   checkpoint the window's checkpoint is being written: model.safetensors is, the rest not
+///              (on the node of global rank 0, which writes checkpoints; when one is due)
 
 #include <cstdint>
 #include <string>
@@ -28,8 +33,8 @@ namespace troupe::cluster {
 /// TROUPE_INJECT: the faults, `;`-separated, as `--inject` writes them.
 inline constexpr const char* inject_variable = "TROUPE_INJECT";
 
-enum class fault_kind { kill, hang, slow, drop };
-enum class fault_phase { data, forward, backward, allreduce, optimizer };
+enum class fault_kind { kill, hang, slow, drop, corrupt_checkpoint, enospc };
+enum class fault_phase { data, forward, backward, allreduce, optimizer, checkpoint };
 
 /// "data", "forward", … as the spec writes it.
 const char* to_string(fault_phase phase);

@@ -5,6 +5,9 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <cerrno>
 #include <map>
 #include <chrono>
 #include <cstdio>
@@ -69,6 +72,30 @@ std::optional<std::string> latest_name(const std::filesystem::path& root) {
   return name;
 }
 
+/// Fault injection "enospc": a progress callback that fails the write halfway through the
+/// tensors' bytes the way a full disk does (the message write_file_atomically gives for ENOSPC).
+write_progress full_disk_at_half(const compute::named_tensors& tensors, const std::filesystem::path& file) {
+  std::size_t bytes = 0;
+  for (const auto& [name, tensor] : tensors) bytes += static_cast<std::size_t>(tensor.nbytes());
+  return [half = bytes / 2, temporary = file.string() + ".tmp"](std::size_t written) {
+    if (written >= half) throw make_error(temporary, ": write failed: ", std::strerror(ENOSPC), " (injected)");
+  };
+}
+
+/// Fault injection "corrupt-checkpoint": flips one byte in the middle of a written file.
+void flip_a_byte(const std::filesystem::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(file) / 2);
+  char byte = 0;
+  f.seekg(middle);
+  f.read(&byte, 1);
+  byte = static_cast<char>(byte ^ 0x5a);
+  f.seekp(middle);
+  f.write(&byte, 1);
+  if (!f) throw make_error(file.string(), ": could not flip a byte (fault injection)");
+  spdlog::warn("{}: flipped a byte after its checksum was taken (injected corrupt-checkpoint)", file.string());
+}
+
 /// The stall seam (see stall_checkpoint_variable): a progress callback that never returns once
 /// the configured byte count is reached while writing the configured step.
 write_progress stall_seam(int64_t step) {
@@ -103,15 +130,20 @@ std::optional<std::string> latest_name_if_readable(const std::filesystem::path& 
 
 }  // namespace
 
-void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoint_contents& contents) {
+void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoint_contents& contents,
+                                const checkpoint_write_faults& faults) {
   const auto& s = contents.state;
   const auto temporary = std::filesystem::path(dir.string() + ".tmp");
   std::filesystem::remove_all(temporary);
   std::filesystem::create_directories(temporary);
 
   std::map<std::string, uint64_t> hashes;
-  hashes["model.safetensors"] = write_safetensors(temporary / "model.safetensors", contents.parameters,
-                                                  {{"format", "pt"}}, stall_seam(s.optimizer_steps));
+  const auto model_file = temporary / "model.safetensors";
+  auto progress = stall_seam(s.optimizer_steps);
+  if (faults.enospc) progress = full_disk_at_half(contents.parameters, model_file);
+  hashes["model.safetensors"] = write_safetensors(model_file, contents.parameters, {{"format", "pt"}}, progress);
+  if (faults.corrupt) flip_a_byte(model_file);
+  if (faults.after_model) faults.after_model();
   hashes["optimizer.safetensors"] =
       write_safetensors(temporary / "optimizer.safetensors", contents.optimizer, {{"format", "pt"}});
   hashes["config.json"] =
@@ -150,14 +182,14 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
 }
 
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const checkpoint_contents& contents,
-                                      int64_t keep) {
+                                      int64_t keep, const checkpoint_write_faults& faults) {
   const auto root = checkpoints_root(run_dir);
   std::filesystem::create_directories(root);
   // A run has one writer: temporary directories left by a crash are garbage.
   for (const auto& entry : std::filesystem::directory_iterator(root))
     if (entry.is_directory() && entry.path().extension() == ".tmp") std::filesystem::remove_all(entry.path());
   const std::string name = checkpoint_name(contents.state.optimizer_steps);
-  write_checkpoint_directory(root / name, contents);
+  write_checkpoint_directory(root / name, contents, faults);
   write_file_atomically(root / "latest", name + "\n");
   prune_checkpoints(run_dir, keep);
   return root / name;

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,14 +60,23 @@ struct checkpoint_contents {
   nlohmann::json job;
 };
 
+/// Faults injected into one checkpoint write (`troupe launch --inject`, cluster/fault_injection.hpp);
+/// all off in normal use.
+struct checkpoint_write_faults {
+  bool enospc = false;   ///< writing model.safetensors fails halfway as on a full disk (ENOSPC)
+  bool corrupt = false;  ///< a byte of model.safetensors is flipped after its checksum was taken
+  std::function<void()> after_model;  ///< runs once model.safetensors is written (kill, hang)
+};
+
 /// Writes a checkpoint under `run_dir/checkpoints` with the commit protocol above, then keeps
 /// the newest `keep` checkpoints. Returns the checkpoint directory.
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const checkpoint_contents& contents,
-                                      int64_t keep);
+                                      int64_t keep, const checkpoint_write_faults& faults = {});
 
 /// Writes one checkpoint directory with the commit protocol (temp sibling, files, manifest
 /// last, fsync, rename, fsync parent). Used by save_checkpoint and `troupe ckpt import`.
-void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoint_contents& contents);
+void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoint_contents& contents,
+                                const checkpoint_write_faults& faults = {});
 
 /// Checks a checkpoint directory: manifest decodes, every listed file exists with its size and
 /// xxh64, the safetensors headers are valid. Returns the manifest; throws troupe::error naming

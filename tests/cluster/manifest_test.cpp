@@ -160,8 +160,10 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(during.kind, fault_kind::hang);
   EXPECT_EQ(during.window, 4);
   EXPECT_EQ(during.phase, fault_phase::allreduce);
+  EXPECT_EQ(parse_fault("corrupt-checkpoint:a@4", &manifest).kind, fault_kind::corrupt_checkpoint);
+  EXPECT_EQ(parse_fault("enospc:a@4", &manifest).kind, fault_kind::enospc);
   for (auto phase : {fault_phase::data, fault_phase::forward, fault_phase::backward, fault_phase::allreduce,
-                     fault_phase::optimizer})
+                     fault_phase::optimizer, fault_phase::checkpoint})
     EXPECT_EQ(parse_fault(std::string("kill:b@2:") + to_string(phase), &manifest).phase, phase);
   const auto drop = parse_fault("drop:12:b@2:backward", &manifest);
   EXPECT_EQ(drop.kind, fault_kind::drop);
@@ -172,14 +174,15 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(slow.slow_ms, 250);
   EXPECT_EQ(slow.node, "a");
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS or drop:N"},
-      {"explode:b@3", "expected KIND kill, hang, slow:MS or drop:N (MS milliseconds, N heartbeats, whole numbers), got 'explode'"},
+      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint or enospc"},
+      {"explode:b@3", "or enospc (MS milliseconds, N heartbeats, whole numbers), got 'explode'"},
+      {"enospc:a@2:data", "expected no PHASE for enospc (it applies to the window's checkpoint)"},
       {"drop:0:b@3", "got 'drop:0'"},
       {"slow:fast:b@3", "got 'slow:fast'"},
       {"kill:@3", "expected a node name before '@'"},
       {"kill:b@0", "expected a window number ≥ 1 after '@'"},
       {"kill:zz@2", "--inject kill:zz@2: "},
-      {"kill:b@2:lunch", "expected PHASE data, forward, backward, allreduce or optimizer after the window, got 'lunch'"},
+      {"kill:b@2:lunch", "expected PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got 'lunch'"},
       {"slow:5:b@2:data", "expected no PHASE for slow"},
       {"kill:b@x:data", "expected a window number ≥ 1 after '@'"},
   };

@@ -372,6 +372,55 @@ TEST_F(cluster_e2e, a_join_without_the_job_secret_is_refused_and_a_watched_stdin
   EXPECT_LT(seconds, 20.0) << "the node waited for the head instead (timeouts.join_s is 30)";
 }
 
+// Checkpoint faults on node a, which writes the checkpoints (every 2 windows of 6):
+//  - enospc:a@4 — writing step 4's model.safetensors fails halfway with ENOSPC: the job stops,
+//    naming the file and the errno; step 2's checkpoint stays `latest` and valid, and the run
+//    resumes from it;
+//  - corrupt-checkpoint:a@6 — a byte of the final checkpoint's model.safetensors is flipped after
+//    its checksum was taken: the job ends normally, `troupe ckpt verify` names the file, and a
+//    resume from `latest` falls back to step 4's;
+//  - kill:a@4:checkpoint (abort policy) — the writer dies with the checkpoint half written: step
+//    2's stays `latest` and valid.
+TEST_F(cluster_e2e, checkpoint_faults_keep_the_previous_checkpoint_valid) {
+  auto c = json::parse(io_text(write_config(6)));
+  c["checkpoint"]["every_windows"] = 2;
+  c["checkpoint"]["keep"] = 3;
+  const auto config = (*dir_ / "ckpt-faults-config.json").string();
+  testing::write_text(config, c.dump());
+  auto verify = [](const std::string& run) {
+    return run_command(troupe_binary() + " ckpt verify " + (*dir_ / run).string(), 60);
+  };
+
+  auto full = launch(write_manifest(2, "enospc.json"), config, "enospc", "--inject enospc:a@4");
+  EXPECT_NE(full.status, 0) << full.output;
+  EXPECT_NE(full.output.find("step-00000004.tmp/model.safetensors.tmp: write failed: No space left on device"),
+            std::string::npos)
+      << full.output;
+  auto still = verify("enospc");
+  EXPECT_EQ(still.status, 0) << still.output;
+  EXPECT_NE(still.output.find("step-00000002"), std::string::npos) << still.output;
+  auto resumed = launch(write_manifest(2, "enospc-resume.json"), config, "enospc", "--resume latest");
+  EXPECT_EQ(resumed.status, 0) << resumed.output;
+
+  auto corrupt = launch(write_manifest(2, "corrupt.json"), config, "corrupt", "--inject corrupt-checkpoint:a@6");
+  ASSERT_EQ(corrupt.status, 0) << corrupt.output;
+  auto bad = verify("corrupt");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.output.find("model.safetensors"), std::string::npos) << bad.output;
+  auto fallback = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "corrupt").string() +
+                                  " --resume latest",
+                              120);
+  EXPECT_EQ(fallback.status, 0) << fallback.output;
+  EXPECT_NE(fallback.output.find("falling back to the previous valid checkpoint"), std::string::npos) << fallback.output;
+  EXPECT_NE(fallback.output.find("step-00000004"), std::string::npos) << fallback.output;
+
+  auto killed = launch(write_manifest(2, "ckpt-kill.json", "abort"), config, "ckpt-kill", "--inject kill:a@4:checkpoint");
+  EXPECT_NE(killed.status, 0) << killed.output;
+  auto survived = verify("ckpt-kill");
+  EXPECT_EQ(survived.status, 0) << survived.output;
+  EXPECT_NE(survived.output.find("step-00000002"), std::string::npos) << survived.output;
+}
+
 /// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after
 /// two windows, waits for the other node to exit, then kills the frozen one. Returns the other
 /// node's log with "status=N" and "detected-ms=N" (from the stop to its exit) appended.
