@@ -152,6 +152,7 @@ void coordinator_state::deliver_plan() {
                                    {"nodes", nodes}});
   }
   const auto bytes = cluster::encode_plan(plan);
+  plan_members = plan.members;
   planned = true;
   for (auto& [name, j] : joined) j.reply.deliver(bytes);
 }
@@ -253,6 +254,19 @@ void coordinator_state::check_heartbeats() {
   }
 }
 
+void coordinator_state::on_suspicion(const std::string& node, uint64_t node_generation, int32_t peer,
+                                     const std::string& reason) {
+  if (stopping || !planned || node_generation != generation || members.count(node) == 0 || !from_manager_of(node))
+    return;
+  for (const auto& member : plan_members) {
+    if (peer < member.first_rank || peer >= member.first_rank + member.workers) continue;
+    if (member.node == node || members.count(member.node) == 0) return;
+    lose(member.node, detail::concat(label(member.node), " was cut off from its ring: ", label(node), " heard nothing from rank ",
+                                     peer, " (", reason, ")"));
+    return;
+  }
+}
+
 bool coordinator_state::from_manager_of(const std::string& node) const {
   const auto manager = managers.find(node);
   const bool known = manager != managers.end() && manager->second == self->current_sender();
@@ -322,6 +336,8 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       [self](join_timeout_atom, uint64_t generation) { self->state.on_join_timeout(generation); },
       [self](messages::heartbeat_atom, const std::string& node) { return self->state.on_heartbeat(node); },
       [self](heartbeat_check_atom) { self->state.check_heartbeats(); },
+      [self](messages::suspect_atom, const std::string& node, uint64_t generation, int32_t peer,
+             const std::string& reason) { self->state.on_suspicion(node, generation, peer, reason); },
       [self](messages::abort_atom, const std::string& node, const std::string& reason) {
         self->state.on_node_error(node, reason);
       },

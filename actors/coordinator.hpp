@@ -50,6 +50,7 @@ struct coordinator_state {
   std::map<std::string, caf::actor_addr> heartbeat_senders;  ///< by member: the actor its heartbeats come from
   std::set<caf::actor_addr> fenced;  ///< heartbeat senders of lost nodes: answered with an error
   bool planned = false;  ///< this generation's plan went out
+  std::vector<cluster::plan_member> plan_members;  ///< of the plan that went out last (rank → node)
   bool released = false;
   bool stopping = false;  ///< abort_all ran
 
@@ -67,6 +68,9 @@ struct coordinator_state {
   /// A member stopped with an error of its own (diverged replicas, bad data, a failed
   /// checkpoint, …): no policy survives that, the job stops.
   void on_node_error(const std::string& node, const std::string& reason);
+  /// `node` reports global rank `peer` silent on its ring for the whole collective timeout while
+  /// the head may still hear it (a broken link): under elastic, the peer's node is lost.
+  void on_suspicion(const std::string& node, uint64_t node_generation, int32_t peer, const std::string& reason);
   /// True when the current message comes from the actor that joined as `node`.
   bool from_manager_of(const std::string& node) const;
   /// Every member of this generation has joined: send each the plan, starting from the

@@ -10,11 +10,13 @@ namespace troupe::actors {
 
 fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::string node,
                              std::filesystem::path events, int64_t start_steps,
-                             std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop)
+                             std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop,
+                             std::shared_ptr<std::atomic<bool>> partitioned)
     : node_(std::move(node)),
       events_(std::move(events)),
       start_steps_(start_steps),
-      heartbeats_to_drop_(std::move(heartbeats_to_drop)) {
+      heartbeats_to_drop_(std::move(heartbeats_to_drop)),
+      partitioned_(std::move(partitioned)) {
   std::copy_if(faults.begin(), faults.end(), std::back_inserter(faults_),
                [](const auto& f) { return f.kind != cluster::fault_kind::slow; });
 }
@@ -22,7 +24,9 @@ fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::s
 void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
   for (const auto& fault : faults_) {
     if (fault.phase != phase || start_steps_ + fault.window != step) continue;
-    if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc) continue;
+    if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc ||
+        fault.kind == cluster::fault_kind::partition)
+      continue;
     const bool kill = fault.kind == cluster::fault_kind::kill, drop = fault.kind == cluster::fault_kind::drop;
     record_event(events_, {{"event", "fault"},
                            {"kind", kill ? "kill" : drop ? "drop" : "hang"},
@@ -36,6 +40,16 @@ void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
     }
     std::raise(kill ? SIGKILL : SIGSTOP);
   }
+}
+
+bool fault_trigger::take_partition(int64_t step) const {
+  for (const auto& fault : faults_) {
+    if (fault.kind != cluster::fault_kind::partition || step < start_steps_ + fault.window || !partitioned_) continue;
+    if (partitioned_->exchange(true)) return false;
+    record_event(events_, {{"event", "fault"}, {"kind", "partition"}, {"node", node_}, {"window", fault.window}, {"step", step}});
+    return true;
+  }
+  return false;
 }
 
 io::checkpoint_write_faults fault_trigger::checkpoint_faults(int64_t step) const {

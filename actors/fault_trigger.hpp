@@ -24,15 +24,20 @@ class fault_trigger {
   fault_trigger() = default;
   /// `faults`: this node's (slow ones are ignored here); `start_steps`: the step this run
   /// started from, so that window W of the spec is step start_steps + W.
-  /// `heartbeats_to_drop`: the node's heartbeat sender skips that many (drop faults add to it).
+  /// `heartbeats_to_drop`: the node's heartbeat sender skips that many (drop faults add to it);
+  /// `partitioned`: set once a partition fault fired (owned by the node, kept across generations).
   fault_trigger(std::vector<cluster::injected_fault> faults, std::string node, std::filesystem::path events,
-                int64_t start_steps, std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop);
+                int64_t start_steps, std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop,
+                std::shared_ptr<std::atomic<bool>> partitioned);
 
   /// Fires what is due at `phase` of the window that ends with optimizer step `step`.
   void at(cluster::fault_phase phase, int64_t step) const;
   /// The faults for writing the checkpoint of `step`: corrupt-checkpoint, enospc, and kills,
   /// hangs and drops of the checkpoint phase (fired once model.safetensors is written).
   io::checkpoint_write_faults checkpoint_faults(int64_t step) const;
+  /// True once, in the whole process (the flag is shared by copies and generations), when a
+  /// partition fault is due at or before `step`; records the event.
+  bool take_partition(int64_t step) const;
 
  private:
   std::vector<cluster::injected_fault> faults_;
@@ -40,6 +45,7 @@ class fault_trigger {
   std::filesystem::path events_;
   int64_t start_steps_ = 0;
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop_;
+  std::shared_ptr<std::atomic<bool>> partitioned_;  ///< a partition fired already
 };
 
 }  // namespace troupe::actors

@@ -184,6 +184,7 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   role_.heartbeat = m.timeouts.heartbeat;
   role_.coordinator = coordinator_;
   role_.heartbeats_to_drop = heartbeats_to_drop_;
+  role_.partitioned = partitioned_;
   role_.head = head_address(m);
   role_.straggler_share = m.faults.straggler_share;
   role_.straggler_windows = m.faults.straggler_windows;

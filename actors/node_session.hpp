@@ -58,6 +58,7 @@ class cluster_membership {
   node_identity node_;
   uint64_t job_hash_ = 0;
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop_ = std::make_shared<std::atomic<int64_t>>(0);
+  std::shared_ptr<std::atomic<bool>> partitioned_ = std::make_shared<std::atomic<bool>>(false);
   bool is_head_ = false;
   std::unique_ptr<io::ucx_context> ucx_;
   std::unique_ptr<caf::actor_system_config> system_config_;

@@ -21,11 +21,17 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
     return {};
   }
   return {
-      [self, ring_index, faults = settings.faults](messages::reduce_atom,
-                                                   const messages::reduce_request& request) -> caf::result<void> {
+      [self, ring_index, faults = settings.faults, session = settings.session, timeout = settings.ring.timeout](
+          messages::reduce_atom, const messages::reduce_request& request) -> caf::result<void> {
         auto& ring = *self->state.ring;
-        if (ring_index == 0 && request.gradient_count > 0)
-          faults.at(cluster::fault_phase::allreduce, static_cast<int64_t>(request.window));
+        const auto step = static_cast<int64_t>(request.window);
+        if (ring_index == 0 && request.gradient_count > 0) faults.at(cluster::fault_phase::allreduce, step);
+        if (request.gradient_count > 0 && faults.take_partition(step)) {
+          spdlog::warn("ring {}: dropping what this rank sends to rank {} from now on (injected partition)", ring_index,
+                       ring.next());
+          self->state.transport->drop_sends_to(ring.next());
+        }
+        const auto started = std::chrono::steady_clock::now();
         try {
           if (request.gradient_count > 0) ring.sum(request.gradient, request.gradient_count, 2 * request.sequence);
           if (ring.uses_shared_memory() && !self->state.said_shared_memory) {
@@ -36,6 +42,12 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
           if (request.statistic_count > 0)
             ring.sum(request.statistics, request.statistic_count, 2 * request.sequence + 1);
           return caf::unit;
+        } catch (const io::transport_error& e) {
+          const std::string what = "ring " + std::to_string(ring_index) + ", window " + std::to_string(request.window) +
+                                   ": " + e.what();
+          if (e.peer() >= 0 && session && std::chrono::steady_clock::now() - started >= timeout)
+            self->send(session, messages::suspect_atom::value, static_cast<int32_t>(e.peer()), what);
+          return messages::make_error(messages::errc::collective_failed, what);
         } catch (const std::exception& e) {
           return messages::make_error(messages::errc::collective_failed,
                                       "ring " + std::to_string(ring_index) + ", window " +

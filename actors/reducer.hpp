@@ -2,6 +2,7 @@
 /// The reducer actor: one per ring per worker; allreduces its ring's slice of the worker's
 /// flat gradient with the same ring's reducers on the other ranks.
 
+#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -20,7 +21,8 @@ struct reducer_settings {
   io::ring_settings ring;
   /// The worker's gradient memory, offered to the ring (ring_allreduce::share_memory); or null.
   std::shared_ptr<io::shared_region> region;
-  fault_trigger faults;  ///< injected kills and hangs of the "allreduce" phase (ring 0)
+  fault_trigger faults;  ///< injected kills and hangs of the "allreduce" phase (ring 0), partitions
+  caf::actor session;    ///< told about a peer that stayed silent for the whole timeout (suspect_atom)
 };
 
 struct reducer_state {
@@ -40,6 +42,8 @@ struct reducer_state {
 ///   ← (reduce_atom, reduce_request)   sums the request's gradient slice (and statistics) over
 ///                                     the ring in place → unit; a dead or silent peer →
 ///                                     errc::collective_failed naming the peer, ring and window
+///   → session: (suspect_atom, peer, reason) first, when the peer was silent for the whole
+///     ring timeout (a peer that died is found by the head itself, faster)
 /// Detached: the ring blocks its own thread while it drives the transport.
 caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings settings);
 

@@ -245,7 +245,7 @@ class training_run {
     windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
     if (role_)
       seams_.faults = fault_trigger(faults_, role_->node, options_.run_dir / "events.jsonl", run_start_steps_,
-                                    role_->heartbeats_to_drop);
+                                    role_->heartbeats_to_drop, role_->partitioned);
     if (options_.max_windows)
       windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
   }
@@ -316,6 +316,7 @@ class training_run {
       r.ring = role_->ring_settings(static_cast<int>(ring));
       r.region = regions_[static_cast<std::size_t>(local)];
       r.faults = seams_.faults;
+      r.session = caf::actor_cast<caf::actor>(supervisor_);
       reducers.push_back(system_.spawn<caf::detached>(reducer, r));
       spawned_.push_back(reducers.back());
     }
@@ -354,12 +355,20 @@ class training_run {
           },
           [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
           [&](messages::abort_atom, const std::string& reason) { failure_ = reason; },
+          [&](messages::suspect_atom, int32_t peer, const std::string& reason) {
+            // A ring peer that stays silent while the head still hears it (a broken link): let
+            // the head decide; under "abort" the ring's own failure stops the job anyway.
+            if (role_ && role_->elastic && role_->coordinator)
+              supervisor_->send(role_->coordinator, messages::suspect_atom::value, role_->node, role_->generation, peer,
+                                reason);
+          },
           [&](messages::membership_atom, uint64_t generation, const std::string& reason) {
             if (!role_ || generation <= role_->generation) return;  // an older generation's news
             next_generation_ = generation;
             replan_reason_ = reason;
           },
           [&](caf::down_msg& down) {
+            gone_.insert(down.source);
             if (role_ && down.source == role_->coordinator)
               failure_ =
                   "the head node's coordinator at " + role_->head + " went down (" + system_.render(down.reason) + ")";
@@ -422,7 +431,7 @@ class training_run {
       for (const auto& transport : worker) transport->abort(reason);
     std::set<caf::actor_addr> running;
     for (const auto& actor : spawned_) {
-      running.insert(actor.address());
+      if (gone_.count(actor.address()) == 0) running.insert(actor.address());  // its down was read already
       supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
     }
     int64_t last_step = 0;
@@ -505,6 +514,7 @@ class training_run {
   std::string failure_;
   std::optional<uint64_t> next_generation_;  ///< announced by the coordinator
   std::string replan_reason_;
+  std::set<caf::actor_addr> gone_;  ///< actors whose down message the session has read
   std::string lost_peer_failure_;  ///< a ring failed; waiting for the head to name the lost node
   std::chrono::steady_clock::time_point lost_peer_deadline_;
 };

@@ -63,6 +63,7 @@ struct cluster_role {
   caf::actor coordinator;  ///< sends (abort_atom, reason); its going down means the head died
   /// The node's heartbeat sender skips this many heartbeats (fault injection: drop:N).
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop;
+  std::shared_ptr<std::atomic<bool>> partitioned;  ///< an injected partition fired (once per process)
   std::string head;        ///< "host:port", for messages
   double straggler_share = 0.25;  ///< the manifest's faults block (see metrics_settings)
   int64_t straggler_windows = 3;

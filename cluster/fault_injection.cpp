@@ -40,7 +40,7 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   const auto at = spec.rfind('@');
   const auto colon = at == std::string::npos ? std::string::npos : spec.rfind(':', at);
   if (at == std::string::npos || colon == std::string::npos)
-    throw refuse("KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint or enospc");
+    throw refuse("KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition");
   injected_fault fault;
   const std::string kind = spec.substr(0, colon);
   fault.node = spec.substr(colon + 1, at - colon - 1);
@@ -53,7 +53,7 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
       throw refuse("PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got '" +
                    phase + "'");
     if (kind.rfind("slow:", 0) == 0) throw refuse("no PHASE for slow (it applies to every micro-batch)");
-    if (kind == "corrupt-checkpoint" || kind == "enospc")
+    if (kind == "corrupt-checkpoint" || kind == "enospc" || kind == "partition")
       throw refuse("no PHASE for " + kind + " (it applies to the window's checkpoint)");
     fault.phase = *known;
   }
@@ -72,8 +72,11 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   } else if (kind == "enospc") {
     fault.kind = fault_kind::enospc;
     fault.phase = fault_phase::checkpoint;
+  } else if (kind == "partition") {
+    fault.kind = fault_kind::partition;
+    fault.phase = fault_phase::allreduce;
   } else {
-    throw refuse("KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint or enospc (MS milliseconds, N heartbeats, "
+    throw refuse("KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition (MS milliseconds, N heartbeats, "
                  "whole numbers), got '" +
                  kind + "'");
   }

@@ -12,6 +12,9 @@
 ///   corrupt-checkpoint:NODE@W   the checkpoint of window W, written by NODE (global rank 0's),
 ///                         gets a byte of model.safetensors flipped after its checksum was taken
 ///   enospc:NODE@W         writing that checkpoint fails halfway with ENOSPC (a full disk)
+///   partition:NODE@W      from window W's allreduce on, the node's reducers drop what they send
+///                         to their ring successors (a broken data link; heartbeats still flow):
+///                         the ranks that wait on it time out and report it (once per process)
 ///
 /// PHASE, where in window W (default forward):
 ///   data       the data loader builds the window's first micro-batch (it runs ahead of the worker)
@@ -33,7 +36,7 @@ namespace troupe::cluster {
 /// TROUPE_INJECT: the faults, `;`-separated, as `--inject` writes them.
 inline constexpr const char* inject_variable = "TROUPE_INJECT";
 
-enum class fault_kind { kill, hang, slow, drop, corrupt_checkpoint, enospc };
+enum class fault_kind { kill, hang, slow, drop, corrupt_checkpoint, enospc, partition };
 enum class fault_phase { data, forward, backward, allreduce, optimizer, checkpoint };
 
 /// "data", "forward", … as the spec writes it.

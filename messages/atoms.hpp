@@ -41,5 +41,9 @@ using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 /// coordinator → node: (membership_atom, generation, reason) when a node was lost and the
 /// survivors go on (faults.policy "elastic"): stop the window in flight and join `generation`.
 using membership_atom = caf::atom_constant<caf::atom("members")>;
+/// reducer → session: (suspect_atom, peer rank, reason) when a ring peer stayed silent for the
+/// whole collective timeout; session → coordinator: (suspect_atom, node, generation, peer
+/// rank, reason), so the head can drop a node that is alive but cut off from its ring.
+using suspect_atom = caf::atom_constant<caf::atom("suspect")>;
 
 }  // namespace troupe::messages

@@ -79,6 +79,10 @@ class transport {
   /// that posted requests point into, when the transport itself outlives them.
   virtual void cancel_pending() noexcept {}
 
+  /// Fault injection (`--inject partition`): from now on, sends to `peer` are dropped — posted
+  /// but never delivered or completed, as over a broken link. Call from the driving thread.
+  virtual void drop_sends_to(int /*peer*/) {}
+
   /// Makes every wait on this transport, the current ones and later ones, fail with
   /// transport_error(-1, "… stopped: `reason`") at its next look at the clock (within
   /// milliseconds). How a run that stops for another reason (the head declared a node dead)

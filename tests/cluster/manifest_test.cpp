@@ -162,6 +162,7 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(during.phase, fault_phase::allreduce);
   EXPECT_EQ(parse_fault("corrupt-checkpoint:a@4", &manifest).kind, fault_kind::corrupt_checkpoint);
   EXPECT_EQ(parse_fault("enospc:a@4", &manifest).kind, fault_kind::enospc);
+  EXPECT_EQ(parse_fault("partition:b@3", &manifest).kind, fault_kind::partition);
   for (auto phase : {fault_phase::data, fault_phase::forward, fault_phase::backward, fault_phase::allreduce,
                      fault_phase::optimizer, fault_phase::checkpoint})
     EXPECT_EQ(parse_fault(std::string("kill:b@2:") + to_string(phase), &manifest).phase, phase);
@@ -174,8 +175,9 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(slow.slow_ms, 250);
   EXPECT_EQ(slow.node, "a");
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint or enospc"},
-      {"explode:b@3", "or enospc (MS milliseconds, N heartbeats, whole numbers), got 'explode'"},
+      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition"},
+      {"partition:b@3:data", "expected no PHASE for partition"},
+      {"explode:b@3", "or partition (MS milliseconds, N heartbeats, whole numbers), got 'explode'"},
       {"enospc:a@2:data", "expected no PHASE for enospc (it applies to the window's checkpoint)"},
       {"drop:0:b@3", "got 'drop:0'"},
       {"slow:fast:b@3", "got 'slow:fast'"},

@@ -116,5 +116,30 @@ TEST_F(fault_matrix, lost_heartbeats_are_tolerated_or_fence_a_live_node) {
   EXPECT_EQ(fenced.back().world_size, 2);
 }
 
+// partition:c@3 — from window 3's allreduce on, c's reducers drop what they send to their ring
+// successors while c keeps answering the head (a broken data link; rings over UCX only here, so
+// the link is the transport). After the collective timeout (3 s) both ends of the link report
+// the other silent; the head drops whichever it hears about first — c or the successor — and
+// fences it, and the other two go on, on the uninterrupted curve.
+TEST_F(fault_matrix, a_node_cut_off_from_its_ring_is_dropped_by_the_head) {
+  const auto config = write_config(8, false, 0.1);
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "partition-reference").string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  json m = json::parse(io_text(write_manifest(3, "partition.json")));
+  m["rings"]["shared_memory"] = false;
+  m["timeouts"]["collective_s"] = 3;
+  const auto manifest = *dir_ / "partition.json";
+  testing::write_text(manifest, m.dump());
+  auto result = launch(manifest.string(), config, "partition", "--inject partition:c@3");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("dropping what this rank sends to rank"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("was cut off from its ring"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("is no longer part of the job"), std::string::npos) << result.output;
+  const auto windows = read_metrics("partition");
+  expect_same_curve(read_metrics("partition-reference"), windows, "partition:c@3");
+  ASSERT_EQ(windows.size(), 8u);
+  EXPECT_EQ(windows.back().world_size, 2);
+}
+
 }  // namespace
 }  // namespace troupe

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -77,6 +78,7 @@ struct pending_request {
   void* handle = nullptr;  // the UCX request; nullptr when a send completed when posted
   int peer = -1;
   bool receive = false;
+  bool dropped = false;  // a send to a peer cut off by drop_sends_to: never completes
   std::size_t bytes = 0;
   ucp_tag_recv_info_t info{};  // filled by ucp_tag_recv_request_test for receives
 };
@@ -167,6 +169,7 @@ struct ucx_transport::impl {
   /// peer failed while it was still pending. `what` prefixes the message when given.
   bool finish(request_map::iterator it, const std::string* what) {
     pending_request& r = it->second;
+    if (r.dropped) return false;
     ucs_status_t status = UCS_OK;
     if (r.handle != nullptr)
       status = r.receive ? ucp_tag_recv_request_test(r.handle, &r.info) : ucp_request_check_status(r.handle);
@@ -217,6 +220,7 @@ struct ucx_transport::impl {
   void shut_down() noexcept;
 
   std::vector<int> force_close;  ///< peers whose requests would not cancel: their endpoints close by force
+  std::set<int> dropped_peers;   ///< drop_sends_to (fault injection)
 };
 
 ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::make_unique<impl>()) {
@@ -296,6 +300,8 @@ ucx_transport::~ucx_transport() { impl_->shut_down(); }
 
 void ucx_transport::cancel_pending() noexcept { impl_->cancel_pending(); }
 
+void ucx_transport::drop_sends_to(int peer) { impl_->dropped_peers.insert(peer); }
+
 transport_address ucx_transport::local_address() const { return impl_->address; }
 
 int ucx_transport::rank() const { return impl_->rank; }
@@ -347,6 +353,10 @@ transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const vo
   pending_request& r = impl_->requests[id];
   r.peer = peer;
   r.bytes = bytes;
+  if (impl_->dropped_peers.count(peer) != 0) {
+    r.dropped = true;
+    return id;
+  }
   ucp_request_param_t param{};
   // Host memory only: saves UCX the memory type detection of every buffer.
   param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;

@@ -85,6 +85,7 @@ class ucx_transport : public transport {
   void wait(transport_request request, clock::time_point deadline, const std::string& what) override;
   void progress() override;
   void cancel_pending() noexcept override;
+  void drop_sends_to(int peer) override;
 
   /// The rank given at construction.
   int rank() const;
