@@ -59,6 +59,7 @@ void prepare_fresh_run(const std::filesystem::path& run_dir, bool overwrite) {
   if (!overwrite) return;
   std::filesystem::remove_all(run_dir / "checkpoints");
   std::filesystem::remove(run_dir / "metrics.jsonl");
+  std::filesystem::remove(run_dir / "events.jsonl");  // the membership events of the run it deletes
 }
 
 }  // namespace troupe::io

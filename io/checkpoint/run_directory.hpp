@@ -26,7 +26,7 @@ class run_directory_lock {
 
 /// For a run that starts from scratch (no --resume): refuses a run directory that already holds
 /// checkpoints (naming the newest) or an earlier run's metrics.jsonl, unless `overwrite`; with
-/// `overwrite` removes the old checkpoints and metrics.jsonl first, so the new run's files are
+/// `overwrite` removes the old checkpoints, metrics.jsonl and events.jsonl first, so the new run's files are
 /// its own.
 void prepare_fresh_run(const std::filesystem::path& run_dir, bool overwrite);
 

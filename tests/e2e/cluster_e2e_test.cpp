@@ -379,8 +379,8 @@ TEST_F(cluster_e2e, a_join_without_the_job_secret_is_refused_and_a_watched_stdin
 //  - corrupt-checkpoint:a@6 — a byte of the final checkpoint's model.safetensors is flipped after
 //    its checksum was taken: the job ends normally, `troupe ckpt verify` names the file, and a
 //    resume from `latest` falls back to step 4's;
-//  - kill:a@4:checkpoint (abort policy) — the writer dies with the checkpoint half written: step
-//    2's stays `latest` and valid.
+//  - kill:a@4:checkpoint and hang:a@4:checkpoint (abort policy) — the writer dies, or freezes and
+//    is fenced, with the checkpoint half written: step 2's stays `latest` and valid.
 TEST_F(cluster_e2e, checkpoint_faults_keep_the_previous_checkpoint_valid) {
   auto c = json::parse(io_text(write_config(6)));
   c["checkpoint"]["every_windows"] = 2;
@@ -414,11 +414,43 @@ TEST_F(cluster_e2e, checkpoint_faults_keep_the_previous_checkpoint_valid) {
   EXPECT_NE(fallback.output.find("falling back to the previous valid checkpoint"), std::string::npos) << fallback.output;
   EXPECT_NE(fallback.output.find("step-00000004"), std::string::npos) << fallback.output;
 
-  auto killed = launch(write_manifest(2, "ckpt-kill.json", "abort"), config, "ckpt-kill", "--inject kill:a@4:checkpoint");
-  EXPECT_NE(killed.status, 0) << killed.output;
-  auto survived = verify("ckpt-kill");
-  EXPECT_EQ(survived.status, 0) << survived.output;
-  EXPECT_NE(survived.output.find("step-00000002"), std::string::npos) << survived.output;
+  for (const std::string kind : {"kill", "hang"}) {
+    const auto run = "ckpt-" + kind;
+    auto stopped = launch(write_manifest(2, run + ".json", "abort"), config, run, "--inject " + kind + ":a@4:checkpoint");
+    EXPECT_NE(stopped.status, 0) << stopped.output;
+    auto survived = verify(run);
+    EXPECT_EQ(survived.status, 0) << kind << ": " << survived.output;
+    EXPECT_NE(survived.output.find("step-00000002"), std::string::npos) << kind << ": " << survived.output;
+  }
+}
+
+// A replacement started by hand (`troupe node --join`, as on another host): node c of three is
+// killed at window 3 with no restarts; once the others have gone on as generation 1, a new
+// `troupe node --join --node c` (not the launcher's child) reads the job's secret from the run
+// directory, is admitted into generation 2, copies the live state, and the job ends on three
+// ranks and on the uninterrupted curve.
+TEST_F(cluster_e2e, a_replacement_started_by_hand_joins_the_running_job) {
+  const auto config = write_config(30, false, 0.1);
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "join-reference").string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  const auto manifest = write_manifest(3, "join.json");
+  const auto run = (*dir_ / "join").string();
+  const std::string script =
+      "sh -c '" + troupe_binary() + " launch --manifest " + manifest + " --config " + config + " --run-dir " + run +
+      " --inject kill:c@3 --inject slow:100:a@1 > " + run + ".log 2>&1 & launcher=$!; " +
+      "i=0; while [ $i -lt 300 ] && ! grep -q generation " + run + "/events.jsonl 2>/dev/null; do sleep 0.1; i=$((i+1)); done; " +
+      "timeout 120 " + troupe_binary() + " node --join --node c --manifest " + manifest + " --config " + config +
+      " --run-dir " + run + " > " + run + ".c.log 2>&1; echo joined-status=$?; wait $launcher; echo launch-status=$?; " +
+      "cat " + run + ".c.log; ls " + run + "'";
+  auto result = run_command(script, 300);
+  EXPECT_NE(result.output.find("joined-status=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("launch-status=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("copies the state of step"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("job-secret"), std::string::npos) << "the launcher leaves its secret behind";
+  const auto windows = read_metrics("join");
+  expect_same_curve(read_metrics("join-reference"), windows, "a replacement joined");
+  ASSERT_EQ(windows.size(), 30u);
+  EXPECT_EQ(windows.back().world_size, 3);
 }
 
 /// Starts nodes a (the head) and b by hand (no launcher watching them), SIGSTOPs `frozen` after

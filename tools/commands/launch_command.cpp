@@ -7,7 +7,9 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <fcntl.h>
 #include <unistd.h>
+#include <cstring>
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
@@ -97,6 +99,19 @@ std::string injection_for(const cluster::cluster_manifest& manifest, const std::
   return joined;
 }
 
+/// RUN_DIR/job-secret: the launcher's job secret, for nodes started by hand with --join.
+constexpr const char* job_secret_file = "job-secret";
+
+/// Writes `text` to a new file only this user can read (0600 from its creation).
+void write_private_file(const std::filesystem::path& file, const std::string& text) {
+  std::filesystem::remove(file);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw make_error(file.string(), ": cannot create: ", std::strerror(errno));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!written) throw make_error(file.string(), ": cannot write the job secret");
+}
+
 /// `--watch-stdin`: a thread that reads stdin until it closes — an ssh node's stdin is its
 /// launcher's pipe, so that happens when the launcher or the ssh session ends — and then ends
 /// this process, so no node outlives its launcher on another host.
@@ -147,6 +162,18 @@ void add_launch_command(CLI::App& app) {
     // from stdin. Never a command line (ps would show it).
     options.job_secret = cluster::make_job_secret();
     ::setenv(cluster::job_secret_variable, options.job_secret.c_str(), 1);
+    // For a replacement node started by hand (`troupe node --join`): readable by this user only,
+    // removed when the launcher ends.
+    const auto secret_file = std::filesystem::path(args->run_dir) / job_secret_file;
+    if (!*dry_run) write_private_file(secret_file, options.job_secret + "\n");
+    struct remove_on_exit {
+      std::filesystem::path file;
+      bool active;
+      ~remove_on_exit() {
+        std::error_code ignored;
+        if (active) std::filesystem::remove(file, ignored);
+      }
+    } secret_cleanup{secret_file, !*dry_run};
     const bool inside_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
     const auto commands = cluster::node_commands(manifest, options, inside_slurm);
     if (*dry_run) {
@@ -195,8 +222,10 @@ void add_node_command(CLI::App& app) {
   command->add_flag("--watch-stdin", *watch_stdin,
                     "stop when stdin closes (the launcher's ssh session ended; troupe launch passes it to ssh nodes)");
   auto rejoin = std::make_shared<bool>(false);
-  command->add_flag("--rejoin", *rejoin,
-                    "this node was lost and restarted: join the running job's next generation (faults.policy elastic)");
+  command->add_flag("--rejoin,--join", *rejoin,
+                    "this node was lost and is started again, here or on another host: join the running job's next "
+                    "generation (faults.policy elastic; the job's secret is read from RUN_DIR/job-secret when "
+                    "TROUPE_JOB_SECRET is not set)");
   auto progress_lines = std::make_shared<bool>(false);
   command->add_flag("--progress-lines", *progress_lines, "rank 0 prints a progress record per window for the launcher");
   command->add_option("--bench-out", args->bench_out,
@@ -207,6 +236,14 @@ void add_node_command(CLI::App& app) {
     node.manifest = cluster::load_manifest(args->manifest);
     node.name = *from_slurm ? node_from_slurm(node.manifest) : *node_name;
     node.restarted = *rejoin;
+    if (node.restarted && std::getenv(cluster::job_secret_variable) == nullptr) {
+      const auto secret_file = std::filesystem::path(args->run_dir) / job_secret_file;
+      if (std::filesystem::exists(secret_file)) {
+        auto secret = io::read_whole_file(secret_file);
+        while (!secret.empty() && secret.back() == '\n') secret.pop_back();
+        ::setenv(cluster::job_secret_variable, secret.c_str(), 1);
+      }
+    }
     if (node.restarted && node.manifest.faults.policy != cluster::fault_policy::elastic)
       throw make_error("--rejoin: ", node.manifest.source, ": faults.policy is \"abort\"; a node can only rejoin an elastic job");
     if (node.name.empty()) throw error("node: give --node NAME or --node-from-slurm");
