@@ -261,8 +261,12 @@ void coordinator_state::on_suspicion(const std::string& node, uint64_t node_gene
   for (const auto& member : plan_members) {
     if (peer < member.first_rank || peer >= member.first_rank + member.workers) continue;
     if (member.node == node || members.count(member.node) == 0) return;
-    lose(member.node, detail::concat(label(member.node), " was cut off from its ring: ", label(node), " heard nothing from rank ",
-                                     peer, " (", reason, ")"));
+    // The link between the two is broken; one of them must go. Never the head's node: the
+    // coordinator runs there, so the reporter goes instead.
+    const bool head = member.node == settings.manifest.head_node;
+    const auto& dropped = head ? node : member.node;
+    lose(dropped, detail::concat(label(dropped), " was cut off from its ring: ", label(node), " heard nothing from rank ",
+                                 peer, head ? " on the head's node" : "", " (", reason, ")"));
     return;
   }
 }

@@ -319,6 +319,7 @@ class training_run {
       r.session = caf::actor_cast<caf::actor>(supervisor_);
       reducers.push_back(system_.spawn<caf::detached>(reducer, r));
       spawned_.push_back(reducers.back());
+      reducers_.insert(reducers.back().address());
     }
     return reducers;
   }
@@ -357,7 +358,9 @@ class training_run {
           [&](messages::abort_atom, const std::string& reason) { failure_ = reason; },
           [&](messages::suspect_atom, int32_t peer, const std::string& reason) {
             // A ring peer that stays silent while the head still hears it (a broken link): let
-            // the head decide; under "abort" the ring's own failure stops the job anyway.
+            // the head decide; under "abort" the ring's own failure stops the job anyway. Only
+            // this generation's reducers speak for it (ranks are renumbered in the next).
+            if (reducers_.count(caf::actor_cast<caf::actor_addr>(supervisor_->current_sender())) == 0) return;
             if (role_ && role_->elastic && role_->coordinator)
               supervisor_->send(role_->coordinator, messages::suspect_atom::value, role_->node, role_->generation, peer,
                                 reason);
@@ -447,6 +450,7 @@ class training_run {
                            [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
                            [&](messages::done_atom, messages::training_summary&) {},
                            [&](messages::abort_atom, const std::string& reason) { aborted = reason; },
+                           [&](messages::suspect_atom, int32_t, const std::string&) {},  // this generation's: moot
                            caf::after(left) >> [] {});
     }
     if (role_->coordinator) supervisor_->demonitor(role_->coordinator);
@@ -515,6 +519,7 @@ class training_run {
   std::optional<uint64_t> next_generation_;  ///< announced by the coordinator
   std::string replan_reason_;
   std::set<caf::actor_addr> gone_;  ///< actors whose down message the session has read
+  std::set<caf::actor_addr> reducers_;  ///< this generation's reducers (whose suspicions count)
   std::string lost_peer_failure_;  ///< a ring failed; waiting for the head to name the lost node
   std::chrono::steady_clock::time_point lost_peer_deadline_;
 };
