@@ -1,7 +1,9 @@
 #include "actors/fault_trigger.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <thread>
 
 #include "actors/event_log.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
@@ -17,12 +19,18 @@ fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::s
       start_steps_(start_steps),
       heartbeats_to_drop_(std::move(heartbeats_to_drop)),
       partitioned_(std::move(partitioned)) {
+  // Slow faults without a phase sleep per micro-batch in the worker (worker_test_seams).
   std::copy_if(faults.begin(), faults.end(), std::back_inserter(faults_),
-               [](const auto& f) { return f.kind != cluster::fault_kind::slow; });
+               [](const auto& f) { return f.kind != cluster::fault_kind::slow || f.phase_given; });
 }
 
 void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
   for (const auto& fault : faults_) {
+    if (fault.kind == cluster::fault_kind::slow) {  // a straggler at one phase, every window from W
+      if (fault.phase == phase && step >= start_steps_ + fault.window)
+        std::this_thread::sleep_for(std::chrono::milliseconds(fault.slow_ms));
+      continue;
+    }
     if (fault.phase != phase || start_steps_ + fault.window != step) continue;
     if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc ||
         fault.kind == cluster::fault_kind::partition)
@@ -44,7 +52,11 @@ void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
 
 bool fault_trigger::take_partition(int64_t step) const {
   for (const auto& fault : faults_) {
-    if (fault.kind != cluster::fault_kind::partition || step < start_steps_ + fault.window || !partitioned_) continue;
+    // From window W's allreduce on; a partition at W's optimizer or checkpoint phase, from W + 1's.
+    const bool after_the_allreduce =
+        fault.phase == cluster::fault_phase::optimizer || fault.phase == cluster::fault_phase::checkpoint;
+    const int64_t first = start_steps_ + fault.window + (after_the_allreduce ? 1 : 0);
+    if (fault.kind != cluster::fault_kind::partition || step < first || !partitioned_) continue;
     if (partitioned_->exchange(true)) return false;
     record_event(events_, {{"event", "fault"}, {"kind", "partition"}, {"node", node_}, {"window", fault.window}, {"step", step}});
     return true;

@@ -93,7 +93,8 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
         if (s.jsonl.is_open()) {
           auto line = to_json(report);
           line["unix_s"] = unix_seconds();  // when rank 0 reported the window
-          s.jsonl << line.dump() << '\n';
+          // Flushed per window: a writer that is killed (its node lost) loses no reported window.
+          s.jsonl << line.dump() << '\n' << std::flush;
         }
         note_straggler(s, settings, report);
         if (s.first_step < 0) {

@@ -165,7 +165,7 @@ class training_run {
     if (role_ && !role_->restarted) {  // a restarted node runs without the faults of its first run
       faults_ = cluster::faults_for_node(role_->node);
       for (const auto& fault : faults_) {
-        if (fault.kind == cluster::fault_kind::slow) {
+        if (fault.kind == cluster::fault_kind::slow && !fault.phase_given) {
           seams_.slow_window = fault.window;
           seams_.slow_seconds = static_cast<double>(fault.slow_ms) / 1000.0;
         }

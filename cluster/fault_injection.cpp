@@ -52,10 +52,10 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     if (known == std::end(phases))
       throw refuse("PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got '" +
                    phase + "'");
-    if (kind.rfind("slow:", 0) == 0) throw refuse("no PHASE for slow (it applies to every micro-batch)");
-    if (kind == "corrupt-checkpoint" || kind == "enospc" || kind == "partition")
+    if (kind == "corrupt-checkpoint" || kind == "enospc")
       throw refuse("no PHASE for " + kind + " (it applies to the window's checkpoint)");
     fault.phase = *known;
+    fault.phase_given = true;
   }
   fault.window = positive(window);
   if (kind == "kill") {
@@ -74,7 +74,7 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     fault.phase = fault_phase::checkpoint;
   } else if (kind == "partition") {
     fault.kind = fault_kind::partition;
-    fault.phase = fault_phase::allreduce;
+    if (!fault.phase_given) fault.phase = fault_phase::allreduce;
   } else {
     throw refuse("KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition (MS milliseconds, N heartbeats, "
                  "whole numbers), got '" +

@@ -5,14 +5,16 @@
 ///
 ///   kill:NODE@W[:PHASE]   the node SIGKILLs itself in its window W (1-based, this run)
 ///   hang:NODE@W[:PHASE]   the node SIGSTOPs itself there (a frozen node)
-///   slow:MS:NODE@W        from window W on, each of the node's workers sleeps MS ms per micro-batch
+///   slow:MS:NODE@W[:PHASE] from window W on, each of the node's workers sleeps MS ms per micro-batch
+///                         (with a PHASE: once per window, at that phase)
 ///   drop:N:NODE@W[:PHASE] the node drops its next N heartbeats to the head (control messages
 ///                         lost): fewer than timeouts.heartbeat_ms covers go unnoticed; more
 ///                         make the head declare a live node lost, and fence it
 ///   corrupt-checkpoint:NODE@W   the checkpoint of window W, written by NODE (global rank 0's),
 ///                         gets a byte of model.safetensors flipped after its checksum was taken
 ///   enospc:NODE@W         writing that checkpoint fails halfway with ENOSPC (a full disk)
-///   partition:NODE@W      from window W's allreduce on, the node's reducers drop what they send
+///   partition:NODE@W[:PHASE]  from window W's allreduce on (from window W + 1's when PHASE is
+///                         optimizer or checkpoint), one of the node's reducers drops what it sends
 ///                         to their ring successors (a broken data link; heartbeats still flow):
 ///                         the ranks that wait on it time out and report it (once per process)
 ///
@@ -48,7 +50,8 @@ struct injected_fault {
   int64_t window = 1;
   int64_t slow_ms = 0;  ///< slow only
   int64_t drop_count = 0;  ///< drop only
-  fault_phase phase = fault_phase::forward;  ///< kill and hang only
+  fault_phase phase = fault_phase::forward;  ///< where in the window it fires
+  bool phase_given = false;  ///< slow: with a phase, one sleep there per window instead of one per micro-batch
 };
 
 /// Parses one `--inject` value; throws troupe::error naming `--inject`, the value and what was

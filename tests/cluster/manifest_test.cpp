@@ -162,7 +162,10 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(during.phase, fault_phase::allreduce);
   EXPECT_EQ(parse_fault("corrupt-checkpoint:a@4", &manifest).kind, fault_kind::corrupt_checkpoint);
   EXPECT_EQ(parse_fault("enospc:a@4", &manifest).kind, fault_kind::enospc);
-  EXPECT_EQ(parse_fault("partition:b@3", &manifest).kind, fault_kind::partition);
+  EXPECT_EQ(parse_fault("partition:b@3", &manifest).phase, fault_phase::allreduce);
+  EXPECT_EQ(parse_fault("partition:b@3:optimizer", &manifest).phase, fault_phase::optimizer);
+  EXPECT_FALSE(parse_fault("slow:5:b@2", &manifest).phase_given);
+  EXPECT_TRUE(parse_fault("slow:5:b@2:backward", &manifest).phase_given);
   for (auto phase : {fault_phase::data, fault_phase::forward, fault_phase::backward, fault_phase::allreduce,
                      fault_phase::optimizer, fault_phase::checkpoint})
     EXPECT_EQ(parse_fault(std::string("kill:b@2:") + to_string(phase), &manifest).phase, phase);
@@ -176,7 +179,7 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(slow.node, "a");
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition"},
-      {"partition:b@3:data", "expected no PHASE for partition"},
+      {"enospc:b@3:data", "expected no PHASE for enospc"},
       {"explode:b@3", "or partition (MS milliseconds, N heartbeats, whole numbers), got 'explode'"},
       {"enospc:a@2:data", "expected no PHASE for enospc (it applies to the window's checkpoint)"},
       {"drop:0:b@3", "got 'drop:0'"},
@@ -185,7 +188,7 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
       {"kill:b@0", "expected a window number ≥ 1 after '@'"},
       {"kill:zz@2", "--inject kill:zz@2: "},
       {"kill:b@2:lunch", "expected PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got 'lunch'"},
-      {"slow:5:b@2:data", "expected no PHASE for slow"},
+
       {"kill:b@x:data", "expected a window number ≥ 1 after '@'"},
   };
   for (const auto& [spec, expected] : bad) {
