@@ -389,10 +389,20 @@ void worker_state::end_window() {
 
   const bool last = windows_done == settings.windows;
   const bool periodic = settings.checkpoint_every > 0 && trainer->optimizer_steps() % settings.checkpoint_every == 0;
-  if (settings.save_checkpoints && (last || periodic))
+  if (settings.save_checkpoints && (last || periodic) && metrics) {
+    // The window's metrics line is on disk before its checkpoint starts (the metrics actor
+    // answers a flush after every earlier report): a writer lost mid-checkpoint leaves no gap
+    // before the steps its successor reports.
+    self->request(metrics, settings.checkpoint_timeout, messages::flush_atom::value)
+        .await([this, last] { checkpoint(last); },
+               [this](caf::error& failure) {
+                 self->quit(explained(std::move(failure), "the metrics actor", settings.checkpoint_timeout));
+               });
+  } else if (settings.save_checkpoints && (last || periodic)) {
     checkpoint(last);
-  else if (last)
+  } else if (last) {
     finish();
+  }
 }
 
 /// Completes the window's report, sends it to metrics and the supervisor, and starts the next.
