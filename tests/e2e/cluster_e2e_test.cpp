@@ -277,8 +277,7 @@ TEST_F(cluster_e2e, a_restarted_node_rejoins_with_a_live_replicas_state) {
   EXPECT_NE(result.output.find("node c (127.0.0.1) restarted and joins as generation 2"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("[c] info: rank 2 copies the state of step"), std::string::npos) << result.output;
   const auto windows = read_metrics("rejoin");
-  expect_same_curve(read_metrics("rejoin-reference"), windows, "a node lost and rejoined");
-  ASSERT_EQ(windows.size(), 30u);
+  expect_same_curve_by_step(read_metrics("rejoin-reference"), windows, "a node lost and rejoined", 1);
   EXPECT_EQ(windows.front().world_size, 3);
   EXPECT_EQ(windows.back().world_size, 3) << "node c did not rejoin before the end";
   EXPECT_NE(std::find_if(windows.begin(), windows.end(), [](const window_line& w) { return w.world_size == 2; }),
@@ -448,8 +447,7 @@ TEST_F(cluster_e2e, a_replacement_started_by_hand_joins_the_running_job) {
   EXPECT_NE(result.output.find("copies the state of step"), std::string::npos) << result.output;
   EXPECT_EQ(result.output.find("job-secret"), std::string::npos) << "the launcher leaves its secret behind";
   const auto windows = read_metrics("join");
-  expect_same_curve(read_metrics("join-reference"), windows, "a replacement joined");
-  ASSERT_EQ(windows.size(), 30u);
+  expect_same_curve_by_step(read_metrics("join-reference"), windows, "a replacement joined", 1);
   EXPECT_EQ(windows.back().world_size, 3);
 }
 

@@ -26,6 +26,7 @@ struct window_line {
   double loss;
   std::string parameter_hash;
   int world_size;
+  int64_t step = 0;
 };
 
 class cluster_job_test : public ::testing::Test {
@@ -81,7 +82,8 @@ class cluster_job_test : public ::testing::Test {
     std::ifstream in(*dir_ / run / "metrics.jsonl");
     for (std::string line; std::getline(in, line);) {
       const auto j = json::parse(line);
-      lines.push_back({j.at("loss").get<double>(), j.at("parameter_hash").get<std::string>(), j.at("world_size").get<int>()});
+      lines.push_back({j.at("loss").get<double>(), j.at("parameter_hash").get<std::string>(), j.at("world_size").get<int>(),
+                       j.at("step").get<int64_t>()});
     }
     return lines;
   }
@@ -113,5 +115,26 @@ inline void expect_same_curve(const std::vector<window_line>& reference, const s
   std::printf("%s: largest relative loss difference %.2e over %zu windows\n", what.c_str(), largest, reference.size());
 }
 
+
+/// As expect_same_curve, matching windows by step, for runs in which a node came back: when the
+/// running members were stopped for it, a window that only some ranks had finished is kept (the
+/// others copy its state) but its metrics line is missing when rank 0 was not among them
+/// (docs/faults.md). At most `gaps` steps may be missing; every reported one must match.
+inline void expect_same_curve_by_step(const std::vector<window_line>& reference, const std::vector<window_line>& other,
+                                      const std::string& what, std::size_t gaps) {
+  ASSERT_LE(other.size(), reference.size()) << what;
+  EXPECT_GE(other.size() + gaps, reference.size()) << what << ": more than " << gaps << " windows unreported";
+  double largest = 0;
+  for (const auto& w : other) {
+    ASSERT_GE(w.step, 1) << what;
+    ASSERT_LE(w.step, static_cast<int64_t>(reference.size())) << what;
+    const auto& r = reference[static_cast<std::size_t>(w.step - 1)];
+    const double relative = std::abs(w.loss - r.loss) / std::abs(r.loss);
+    largest = std::max(largest, relative);
+    EXPECT_LE(relative, 1e-4) << what << ": step " << w.step << ": " << w.loss << " vs " << r.loss;
+  }
+  std::printf("%s: largest relative loss difference %.2e over %zu of %zu windows\n", what.c_str(), largest,
+              other.size(), reference.size());
+}
 
 }  // namespace troupe
