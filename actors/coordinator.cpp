@@ -172,10 +172,7 @@ std::string coordinator_state::admit(const cluster::join_request& join) {
     const auto reason = label(join.node) + " restarted and joins as generation " + std::to_string(generation);
     spdlog::warn("{}", reason);
     record_event(settings.events, {{"event", "node_restarted"}, {"node", join.node}, {"generation", generation}});
-    for (const auto& name : members)
-      if (name != join.node)
-        self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::membership_atom::value, generation, reason);
-    self->delayed_send(self, settings.manifest.timeouts.join, join_timeout_atom::value, generation);
+    announce(reason, join.node);
   }
   return "";
 }
@@ -283,6 +280,16 @@ void coordinator_state::on_node_error(const std::string& node, const std::string
   abort_all(label(node) + " stopped with an error: " + reason + "; stopping every node", node);
 }
 
+// Survivors that rejoined the generation being formed are already waiting for its plan; the
+// others (but `except`, which is joining now) stop their window in flight and join. The
+// generation must be complete within timeouts.join.
+void coordinator_state::announce(const std::string& reason, const std::string& except) {
+  for (const auto& name : members)
+    if (name != except && joined.count(name) == 0)
+      self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::membership_atom::value, generation, reason);
+  self->delayed_send(self, settings.manifest.timeouts.join, join_timeout_atom::value, generation);
+}
+
 void coordinator_state::lose(const std::string& node, const std::string& why) {
   const auto& faults = settings.manifest.faults;
   const auto survivors = static_cast<int64_t>(members.size()) - 1;
@@ -316,12 +323,7 @@ void coordinator_state::lose(const std::string& node, const std::string& why) {
                              std::to_string(generation);
   spdlog::error("{}", reason);
   record_event(settings.events, {{"event", "node_lost"}, {"node", node}, {"generation", generation}, {"reason", why}});
-  // Survivors that rejoined the generation being formed are already waiting for its plan;
-  // the others stop their window in flight and join.
-  for (const auto& name : members)
-    if (joined.count(name) == 0)
-      self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::membership_atom::value, generation, reason);
-  self->delayed_send(self, settings.manifest.timeouts.join, join_timeout_atom::value, generation);
+  announce(reason, "");
   if (!joined.empty() && joined.size() == members.size()) deliver_plan();
 }
 

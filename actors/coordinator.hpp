@@ -76,6 +76,8 @@ struct coordinator_state {
   /// Every member of this generation has joined: send each the plan, starting from the
   /// furthest step any of them finished.
   void deliver_plan();
+  /// Tells the members that have not joined the current generation to join it (membership_atom).
+  void announce(const std::string& reason, const std::string& except);
   /// Makes a restarted node a member of the next generation; what is wrong, or "".
   std::string admit(const cluster::join_request& join);
   /// Ends the job: every node still in it (but `except`) hears why, then the coordinator quits.

@@ -36,18 +36,22 @@ void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
         fault.kind == cluster::fault_kind::partition)
       continue;
     const bool kill = fault.kind == cluster::fault_kind::kill, drop = fault.kind == cluster::fault_kind::drop;
-    record_event(events_, {{"event", "fault"},
-                           {"kind", kill ? "kill" : drop ? "drop" : "hang"},
-                           {"phase", cluster::to_string(phase)},
-                           {"node", node_},
-                           {"window", fault.window},
-                           {"step", step}});
+    record(fault, step);
     if (drop) {
       if (heartbeats_to_drop_) *heartbeats_to_drop_ += fault.drop_count;
       continue;
     }
     std::raise(kill ? SIGKILL : SIGSTOP);
   }
+}
+
+void fault_trigger::record(const cluster::injected_fault& fault, int64_t step) const {
+  record_event(events_, {{"event", "fault"},
+                         {"kind", cluster::to_string(fault.kind)},
+                         {"phase", cluster::to_string(fault.phase)},
+                         {"node", node_},
+                         {"window", fault.window},
+                         {"step", step}});
 }
 
 bool fault_trigger::take_partition(int64_t step) const {
@@ -58,7 +62,7 @@ bool fault_trigger::take_partition(int64_t step) const {
     const int64_t first = start_steps_ + fault.window + (after_the_allreduce ? 1 : 0);
     if (fault.kind != cluster::fault_kind::partition || step < first || !partitioned_) continue;
     if (partitioned_->exchange(true)) return false;
-    record_event(events_, {{"event", "fault"}, {"kind", "partition"}, {"node", node_}, {"window", fault.window}, {"step", step}});
+    record(fault, step);
     return true;
   }
   return false;
@@ -69,11 +73,7 @@ io::checkpoint_write_faults fault_trigger::checkpoint_faults(int64_t step) const
   for (const auto& fault : faults_) {
     if (start_steps_ + fault.window != step) continue;
     if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc) {
-      record_event(events_, {{"event", "fault"},
-                             {"kind", fault.kind == cluster::fault_kind::enospc ? "enospc" : "corrupt-checkpoint"},
-                             {"node", node_},
-                             {"window", fault.window},
-                             {"step", step}});
+      record(fault, step);
       (fault.kind == cluster::fault_kind::enospc ? faults.enospc : faults.corrupt) = true;
     } else if (fault.phase == cluster::fault_phase::checkpoint) {
       faults.after_model = [trigger = *this, step] { trigger.at(cluster::fault_phase::checkpoint, step); };

@@ -40,6 +40,9 @@ class fault_trigger {
   bool take_partition(int64_t step) const;
 
  private:
+  /// A "fault" event for `fault`, firing in the window of `step`.
+  void record(const cluster::injected_fault& fault, int64_t step) const;
+
   std::vector<cluster::injected_fault> faults_;
   std::string node_;
   std::filesystem::path events_;

@@ -429,9 +429,7 @@ class training_run {
   /// (none may touch a trainer or a transport afterwards), and leaves the trainers, discarded
   /// of the window in flight, to `carried_`.
   void hand_over() {
-    const auto reason = "membership generation " + std::to_string(role_->generation) + " ended: " + replan_reason_;
-    for (const auto& worker : role_->transports)
-      for (const auto& transport : worker) transport->abort(reason);
+    abort_transports("membership generation " + std::to_string(role_->generation) + " ended: " + replan_reason_);
     std::set<caf::actor_addr> running;
     for (const auto& actor : spawned_) {
       if (gone_.count(actor.address()) == 0) running.insert(actor.address());  // its down was read already
@@ -439,13 +437,13 @@ class training_run {
     }
     int64_t last_step = 0;
     std::string aborted;  // the head gave up while this node stopped
-    const auto deadline = std::chrono::steady_clock::now() + options_.checkpoint_timeout + std::chrono::seconds(30);
+    const auto limit = options_.checkpoint_timeout + std::chrono::seconds(30);  // a save may be finishing
+    const auto deadline = std::chrono::steady_clock::now() + limit;
     while (!running.empty()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0)
         throw make_error("ending membership generation ", role_->generation, ": ", running.size(),
-                         " actor(s) did not stop within ", (options_.checkpoint_timeout + std::chrono::seconds(30)).count(),
-                         " s");
+                         " actor(s) did not stop within ", limit.count(), " s");
       supervisor_->receive([&](caf::down_msg& down) { running.erase(down.source); },
                            [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
                            [&](messages::done_atom, messages::training_summary&) {},
@@ -479,12 +477,16 @@ class training_run {
     carried_->run_start_steps = run_start_steps_;
   }
 
+  /// Makes every wait on this process's ring transports fail now, naming `reason`.
+  void abort_transports(const std::string& reason) {
+    for (const auto& worker : role_->transports)
+      for (const auto& transport : worker) transport->abort(reason);
+  }
+
   void stop() {
     // Reducers blocked on a peer that failed would wait out the collective timeout before they
     // see their exit: aborting the transports ends those waits now.
-    if (role_ && !failure_.empty())
-      for (const auto& worker : role_->transports)
-        for (const auto& transport : worker) transport->abort(failure_);
+    if (role_ && !failure_.empty()) abort_transports(failure_);
     for (const auto& actor : spawned_) supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
     if (role_ && role_->coordinator) supervisor_->demonitor(role_->coordinator);
   }

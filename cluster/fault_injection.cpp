@@ -33,6 +33,19 @@ const char* to_string(fault_phase phase) {
   return "?";
 }
 
+const char* to_string(fault_kind kind) {
+  switch (kind) {
+    case fault_kind::kill: return "kill";
+    case fault_kind::hang: return "hang";
+    case fault_kind::slow: return "slow";
+    case fault_kind::drop: return "drop";
+    case fault_kind::corrupt_checkpoint: return "corrupt-checkpoint";
+    case fault_kind::enospc: return "enospc";
+    case fault_kind::partition: return "partition";
+  }
+  return "?";
+}
+
 injected_fault parse_fault(const std::string& spec, const cluster_manifest* manifest) {
   auto refuse = [&](const std::string& expected) {
     return make_error("--inject ", spec, ": expected ", expected);

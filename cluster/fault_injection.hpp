@@ -43,6 +43,8 @@ enum class fault_phase { data, forward, backward, allreduce, optimizer, checkpoi
 
 /// "data", "forward", … as the spec writes it.
 const char* to_string(fault_phase phase);
+/// "kill", "hang", "slow", "drop", "corrupt-checkpoint", "enospc", "partition".
+const char* to_string(fault_kind kind);
 
 struct injected_fault {
   fault_kind kind = fault_kind::kill;
