@@ -3,19 +3,43 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
+#include "actors/event_log.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
 #include "messages/training_messages.hpp"
 
 namespace troupe::actors {
+namespace {
 
-caf::behavior checkpointer(caf::event_based_actor*, std::filesystem::path run_dir, fault_trigger faults) {
+int64_t bytes_in(const std::filesystem::path& directory) {
+  int64_t bytes = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory, error))
+    if (entry.is_regular_file(error)) bytes += static_cast<int64_t>(entry.file_size(error));
+  return bytes;
+}
+
+}  // namespace
+
+caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults,
+                           caf::actor metrics) {
   return {
       [=](messages::save_atom, const messages::checkpoint_request& request) -> caf::result<std::string> {
         try {
-          auto dir = io::save_checkpoint(run_dir, request.contents, request.keep,
-                                         faults.checkpoint_faults(request.contents.state.optimizer_steps));
+          const auto started = std::chrono::steady_clock::now();
+          const auto step = request.contents.state.optimizer_steps;
+          auto dir = io::save_checkpoint(run_dir, request.contents, request.keep, faults.checkpoint_faults(step));
           spdlog::debug("checkpoint written: {}", dir.string());
+          if (metrics) {
+            messages::checkpoint_report report;
+            report.step = step;
+            report.unix_seconds = unix_seconds();
+            report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            report.bytes = bytes_in(dir);
+            self->send(metrics, messages::saved_atom::value, report);
+          }
           return dir.string();
         } catch (const std::exception& e) {
           return messages::make_error(messages::errc::checkpoint_failed, e.what());

@@ -1,6 +1,7 @@
 #pragma once
 /// The checkpointer actor: writes checkpoints off the worker's thread.
 
+#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
 #include <filesystem>
@@ -16,6 +17,8 @@ namespace troupe::actors {
 /// Writes synchronously with io::save_checkpoint (temp dir, fsync, rename, `latest`).
 /// Detached: disk I/O never occupies CAF's scheduler threads.
 /// `faults`: this node's injected faults (the checkpoint kinds and phase), or none.
-caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults);
+///   → metrics: (saved_atom, checkpoint_report) after each save (step, duration, bytes)
+caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults,
+                           caf::actor metrics);
 
 }  // namespace troupe::actors

@@ -341,6 +341,11 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       },
       [self](join_timeout_atom, uint64_t generation) { self->state.on_join_timeout(generation); },
       [self](messages::heartbeat_atom, const std::string& node) { return self->state.on_heartbeat(node); },
+      [self](messages::metrics_atom, std::string& bytes) -> caf::result<caf::message> {
+        const auto& hub = self->state.settings.metrics_hub;
+        if (!hub) return caf::make_message(caf::unit);
+        return self->delegate(hub, messages::metrics_atom::value, std::move(bytes));
+      },
       [self](heartbeat_check_atom) { self->state.check_heartbeats(); },
       [self](messages::suspect_atom, const std::string& node, uint64_t generation, int32_t peer,
              const std::string& reason) { self->state.on_suspicion(node, generation, peer, reason); },

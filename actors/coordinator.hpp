@@ -23,6 +23,7 @@ struct coordinator_settings {
   uint64_t config_hash = 0;            ///< … and parsed the same job config
   std::filesystem::path events;        ///< RUN_DIR/events.jsonl (actors/event_log.hpp), or empty
   std::string secret;                  ///< joins must carry it (cluster::job_secret_variable); "": any
+  caf::actor metrics_hub;              ///< where the nodes' metrics batches go (actors/metrics_hub.hpp)
 };
 
 /// A join of the current generation, waiting for the plan or answered with it.
@@ -109,6 +110,8 @@ struct coordinator_state {
 ///     member of the next generation, and the running members are told as for a loss
 ///   Not every node joined within timeouts.join → the waiting joins fail naming the missing
 ///   nodes, and the coordinator quits with errc::cluster_failed.
+///   ← (metrics_atom, MetricsBatch bytes) → delegated to the metrics hub, which answers unit
+///     (one published actor per job: the nodes reach the hub through the coordinator)
 ///   ← (heartbeat_atom, node) from every member every timeouts.heartbeat_period_ms → unit; a
 ///     member not finished and silent for timeouts.heartbeat_ms is lost ("node X stopped
 ///     answering"); a node that is no longer a member is answered with an error, so it stops

@@ -1,47 +1,60 @@
 #pragma once
-/// The metrics actor: metrics.jsonl and the console progress line.
+/// A node's metrics actor: collects what the node's workers and checkpointer report and
+/// forwards it in batches to the head's metrics hub (actors/metrics_hub.hpp).
 
+#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/warning_log.hpp"
+#include "messages/metrics_batch.hpp"
 
 namespace troupe::actors {
 
 struct metrics_settings {
-  std::filesystem::path jsonl;   ///< RUN_DIR/metrics.jsonl (appended), empty: none
-  int64_t total_steps = 0;       ///< optimizer step the run ends at (for the ETA)
-  int64_t steps_per_print = 10;  ///< console cadence when stderr is not a terminal
-  bool console = true;
-  /// Also one messages::progress_line_marker line per window (for `troupe launch`).
-  bool progress_lines = false;
-  /// A rank late by more than this share of the window, this many windows in a row, is named
-  /// in a warning (the manifest's faults.straggler_share / straggler_windows).
-  double straggler_share = 0.25;
-  int64_t straggler_windows = 3;
+  std::string node = "local";  ///< this node's name in the manifest
+  uint64_t generation = 0;
+  /// The hub, or the coordinator that delegates to it: answers (metrics_atom, bytes) → unit.
+  caf::actor route;
+  int local_workers = 1;        ///< a batch leaves once every local worker reported a window
+  std::size_t queue_limit = 1024;  ///< reports kept while the hub has not taken the last batch
+  std::chrono::milliseconds period{1000};  ///< a batch leaves at least this often when anything waits
+  std::chrono::seconds hub_timeout{10};    ///< longest wait for the hub to take a batch
+  std::shared_ptr<warning_log> warnings;   ///< this process's warnings, drained into batches
 };
 
 struct metrics_state {
   static inline const char* name = "metrics";
-  std::ofstream jsonl;
-  std::chrono::steady_clock::time_point started;
-  int64_t first_step = -1;
-  bool tty = false;
-  bool line_open = false;
-  int32_t straggler = -1;      ///< the rank late in the last windows, and in how many in a row
-  int64_t straggler_windows = 0;
+  std::deque<messages::window_report> windows;
+  std::deque<messages::checkpoint_report> checkpoints;
+  std::map<int64_t, int> reported;  ///< step → local workers that reported it (not yet sent)
+  int64_t dropped = 0;
+  uint64_t sequence = 0;
+  bool in_flight = false;
+  bool final = false;
+  int64_t written_through = 0;  ///< the next batch asks the hub to write windows up to this step
+  std::vector<caf::response_promise> flushes;  ///< answered once everything is with the hub
 };
 
-/// Protocol:
-///   ← (window_atom, window_report)  one JSON object per line in metrics.jsonl with step, loss,
-///                                   lr, grad_norm, samples_per_s, tokens_per_s, the time split
-///                                   and the straggler; updates the progress line (step, loss,
-///                                   rate, ETA); warns about a rank that is late window after
-///                                   window (see note_straggler in metrics.cpp)
-///   ← (flush_atom) → unit           once everything received is on disk
+/// Never blocks a producer: reports wait in a bounded queue (the oldest dropped and counted
+/// when it is full) and at most one batch is in flight to the hub, so a slow hub costs queue
+/// space, never a worker's time. Protocol:
+///   ← (window_atom, window_report)       queued; a batch leaves once every local worker reported
+///                                        the window (or after `period`)
+///   ← (saved_atom, checkpoint_report)    queued; a batch leaves
+///   ← (flush_atom, bool final, int64_t written_through) → unit
+///                                        once everything received is with the hub; `final`: the
+///                                        node's run ended (the hub marks it finished);
+///                                        `written_through` > 0: a checkpoint of that step follows,
+///                                        the hub answers once that window's line is written
 caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings settings);
 
 }  // namespace troupe::actors

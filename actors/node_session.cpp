@@ -85,7 +85,7 @@ cluster_membership::stopped_on_destruction::~stopped_on_destruction() {
 }
 
 cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash,
-                                       const std::filesystem::path& events)
+                                       const std::filesystem::path& events, std::optional<metrics_hub_settings> hub)
     : node_(node), job_hash_(job_hash) {
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
@@ -107,11 +107,18 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   auto& self = *self_;
 
   if (is_head_) {
-    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events, job_secret()});
+    // The hub first: a dashboard that cannot listen stops the job before any node joins.
+    if (hub) {
+      hub->limits.straggler_share = m.faults.straggler_share;
+      hub->limits.straggler_windows = m.faults.straggler_windows;
+      hub_ = start_metrics_hub(system, std::move(*hub)).actor;
+    }
+    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events, job_secret(), hub_});
     const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
     auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
       self->send_exit(coordinator_, caf::exit_reason::user_shutdown);
+      if (hub_) self->send_exit(hub_, caf::exit_reason::user_shutdown);
       throw make_error(m.source, ": head.port: cannot listen on ", head_address(m), ": ", system.render(port.error()),
                        " (another job on this port?)");
     }
@@ -186,8 +193,6 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   role_.heartbeats_to_drop = heartbeats_to_drop_;
   role_.partitioned = partitioned_;
   role_.head = head_address(m);
-  role_.straggler_share = m.faults.straggler_share;
-  role_.straggler_windows = m.faults.straggler_windows;
   role_.transports.assign(transports.size(), {});
   for (std::size_t local = 0; local < transports.size(); ++local) {
     const int rank = role_.first_rank + static_cast<int>(local);
@@ -205,11 +210,18 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
                plan.generation == 0 ? "" : ", generation " + std::to_string(plan.generation));
 }
 
-cluster_membership::~cluster_membership() = default;
+cluster_membership::~cluster_membership() {
+  if (hub_ && self_) (*self_)->send_exit(hub_, caf::exit_reason::user_shutdown);
+}
 
 void cluster_membership::report_error(const std::string& reason) {
   (*self_)->request(coordinator_, std::chrono::seconds(1), messages::abort_atom::value, node_.name, reason)
       .receive([] {}, [](caf::error&) {});
+}
+
+void cluster_membership::flush_metrics() {
+  if (!hub_) return;
+  (*self_)->request(hub_, std::chrono::seconds(3), messages::flush_atom::value).receive([] {}, [](caf::error&) {});
 }
 
 void cluster_membership::finish() {
@@ -231,6 +243,7 @@ void cluster_membership::finish() {
                   });
   }
   if (is_head_) {
+    finish_metrics_hub(self, hub_);  // every node's last batch came before its `finished`
     // Serve the others' releases until they have disconnected (bounded by the coordinator).
     bool gone = false;
     while (!gone)
@@ -246,8 +259,14 @@ uint64_t job_config_hash(const io::job_config& config) {
 
 messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
   config.runtime.threads = node.manifest.nodes[node.manifest.node_index(node.name)].threads_per_worker;
+  if (options.steps) config.set_train_steps(*options.steps);
+  auto hub = hub_settings_for(config, options.run_dir, node.manifest.world_size(), options.write_metrics);
+  hub.console = options.console;
+  hub.progress_lines = options.progress_lines;
+  hub.dashboard = options.dashboard;
   cluster_membership membership(node, job_config_hash(config),
-                                options.write_metrics ? options.run_dir / "events.jsonl" : std::filesystem::path());
+                                options.write_metrics ? options.run_dir / "events.jsonl" : std::filesystem::path(),
+                                std::move(hub));
   carried_state carried;
   messages::training_summary earlier;  // the windows of the generations before the last
   while (true) {
@@ -256,6 +275,7 @@ messages::training_summary run_node(const node_identity& node, io::job_config co
       outcome = run_generation(membership.system(), membership.self(), config, options, membership.role(), carried);
     } catch (const std::exception& e) {
       membership.report_error(e.what());
+      membership.flush_metrics();  // the windows the head's hub still waits on get their lines
       throw;
     }
     if (outcome.summary) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/metrics_hub.hpp"
 #include "actors/training_session.hpp"
 #include "cluster/manifest.hpp"
 #include "io/config/job_config.hpp"
@@ -33,7 +34,9 @@ class cluster_membership {
  public:
   /// `job_hash` must be equal on every node (the head refuses joins that differ).
   /// `events`: RUN_DIR/events.jsonl, where the head's coordinator records membership changes.
-  cluster_membership(const node_identity& node, uint64_t job_hash, const std::filesystem::path& events);
+  /// `hub`: the job's metrics hub, started on the head (ignored elsewhere).
+  cluster_membership(const node_identity& node, uint64_t job_hash, const std::filesystem::path& events,
+                     std::optional<metrics_hub_settings> hub = std::nullopt);
   ~cluster_membership();
   cluster_membership(const cluster_membership&) = delete;
   cluster_membership& operator=(const cluster_membership&) = delete;
@@ -47,6 +50,9 @@ class cluster_membership {
   /// Tells the coordinator this node stops with an error (so the job stops, whatever the
   /// policy); waits at most a second for it to hear.
   void report_error(const std::string& reason);
+  /// On the head: the metrics hub writes every window it holds (a job stopping with an error
+  /// keeps the lines of the windows some ranks finished). Waits at most 3 s.
+  void flush_metrics();
   /// Reports this node finished and waits for the coordinator's release.
   void finish();
 
@@ -65,6 +71,7 @@ class cluster_membership {
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<caf::scoped_actor> self_;
   caf::actor coordinator_;
+  caf::actor hub_;  ///< the head's metrics hub
   cluster_role role_;
   /// Sends the head this node's heartbeats; declared last, so it is stopped first, before the
   /// actor system (which waits for every actor) goes, even when the constructor throws.

@@ -22,7 +22,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
   }
   return {
       [self, ring_index, faults = settings.faults, session = settings.session, timeout = settings.ring.timeout](
-          messages::reduce_atom, const messages::reduce_request& request) -> caf::result<void> {
+          messages::reduce_atom, const messages::reduce_request& request) -> caf::result<double> {
         auto& ring = *self->state.ring;
         const auto step = static_cast<int64_t>(request.window);
         if (ring_index == 0 && request.gradient_count > 0) faults.at(cluster::fault_phase::allreduce, step);
@@ -34,6 +34,8 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
         const auto started = std::chrono::steady_clock::now();
         try {
           if (request.gradient_count > 0) ring.sum(request.gradient, request.gradient_count, 2 * request.sequence);
+          const double gradient_seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
           if (ring.uses_shared_memory() && !self->state.said_shared_memory) {
             self->state.said_shared_memory = true;
             if (ring.position() == 0)
@@ -41,7 +43,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
           }
           if (request.statistic_count > 0)
             ring.sum(request.statistics, request.statistic_count, 2 * request.sequence + 1);
-          return caf::unit;
+          return request.gradient_count > 0 ? gradient_seconds : 0.0;
         } catch (const io::transport_error& e) {
           const std::string what = "ring " + std::to_string(ring_index) + ", window " + std::to_string(request.window) +
                                    ": " + e.what();

@@ -40,7 +40,8 @@ struct reducer_state {
 
 /// Protocol:
 ///   ← (reduce_atom, reduce_request)   sums the request's gradient slice (and statistics) over
-///                                     the ring in place → unit; a dead or silent peer →
+///                                     the ring in place → the seconds the gradient's sum took
+///                                     (waits for slower peers included); a dead or silent peer →
 ///                                     errc::collective_failed naming the peer, ring and window
 ///   → session: (suspect_atom, peer, reason) first, when the peer was silent for the whole
 ///     ring timeout (a peer that died is found by the head itself, faster)

@@ -10,6 +10,7 @@
 #include "actors/checkpointer.hpp"
 #include "actors/data_loader.hpp"
 #include "actors/metrics.hpp"
+#include "actors/metrics_hub.hpp"
 #include "actors/reducer.hpp"
 #include "actors/worker.hpp"
 #include "cluster/fault_injection.hpp"
@@ -118,7 +119,7 @@ class training_run {
         world_(role ? role->world : 1),
         first_rank_(role ? role->first_rank : 0),
         local_workers_(role ? static_cast<int>(role->transports.size()) : 1),
-        reports_(first_rank_ == 0) {}  // global rank 0 writes metrics and checkpoints
+        reports_(first_rank_ == 0) {}  // global rank 0 writes checkpoints
 
   generation_outcome execute() {
     check_inputs();
@@ -136,7 +137,7 @@ class training_run {
     set_start_state();
     spawn_reporters();
     for (int local = 0; local < local_workers_; ++local) spawn_rank(local);
-    for (const auto& actor : {metrics_actor_, checkpoint_actor_})
+    for (const auto& actor : {metrics_actor_, checkpoint_actor_, hub_})
       if (actor) spawned_.push_back(actor);
     for (const auto& actor : spawned_) supervisor_->monitor(actor);
     if (role_ && role_->coordinator) supervisor_->monitor(role_->coordinator);
@@ -161,6 +162,13 @@ class training_run {
     dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
+    if (config_.eval_every_windows > 0) {
+      if (dataset_->manifest().find_split("validation") == nullptr)
+        throw make_error("config: eval_every_windows: ", config_.data.dir.string(),
+                         " has no validation split to evaluate on (prepare the data with one, or set 0)");
+      validation_ = std::make_shared<const io::token_dataset>(config_.data.dir, "validation");
+      eval_batches_ = std::make_shared<const io::mlm_batch_builder>(*validation_, config_.data.mask_probability, config_.seed);
+    }
     seams_ = worker_test_seams::from_environment();
     if (role_ && !role_->restarted) {  // a restarted node runs without the faults of its first run
       faults_ = cluster::faults_for_node(role_->node);
@@ -250,21 +258,26 @@ class training_run {
       windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
   }
 
-  /// Global rank 0's metrics actor and checkpointer.
+  /// The node's metrics actor (its batches go to the head's hub through the coordinator, or to
+  /// this run's own hub), and global rank 0's checkpointer.
   void spawn_reporters() {
-    if (!reports_) return;
+    if (!role_) {
+      auto hub = hub_settings_for(config_, options_.run_dir, world_, options_.write_metrics);
+      hub.console = options_.console;
+      hub.progress_lines = options_.progress_lines;
+      hub.dashboard = options_.dashboard;
+      hub_ = start_metrics_hub(system_, std::move(hub)).actor;
+    }
     metrics_settings metric_options;
-    if (options_.write_metrics) metric_options.jsonl = options_.run_dir / "metrics.jsonl";
-    metric_options.total_steps = config_.train_steps;
-    metric_options.steps_per_print = config_.steps_per_print;
-    metric_options.console = options_.console;
-    metric_options.progress_lines = options_.progress_lines;
+    metric_options.route = role_ ? role_->coordinator : hub_;
+    metric_options.local_workers = local_workers_;
+    metric_options.warnings = warning_log::attach();
     if (role_) {
-      metric_options.straggler_share = role_->straggler_share;
-      metric_options.straggler_windows = role_->straggler_windows;
+      metric_options.node = role_->node;
+      metric_options.generation = role_->generation;
     }
     metrics_actor_ = system_.spawn(metrics, metric_options);
-    checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults);
+    if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, metrics_actor_);
   }
 
   /// One local worker: its reducers (one per ring), the worker, its data loader.
@@ -292,13 +305,19 @@ class training_run {
     w.trainer_handoff = std::make_shared<std::shared_ptr<compute::mlm_trainer>>();
     handoffs_.push_back(w.trainer_handoff);
     w.sync_every_micro_batch = config_.sync_every_micro_batch;
+    if (eval_batches_) {
+      w.eval_every = config_.eval_every_windows;
+      w.eval_samples = std::min<uint64_t>(static_cast<uint64_t>(config_.eval_samples), validation_->size());
+      w.eval_micro_size = config_.micro_batch_size;
+      w.eval_batches = eval_batches_;
+    }
     w.seams = seams_;
     if (role_) {
       if (later_generation()) w.synchronise_to_steps = role_->start_steps;
       w.collective_timeout = role_->collective_timeout;
       w.reducers = spawn_reducers(local, rank);
     }
-    auto worker_actor = system_.spawn<caf::detached>(worker, w, w.reports ? metrics_actor_ : caf::actor{},
+    auto worker_actor = system_.spawn<caf::detached>(worker, w, metrics_actor_,
                                                      w.save_checkpoints ? checkpoint_actor_ : caf::actor{},
                                                      caf::actor_cast<caf::actor>(supervisor_));
     auto loader_actor = system_.spawn<caf::detached>(data_loader, loader_settings(rank));
@@ -395,8 +414,10 @@ class training_run {
       if (next_generation_) return std::nullopt;
     }
     if (summary && metrics_actor_) {
-      supervisor_->request(metrics_actor_, std::chrono::seconds(60), messages::flush_atom::value)
+      // Every report of this node reaches the hub before the node says it finished.
+      supervisor_->request(metrics_actor_, std::chrono::seconds(60), messages::flush_atom::value, true, int64_t{0})
           .receive([] {}, [&](caf::error& e) { failure_ = system_.render(e); });
+      finish_metrics_hub(supervisor_, hub_);
     }
     return summary;
   }
@@ -487,6 +508,8 @@ class training_run {
     // Reducers blocked on a peer that failed would wait out the collective timeout before they
     // see their exit: aborting the transports ends those waits now.
     if (role_ && !failure_.empty()) abort_transports(failure_);
+    if (hub_ && !failure_.empty())  // the windows finished before the failure keep their lines
+      supervisor_->request(hub_, std::chrono::seconds(3), messages::flush_atom::value).receive([] {}, [](caf::error&) {});
     for (const auto& actor : spawned_) supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
     if (role_ && role_->coordinator) supervisor_->demonitor(role_->coordinator);
   }
@@ -504,6 +527,8 @@ class training_run {
   const bool reports_;
 
   std::shared_ptr<const io::token_dataset> dataset_;
+  std::shared_ptr<const io::token_dataset> validation_;        ///< eval_every_windows' held-out data
+  std::shared_ptr<const io::mlm_batch_builder> eval_batches_;  ///< (uses validation_)
   worker_test_seams seams_;
   std::vector<compute::trainer_options> trainers_;
   std::vector<std::shared_ptr<io::shared_region>> regions_;
@@ -514,6 +539,7 @@ class training_run {
   std::vector<cluster::injected_fault> faults_;  ///< this node's, from TROUPE_INJECT
   int64_t windows_ = 0;
   caf::actor metrics_actor_, checkpoint_actor_;
+  caf::actor hub_;  ///< a single-process run's own metrics hub (a cluster's is on the head)
   std::vector<caf::actor> spawned_;  ///< every actor of the run: monitored, and stopped at the end
   std::vector<std::shared_ptr<std::shared_ptr<compute::mlm_trainer>>> handoffs_;  ///< by local worker
   std::vector<double> losses_;  ///< of this process's first worker's windows

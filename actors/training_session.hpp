@@ -14,6 +14,7 @@
 #include "io/comm/ring_allreduce.hpp"
 #include "io/comm/transport.hpp"
 #include "io/config/job_config.hpp"
+#include "io/monitor/dashboard_server.hpp"
 #include "messages/training_messages.hpp"
 
 namespace troupe::compute {
@@ -41,6 +42,9 @@ struct session_options {
   /// the nodes of a launched job: the launcher holds the directory and has checked it.
   bool own_run_directory = true;
   bool overwrite = false;
+  /// A single-process run's dashboard (a cluster job's is the head's: cluster_membership);
+  /// none: no HTTP server (metrics.jsonl and the console are written all the same).
+  std::optional<io::dashboard_options> dashboard;
 };
 
 /// This process's part in a multi-node job, set up by the node after rendezvous
@@ -65,19 +69,17 @@ struct cluster_role {
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop;
   std::shared_ptr<std::atomic<bool>> partitioned;  ///< an injected partition fired (once per process)
   std::string head;        ///< "host:port", for messages
-  double straggler_share = 0.25;  ///< the manifest's faults block (see metrics_settings)
-  int64_t straggler_windows = 3;
 
   /// Ring `ring`'s settings as the plan gives them (order, index, chunk, timeout).
   io::ring_settings ring_settings(int ring) const;
 };
 
 /// Runs `config` (already parsed) in `system`, with one data_loader and one worker per local
-/// worker, a reducer per ring per worker when `role` is given, and (on global rank 0) the
-/// checkpointer and the metrics actor:
+/// worker, a reducer per ring per worker when `role` is given, the node's metrics actor, (on
+/// global rank 0) the checkpointer, and without `role` the run's own metrics hub:
 ///
-///   data_loader --batch--> worker --window_report--> metrics            (rank 0)
-///        ^--------credit------'  |\--save (awaited)--> checkpointer     (rank 0)
+///   data_loader --batch--> worker --window_report--> metrics --batch--> hub (or the coordinator)
+///        ^--------credit------'  |\--save (awaited)--> checkpointer --saved--> metrics  (rank 0)
 ///                                 \--reduce (awaited)--> reducer[r] <=ring r=> other ranks
 ///
 /// `supervisor` receives the workers' reports (and, in a cluster, the coordinator's abort).

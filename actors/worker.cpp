@@ -233,6 +233,13 @@ void worker_state::checkpoint(bool last) {
   } else if (settings.skip_checkpoint_when_busy && !last) {
     ++current.checkpoints_skipped;
     spdlog::warn("checkpoint of step {} skipped: the previous one is still being written", trainer->optimizer_steps());
+    if (metrics) {
+      messages::checkpoint_report skipped;
+      skipped.step = trainer->optimizer_steps();
+      skipped.unix_seconds = unix_seconds();
+      skipped.skipped = true;
+      self->send(metrics, messages::saved_atom::value, skipped);
+    }
   } else {
     const auto waiting_since = clock::now();
     self->request(checkpointer, settings.checkpoint_timeout, messages::flush_atom::value)
@@ -305,6 +312,8 @@ void worker_state::reduce(carrying what, std::function<void()> then) {
   const auto count = static_cast<std::size_t>(gradients.numel());
   const int rings = static_cast<int>(settings.reducers.size());
   const uint64_t sequence = reduces++;
+  current.ring_seconds.resize(static_cast<std::size_t>(rings), 0.0);
+  current.ring_bytes.resize(static_cast<std::size_t>(rings), 0);
   auto pending = std::make_shared<int>(rings);
   const auto started = clock::now();
   // The ring's own timeout (naming the peer) fires first; this one is a backstop.
@@ -324,7 +333,9 @@ void worker_state::reduce(carrying what, std::function<void()> then) {
     request.window = settings.start.optimizer_steps + windows_done + 1;
     self->request(settings.reducers[static_cast<std::size_t>(r)], backstop, messages::reduce_atom::value, request)
         .await(
-            [this, pending, started, then] {
+            [this, pending, started, then, r, bytes = request.gradient_count * sizeof(float)](double ring_seconds) {
+              current.ring_seconds[static_cast<std::size_t>(r)] += ring_seconds;
+              current.ring_bytes[static_cast<std::size_t>(r)] += static_cast<int64_t>(bytes);
               if (--*pending > 0) return;
               last_batch_done = clock::now();  // waiting for reducers is not data wait
               current.allreduce_seconds += seconds(last_batch_done - started);
@@ -365,6 +376,7 @@ int64_t worker_state::take_reduced_statistics() {
     }
   }
   current.straggler_lateness_seconds = last - first;
+  current.lateness_seconds = ready_time_of_rank(stats, settings.rank) - first;
   const uint64_t writer = hash_of_rank(stats, 0);
   for (int64_t rank = 1; rank < settings.world; ++rank)
     if (hash_of_rank(stats, rank) != writer)
@@ -384,16 +396,16 @@ void worker_state::end_window() {
     window_samples = take_reduced_statistics();
   settings.seams.faults.at(cluster::fault_phase::optimizer, step_in_flight());
   const auto step = trainer->finish_window(window_samples);
+  if (settings.eval_every > 0 && trainer->optimizer_steps() % settings.eval_every == 0) evaluate_held_out();
   report_window(window_samples, step);
   last_batch_done = clock::now();  // the allreduce and the step are not data wait
 
   const bool last = windows_done == settings.windows;
   const bool periodic = settings.checkpoint_every > 0 && trainer->optimizer_steps() % settings.checkpoint_every == 0;
   if (settings.save_checkpoints && (last || periodic) && metrics) {
-    // The window's metrics line is on disk before its checkpoint starts (the metrics actor
-    // answers a flush after every earlier report): a writer lost mid-checkpoint leaves no gap
-    // before the steps its successor reports.
-    self->request(metrics, settings.checkpoint_timeout, messages::flush_atom::value)
+    // The window's metrics line is on disk before its checkpoint starts (the hub answers once
+    // it wrote it): a run resumed from this checkpoint finds every window up to it reported.
+    self->request(metrics, settings.checkpoint_timeout, messages::flush_atom::value, false, trainer->optimizer_steps())
         .await([this, last] { checkpoint(last); },
                [this](caf::error& failure) {
                  self->quit(explained(std::move(failure), "the metrics actor", settings.checkpoint_timeout));
@@ -403,6 +415,29 @@ void worker_state::end_window() {
   } else if (last) {
     finish();
   }
+}
+
+/// The periodic held-out evaluation: this rank scores sequences rank, rank + world, ... of the
+/// first eval_samples validation sequences (the same masks every time: keyed by sample, epoch
+/// 0) under the parameters this window's step left; the hub sums every rank's share into the
+/// window's eval perplexity. Its time is part of the window's.
+void worker_state::evaluate_held_out() {
+  const auto started = clock::now();
+  compute::nll_sum sum;
+  std::vector<compute::sample_ref> refs;
+  const auto flush = [&] {
+    if (refs.empty()) return;
+    sum.add(trainer->evaluate(settings.eval_batches->build(refs)));
+    refs.clear();
+  };
+  for (auto i = static_cast<uint64_t>(settings.rank); i < settings.eval_samples; i += static_cast<uint64_t>(settings.world)) {
+    refs.push_back({0, i});
+    if (static_cast<int64_t>(refs.size()) == settings.eval_micro_size) flush();
+  }
+  flush();
+  current.eval_loss_sum = sum.total;
+  current.eval_tokens = sum.tokens;
+  current.eval_seconds = seconds(clock::now() - started);
 }
 
 /// Completes the window's report, sends it to metrics and the supervisor, and starts the next.

@@ -16,6 +16,7 @@
 #include "compute/mlm_trainer.hpp"
 #include "compute/staging_buffer.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
+#include "io/data/mlm_batch_builder.hpp"
 #include "messages/error_code.hpp"
 #include "messages/training_messages.hpp"
 
@@ -68,11 +69,17 @@ struct worker_settings {
   std::vector<caf::actor> reducers;  ///< one per ring; ring r reduces slice r of the gradient
   bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window
   std::chrono::seconds collective_timeout{120};
-  bool reports = true;  ///< this worker writes metrics and checkpoints (global rank 0)
+  bool reports = true;  ///< this worker writes checkpoints (global rank 0)
   /// At the start of a membership generation after the first: the step every replica starts
   /// from; before the first window the replicas copy one replica's state at that step (see
   /// synchronise_replicas in worker.cpp). -1: no copy.
   int64_t synchronise_to_steps = -1;
+  /// eval_every_windows: every this many steps (0: never) the worker scores its share of the
+  /// held-out subset, `eval_samples` validation sequences built by `eval_batches`, between windows.
+  int64_t eval_every = 0;
+  uint64_t eval_samples = 0;
+  int64_t eval_micro_size = 8;
+  std::shared_ptr<const io::mlm_batch_builder> eval_batches;
   worker_test_seams seams;
 };
 
@@ -117,6 +124,7 @@ struct worker_state {
   void synchronise_replicas(std::function<void()> then);
   void copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then);
   void end_window();
+  void evaluate_held_out();
   int64_t take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);
   void checkpoint(bool last);

@@ -54,6 +54,8 @@ struct running_node {
 
 // How long the output of a reaped node is read before the pipe is given up.
 constexpr auto reaped_output_grace = std::chrono::seconds(2);
+// How long the others may go on after the head failed (time to print why they stop).
+constexpr auto head_failure_grace = std::chrono::seconds(2);
 
 // The launcher's own signal handling: SIGINT/SIGTERM only set a flag (async-signal-safe);
 // the supervision loop forwards them. A self-pipe wakes poll() at once.
@@ -133,7 +135,11 @@ class merged_output {
       return;
     }
     if (terminal_ && !status_.empty()) std::printf("\r\033[K");
-    std::printf("[%s] %.*s\n", node.c_str(), static_cast<int>(text.size()), text.data());
+    const std::string_view dashboard = messages::dashboard_line_prefix;
+    if (text.substr(0, dashboard.size()) == dashboard)
+      std::printf("%.*s\n", static_cast<int>(text.size()), text.data());
+    else
+      std::printf("[%s] %.*s\n", node.c_str(), static_cast<int>(text.size()), text.data());
     if (terminal_ && !status_.empty()) std::printf("%s", status_.c_str());
   }
 
@@ -249,6 +255,7 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       commands.push_back({node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", "--", node.host, remote},
                           may_fail, 0, options.job_secret + "\n"});
     }
+    commands.back().head = node.name == manifest.head_node;
   }
   return commands;
 }
@@ -336,7 +343,7 @@ int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds gr
       } else if (*node.status != 0 && !first_failure && !interrupted) {
         first_failure = "node " + node.name + " " + describe(node);
         out.note(*first_failure);
-        if (!kill_at) kill_at = clock::now() + grace;
+        if (!kill_at) kill_at = clock::now() + (node.command.head ? head_failure_grace : grace);
       }
     }
     // A lost node restarts as a new process that joins the running job (faults.max_restarts).

@@ -35,6 +35,9 @@ struct node_command {
   /// Written to the node's stdin, which then stays open for as long as the launcher runs (an
   /// ssh node reads the job secret from it and stops when it closes); empty: stdin inherited.
   std::string input;
+  /// The head node (its coordinator and metrics hub): when it fails, nothing is left for the
+  /// others to do, so they are stopped at once instead of after the grace.
+  bool head = false;
 };
 
 /// The commands `launch` runs (and `--dry-run` prints). `inside_slurm` comes from the

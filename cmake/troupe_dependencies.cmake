@@ -45,6 +45,9 @@ find_package(PkgConfig QUIET)
 troupe_require_package(PKG_CONFIG_FOUND "pkg-config" "pkg-config")
 pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
 troupe_require_package(UCX_FOUND "UCX ${UCX_VERSION} (pkg-config ucx)" "libucx-dev")
+# cpp-httplib (the dashboard's HTTP server): Debian builds it as a library with a pkg-config file.
+pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+troupe_require_package(HTTPLIB_FOUND "cpp-httplib ${HTTPLIB_VERSION} (pkg-config cpp-httplib)" "libcpp-httplib-dev")
 
 # troupe_find_plain_library(TARGET HEADER LIBRARIES PACKAGE DESCRIPTION)
 #   For libraries without a CMake package: finds HEADER and every library in LIBRARIES and

@@ -67,6 +67,22 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
   return result;
 }
 
+nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  nll_sum sum;
+  {
+    autocast_scope autocast(device_, options_.bf16);
+    auto hidden = model_->encode(to_device(batch.input_ids, device_), to_device(batch.token_type_ids, device_),
+                                 to_device(batch.lengths, device_));
+    auto logits = model_->predict(hidden, to_device(batch.masked_positions, device_));
+    auto nll = at::cross_entropy_loss(logits, to_device(batch.labels, device_), {}, at::Reduction::Sum);
+    sum = {nll.item<double>(), batch.labels.numel()};
+  }
+  model_->train();
+  return sum;
+}
+
 window_step_result mlm_trainer::finish_window(int64_t window_samples) {
   TROUPE_ENFORCE(window_samples > 0, "window_samples=", window_samples);
   auto start = std::chrono::steady_clock::now();

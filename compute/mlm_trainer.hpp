@@ -12,6 +12,7 @@
 
 #include "compute/bert_config.hpp"
 #include "compute/mlm_batch.hpp"
+#include "compute/mlm_evaluation.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer_config.hpp"
 
@@ -65,6 +66,9 @@ class mlm_trainer {
   /// Call once the flat gradient holds the sum over `window_samples` samples (after any
   /// allreduce). Zeroes the gradient for the next window.
   window_step_result finish_window(int64_t window_samples);
+  /// The masked-LM NLL of `batch` under the current parameters, without dropout or gradients
+  /// (the periodic held-out evaluation between windows).
+  nll_sum evaluate(const mlm_batch& batch);
 
   /// The flat gradient buffer (what a reducer allreduces).
   const at::Tensor& gradients() const;

@@ -15,7 +15,8 @@ using window_atom = caf::atom_constant<caf::atom("window")>;
 using save_atom = caf::atom_constant<caf::atom("save")>;
 /// worker → supervisor: (done_atom, training_summary) when the last window is stepped.
 using done_atom = caf::atom_constant<caf::atom("done")>;
-/// supervisor → metrics: (flush_atom) → unit once every report so far is on disk.
+/// supervisor → metrics: (flush_atom) → unit once every report so far reached the hub;
+/// head → metrics hub: (flush_atom) → unit once every window it holds is written.
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 /// supervisor → worker: (start_atom) begins training once every actor is wired.
 using start_atom = caf::atom_constant<caf::atom("start")>;
@@ -45,5 +46,13 @@ using membership_atom = caf::atom_constant<caf::atom("members")>;
 /// whole collective timeout; session → coordinator: (suspect_atom, node, generation, peer
 /// rank, reason), so the head can drop a node that is alive but cut off from its ring.
 using suspect_atom = caf::atom_constant<caf::atom("suspect")>;
+/// node's metrics actor → coordinator → metrics hub: (metrics_atom, MetricsBatch bytes) → unit
+/// once the hub has taken the batch (the coordinator delegates; one batch in flight per node).
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+/// checkpointer, worker → metrics: (saved_atom, checkpoint_report) for each checkpoint written
+/// or skipped.
+using saved_atom = caf::atom_constant<caf::atom("saved")>;
+/// an actor → itself: (tick_atom) its periodic work (the metrics actors' batching and polling).
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 }  // namespace troupe::messages

@@ -11,7 +11,7 @@
 
 #include "compute/mlm_batch.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
-#include "messages/window_report.hpp"
+#include "messages/metrics_batch.hpp"
 
 namespace troupe::messages {
 
@@ -28,7 +28,13 @@ typename Inspector::result_type inspect(Inspector& f, window_report& x) {
   return f(caf::meta::type_name("window_report"), x.step, x.rank, x.loss, x.lr, x.grad_norm, x.samples, x.tokens,
            x.masked_tokens, x.window_seconds, x.data_wait_seconds, x.forward_seconds, x.backward_seconds,
            x.optimizer_seconds, x.epoch, x.next_position, x.checkpoint_stall_seconds, x.checkpoints_skipped, x.parameter_hash,
-           x.world_size, x.allreduce_seconds, x.straggler_rank, x.straggler_lateness_seconds);
+           x.world_size, x.allreduce_seconds, x.straggler_rank, x.straggler_lateness_seconds, x.lateness_seconds,
+           x.ring_seconds, x.ring_bytes, x.eval_loss_sum, x.eval_tokens, x.eval_seconds);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_report& x) {
+  return f(caf::meta::type_name("checkpoint_report"), x.step, x.unix_seconds, x.seconds, x.bytes, x.skipped);
 }
 
 /// State handed to the checkpointer: CPU copies, so training may go on while it writes.

@@ -3,6 +3,7 @@
 /// (messages/schemas/metrics.capnp). Free of CAF and LibTorch so its codec can be fuzzed alone.
 
 #include <cstdint>
+#include <vector>
 
 namespace troupe::messages {
 
@@ -30,6 +31,12 @@ struct window_report {
   double allreduce_seconds = 0;         ///< waiting for the reducers, slowest rank included
   int32_t straggler_rank = 0;           ///< the rank that finished the window's compute last
   double straggler_lateness_seconds = 0;  ///< how long after the first rank it did (0 alone)
+  double lateness_seconds = 0;            ///< how long after the first rank this rank finished its compute
+  std::vector<double> ring_seconds;       ///< per ring: handing the reducer its slice until its reply
+  std::vector<int64_t> ring_bytes;        ///< per ring: gradient bytes of this rank's slice
+  double eval_loss_sum = 0;  ///< eval_every_windows: this rank's share of the held-out subset, summed NLL,
+  int64_t eval_tokens = 0;   ///< its predicted tokens (0: no evaluation after this window),
+  double eval_seconds = 0;   ///< and how long it took
 };
 
 }  // namespace troupe::messages

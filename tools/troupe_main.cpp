@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   troupe::tools::add_ckpt_command(app);
   troupe::tools::add_launch_command(app);
   troupe::tools::add_node_command(app);
+  troupe::tools::add_dashboard_command(app);
+  troupe::tools::add_metrics_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

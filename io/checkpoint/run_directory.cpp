@@ -60,6 +60,9 @@ void prepare_fresh_run(const std::filesystem::path& run_dir, bool overwrite) {
   std::filesystem::remove_all(run_dir / "checkpoints");
   std::filesystem::remove(run_dir / "metrics.jsonl");
   std::filesystem::remove(run_dir / "events.jsonl");  // the membership events of the run it deletes
+  std::filesystem::remove(run_dir / "job.json");      // and what its metrics hub wrote
+  std::filesystem::remove_all(run_dir / "tensorboard");
+  std::filesystem::remove_all(run_dir / "csv_monitor");
 }
 
 }  // namespace troupe::io

@@ -133,6 +133,8 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   resolve_batch_sizes(config, root, workers);
   config.train_steps = root.integer("train_steps", config.train_steps, 1, big);
   config.steps_per_print = root.integer("steps_per_print", config.steps_per_print, 1, big);
+  config.eval_every_windows = root.integer("eval_every_windows", 0, 0, big);
+  config.eval_samples = root.integer("eval_samples", config.eval_samples, 1, 1 << 24);
   config.seed = static_cast<uint64_t>(root.integer("seed", 42, 0, INT64_MAX));
   config.gradient_clipping = root.number("gradient_clipping", config.gradient_clipping, 0.0, 1e9);
   config.sync_every_micro_batch = root.boolean("sync_every_micro_batch", false);
@@ -170,6 +172,16 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
       checkpoint.integer("max_staging_bytes", config.checkpoint.max_staging_bytes, 1, INT64_MAX);
   config.checkpoint.skip_when_busy = checkpoint.choice("when_busy", "wait", {"wait", "skip"}) == "skip";
   checkpoint.finish();
+
+  for (auto [name, monitor] : {std::pair{"tensorboard", &config.tensorboard}, std::pair{"csv_monitor", &config.csv_monitor}}) {
+    auto block = root.object(name);
+    monitor->enabled = block.boolean("enabled", monitor->enabled);
+    monitor->output_path = block.string("output_path", "");
+    monitor->job_name = block.string("job_name", "");
+    if (monitor->job_name.find('/') != std::string::npos || monitor->job_name == "..")
+      block.fail("job_name", "a folder name (no '/')");
+    block.finish();
+  }
 
   auto runtime = root.object("runtime");
   config.runtime.device = runtime.string("device", "cpu");

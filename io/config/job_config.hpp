@@ -34,12 +34,24 @@ struct runtime_config {
   int64_t threads = 1;         ///< intra-op threads of each worker
 };
 
+/// DeepSpeed's monitor blocks (`tensorboard`, `csv_monitor`): where the head's metrics hub
+/// writes scalar series for other tools. Relative output paths are inside the run directory.
+struct monitor_config {
+  bool enabled = false;
+  std::filesystem::path output_path;  ///< empty: RUN_DIR/<default folder>
+  std::string job_name;               ///< a subfolder of output_path, when given
+};
+
 struct job_config {
   int64_t train_batch_size = 0;
   int64_t micro_batch_size = 0;  ///< train_micro_batch_size_per_gpu
   int64_t gradient_accumulation_steps = 0;
   int64_t train_steps = 100;     ///< optimizer steps (windows) to run
   int64_t steps_per_print = 10;
+  /// A held-out evaluation every this many windows (0: none): masked-LM perplexity on the first
+  /// eval_samples validation sequences, the same masks each time, split over the workers.
+  int64_t eval_every_windows = 0;
+  int64_t eval_samples = 256;
   uint64_t seed = 42;
   double gradient_clipping = 1.0;  ///< global-norm clip; 0 disables
   bool bf16 = false;
@@ -50,6 +62,8 @@ struct job_config {
   data_config data;
   checkpoint_config checkpoint;
   runtime_config runtime;
+  monitor_config tensorboard{true, "", ""};  ///< on by default: RUN_DIR/tensorboard
+  monitor_config csv_monitor;                ///< off by default: RUN_DIR/csv_monitor
   nlohmann::json source;  ///< the config as given (saved with checkpoints)
   bool schedule_follows_train_steps = true;  ///< scheduler total_num_steps was not given
   /// Allreduce after every micro-batch instead of once per window (the seed paper's baseline

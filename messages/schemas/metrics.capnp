@@ -1,5 +1,5 @@
 @0xc6a1d4e2f08b3a51;
-# Metrics that a node's metrics actor forwards to the head's metrics hub, one per window.
+# Metrics that a node's metrics actor forwards to the head's metrics hub (actors/metrics_hub).
 # Field numbers are the wire contract: add fields at the end, never renumber.
 
 using Cxx = import "/capnp/c++.capnp";
@@ -28,4 +28,43 @@ struct WindowReport {
   allreduceSeconds @19 :Float64;        # waiting for the reducers (transfer, sums, skew between ranks)
   stragglerRank @20 :Int32;             # the rank that finished the window's compute last
   stragglerLatenessSeconds @21 :Float64;  # how long after the first rank it did
+  latenessSeconds @22 :Float64;         # how long after the first rank this rank finished its compute
+  ringSeconds @23 :List(Float64);       # per ring: from handing the reducer its slice to its reply
+  ringBytes @24 :List(Int64);           # per ring: gradient bytes this rank's slice held (0: statistics only)
+  evalLossSum @25 :Float64;             # periodic held-out evaluation (eval_every_windows): this rank's
+  evalTokens @26 :Int64;                #   share of the fixed subset, summed NLL and predicted tokens
+  evalSeconds @27 :Float64;             #   and the time it took (0, 0, 0 in windows without one)
+}
+
+# A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).
+struct CheckpointReport {
+  step @0 :Int64;
+  unixSeconds @1 :Float64;     # when it was on disk
+  seconds @2 :Float64;         # writing it, from the request to the rename
+  bytes @3 :Int64;             # files of the checkpoint directory
+  skipped @4 :Bool;            # checkpoint.when_busy = "skip" dropped it
+}
+
+# A warning or error a node logged.
+struct LogLine {
+  unixSeconds @0 :Float64;
+  level @1 :Text;              # "warning", "error", "critical"
+  text @2 :Text;
+}
+
+# What one node's metrics actor forwards to the hub: every report its workers and checkpointer
+# made since the last batch, and the node process's own numbers.
+struct MetricsBatch {
+  node @0 :Text;               # the node's name in the manifest
+  generation @1 :UInt64;       # membership generation the node was in (docs/faults.md)
+  sequence @2 :UInt64;         # counts this process's batches from 0
+  unixSeconds @3 :Float64;     # when the batch left the node
+  residentBytes @4 :Int64;     # RSS of the node process
+  dropped @5 :Int64;           # reports the node's bounded queue dropped so far (oldest first)
+  windows @6 :List(WindowReport);
+  checkpoints @7 :List(CheckpointReport);
+  log @8 :List(LogLine);
+  final @9 :Bool;              # the node's run ended: no more batches from this process
+  writtenThrough @10 :Int64;   # a checkpoint of this step follows: write every window up to it
+                               # (waiting briefly for missing ranks) before answering; 0: none
 }

@@ -272,7 +272,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
     const auto timeout = role.collective_timeout + std::chrono::seconds(30);
     auto request = [&](int r, messages::reduce_request request) {
       self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request)
-          .receive([] {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+          .receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
     };
     summing_method via_reducers;
     via_reducers.sum = [&](float* values, std::size_t count) {
@@ -290,7 +290,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
         answers.push_back(self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request));
       }
       for (auto& answer : answers)
-        answer.receive([] {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+        answer.receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
     };
     auto statistics_only = [&](double* values, std::size_t count) {
       messages::reduce_request r;

@@ -12,5 +12,7 @@ void add_bench_command(CLI::App& app);
 void add_ckpt_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_node_command(CLI::App& app);
+void add_dashboard_command(CLI::App& app);
+void add_metrics_command(CLI::App& app);
 
 }  // namespace troupe::tools

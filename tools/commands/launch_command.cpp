@@ -26,6 +26,7 @@
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
+#include "tools/commands/dashboard_arguments.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -40,6 +41,7 @@ struct job_arguments {
   int64_t max_windows = 0;
   std::string bench_out;  ///< node only: benchmark mode, rank 0 writes its summary here
   bool overwrite = false;  ///< launch only: start over in a run directory with checkpoints
+  dashboard_arguments dashboard;  ///< served by the head node
 };
 
 void add_job_options(CLI::App* command, job_arguments& args) {
@@ -52,6 +54,7 @@ void add_job_options(CLI::App* command, job_arguments& args) {
   command->add_option("--resume", args.resume, "latest, or a checkpoint or run directory");
   command->add_option("--max-windows", args.max_windows, "stop after this many windows, with a checkpoint")
       ->check(CLI::PositiveNumber);
+  add_dashboard_options(command, args.dashboard);
 }
 
 std::vector<std::string> pass_through(const job_arguments& args) {
@@ -60,6 +63,8 @@ std::vector<std::string> pass_through(const job_arguments& args) {
   if (!args.resume.empty()) out.insert(out.end(), {"--resume", args.resume});
   if (args.max_windows > 0) out.insert(out.end(), {"--max-windows", std::to_string(args.max_windows)});
   out.push_back("--progress-lines");  // for the launcher's status line
+  const auto dashboard = dashboard_pass_through(args.dashboard);
+  out.insert(out.end(), dashboard.begin(), dashboard.end());
   return out;
 }
 
@@ -258,11 +263,13 @@ void add_node_command(CLI::App& app) {
     options.window_timeout = node.manifest.timeouts.window;
     options.checkpoint_timeout = node.manifest.timeouts.checkpoint;
     options.progress_lines = *progress_lines;
+    options.dashboard = dashboard_options_of(args->dashboard);
     const bool bench = !args->bench_out.empty();
     if (bench) {
       options.save_checkpoints = false;
       options.write_metrics = false;
       options.console = false;
+      options.dashboard.reset();
     }
     try {
       auto summary = actors::run_node(node, std::move(config), options);

@@ -6,6 +6,7 @@
 #include "actors/training_session.hpp"
 #include "io/config/job_config.hpp"
 #include "tools/commands/commands.hpp"
+#include "tools/commands/dashboard_arguments.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -19,6 +20,7 @@ struct train_arguments {
   bool overwrite = false;
   int64_t window_timeout = 900;
   int64_t checkpoint_timeout = 600;
+  dashboard_arguments dashboard;
 };
 
 }  // namespace
@@ -45,6 +47,7 @@ void add_train_command(CLI::App& app) {
                       "seconds one checkpoint save may take (as a manifest's timeouts.checkpoint_s)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  add_dashboard_options(command, args->dashboard);
   command->callback([args] {
     auto config = io::load_job_config(args->config);
     actors::session_options options;
@@ -55,6 +58,7 @@ void add_train_command(CLI::App& app) {
     options.window_timeout = std::chrono::seconds(args->window_timeout);
     options.checkpoint_timeout = std::chrono::seconds(args->checkpoint_timeout);
     if (args->max_windows > 0) options.max_windows = args->max_windows;
+    options.dashboard = dashboard_options_of(args->dashboard);
     auto summary = actors::run_training(std::move(config), options);
     spdlog::info("trained {} windows (step {}), {:.1f} samples/s; final loss {:.4f}; checkpoint {}", summary.windows,
                  summary.optimizer_steps, summary.samples_per_second,

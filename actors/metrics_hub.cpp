@@ -1,0 +1,354 @@
+#include "actors/metrics_hub.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "actors/event_log.hpp"
+#include "io/config/job_config.hpp"
+#include "io/monitor/csv_monitor.hpp"
+#include "io/monitor/tfevents_writer.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
+#include "messages/error_code.hpp"
+#include "messages/metrics_batch_codec.hpp"
+#include "messages/progress_line.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using self_pointer = caf::stateful_actor<metrics_hub_state>*;
+
+std::string format_duration(double seconds) {
+  auto s = static_cast<long long>(seconds + 0.5);
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, (s / 60) % 60);
+  else
+    std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  return text;
+}
+
+std::filesystem::path monitor_folder(const io::monitor_config& monitor, const std::filesystem::path& run_dir,
+                                     const char* default_folder) {
+  auto folder = monitor.output_path.empty() ? run_dir / default_folder
+                : monitor.output_path.is_absolute() ? monitor.output_path
+                                                    : run_dir / monitor.output_path;
+  return monitor.job_name.empty() ? folder : folder / monitor.job_name;
+}
+
+// DeepSpeed's monitor tags (engine.py: Train/Samples/*, steps counted in samples), so dashboards
+// and habits built on DeepSpeed's TensorBoard output carry over; troupe's own series beside them.
+void write_scalars(metrics_hub_state& s, const metrics_hub_settings& settings, const io::window_summary& window) {
+  if (s.scalar_logs.empty()) return;
+  const auto& r = window.first();
+  const int64_t samples = window.step * settings.samples_per_step;
+  const double wall = window.unix_seconds;
+  const double window_s = r.window_seconds > 0 ? r.window_seconds : 1.0;
+  const std::pair<const char*, double> scalars[] = {
+      {"Train/Samples/train_loss", r.loss},
+      {"Train/Samples/lr", r.lr},
+      {"Train/Samples/perplexity", std::exp(std::min(r.loss, 50.0))},
+      {"Train/Samples/grad_norm", r.grad_norm},
+      {"Train/Samples/samples_per_second", static_cast<double>(r.samples) / window_s},
+      {"Train/Samples/tokens_per_second", static_cast<double>(r.tokens) / window_s},
+      {"Train/Samples/elapsed_time_ms_forward", r.forward_seconds * 1e3},
+      {"Train/Samples/elapsed_time_ms_backward", r.backward_seconds * 1e3},
+      {"Train/Samples/elapsed_time_ms_backward_allreduce", r.allreduce_seconds * 1e3},
+      {"Train/Samples/elapsed_time_ms_step", r.optimizer_seconds * 1e3},
+      {"Train/Samples/straggler_lateness_s", r.straggler_lateness_seconds},
+  };
+  for (auto& log : s.scalar_logs) {
+    for (const auto& [tag, value] : scalars) log->scalar(tag, samples, value, wall);
+    if (window.eval_perplexity) log->scalar("Eval/Samples/perplexity", samples, *window.eval_perplexity, wall);
+    log->flush();
+  }
+}
+
+// The console: one line per window on a terminal (redrawn in place), every steps_per_print
+// windows otherwise; with progress_lines also a marked record per window for the launcher.
+void print_progress(metrics_hub_state& s, const metrics_hub_settings& settings, const io::window_summary& window) {
+  if (!settings.console && !settings.progress_lines) return;
+  const auto& r = window.first();
+  if (s.first_step < 0) {
+    s.first_step = window.step - 1;
+    s.started = std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(r.window_seconds));
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  const auto done = static_cast<double>(window.step - s.first_step);
+  const auto total = settings.job.total_steps;
+  const double eta = done > 0 ? elapsed / done * static_cast<double>(total - window.step) : 0.0;
+  const double samples_per_s = r.window_seconds > 0 ? r.samples / r.window_seconds : 0.0;
+  char line[256];
+  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.1f samples/s  ETA %s",
+                static_cast<long long>(window.step), static_cast<long long>(total), r.loss, r.lr, r.grad_norm,
+                samples_per_s, format_duration(eta).c_str());
+  if (settings.progress_lines) std::fprintf(stderr, "%s%s\n", messages::progress_line_marker, line);
+  if (settings.console && s.tty) {
+    std::fprintf(stderr, "\r\033[K%s", line);
+    s.line_open = true;
+  } else if (settings.console && (window.step % settings.steps_per_print == 0 || window.step == total)) {
+    std::fprintf(stderr, "%s\n", line);
+  }
+  std::fflush(stderr);
+}
+
+/// Writes and publishes the windows the store says are due (`force`: all of them; `through`:
+/// every one up to that step).
+void write_due(self_pointer self, const metrics_hub_settings& settings, bool force, int64_t through = 0) {
+  auto& s = self->state;
+  std::vector<io::window_summary> due;
+  std::vector<std::string> warnings;
+  {
+    std::lock_guard lock(s.shared->mutex);
+    due = s.shared->store.take_due(unix_seconds(), force, through);
+    for (const auto& window : due)
+      if (auto warning = s.shared->store.straggler_warning(window)) warnings.push_back(*warning);
+  }
+  for (const auto& warning : warnings) {
+    if (s.line_open) std::fprintf(stderr, "\n");
+    s.line_open = false;
+    spdlog::warn("{}", warning);
+  }
+  for (const auto& window : due) {
+    const auto line = io::window_json(window);
+    if (s.jsonl.is_open()) s.jsonl << line.dump() << '\n';
+    write_scalars(s, settings, window);
+    print_progress(s, settings, window);
+    if (s.server) s.server->publish("window", line.dump());
+  }
+  if (!due.empty() && s.jsonl.is_open()) s.jsonl.flush();
+}
+
+// A node about to write a checkpoint of step S waits until S's line is written: at once when
+// every rank reported it, else when the rest arrive, or after a second with the ranks it has
+// (a node that died mid-window would otherwise hold the checkpoint back).
+void answer_syncs(self_pointer self, const metrics_hub_settings& settings) {
+  auto& s = self->state;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& sync : s.syncs)
+    if (now >= sync.deadline) write_due(self, settings, false, sync.step);
+  int64_t written;
+  {
+    std::lock_guard lock(s.shared->mutex);
+    written = s.shared->store.last_written_step();
+  }
+  auto waiting = s.syncs.begin();
+  for (auto& sync : s.syncs) {
+    if (written >= sync.step)
+      sync.reply.deliver(caf::unit);
+    else
+      *waiting++ = std::move(sync);
+  }
+  s.syncs.erase(waiting, s.syncs.end());
+}
+
+// events.jsonl is appended by every process that sees a membership change; the hub takes the
+// complete lines added since its last look.
+void follow_events(metrics_hub_state& s, const metrics_hub_settings& settings) {
+  std::error_code error;
+  if (settings.events.empty() || std::filesystem::file_size(settings.events, error) <= s.events_read || error) return;
+  std::ifstream file(settings.events);
+  file.seekg(static_cast<std::streamoff>(s.events_read));
+  std::string text;
+  while (std::getline(file, text)) {
+    if (file.eof()) break;  // a line still being written
+    s.events_read += text.size() + 1;
+    try {
+      auto event = nlohmann::json::parse(text);
+      std::lock_guard lock(s.shared->mutex);
+      s.shared->store.add_event(event);
+    } catch (const std::exception&) {
+      // not ours to judge: events.jsonl is for people; a torn line is skipped
+    }
+  }
+}
+
+void publish_state(metrics_hub_state& s, bool force) {
+  if (!s.server) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!force && now - s.last_state_published < std::chrono::seconds(1)) return;
+  std::string state;
+  {
+    std::lock_guard lock(s.shared->mutex);
+    if (!force && s.shared->store.version() == s.published_version) return;
+    s.published_version = s.shared->store.version();
+    state = s.shared->store.state_json(unix_seconds()).dump();
+  }
+  s.last_state_published = now;
+  s.server->publish("state", state);
+}
+
+}  // namespace
+
+metrics_hub_settings hub_settings_for(const io::job_config& config, const std::filesystem::path& run_dir,
+                                      int64_t world_size, bool write_files) {
+  metrics_hub_settings settings;
+  settings.job.name = std::filesystem::absolute(run_dir).lexically_normal().filename().string();
+  settings.job.run_dir = std::filesystem::absolute(run_dir).lexically_normal().string();
+  settings.job.total_steps = config.train_steps;
+  settings.job.world_size = world_size;
+  settings.job.config = config.source;
+  settings.job.started_unix_seconds = unix_seconds();
+  settings.samples_per_step = config.train_batch_size;
+  settings.steps_per_print = config.steps_per_print;
+  if (write_files) {
+    settings.jsonl = run_dir / "metrics.jsonl";
+    settings.events = run_dir / "events.jsonl";
+    if (config.tensorboard.enabled) settings.tensorboard = monitor_folder(config.tensorboard, run_dir, "tensorboard");
+    if (config.csv_monitor.enabled) settings.csv_monitor = monitor_folder(config.csv_monitor, run_dir, "csv_monitor");
+  }
+  return settings;
+}
+
+caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_hub_settings settings,
+                          std::shared_ptr<shared_metrics> shared, std::shared_ptr<io::dashboard_server> server) {
+  auto& s = self->state;
+  s.shared = std::move(shared);
+  s.server = std::move(server);
+  s.tty = settings.console && ::isatty(STDERR_FILENO) == 1;
+  s.started = std::chrono::steady_clock::now();
+  try {
+    if (!settings.jsonl.empty()) {
+      s.jsonl.open(settings.jsonl, std::ios::app);
+      if (!s.jsonl) throw std::runtime_error("cannot open " + settings.jsonl.string());
+    }
+    if (settings.tensorboard)
+      s.scalar_logs.push_back(std::make_unique<io::tfevents_writer>(*settings.tensorboard, unix_seconds()));
+    if (settings.csv_monitor) s.scalar_logs.push_back(std::make_unique<io::csv_monitor>(*settings.csv_monitor));
+  } catch (const std::exception& e) {
+    self->quit(messages::make_error(messages::errc::metrics_failed, e.what()));
+    return {};
+  }
+  self->delayed_send(self, settings.period, messages::tick_atom::value);
+  return {
+      [=](messages::metrics_atom, const std::string& bytes) {
+        auto& s = self->state;
+        auto reply = self->make_response_promise();
+        int64_t through = 0;
+        try {
+          const auto batch = messages::decode_metrics_batch(bytes);
+          through = batch.written_through;
+          std::lock_guard lock(s.shared->mutex);
+          s.shared->store.add_batch(batch, unix_seconds());
+        } catch (const std::exception& e) {
+          spdlog::warn("metrics hub: dropped a malformed batch ({} bytes): {}", bytes.size(), e.what());
+          std::lock_guard lock(s.shared->mutex);
+          s.shared->store.note_malformed_batch(e.what(), unix_seconds());
+        }
+        write_due(self, settings, false);
+        if (through > 0)
+          s.syncs.push_back({through, std::chrono::steady_clock::now() + std::chrono::seconds(1), reply});
+        else
+          reply.deliver(caf::unit);
+        answer_syncs(self, settings);
+        return reply;
+      },
+      [=](messages::tick_atom) {
+        auto& s = self->state;
+        follow_events(s, settings);
+        write_due(self, settings, false);
+        answer_syncs(self, settings);
+        publish_state(s, false);
+        self->delayed_send(self, settings.period, messages::tick_atom::value);
+      },
+      [=](messages::flush_atom) {
+        write_due(self, settings, true);
+        answer_syncs(self, settings);
+        return caf::unit;
+      },
+      [=](messages::finished_atom) {
+        auto& s = self->state;
+        follow_events(s, settings);
+        write_due(self, settings, true);
+        {
+          std::lock_guard lock(s.shared->mutex);
+          s.shared->store.mark_finished();
+        }
+        if (s.line_open) std::fprintf(stderr, "\n");
+        s.line_open = false;
+        publish_state(s, true);
+        if (s.server) s.server->end_streams();
+        return caf::unit;
+      },
+  };
+}
+
+io::dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& shared) {
+  io::dashboard_routes routes;
+  routes.state = [shared] {
+    std::lock_guard lock(shared->mutex);
+    return shared->store.state_json(unix_seconds()).dump();
+  };
+  routes.series = [shared] {
+    std::lock_guard lock(shared->mutex);
+    return shared->store.series_json().dump();
+  };
+  routes.windows = [shared](std::size_t last) {
+    std::lock_guard lock(shared->mutex);
+    return shared->store.windows_json(last).dump();
+  };
+  routes.prometheus = [shared] {
+    std::lock_guard lock(shared->mutex);
+    return shared->store.prometheus(unix_seconds());
+  };
+  return routes;
+}
+
+void write_job_description(const std::filesystem::path& file, const io::job_description& job) {
+  io::write_file_atomically(file, nlohmann::json{{"name", job.name},
+                                                 {"run_dir", job.run_dir},
+                                                 {"total_steps", job.total_steps},
+                                                 {"world_size", job.world_size},
+                                                 {"started_unix_s", job.started_unix_seconds},
+                                                 {"config", job.config}}
+                                      .dump(2));
+}
+
+io::job_description read_job_description(const std::filesystem::path& file) {
+  io::job_description job;
+  const auto text = io::read_whole_file(file);
+  try {
+    const auto j = nlohmann::json::parse(text);
+    job.name = j.value("name", std::string());
+    job.run_dir = j.value("run_dir", std::string());
+    job.total_steps = j.value("total_steps", int64_t{0});
+    job.world_size = j.value("world_size", int64_t{1});
+    job.started_unix_seconds = j.value("started_unix_s", 0.0);
+    job.config = j.value("config", nlohmann::json::object());
+  } catch (const nlohmann::json::exception& e) {
+    throw make_error(file.string(), ": not the job description a metrics hub writes: ", e.what());
+  }
+  return job;
+}
+
+metrics_hub_handle start_metrics_hub(caf::actor_system& system, metrics_hub_settings settings) {
+  auto shared = std::make_shared<shared_metrics>(io::metrics_store(settings.job, settings.limits));
+  std::shared_ptr<io::dashboard_server> server;
+  metrics_hub_handle handle;
+  if (!settings.jsonl.empty()) write_job_description(settings.jsonl.parent_path() / "job.json", settings.job);
+  if (settings.dashboard) {
+    try {
+      server = std::make_shared<io::dashboard_server>(*settings.dashboard, dashboard_routes_for(shared));
+    } catch (const std::exception& e) {
+      throw make_error(e.what(), "; choose another with --dashboard-port / --dashboard-bind, or --no-dashboard");
+    }
+    handle.url = server->url();
+    std::fprintf(stderr, "dashboard: %s\n", handle.url.c_str());
+    std::fflush(stderr);
+  }
+  handle.actor = system.spawn<caf::detached>(metrics_hub, std::move(settings), std::move(shared), std::move(server));
+  return handle;
+}
+
+void finish_metrics_hub(caf::scoped_actor& self, const caf::actor& hub) {
+  if (!hub) return;
+  self->request(hub, std::chrono::seconds(30), messages::finished_atom::value)
+      .receive([] {}, [](caf::error&) {});
+}
+
+}  // namespace troupe::actors

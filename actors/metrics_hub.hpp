@@ -1,0 +1,119 @@
+#pragma once
+/// The metrics hub: on the head (or in a single-process run), it gathers every node's metrics
+/// batches into one picture of the run and writes and serves it: metrics.jsonl, TensorBoard
+/// event files, DeepSpeed's csv_monitor files, the console progress line, and the dashboard's
+/// HTTP server (the page, /api, /metrics for Prometheus).
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/monitor/dashboard_server.hpp"
+#include "io/monitor/metrics_store.hpp"
+#include "io/monitor/scalar_log.hpp"
+
+namespace troupe::io {
+struct job_config;
+}
+
+namespace troupe::actors {
+
+struct metrics_hub_settings {
+  io::job_description job;
+  io::store_limits limits;
+  std::filesystem::path jsonl;   ///< RUN_DIR/metrics.jsonl (appended); empty: none
+  std::filesystem::path events;  ///< RUN_DIR/events.jsonl, followed for membership events
+  std::optional<std::filesystem::path> tensorboard;  ///< event-file folder; none: off
+  std::optional<std::filesystem::path> csv_monitor;  ///< csv folder; none: off
+  int64_t samples_per_step = 1;  ///< DeepSpeed's monitor steps are samples: step × this
+  int64_t steps_per_print = 10;  ///< console cadence when stderr is not a terminal
+  bool console = true;
+  /// Also one messages::progress_line_marker line per window (for `troupe launch`).
+  bool progress_lines = false;
+  std::optional<io::dashboard_options> dashboard;  ///< none: --no-dashboard
+  std::chrono::milliseconds period{500};  ///< how often waiting windows and events.jsonl are checked
+};
+
+/// The hub's settings for a job: its config, run directory and world size; the dashboard
+/// is off until the caller sets `dashboard`.
+metrics_hub_settings hub_settings_for(const io::job_config& config, const std::filesystem::path& run_dir,
+                                      int64_t world_size, bool write_files);
+
+/// What the HTTP threads read while the hub writes: the store behind a mutex.
+struct shared_metrics {
+  std::mutex mutex;
+  io::metrics_store store;
+  explicit shared_metrics(io::metrics_store s) : store(std::move(s)) {}
+};
+
+struct metrics_hub_state {
+  static inline const char* name = "metrics_hub";
+  std::shared_ptr<shared_metrics> shared;
+  std::shared_ptr<io::dashboard_server> server;  ///< declared after `shared`: stopped first
+  std::ofstream jsonl;
+  std::vector<std::unique_ptr<io::scalar_log>> scalar_logs;
+  std::uintmax_t events_read = 0;  ///< bytes of events.jsonl taken
+  uint64_t published_version = 0;
+  std::chrono::steady_clock::time_point started, last_state_published;
+  int64_t first_step = -1;
+  bool tty = false, line_open = false;
+  /// Nodes waiting for a window's line before their checkpoint (MetricsBatch.writtenThrough).
+  struct pending_sync {
+    int64_t step;
+    std::chrono::steady_clock::time_point deadline;  ///< then it is written with the ranks it has
+    caf::response_promise reply;
+  };
+  std::vector<pending_sync> syncs;
+};
+
+/// Protocol:
+///   ← (metrics_atom, MetricsBatch bytes) → unit   a node's batch (malformed: dropped, counted
+///                                                 and logged, still answered); with
+///                                                 writtenThrough S, answered once window S's
+///                                                 line is written (at most a second later:
+///                                                 then with the ranks that reported)
+///   ← (flush_atom) → unit                         every window it holds is written
+///   ← (finished_atom) → unit                      the job ended: write everything, tell the
+///                                                 page (its streams end), keep serving until
+///                                                 the hub stops
+/// A window is written once every rank reported it, a later one overtook it, or it waited
+/// `limits.window_grace_seconds` (see io::metrics_store::take_due). Spawned detached: disk
+/// writes and HTTP rendering never occupy the scheduler threads the workers' messages use.
+caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_hub_settings settings,
+                          std::shared_ptr<shared_metrics> shared, std::shared_ptr<io::dashboard_server> server);
+
+/// The dashboard's routes over a store (the hub's, or `troupe dashboard`'s rebuilt from files).
+io::dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& shared);
+
+/// RUN_DIR/job.json: what the page shows of the job (name, steps, world, config), written by the
+/// hub when it starts, read by `troupe dashboard RUN_DIR`. Reading throws troupe::error naming
+/// the file when it is missing or not JSON.
+void write_job_description(const std::filesystem::path& file, const io::job_description& job);
+io::job_description read_job_description(const std::filesystem::path& file);
+
+/// A started hub and where its dashboard is.
+struct metrics_hub_handle {
+  caf::actor actor;
+  std::string url;  ///< empty without a dashboard
+};
+
+/// Starts the dashboard's server (when settings.dashboard is set; throws troupe::error naming
+/// the address when it cannot listen, before any work) and spawns the hub; prints
+/// "dashboard: URL" on stderr.
+metrics_hub_handle start_metrics_hub(caf::actor_system& system, metrics_hub_settings settings);
+
+/// Writes every window the hub holds, marks the job finished and waits (bounded) for it.
+void finish_metrics_hub(caf::scoped_actor& self, const caf::actor& hub);
+
+}  // namespace troupe::actors

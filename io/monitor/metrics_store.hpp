@@ -1,0 +1,153 @@
+#pragma once
+/// The head's picture of a run, built from every node's metrics batches: windows with each
+/// rank's numbers, nodes, checkpoints, warnings and membership events, plus the downsampled
+/// series the dashboard plots. No threads and no I/O: the metrics hub feeds it, the dashboard
+/// server reads it (under the hub's lock), `troupe dashboard` rebuilds it from RUN_DIR's files.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/metrics_batch.hpp"
+
+namespace troupe::io {
+
+/// One rank's report of a window and the node it ran on.
+struct rank_report {
+  std::string node;
+  messages::window_report report;
+};
+
+/// One window, cluster-wide: what every rank reported for one optimizer step. The cluster's
+/// numbers (loss, lr, samples, the straggler) come from the allreduced window statistics, so
+/// every rank reports the same; the time split is each rank's own.
+struct window_summary {
+  int64_t step = 0;
+  double unix_seconds = 0;          ///< when the first report of it reached the hub
+  std::vector<rank_report> ranks;   ///< by rank
+  std::optional<double> eval_perplexity;
+  /// The lowest rank's report (the cluster's numbers are the same in every rank's).
+  const messages::window_report& first() const { return ranks.front().report; }
+};
+
+/// metrics.jsonl's line and the API's window object: the cluster numbers at the top level (as
+/// before every rank reported), "ranks" with each rank's time split and "rings" with each ring's
+/// allreduce time and bus bandwidth.
+nlohmann::json window_json(const window_summary& window);
+/// Reads a metrics.jsonl line back (lines written before "ranks" existed give one rank).
+window_summary window_from_json(const nlohmann::json& line);
+
+struct job_description {
+  std::string name;       ///< the run directory's name
+  std::string run_dir;
+  int64_t total_steps = 0;
+  int64_t world_size = 1;
+  nlohmann::json config;  ///< the job config as given
+  double started_unix_seconds = 0;
+};
+
+struct store_limits {
+  std::size_t recent_windows = 300;  ///< windows kept with every rank's numbers
+  std::size_t series_points = 4000;  ///< whole-run series points before old ones are merged
+  double window_grace_seconds = 2.0; ///< how long a window waits for its last ranks' reports
+  std::size_t kept_lines = 100;      ///< checkpoints, log lines, events kept for the page
+  double straggler_share = 0.25;     ///< see the straggler rule in metrics_store.cpp
+  int64_t straggler_windows = 3;
+};
+
+class metrics_store {
+ public:
+  metrics_store(job_description job, store_limits limits);
+
+  /// Takes one node's batch (received `now`, Unix seconds). Reports of windows already
+  /// written are counted as late and otherwise ignored.
+  void add_batch(const messages::metrics_batch& batch, double now);
+  /// Windows ready to be written, in step order: every rank of their world reported, a report
+  /// two or more steps later arrived (a rank left mid-window), they waited longer than the
+  /// grace, `force` (the run ended), or their step is at most `through` (a checkpoint of that
+  /// step follows). They join the recent windows and the series.
+  std::vector<window_summary> take_due(double now, bool force, int64_t through = 0);
+  /// The newest step whose window was taken (written).
+  int64_t last_written_step() const { return last_written_step_; }
+  /// A finished window read from metrics.jsonl (troupe dashboard RUN_DIR).
+  void add_written(window_summary window);
+  /// A membership event (events.jsonl's objects).
+  void add_event(const nlohmann::json& event);
+  void add_log(const messages::log_line& line);
+  void note_malformed_batch(const std::string& reason, double now);
+  /// The straggler rule fired for the window (a warning naming the rank), if it did.
+  std::optional<std::string> straggler_warning(const window_summary& window);
+  void set_evaluation(int64_t step, double perplexity);
+  void mark_finished() { finished_ = true; ++version_; }
+  void mark_node_lost(const std::string& node);
+
+  bool finished() const { return finished_; }
+  /// Increases with every change the page would show (the server's change notification).
+  uint64_t version() const { return version_; }
+  int64_t last_step() const { return recent_.empty() ? 0 : recent_.back().step; }
+
+  nlohmann::json state_json(double now) const;
+  nlohmann::json series_json() const;
+  nlohmann::json windows_json(std::size_t last) const;
+  std::string prometheus(double now) const;
+
+ private:
+  struct node_status {
+    std::string state = "training";  ///< training, finished, lost
+    uint64_t generation = 0;
+    std::set<int32_t> ranks;
+    int64_t resident_bytes = 0;
+    double last_seen = 0;
+    int64_t dropped = 0;
+  };
+  struct pending_window {
+    window_summary window;
+    double first_seen = 0;
+  };
+  struct series {
+    std::vector<double> step, loss, perplexity, samples_per_s, tokens_per_s;
+  };
+  /// Running totals for /metrics (counters and histograms since the hub started).
+  struct totals {
+    int64_t windows = 0;
+    int64_t samples = 0;
+    std::vector<double> window_seconds_buckets;  ///< cumulative counts per bound
+    double window_seconds_sum = 0;
+    std::map<std::pair<int32_t, std::string>, double> phase_seconds;  ///< (rank, phase) → seconds
+    int64_t checkpoints_written = 0, checkpoints_skipped = 0;
+    std::vector<double> checkpoint_seconds_buckets;
+    double checkpoint_seconds_sum = 0;
+    int64_t late_reports = 0, malformed_batches = 0;
+  };
+
+  void record(const window_summary& window);
+  void append_point(const window_summary& window);
+
+  job_description job_;
+  store_limits limits_;
+  std::map<int64_t, pending_window> pending_;
+  std::deque<window_summary> recent_;
+  series series_, bucket_;  ///< bucket_: points being averaged into one (after downsampling)
+  int64_t stride_ = 1;      ///< windows per series point
+  std::vector<std::pair<double, double>> evaluations_;  ///< (step, perplexity)
+  std::map<std::string, node_status> nodes_;
+  std::map<int32_t, std::string> node_of_rank_;
+  std::deque<messages::checkpoint_report> checkpoints_;
+  std::deque<messages::log_line> log_;
+  std::deque<nlohmann::json> events_;
+  totals totals_;
+  int64_t last_written_step_ = 0;
+  uint64_t generation_ = 0;
+  int32_t straggler_ = -1;
+  int64_t straggler_run_ = 0;
+  bool finished_ = false;
+  uint64_t version_ = 0;
+};
+
+}  // namespace troupe::io

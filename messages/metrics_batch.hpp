@@ -1,0 +1,47 @@
+#pragma once
+/// What a node's metrics actor forwards to the head's metrics hub, as plain structs: crosses
+/// nodes as schema::MetricsBatch (messages/schemas/metrics.capnp). Free of CAF and LibTorch, so
+/// the codec can be fuzzed alone and io/monitor can aggregate it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/window_report.hpp"
+
+namespace troupe::messages {
+
+/// A checkpoint the checkpointer wrote, or one skipped because the writer was busy.
+struct checkpoint_report {
+  int64_t step = 0;
+  double unix_seconds = 0;  ///< when it was on disk (or skipped)
+  double seconds = 0;       ///< from the request to the rename
+  int64_t bytes = 0;        ///< files of the checkpoint directory
+  bool skipped = false;
+};
+
+/// A warning or error a node logged.
+struct log_line {
+  double unix_seconds = 0;
+  std::string level;  ///< "warning", "error", "critical"
+  std::string text;
+};
+
+/// Everything one node reported since its previous batch.
+struct metrics_batch {
+  std::string node;
+  uint64_t generation = 0;
+  uint64_t sequence = 0;      ///< this process's batches, counted from 0
+  double unix_seconds = 0;    ///< when the batch left the node
+  int64_t resident_bytes = 0; ///< RSS of the node process
+  int64_t dropped = 0;        ///< reports the node's bounded queue dropped so far
+  std::vector<window_report> windows;
+  std::vector<checkpoint_report> checkpoints;
+  std::vector<log_line> log;
+  bool final = false;         ///< the node's run ended
+  /// A checkpoint of this step follows: the hub writes every window up to it (waiting briefly
+  /// for missing ranks) before it answers, so a resumed run finds that window's line; 0: none.
+  int64_t written_through = 0;
+};
+
+}  // namespace troupe::messages

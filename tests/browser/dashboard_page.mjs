@@ -1,0 +1,63 @@
+// Opens the dashboard of a running job in Debian's Chromium (headless, driven by playwright-core
+// from npm) and checks what a person would look at: the loss chart gains points while the job
+// trains, the workers table highlights the straggler, the page says the job is running, and a
+// screenshot is saved.
+//
+//   node dashboard_page.mjs URL SCREENSHOT.png STRAGGLER_RANK
+//
+// Exits 0 when every check held, 1 naming the first that did not (each wait has a timeout).
+import { chromium } from "playwright-core";
+
+const [url, screenshot, stragglerRank] = process.argv.slice(2);
+if (!url || !screenshot || stragglerRank === undefined) {
+  console.error("usage: node dashboard_page.mjs URL SCREENSHOT.png STRAGGLER_RANK");
+  process.exit(2);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+let failed = false;
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1700 } });
+  const errors = [];
+  page.on("pageerror", (error) => errors.push(String(error)));
+  await page.goto(url, { waitUntil: "load", timeout: 30000 });
+
+  const points = async () => Number(await page.getAttribute("#loss-chart", "data-points")) || 0;
+  await page.waitForFunction(() => Number(document.querySelector("#loss-chart")?.dataset.points) >= 3, null,
+                             { timeout: 60000 });
+  const before = await points();
+  await page.waitForFunction((n) => Number(document.querySelector("#loss-chart").dataset.points) > n, before,
+                             { timeout: 60000 });
+  const after = await points();
+  console.log(`loss chart: ${before} points, then ${after}`);
+
+  const status = await page.textContent("#job-status");
+  if (status.trim() !== "running") throw new Error(`#job-status says "${status}" while the job runs`);
+
+  await page.waitForSelector(`#workers-table[data-straggler="${stragglerRank}"]`, { timeout: 60000 });
+  const row = page.locator(`#workers-table tr[data-rank="${stragglerRank}"]`);
+  const rowClass = (await row.getAttribute("class")) || "";
+  if (!rowClass.split(/\s+/).includes("straggler"))
+    throw new Error(`rank ${stragglerRank}'s row has class "${rowClass}", not "straggler"`);
+  const others = await page.locator("#workers-table tr.straggler").count();
+  if (others !== 1) throw new Error(`${others} rows are highlighted as stragglers, expected 1`);
+  console.log(`straggler highlighted: rank ${stragglerRank}`);
+
+  for (const id of ["loss-chart", "throughput-chart", "time-split-chart", "ring-chart", "lateness-chart"]) {
+    const canvases = await page.locator(`#${id} canvas`).count();
+    if (canvases === 0) throw new Error(`#${id} drew no chart`);
+  }
+  await page.screenshot({ path: screenshot, fullPage: true });
+  console.log(`screenshot: ${screenshot}`);
+  if (errors.length) throw new Error(`the page threw: ${errors.join("; ")}`);
+} catch (error) {
+  console.error(`dashboard_page: ${error.message}`);
+  failed = true;
+} finally {
+  await browser.close();
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,174 @@
+// The metrics hub end to end: two local nodes, one slowed, and the head's dashboard scraped
+// while they train — /api and /metrics must say what metrics.jsonl says, every rank's numbers
+// must be there, the slowed node must be named the straggler, and TensorBoard's file must hold
+// every window.
+#include <httplib.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <thread>
+
+#include "io/monitor/crc32c.hpp"
+#include "tests/e2e/cluster_job.hpp"
+
+namespace troupe {
+namespace {
+
+class dashboard_e2e : public cluster_job_test {};
+
+json get_json(httplib::Client& client, const std::string& path) {
+  auto response = client.Get(path.c_str());
+  if (!response || response->status != 200) return nullptr;
+  return json::parse(response->body);
+}
+
+std::map<int64_t, json> lines_by_step(const std::filesystem::path& file) {
+  std::map<int64_t, json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line);
+    lines[j.at("step").get<int64_t>()] = j;
+  }
+  return lines;
+}
+
+// TFRecords whose CRCs hold (tests/io/monitor has the byte-level checks).
+int count_tfevents_records(const std::filesystem::path& dir) {
+  int records = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::size_t at = 0; at + 12 <= file.size();) {
+      uint64_t length;
+      uint32_t crc;
+      std::memcpy(&length, file.data() + at, 8);
+      std::memcpy(&crc, file.data() + at + 8 + 4 + length, 4);
+      EXPECT_EQ(crc, io::masked_crc32c(file.data() + at + 12, length)) << entry.path() << " record " << records;
+      at += 12 + length + 4;
+      ++records;
+    }
+  }
+  return records;
+}
+
+TEST_F(dashboard_e2e, the_head_serves_every_nodes_numbers_while_the_job_runs) {
+  const auto config = write_config(30);
+  const auto manifest = write_manifest(2, "dashboard-2.json");
+  const int port = io::free_local_port();
+  testing::command_result result;
+  // Node b sleeps 60 ms per micro-batch (3 per window): a straggler by ~180 ms every window.
+  std::thread job([&] {
+    result = launch(manifest, config, "dashboard",
+                    "--dashboard-port " + std::to_string(port) + " --inject slow:60:b@1");
+  });
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1, 0);
+  json state, metrics_windows;
+  std::string prometheus;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    state = get_json(client, "/api/state");
+    if (state.is_object() && state["progress"]["step"].get<int64_t>() >= 8 && state["straggler"].is_object()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(state.is_object()) << "the dashboard never answered on port " << port;
+  metrics_windows = get_json(client, "/api/windows?last=300");
+  if (auto response = client.Get("/metrics")) prometheus = response->body;
+  const auto series = get_json(client, "/api/series");
+  job.join();
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("dashboard: http://127.0.0.1:" + std::to_string(port) + "/"), std::string::npos)
+      << result.output;
+
+  // The live state: both nodes, both workers, the slowed one named.
+  ASSERT_EQ(state["nodes"].size(), 2u) << state.dump(2);
+  EXPECT_EQ(state["nodes"][0]["name"], "a");
+  EXPECT_EQ(state["nodes"][1]["name"], "b");
+  EXPECT_GT(state["nodes"][1]["rss_bytes"].get<int64_t>(), 10 << 20);
+  ASSERT_EQ(state["workers"].size(), 2u);
+  EXPECT_EQ(state["straggler"]["rank"], 1) << state.dump(2);
+  EXPECT_EQ(state["job"]["total_steps"], 30);
+
+  // What /api and /metrics said is what metrics.jsonl says, window for window.
+  const auto lines = lines_by_step(dir_->path() / "dashboard" / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 30u);
+  ASSERT_FALSE(metrics_windows["windows"].empty());
+  for (const auto& window : metrics_windows["windows"]) {
+    const auto& line = lines.at(window["step"].get<int64_t>());
+    EXPECT_EQ(window["loss"], line["loss"]);
+    EXPECT_EQ(window["ranks"], line["ranks"]) << "step " << window["step"];
+  }
+  const auto& last_seen = metrics_windows["windows"].back();
+  EXPECT_NE(prometheus.find("troupe_step " + std::to_string(last_seen["step"].get<int64_t>()) + "\n"), std::string::npos)
+      << prometheus;
+  EXPECT_NE(prometheus.find("troupe_worker_phase_seconds{node=\"b\",worker=\"1\",phase=\"forward\"}"), std::string::npos);
+  EXPECT_NE(prometheus.find("troupe_node_resident_memory_bytes{node=\"a\"}"), std::string::npos);
+  EXPECT_NE(prometheus.find("troupe_ring_allreduce_seconds{ring=\"1\"}"), std::string::npos) << "two rings";
+  EXPECT_EQ(series["step"].size(), series["loss"].size());
+  EXPECT_GE(series["step"].size(), 8u);
+
+  // Every line has both ranks' numbers; rank 1's data wait is small, its lateness large.
+  for (const auto& [step, line] : lines) {
+    ASSERT_EQ(line["ranks"].size(), 2u) << "step " << step;
+    EXPECT_EQ(line["ranks"][0]["node"], "a");
+    EXPECT_EQ(line["ranks"][1]["node"], "b");
+    EXPECT_EQ(line["rings"].size(), 2u);
+    if (step > 1) {
+      EXPECT_EQ(line["straggler_rank"], 1) << "step " << step;
+      EXPECT_GT(line["ranks"][1]["lateness_s"].get<double>(), 0.1) << "step " << step;
+    }
+  }
+  // TensorBoard: the file-version record, then 11 scalars per window (metrics_hub.cpp).
+  EXPECT_EQ(count_tfevents_records(dir_->path() / "dashboard" / "tensorboard"), 1 + 11 * 30);
+}
+
+TEST_F(dashboard_e2e, a_dashboard_port_in_use_stops_the_job_before_training) {
+  const auto config = write_config(3);
+  const auto manifest = write_manifest(2, "dashboard-busy.json");
+  httplib::Server squatter;
+  const int port = squatter.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  const auto result = launch(manifest, config, "dashboard-busy", "--dashboard-port " + std::to_string(port));
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.output.find("dashboard: cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << result.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_->path() / "dashboard-busy" / "checkpoints" / "latest"));
+}
+
+// Debian's chromium, headless, driven by playwright-core (tests/browser/dashboard_page.mjs):
+// the page of a running job gains loss points, highlights the slowed node's rank as the
+// straggler, and is saved as a screenshot in the build directory.
+TEST_F(dashboard_e2e, a_browser_sees_the_job_live_and_the_straggler_highlighted) {
+  if (!std::filesystem::exists("/usr/bin/chromium"))
+    GTEST_SKIP() << "Debian's chromium is not installed (tools/install-deps installs it)";
+  const auto config = write_config(80);
+  const auto manifest = write_manifest(2, "dashboard-browser.json");
+  const int port = io::free_local_port();
+  testing::command_result result;
+  std::thread job([&] {
+    result = launch(manifest, config, "dashboard-browser",
+                    "--dashboard-port " + std::to_string(port) + " --inject slow:100:b@1");
+  });
+  httplib::Client client("127.0.0.1", port);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto state = get_json(client, "/api/state");
+    if (state.is_object() && state["progress"]["step"].get<int64_t>() >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const std::string browser_dir = TROUPE_BROWSER_DIR;
+  const auto page = testing::run_command("node " + browser_dir + "/dashboard_page.mjs http://127.0.0.1:" +
+                                             std::to_string(port) + "/ " + browser_dir + "/dashboard.png 1",
+                                         120);
+  job.join();
+  EXPECT_EQ(page.status, 0) << page.output;
+  std::printf("%s", page.output.c_str());
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_GT(std::filesystem::file_size(browser_dir + "/dashboard.png"), 10000u);
+}
+
+}  // namespace
+}  // namespace troupe

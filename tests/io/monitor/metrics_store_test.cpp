@@ -1,0 +1,208 @@
+#include "io/monitor/metrics_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "io/os/scratch_directory.hpp"
+
+namespace troupe::io {
+namespace {
+
+messages::window_report report(int64_t step, int32_t rank, int32_t world, double loss = 2.0) {
+  messages::window_report r;
+  r.step = step;
+  r.rank = rank;
+  r.world_size = world;
+  r.loss = loss;
+  r.lr = 1e-3;
+  r.samples = 64;
+  r.tokens = 6400;
+  r.window_seconds = 0.5;
+  r.forward_seconds = 0.1 + 0.01 * rank;
+  r.backward_seconds = 0.2;
+  r.allreduce_seconds = 0.05;
+  r.lateness_seconds = 0.02 * rank;
+  r.straggler_rank = world - 1;
+  r.straggler_lateness_seconds = 0.02 * (world - 1);
+  r.ring_seconds = {0.04 + 0.01 * rank, 0.05};
+  r.ring_bytes = {1000000, 1000000};
+  return r;
+}
+
+messages::metrics_batch batch(const std::string& node, std::vector<messages::window_report> windows) {
+  messages::metrics_batch b;
+  b.node = node;
+  b.resident_bytes = 100 << 20;
+  b.windows = std::move(windows);
+  return b;
+}
+
+metrics_store two_rank_store() {
+  job_description job;
+  job.name = "run";
+  job.run_dir = "/runs/run";
+  job.total_steps = 100;
+  job.world_size = 2;
+  job.started_unix_seconds = 1000;
+  return metrics_store(job, store_limits{});
+}
+
+TEST(metrics_store, a_window_is_due_once_every_rank_reported) {
+  auto store = two_rank_store();
+  store.add_batch(batch("a", {report(1, 0, 2)}), 1000.1);
+  EXPECT_TRUE(store.take_due(1000.2, false).empty());
+  store.add_batch(batch("b", {report(1, 1, 2)}), 1000.3);
+  const auto due = store.take_due(1000.3, false);
+  ASSERT_EQ(due.size(), 1u);
+  ASSERT_EQ(due[0].ranks.size(), 2u);
+  EXPECT_EQ(due[0].ranks[0].node, "a");
+  EXPECT_EQ(due[0].ranks[1].node, "b");
+  EXPECT_EQ(store.last_step(), 1);
+}
+
+TEST(metrics_store, a_window_missing_a_rank_is_written_after_the_grace_or_when_overtaken) {
+  auto store = two_rank_store();
+  store.add_batch(batch("a", {report(1, 0, 2)}), 1000);
+  EXPECT_TRUE(store.take_due(1001.9, false).empty());
+  EXPECT_EQ(store.take_due(1002.0, false).size(), 1u) << "after window_grace_seconds";
+  store.add_batch(batch("a", {report(2, 0, 2), report(3, 0, 2)}), 1003);
+  EXPECT_TRUE(store.take_due(1003, false).empty()) << "step 3 does not overtake step 2 by two";
+  store.add_batch(batch("a", {report(4, 0, 2)}), 1003);
+  const auto due = store.take_due(1003, false);
+  ASSERT_EQ(due.size(), 1u) << "step 2 is overtaken by step 4 (a rank left); step 3 may still get its other rank";
+  EXPECT_EQ(due[0].step, 2);
+  EXPECT_EQ(store.take_due(1003, true).size(), 2u) << "force writes the rest";
+}
+
+TEST(metrics_store, reports_of_written_windows_count_as_late) {
+  auto store = two_rank_store();
+  store.add_batch(batch("a", {report(1, 0, 2)}), 1000);
+  store.take_due(1000, true);
+  store.add_batch(batch("b", {report(1, 1, 2)}), 1001);
+  EXPECT_TRUE(store.take_due(1001, true).empty());
+  EXPECT_NE(store.prometheus(1001).find("troupe_metrics_late_reports_total 1\n"), std::string::npos);
+}
+
+TEST(metrics_store, window_json_holds_cluster_numbers_ranks_and_rings_and_reads_back) {
+  auto store = two_rank_store();
+  store.add_batch(batch("a", {report(5, 0, 2)}), 1000);
+  store.add_batch(batch("b", {report(5, 1, 2)}), 1000);
+  const auto window = store.take_due(1000, false).at(0);
+  const auto line = window_json(window);
+  EXPECT_EQ(line["step"], 5);
+  EXPECT_DOUBLE_EQ(line["perplexity"].get<double>(), std::exp(2.0));
+  EXPECT_DOUBLE_EQ(line["samples_per_s"].get<double>(), 128.0);
+  EXPECT_EQ(line["ranks"].size(), 2u);
+  EXPECT_DOUBLE_EQ(line["ranks"][1]["time"]["forward"].get<double>(), 0.11);
+  EXPECT_DOUBLE_EQ(line["ranks"][1]["samples_per_s"].get<double>(), 64.0);
+  // Ring 0: the fastest rank's 0.04 s; busbw = 1e6 B / 0.04 s × 2(n-1)/n = 25 MB/s.
+  EXPECT_DOUBLE_EQ(line["rings"][0]["seconds"].get<double>(), 0.04);
+  EXPECT_NEAR(line["rings"][0]["bus_gb_per_s"].get<double>(), 0.025, 1e-12);
+  const auto back = window_from_json(nlohmann::json::parse(line.dump()));
+  EXPECT_EQ(window_json(back).dump(), line.dump());
+}
+
+TEST(metrics_store, lines_written_before_ranks_existed_read_as_one_rank) {
+  const auto window = window_from_json(nlohmann::json::parse(
+      R"({"step": 3, "loss": 1.5, "samples": 32, "window_s": 0.25, "time_forward_s": 0.1, "rank": 0})"));
+  ASSERT_EQ(window.ranks.size(), 1u);
+  EXPECT_EQ(window.first().forward_seconds, 0.1);
+  EXPECT_EQ(window_json(window)["samples_per_s"], 128.0);
+}
+
+TEST(metrics_store, series_stay_within_their_points_and_cover_the_whole_run) {
+  job_description job;
+  job.world_size = 1;
+  store_limits limits;
+  limits.series_points = 100;
+  metrics_store store(job, limits);
+  for (int64_t step = 1; step <= 10000; ++step) {
+    store.add_batch(batch("a", {report(step, 0, 1, 10.0 - step * 1e-3)}), 1000.0 + step);
+    store.take_due(1000.0 + step, false);
+  }
+  const auto series = store.series_json();
+  const auto& steps = series["step"];
+  EXPECT_LE(steps.size(), 101u);
+  EXPECT_GE(steps.size(), 50u);
+  EXPECT_EQ(steps.back(), 10000.0);
+  EXPECT_LE(steps.front().get<double>(), 256.0);
+  EXPECT_EQ(series["loss"].size(), steps.size());
+  // Averages of a falling line fall.
+  EXPECT_GT(series["loss"].front().get<double>(), series["loss"].back().get<double>());
+  EXPECT_EQ(store.windows_json(1000)["windows"].size(), store_limits{}.recent_windows);
+}
+
+TEST(metrics_store, names_a_rank_late_window_after_window) {
+  auto store = two_rank_store();
+  std::optional<std::string> warning;
+  for (int64_t step = 1; step <= 3; ++step) {
+    // Every rank reports the cluster's straggler (the window statistics are allreduced).
+    auto first = report(step, 0, 2), late = report(step, 1, 2);
+    first.straggler_lateness_seconds = late.straggler_lateness_seconds = 0.3;  // of a 0.5 s window
+    store.add_batch(batch("a", {first, late}), 1000);
+    for (const auto& window : store.take_due(1000, false)) warning = store.straggler_warning(window);
+  }
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("rank 1 is a straggler"), std::string::npos) << *warning;
+  const auto state = store.state_json(1000);
+  EXPECT_EQ(state["straggler"]["rank"], 1);
+  EXPECT_EQ(state["workers"][1]["straggler"], true);
+  EXPECT_EQ(state["workers"][0]["straggler"], false);
+}
+
+TEST(metrics_store, state_tracks_nodes_checkpoints_events_and_log) {
+  auto store = two_rank_store();
+  auto a = batch("a", {report(1, 0, 2)});
+  a.checkpoints = {{1, 1000, 0.5, 4096, false}};
+  a.log = {{1000, "warning", "something slow"}};
+  a.dropped = 3;
+  store.add_batch(a, 1000);
+  store.add_batch(batch("b", {report(1, 1, 2)}), 1000);
+  store.take_due(1000, false);
+  store.add_event({{"event", "node_lost"}, {"node", "b"}, {"generation", 1}});
+  const auto state = store.state_json(1001);
+  EXPECT_EQ(state["nodes"][0]["name"], "a");
+  EXPECT_EQ(state["nodes"][0]["metrics_dropped"], 3);
+  EXPECT_EQ(state["nodes"][1]["state"], "lost");
+  EXPECT_EQ(state["checkpoints"][0]["bytes"], 4096);
+  EXPECT_EQ(state["log"][0]["text"], "something slow");
+  EXPECT_EQ(state["job"]["generation"], 1);
+  EXPECT_EQ(state["progress"]["step"], 1);
+  store.mark_finished();
+  EXPECT_EQ(store.state_json(1002)["job"]["finished"], true);
+}
+
+// Prometheus's own checker (Debian's prometheus package), when it is installed.
+TEST(metrics_store, prometheus_exposition_passes_promtool) {
+  auto store = two_rank_store();
+  auto a = batch("a", {report(1, 0, 2)});
+  a.checkpoints = {{1, 1000, 0.5, 4096, false}, {2, 1001, 0, 0, true}};
+  store.add_batch(a, 1000);
+  store.add_batch(batch("b \"quoted\"", {report(1, 1, 2)}), 1000);
+  store.take_due(1000, false);
+  store.set_evaluation(1, 120.0);
+  const auto text = store.prometheus(1001);
+  EXPECT_NE(text.find("troupe_worker_phase_seconds{node=\"b \\\"quoted\\\"\",worker=\"1\",phase=\"forward\"} 0.11\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("troupe_checkpoints_total{result=\"skipped\"} 1\n"), std::string::npos);
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool is not installed";
+  scratch_directory dir("promtool");
+  {
+    std::ofstream(dir / "metrics.txt") << text;
+  }
+  const std::string command = "promtool check metrics < " + (dir / "metrics.txt").string() + " > " +
+                              (dir / "out.txt").string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream out(dir / "out.txt");
+  const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(status, 0) << said << "\n" << text;
+}
+
+}  // namespace
+}  // namespace troupe::io

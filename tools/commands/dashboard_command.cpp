@@ -1,0 +1,105 @@
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+
+#include "actors/event_log.hpp"
+#include "actors/metrics_hub.hpp"
+#include "messages/error.hpp"
+#include "tools/commands/commands.hpp"
+#include "tools/commands/dashboard_arguments.hpp"
+#include "tools/commands/run_files.hpp"
+
+namespace troupe::tools {
+namespace {
+
+struct dashboard_command_arguments {
+  std::string run_dir;
+  dashboard_arguments dashboard;
+  double exit_after = 0;  ///< seconds; 0: until interrupted
+};
+
+/// Serves RUN_DIR's files as the live hub would (tensorboard --logdir's habit): the windows of
+/// metrics.jsonl and the events of events.jsonl, read again every second, so a run that is still
+/// going shows its new windows; the page says "finished" once the last step is in.
+void serve_run_directory(const dashboard_command_arguments& args) {
+  const std::filesystem::path run_dir = args.run_dir;
+  const auto first = read_windows(run_dir);  // refuses a directory without windows
+  io::job_description job;
+  if (std::filesystem::exists(run_dir / "job.json")) {
+    job = actors::read_job_description(run_dir / "job.json");
+  } else {  // written before the hub kept job.json: what the lines say
+    job.name = std::filesystem::absolute(run_dir).lexically_normal().filename().string();
+    job.run_dir = std::filesystem::absolute(run_dir).lexically_normal().string();
+    job.world_size = first.back().first().world_size;
+  }
+  auto shared = std::make_shared<actors::shared_metrics>(io::metrics_store(job, io::store_limits{}));
+  json_lines_follower metrics(run_dir / "metrics.jsonl"), events(run_dir / "events.jsonl");
+  auto options = dashboard_options_of(args.dashboard);
+  if (!options) throw error("dashboard: --no-dashboard leaves nothing to serve");
+  std::unique_ptr<io::dashboard_server> server;
+  try {
+    server = std::make_unique<io::dashboard_server>(*options, actors::dashboard_routes_for(shared));
+  } catch (const std::exception& e) {
+    throw make_error(e.what(), "; choose another with --dashboard-port / --dashboard-bind");
+  }
+  std::fprintf(stderr, "dashboard: %s\n", server->url().c_str());
+  std::fflush(stderr);
+
+  // SIGINT and SIGTERM end the loop below (sigtimedwait), not the process.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const auto started = std::chrono::steady_clock::now();
+  std::size_t problems_told = 0;
+  bool finished = false;
+  while (true) {
+    std::vector<std::string> published;
+    {
+      std::lock_guard lock(shared->mutex);
+      auto& store = shared->store;
+      for (const auto& event : events.read()) store.add_event(event);
+      for (const auto& line : metrics.read()) {
+        try {
+          auto window = io::window_from_json(line);
+          published.push_back(io::window_json(window).dump());
+          store.add_written(std::move(window));
+        } catch (const nlohmann::json::exception& e) {
+          spdlog::warn("{}: skipped a line without a window's fields: {}", (run_dir / "metrics.jsonl").string(), e.what());
+        }
+      }
+      if (!finished && job.total_steps > 0 && store.last_step() >= job.total_steps) {
+        store.mark_finished();
+        finished = true;
+      }
+    }
+    for (; problems_told < metrics.problems().size(); ++problems_told) spdlog::warn("{}", metrics.problems()[problems_told]);
+    for (const auto& window : published) server->publish("window", window);
+    if (finished) server->end_streams();
+    if (args.exit_after > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() >= args.exit_after)
+      return;
+    const timespec second{1, 0};
+    if (sigtimedwait(&stop_signals, nullptr, &second) > 0) return;
+  }
+}
+
+}  // namespace
+
+void add_dashboard_command(CLI::App& app) {
+  auto args = std::make_shared<dashboard_command_arguments>();
+  auto* command = app.add_subcommand(
+      "dashboard", "serve the dashboard of a run directory, finished or still running (as tensorboard --logdir)");
+  command->add_option("run_dir", args->run_dir, "the run directory (holds metrics.jsonl)")->required();
+  add_dashboard_options(command, args->dashboard);
+  command->add_option("--exit-after", args->exit_after, "stop serving after this many seconds (0: at Ctrl-C)")
+      ->check(CLI::NonNegativeNumber);
+  command->callback([args] { serve_run_directory(*args); });
+}
+
+}  // namespace troupe::tools
