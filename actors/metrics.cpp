@@ -6,6 +6,7 @@
 #include "actors/event_log.hpp"
 #include "io/os/process_memory.hpp"
 #include "messages/atoms.hpp"
+#include "messages/error_code.hpp"
 #include "messages/metrics_batch_codec.hpp"
 #include "messages/training_messages.hpp"
 
@@ -72,6 +73,14 @@ void send_batch(self_pointer self, const metrics_settings& settings) {
 
 caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings settings) {
   self->delayed_send(self, settings.period, messages::tick_atom::value);
+  // Stopped with flushes unanswered (its session stops every actor when a node was lost): the
+  // workers awaiting them hear it now instead of at their checkpoint timeout.
+  self->set_exit_handler([self](caf::exit_msg& exit) {
+    for (auto& promise : self->state.flushes)
+      promise.deliver(messages::make_error(messages::errc::metrics_failed, "the metrics actor stopped before the hub answered"));
+    self->state.flushes.clear();
+    self->quit(exit.reason);
+  });
   return {
       [=](messages::window_atom, messages::window_report& report) {
         auto& s = self->state;

@@ -214,6 +214,7 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
   s.started = std::chrono::steady_clock::now();
   try {
     if (!settings.jsonl.empty()) {
+      std::filesystem::create_directories(settings.jsonl.parent_path());  // on a head that is not rank 0's node
       s.jsonl.open(settings.jsonl, std::ios::app);
       if (!s.jsonl) throw std::runtime_error("cannot open " + settings.jsonl.string());
     }
@@ -300,13 +301,18 @@ io::dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>&
 }
 
 void write_job_description(const std::filesystem::path& file, const io::job_description& job) {
-  io::write_file_atomically(file, nlohmann::json{{"name", job.name},
-                                                 {"run_dir", job.run_dir},
-                                                 {"total_steps", job.total_steps},
-                                                 {"world_size", job.world_size},
-                                                 {"started_unix_s", job.started_unix_seconds},
-                                                 {"config", job.config}}
-                                      .dump(2));
+  try {
+    std::filesystem::create_directories(file.parent_path());
+    io::write_file_atomically(file, nlohmann::json{{"name", job.name},
+                                                   {"run_dir", job.run_dir},
+                                                   {"total_steps", job.total_steps},
+                                                   {"world_size", job.world_size},
+                                                   {"started_unix_s", job.started_unix_seconds},
+                                                   {"config", job.config}}
+                                        .dump(2));
+  } catch (const std::exception& e) {  // for `troupe dashboard` later; not worth stopping training for
+    spdlog::warn("metrics hub: {} (troupe dashboard will not know the job's config)", e.what());
+  }
 }
 
 io::job_description read_job_description(const std::filesystem::path& file) {

@@ -97,8 +97,8 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
 io::dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& shared);
 
 /// RUN_DIR/job.json: what the page shows of the job (name, steps, world, config), written by the
-/// hub when it starts, read by `troupe dashboard RUN_DIR`. Reading throws troupe::error naming
-/// the file when it is missing or not JSON.
+/// hub when it starts (a failure to write is logged), read by `troupe dashboard RUN_DIR`. Reading
+/// throws troupe::error naming the file when it is missing or not JSON.
 void write_job_description(const std::filesystem::path& file, const io::job_description& job);
 io::job_description read_job_description(const std::filesystem::path& file);
 

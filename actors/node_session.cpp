@@ -111,14 +111,13 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
     if (hub) {
       hub->limits.straggler_share = m.faults.straggler_share;
       hub->limits.straggler_windows = m.faults.straggler_windows;
-      hub_ = start_metrics_hub(system, std::move(*hub)).actor;
+      hub_.actor = start_metrics_hub(system, std::move(*hub)).actor;
     }
-    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events, job_secret(), hub_});
+    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events, job_secret(), hub_.actor});
     const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
     auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
       self->send_exit(coordinator_, caf::exit_reason::user_shutdown);
-      if (hub_) self->send_exit(hub_, caf::exit_reason::user_shutdown);
       throw make_error(m.source, ": head.port: cannot listen on ", head_address(m), ": ", system.render(port.error()),
                        " (another job on this port?)");
     }
@@ -210,9 +209,7 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
                plan.generation == 0 ? "" : ", generation " + std::to_string(plan.generation));
 }
 
-cluster_membership::~cluster_membership() {
-  if (hub_ && self_) (*self_)->send_exit(hub_, caf::exit_reason::user_shutdown);
-}
+cluster_membership::~cluster_membership() = default;
 
 void cluster_membership::report_error(const std::string& reason) {
   (*self_)->request(coordinator_, std::chrono::seconds(1), messages::abort_atom::value, node_.name, reason)
@@ -220,8 +217,8 @@ void cluster_membership::report_error(const std::string& reason) {
 }
 
 void cluster_membership::flush_metrics() {
-  if (!hub_) return;
-  (*self_)->request(hub_, std::chrono::seconds(3), messages::flush_atom::value).receive([] {}, [](caf::error&) {});
+  if (!hub_.actor) return;
+  (*self_)->request(hub_.actor, std::chrono::seconds(3), messages::flush_atom::value).receive([] {}, [](caf::error&) {});
 }
 
 void cluster_membership::finish() {
@@ -243,7 +240,7 @@ void cluster_membership::finish() {
                   });
   }
   if (is_head_) {
-    finish_metrics_hub(self, hub_);  // every node's last batch came before its `finished`
+    finish_metrics_hub(self, hub_.actor);  // every node's last batch came before its `finished`
     // Serve the others' releases until they have disconnected (bounded by the coordinator).
     bool gone = false;
     while (!gone)
@@ -266,7 +263,7 @@ messages::training_summary run_node(const node_identity& node, io::job_config co
   hub.dashboard = options.dashboard;
   cluster_membership membership(node, job_config_hash(config),
                                 options.write_metrics ? options.run_dir / "events.jsonl" : std::filesystem::path(),
-                                std::move(hub));
+                                options.metrics_wanted() ? std::optional(std::move(hub)) : std::nullopt);
   carried_state carried;
   messages::training_summary earlier;  // the windows of the generations before the last
   while (true) {

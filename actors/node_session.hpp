@@ -71,14 +71,16 @@ class cluster_membership {
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<caf::scoped_actor> self_;
   caf::actor coordinator_;
-  caf::actor hub_;  ///< the head's metrics hub
   cluster_role role_;
-  /// Sends the head this node's heartbeats; declared last, so it is stopped first, before the
-  /// actor system (which waits for every actor) goes, even when the constructor throws.
+  /// An actor that runs until told to stop (a timer loop); declared after the actor system, so
+  /// it is stopped first, before the system (which waits for every actor) goes, even when the
+  /// constructor throws.
   struct stopped_on_destruction {
     caf::actor actor;
     ~stopped_on_destruction();
-  } heartbeat_;
+  };
+  stopped_on_destruction hub_;        ///< the head's metrics hub
+  stopped_on_destruction heartbeat_;  ///< sends the head this node's heartbeats
 };
 
 /// xxh64 of the job config as given (what the head compares).

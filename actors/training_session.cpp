@@ -261,6 +261,10 @@ class training_run {
   /// The node's metrics actor (its batches go to the head's hub through the coordinator, or to
   /// this run's own hub), and global rank 0's checkpointer.
   void spawn_reporters() {
+    if (!options_.metrics_wanted()) {
+      if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, caf::actor{});
+      return;
+    }
     if (!role_) {
       auto hub = hub_settings_for(config_, options_.run_dir, world_, options_.write_metrics);
       hub.console = options_.console;

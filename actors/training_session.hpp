@@ -45,6 +45,10 @@ struct session_options {
   /// A single-process run's dashboard (a cluster job's is the head's: cluster_membership);
   /// none: no HTTP server (metrics.jsonl and the console are written all the same).
   std::optional<io::dashboard_options> dashboard;
+
+  /// Whether anyone reads the run's metrics (files, console, launcher, dashboard); benchmarks
+  /// without them run no metrics actors and no hub at all.
+  bool metrics_wanted() const { return write_metrics || console || progress_lines || dashboard.has_value(); }
 };
 
 /// This process's part in a multi-node job, set up by the node after rendezvous

@@ -207,17 +207,7 @@ void metrics_store::add_batch(const messages::metrics_batch& batch, double now) 
     else
       ranks.insert(at, {batch.node, report});
   }
-  for (const auto& checkpoint : batch.checkpoints) {
-    checkpoints_.push_back(checkpoint);
-    if (checkpoints_.size() > limits_.kept_lines) checkpoints_.pop_front();
-    if (checkpoint.skipped) {
-      ++totals_.checkpoints_skipped;
-    } else {
-      ++totals_.checkpoints_written;
-      observe(totals_.checkpoint_seconds_buckets, checkpoint_bounds, checkpoint.seconds);
-      totals_.checkpoint_seconds_sum += checkpoint.seconds;
-    }
-  }
+  for (const auto& checkpoint : batch.checkpoints) add_checkpoint(checkpoint);
   for (const auto& line : batch.log) add_log(line);
   ++version_;
 }
@@ -312,6 +302,19 @@ void metrics_store::append_point(const window_summary& window) {
   stride_ *= 2;
 }
 
+void metrics_store::add_checkpoint(const messages::checkpoint_report& checkpoint) {
+  checkpoints_.push_back(checkpoint);
+  if (checkpoints_.size() > limits_.kept_lines) checkpoints_.pop_front();
+  if (checkpoint.skipped) {
+    ++totals_.checkpoints_skipped;
+  } else {
+    ++totals_.checkpoints_written;
+    observe(totals_.checkpoint_seconds_buckets, checkpoint_bounds, checkpoint.seconds);
+    totals_.checkpoint_seconds_sum += checkpoint.seconds;
+  }
+  ++version_;
+}
+
 void metrics_store::add_event(const nlohmann::json& event) {
   events_.push_back(event);
   if (events_.size() > limits_.kept_lines) events_.pop_front();
@@ -398,9 +401,10 @@ nlohmann::json metrics_store::state_json(double now) const {
                      {"state", finished_ && node.state == "training" ? "finished" : node.state},
                      {"generation", node.generation},
                      {"ranks", node.ranks},
-                     {"rss_bytes", node.resident_bytes},
-                     {"last_seen_unix_s", node.last_seen},
-                     {"last_seen_s_ago", node.last_seen > 0 ? now - node.last_seen : 0.0},
+                     // unknown (null) for a run read back from its files
+                     {"rss_bytes", node.resident_bytes > 0 ? nlohmann::json(node.resident_bytes) : nlohmann::json()},
+                     {"last_seen_unix_s", node.last_seen > 0 ? nlohmann::json(node.last_seen) : nlohmann::json()},
+                     {"last_seen_s_ago", node.last_seen > 0 ? nlohmann::json(now - node.last_seen) : nlohmann::json()},
                      {"metrics_dropped", node.dropped}});
   state["nodes"] = std::move(nodes);
   nlohmann::json workers = nlohmann::json::array();
@@ -416,7 +420,10 @@ nlohmann::json metrics_store::state_json(double now) const {
   state["straggler"] = straggler >= 0 ? nlohmann::json{{"rank", straggler}, {"windows", straggler_run_}} : nlohmann::json();
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const auto& c : checkpoints_)
-    checkpoints.push_back({{"step", c.step}, {"unix_s", c.unix_seconds}, {"seconds", c.seconds}, {"bytes", c.bytes},
+    checkpoints.push_back({{"step", c.step},
+                           {"unix_s", c.unix_seconds > 0 ? nlohmann::json(c.unix_seconds) : nlohmann::json()},
+                           {"seconds", c.unix_seconds > 0 ? nlohmann::json(c.seconds) : nlohmann::json()},
+                           {"bytes", c.bytes},
                            {"skipped", c.skipped}});
   state["checkpoints"] = std::move(checkpoints);
   state["events"] = events_;

@@ -77,6 +77,8 @@ class metrics_store {
   int64_t last_written_step() const { return last_written_step_; }
   /// A finished window read from metrics.jsonl (troupe dashboard RUN_DIR).
   void add_written(window_summary window);
+  /// A checkpoint written or skipped (also one found on disk, for troupe dashboard RUN_DIR).
+  void add_checkpoint(const messages::checkpoint_report& checkpoint);
   /// A membership event (events.jsonl's objects).
   void add_event(const nlohmann::json& event);
   void add_log(const messages::log_line& line);

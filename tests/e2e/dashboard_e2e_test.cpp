@@ -4,6 +4,7 @@
 // every window.
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -136,6 +137,86 @@ TEST_F(dashboard_e2e, a_dashboard_port_in_use_stops_the_job_before_training) {
   EXPECT_NE(result.output.find("dashboard: cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos)
       << result.output;
   EXPECT_FALSE(std::filesystem::exists(dir_->path() / "dashboard-busy" / "checkpoints" / "latest"));
+}
+
+// One process with eval_every_windows; afterwards `troupe metrics` summarises the run and
+// `troupe dashboard RUN_DIR` serves it again, finished, from the files; bad input is refused
+// naming the file.
+TEST_F(dashboard_e2e, a_finished_run_is_summarised_and_served_again_from_its_files) {
+  auto c = json::parse(io_text(write_config(6)));
+  c["eval_every_windows"] = 2;
+  c["eval_samples"] = 8;
+  c["csv_monitor"] = {{"enabled", true}};
+  const auto config = dir_->path() / "eval-config.json";
+  testing::write_text(config, c.dump());
+  const auto run = dir_->path() / "finished";
+  auto trained = testing::run_command(troupe_binary() + " train --no-dashboard --config " + config.string() +
+                                      " --run-dir " + run.string());
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  EXPECT_EQ(trained.output.find("dashboard: "), std::string::npos) << "--no-dashboard";
+
+  // Held-out perplexity after steps 2, 4 and 6, and only then; its own TensorBoard/CSV series.
+  const auto lines = lines_by_step(run / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 6u);
+  for (const auto& [step, line] : lines) {
+    EXPECT_EQ(line.contains("eval_perplexity"), step % 2 == 0) << "step " << step;
+    if (step % 2 == 0) {
+      EXPECT_GT(line["eval_perplexity"].get<double>(), 1.0);
+      EXPECT_LT(line["eval_perplexity"].get<double>(), 1e6);
+    }
+  }
+  EXPECT_LT(lines.at(6)["eval_perplexity"].get<double>(), lines.at(2)["eval_perplexity"].get<double>())
+      << "the held-out perplexity falls as the model trains";
+  const auto csv = io_text((run / "csv_monitor" / "Eval_Samples_perplexity.csv").string());
+  EXPECT_EQ(csv.substr(0, 16), "step,perplexity\n") << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
+
+  auto summary = testing::run_command(troupe_binary() + " metrics " + run.string() + " --json --plot " +
+                                      (run / "curves.svg").string());
+  ASSERT_EQ(summary.status, 0) << summary.output;
+  const auto s = json::parse(summary.output.substr(summary.output.find('{')));
+  EXPECT_EQ(s["windows"], 6);
+  EXPECT_EQ(s["loss"]["first"], lines.at(1)["loss"]);
+  EXPECT_EQ(s["loss"]["last"], lines.at(6)["loss"]);
+  EXPECT_EQ(s["eval_perplexity"]["step"], 6);
+  EXPECT_NE(io_text((run / "curves.svg").string()).find("<svg"), std::string::npos);
+
+  const int port = io::free_local_port();
+  testing::command_result served;
+  std::thread server([&] {
+    served = testing::run_command(troupe_binary() + " dashboard " + run.string() + " --dashboard-port " +
+                                  std::to_string(port) + " --exit-after 6");
+  });
+  httplib::Client client("127.0.0.1", port);
+  json state;
+  for (int i = 0; i < 50 && !(state.is_object() && state["job"]["finished"] == true); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    state = get_json(client, "/api/state");
+  }
+  const auto series = get_json(client, "/api/series");
+  server.join();
+  ASSERT_EQ(served.status, 0) << served.output;
+  ASSERT_TRUE(state.is_object()) << served.output;
+  EXPECT_EQ(state["job"]["finished"], true) << state.dump(2);
+  EXPECT_EQ(state["progress"]["step"], 6);
+  EXPECT_EQ(state["job"]["config"]["eval_every_windows"], 2);
+  EXPECT_EQ(series["step"].size(), 6u);
+  EXPECT_EQ(series["eval_step"].size(), 3u);
+
+  // Bad input: no run there, a torn metrics.jsonl, a plot format gnuplot is not asked for.
+  auto missing = testing::run_command(troupe_binary() + " dashboard " + (dir_->path() / "no-such-run").string());
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find("no-such-run/metrics.jsonl: not found"), std::string::npos) << missing.output;
+  const auto torn = dir_->path() / "torn";
+  std::filesystem::create_directories(torn);
+  testing::write_text(torn / "metrics.jsonl", lines.at(1).dump() + "\n{\"step\": 2, \"loss\n");
+  auto bad = testing::run_command(troupe_binary() + " metrics " + torn.string());
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("torn/metrics.jsonl:2: not JSON"), std::string::npos) << bad.output;
+  auto format = testing::run_command(troupe_binary() + " metrics " + run.string() + " --plot curves.txt");
+  EXPECT_NE(format.status, 0);
+  EXPECT_NE(format.output.find("--plot curves.txt: expected a .png or .svg file name"), std::string::npos)
+      << format.output;
 }
 
 // Debian's chromium, headless, driven by playwright-core (tests/browser/dashboard_page.mjs):

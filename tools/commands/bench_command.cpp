@@ -18,6 +18,8 @@
 #include "messages/error.hpp"
 #include "tools/commands/bench_allreduce.hpp"
 #include "tools/commands/bench_ckpt.hpp"
+#include "tools/commands/bench_dashboard.hpp"
+#include "tools/commands/bench_job.hpp"
 #include "tools/commands/bench_recovery.hpp"
 #include "tools/commands/commands.hpp"
 
@@ -35,41 +37,13 @@ struct bench_train_arguments {
 
 /// Runs the training pipeline through the actors without checkpoints or metrics files; the
 /// first window is warm-up, samples/s is measured over the rest.
-/// The config for `world` workers: as written when its batch sizes fit that world; otherwise a
-/// one-worker config whose micro-batch and accumulation every worker keeps (weak scaling, as
-/// DDP with --world N --accum a), so the global batch grows with the world.
-io::job_config config_for_world(const std::string& file, int64_t world) {
-  const auto root = io::parse_json_file(file);
-  if (world == 1) return io::parse_job_config(root, file, 1);
-  try {
-    return io::parse_job_config(root, file, world);
-  } catch (const error& for_world) {
-    io::job_config one;
-    try {
-      one = io::parse_job_config(root, file, 1);
-    } catch (const error&) {
-      throw for_world;  // fits neither: the error for the manifest's world says what to change
-    }
-    auto job = one.source;
-    job["train_batch_size"] = one.micro_batch_size * one.gradient_accumulation_steps * world;
-    job["train_micro_batch_size_per_gpu"] = one.micro_batch_size;
-    job["gradient_accumulation_steps"] = one.gradient_accumulation_steps;
-    return io::parse_job_config(job, file, world);
-  }
-}
-
 void bench_train(const bench_train_arguments& args) {
   std::optional<cluster::cluster_manifest> manifest;
   if (!args.manifest.empty()) manifest = cluster::load_manifest(args.manifest);
   const int64_t world = manifest ? manifest->world_size() : 1;
   auto config = config_for_world(args.config, world);
   const io::scratch_directory scratch("troupe-bench-train");
-  if (args.synthetic) {
-    const int64_t vocab = config.model.vocab_size > 0 ? config.model.vocab_size : 30522;
-    const auto sequences = static_cast<uint64_t>(config.train_batch_size * (args.steps + 1));
-    io::write_synthetic_dataset(scratch / "data", sequences, args.sequence_length, vocab, config.seed);
-    config.data.dir = scratch / "data";
-  }
+  if (args.synthetic) use_synthetic_data(config, args.steps, args.sequence_length, scratch);
   messages::training_summary summary;
   if (args.manifest.empty()) {
     actors::session_options options;
@@ -82,21 +56,7 @@ void bench_train(const bench_train_arguments& args) {
   } else {
     // The same measurement as a launched job: every node trains its share, rank 0 reports the
     // cluster's samples/s.
-    auto job = config.source;
-    job["data"]["dir"] = config.data.dir.string();
-    io::write_file_atomically(scratch / "config.json", job.dump(2));
-    config = io::load_job_config(scratch / "config.json", world);
-    cluster::launch_options launch;
-    launch.manifest_file = args.manifest;
-    launch.config_file = scratch / "config.json";
-    launch.run_dir = scratch / "run";
-    launch.troupe_binary = io::current_executable();
-    launch.node_arguments = {"--steps", std::to_string(args.steps + 1), "--bench-out",
-                             (scratch / "summary.json").string()};
-    const auto commands = cluster::node_commands(*manifest, launch, std::getenv("SLURM_JOB_ID") != nullptr);
-    if (cluster::run_nodes(commands, manifest->timeouts.collective + manifest->timeouts.join) != 0)
-      throw error("bench train: a node failed");
-    const auto reported = nlohmann::json::parse(io::read_whole_file(scratch / "summary.json"));
+    const auto reported = run_launched_bench(args.manifest, config, args.steps, scratch / "run", {}, scratch);
     summary.samples_per_second = reported.at("samples_per_s").get<double>();
     summary.tokens_per_second = reported.at("tokens_per_s").get<double>();
   }
@@ -156,6 +116,24 @@ void add_bench_command(CLI::App& app) {
     std::printf("%s\n", ckpt_args->json ? result.dump().c_str() : result.dump(2).c_str());
   });
   add_bench_allreduce(bench);
+
+  auto dashboard_args = std::make_shared<dashboard_bench>();
+  auto dashboard_json = std::make_shared<bool>(false);
+  auto* dashboard = bench->add_subcommand(
+      "dashboard", "a launched job without any metrics, then with the hub and an open dashboard: samples/s of both");
+  dashboard->add_option("--manifest", dashboard_args->manifest, "cluster manifest")->required();
+  dashboard->add_option("--config", dashboard_args->config, "job config (trained on synthetic tokens)")->required();
+  dashboard->add_option("--steps", dashboard_args->steps, "timed windows per run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  dashboard->add_option("--rounds", dashboard_args->rounds, "pairs of runs (medians reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  dashboard->add_flag("--json", *dashboard_json, "print one JSON line");
+  dashboard->callback([dashboard_args, dashboard_json] {
+    auto result = bench_dashboard(*dashboard_args);
+    std::printf("%s\n", *dashboard_json ? result.dump().c_str() : result.dump(2).c_str());
+  });
 
   auto recovery_args = std::make_shared<recovery_run>();
   auto recovery_json = std::make_shared<bool>(false);

@@ -8,6 +8,7 @@
 
 #include "actors/event_log.hpp"
 #include "actors/metrics_hub.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/dashboard_arguments.hpp"
@@ -37,6 +38,16 @@ void serve_run_directory(const dashboard_command_arguments& args) {
     job.world_size = first.back().first().world_size;
   }
   auto shared = std::make_shared<actors::shared_metrics>(io::metrics_store(job, io::store_limits{}));
+  // The checkpoints on disk (step-NNNNNNNN: their steps and sizes; when and how fast they were
+  // written is not kept).
+  for (const auto& dir : io::committed_checkpoints(run_dir)) {
+    messages::checkpoint_report checkpoint;
+    checkpoint.step = std::strtoll(dir.filename().string().substr(5).c_str(), nullptr, 10);
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, error))
+      if (entry.is_regular_file(error)) checkpoint.bytes += static_cast<int64_t>(entry.file_size(error));
+    shared->store.add_checkpoint(checkpoint);
+  }
   json_lines_follower metrics(run_dir / "metrics.jsonl"), events(run_dir / "events.jsonl");
   auto options = dashboard_options_of(args.dashboard);
   if (!options) throw error("dashboard: --no-dashboard leaves nothing to serve");

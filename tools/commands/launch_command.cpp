@@ -235,7 +235,10 @@ void add_node_command(CLI::App& app) {
   command->add_flag("--progress-lines", *progress_lines, "rank 0 prints a progress record per window for the launcher");
   command->add_option("--bench-out", args->bench_out,
                       "benchmark mode (no checkpoints, no metrics files); rank 0 writes its summary here as JSON");
-  command->callback([args, node_name, from_slurm, progress_lines, rejoin, watch_stdin] {
+  auto bench_monitor = std::make_shared<bool>(false);
+  command->add_flag("--bench-monitor", *bench_monitor,
+                    "with --bench-out: keep the metrics hub, its files and the dashboard (troupe bench dashboard)");
+  command->callback([args, node_name, from_slurm, progress_lines, rejoin, watch_stdin, bench_monitor] {
     if (*watch_stdin) watch_for_end_of_input();
     actors::node_identity node;
     node.manifest = cluster::load_manifest(args->manifest);
@@ -267,9 +270,12 @@ void add_node_command(CLI::App& app) {
     const bool bench = !args->bench_out.empty();
     if (bench) {
       options.save_checkpoints = false;
-      options.write_metrics = false;
       options.console = false;
-      options.dashboard.reset();
+      options.progress_lines = false;
+      if (!*bench_monitor) {  // no metrics actors, no hub: the baseline troupe bench dashboard compares with
+        options.write_metrics = false;
+        options.dashboard.reset();
+      }
     }
     try {
       auto summary = actors::run_node(node, std::move(config), options);

@@ -129,6 +129,7 @@ void plot(const std::vector<io::window_summary>& windows, const std::filesystem:
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
     throw error("--plot needs gnuplot (apt-get install gnuplot-nox)");
   io::scratch_directory scratch("troupe-plot");
+  const bool evaluated = std::any_of(windows.begin(), windows.end(), [](const auto& w) { return w.eval_perplexity.has_value(); });
   {
     std::ofstream data(scratch / "windows.dat");
     for (const auto& w : windows) {
@@ -141,7 +142,8 @@ void plot(const std::vector<io::window_summary>& windows, const std::filesystem:
            << "set output '" << out.string() << "'\n"
            << "set datafile missing 'nan'\nset grid\nset multiplot layout 2,1\n"
            << "set ylabel 'loss'\nplot '" << (scratch / "windows.dat").string()
-           << "' using 1:2 with lines lw 1.5 title 'training loss', '' using 1:4 with points pt 7 title 'held-out loss'\n"
+           << "' using 1:2 with lines lw 1.5 title 'training loss'"
+           << (evaluated ? ", '' using 1:4 with points pt 7 title 'held-out loss'" : "") << "\n"
            << "set xlabel 'step'\nset ylabel 'samples/s'\nplot '' using 1:3 with lines lc rgb '#2ca02c' title 'throughput'\n"
            << "unset multiplot\n";
   }

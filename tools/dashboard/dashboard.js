@@ -853,6 +853,11 @@
     chart.fullX = x.length ? [x[0], x[x.length - 1]] : null;
   }
 
+  /** An x axis of whole steps (or ranks): ticks never fall between two. */
+  function stepAxis() {
+    return { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000] };
+  }
+
   /** Loss (left axis) and perplexity (right, log scale) vs step; evaluations as points. */
   function lossChartOptions() {
     return {
@@ -865,7 +870,7 @@
           points: { show: true, size: 7, fill: "#2ca02c" }, value: legendValue },
       ],
       axes: [
-        {},
+        stepAxis(),
         { scale: "loss", label: "loss", size: 55 },
         { scale: "ppl", label: "perplexity (log)", side: 1, size: 60, grid: { show: false } },
       ],
@@ -883,7 +888,7 @@
         { label: "tokens/s", scale: "tps", stroke: "#17becf", width: 1.25, dash: [4, 3], value: legendValue },
       ],
       axes: [
-        {},
+        stepAxis(),
         { scale: "sps", label: "samples/s", size: 55 },
         { scale: "tps", label: "tokens/s", side: 1, size: 65, grid: { show: false } },
       ],
@@ -948,7 +953,7 @@
       series,
       legend: { show: rings.length <= 8 },
       axes: [
-        {},
+        stepAxis(),
         { scale: "s", label: "allreduce s", size: 55 },
         { scale: "gbps", label: "bus GB/s", side: 1, size: 55, grid: { show: false } },
       ],
@@ -968,7 +973,7 @@
       scales: { x: { time: false }, s: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 0.01] } },
       series,
       legend: { show: ranks.length <= 16 },
-      axes: [{}, { scale: "s", label: "lateness s", size: 55 }],
+      axes: [stepAxis(), { scale: "s", label: "lateness s", size: 55 }],
     };
   }
 
