@@ -114,6 +114,16 @@ void write_due(self_pointer self, const metrics_hub_settings& settings, bool for
     s.line_open = false;
     spdlog::warn("{}", warning);
   }
+  if (!due.empty() && !s.resumed_lines_dropped && s.jsonl.is_open()) {
+    // A resumed run (or one restarted from a checkpoint) reports its windows from the
+    // checkpoint on again: the lines an earlier run wrote for them go first.
+    s.resumed_lines_dropped = true;
+    s.jsonl.close();
+    if (const auto dropped = io::drop_windows_from(settings.jsonl, due.front().step))
+      spdlog::info("metrics.jsonl: replaced {} line(s) of step {} and later (the run goes on from step {})", dropped,
+                   due.front().step, due.front().step - 1);
+    s.jsonl.open(settings.jsonl, std::ios::app);
+  }
   for (const auto& window : due) {
     const auto line = io::window_json(window);
     if (s.jsonl.is_open()) s.jsonl << line.dump() << '\n';
@@ -125,7 +135,7 @@ void write_due(self_pointer self, const metrics_hub_settings& settings, bool for
 }
 
 // A node about to write a checkpoint of step S waits until S's line is written: at once when
-// every rank reported it, else when the rest arrive, or after a second with the ranks it has
+// every rank reported it, else when the rest arrive, or after half a second with the ranks it has
 // (a node that died mid-window would otherwise hold the checkpoint back).
 void answer_syncs(self_pointer self, const metrics_hub_settings& settings) {
   auto& s = self->state;
@@ -243,7 +253,7 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
         }
         write_due(self, settings, false);
         if (through > 0)
-          s.syncs.push_back({through, std::chrono::steady_clock::now() + std::chrono::seconds(1), reply});
+          s.syncs.push_back({through, std::chrono::steady_clock::now() + std::chrono::milliseconds(500), reply});
         else
           reply.deliver(caf::unit);
         answer_syncs(self, settings);

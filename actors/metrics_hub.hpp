@@ -68,6 +68,7 @@ struct metrics_hub_state {
   std::chrono::steady_clock::time_point started, last_state_published;
   int64_t first_step = -1;
   bool tty = false, line_open = false;
+  bool resumed_lines_dropped = false;  ///< a resumed run's repeated steps are gone from metrics.jsonl
   /// Nodes waiting for a window's line before their checkpoint (MetricsBatch.writtenThrough).
   struct pending_sync {
     int64_t step;
@@ -81,7 +82,7 @@ struct metrics_hub_state {
 ///   ← (metrics_atom, MetricsBatch bytes) → unit   a node's batch (malformed: dropped, counted
 ///                                                 and logged, still answered); with
 ///                                                 writtenThrough S, answered once window S's
-///                                                 line is written (at most a second later:
+///                                                 line is written (at most half a second later:
 ///                                                 then with the ranks that reported)
 ///   ← (flush_atom) → unit                         every window it holds is written
 ///   ← (finished_atom) → unit                      the job ended: write everything, tell the

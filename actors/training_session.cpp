@@ -163,9 +163,11 @@ class training_run {
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
     if (config_.eval_every_windows > 0) {
-      if (dataset_->manifest().find_split("validation") == nullptr)
+      const auto* held_out = dataset_->manifest().find_split("validation");
+      if (held_out == nullptr || held_out->sequences == 0)
         throw make_error("config: eval_every_windows: ", config_.data.dir.string(),
-                         " has no validation split to evaluate on (prepare the data with one, or set 0)");
+                         " has no validation split to evaluate on (prepare the data with --validation-fraction, or "
+                         "set 0)");
       validation_ = std::make_shared<const io::token_dataset>(config_.data.dir, "validation");
       eval_batches_ = std::make_shared<const io::mlm_batch_builder>(*validation_, config_.data.mask_probability, config_.seed);
     }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include "io/monitor/prometheus_text.hpp"
+#include "io/os/file_util.hpp"
 
 namespace troupe::io {
 namespace {
@@ -24,12 +26,6 @@ double phase_seconds(const messages::window_report& r, std::size_t phase) {
 double per_second(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
 
 double perplexity_of(double loss) { return std::exp(std::min(loss, 50.0)); }
-
-std::string hex64(uint64_t value) {
-  char text[20];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 uint64_t from_hex64(const std::string& text) { return std::strtoull(text.c_str(), nullptr, 16); }
 
@@ -169,6 +165,24 @@ window_summary window_from_json(const nlohmann::json& line) {
   }
   if (window.ranks.empty()) window.ranks.push_back({"", cluster});
   return window;
+}
+
+std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from) {
+  std::ifstream in(jsonl);
+  if (!in) return 0;
+  std::string kept, line;
+  std::size_t dropped = 0;
+  while (std::getline(in, line)) {
+    const auto parsed = nlohmann::json::parse(line, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("step") && parsed["step"].is_number_integer() &&
+        parsed["step"].get<int64_t>() >= from) {
+      ++dropped;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  if (dropped > 0) write_file_atomically(jsonl, kept);
+  return dropped;
 }
 
 metrics_store::metrics_store(job_description job, store_limits limits) : job_(std::move(job)), limits_(limits) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -42,6 +43,11 @@ struct window_summary {
 nlohmann::json window_json(const window_summary& window);
 /// Reads a metrics.jsonl line back (lines written before "ranks" existed give one rank).
 window_summary window_from_json(const nlohmann::json& line);
+
+/// Rewrites a metrics.jsonl without its lines of step `from` and later (a resumed run reports
+/// those windows again; TensorBoard purges orphaned steps the same way). Lines that are not
+/// JSON with a step are kept. Atomic (temporary file, rename); returns how many were dropped.
+std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
 
 struct job_description {
   std::string name;       ///< the run directory's name

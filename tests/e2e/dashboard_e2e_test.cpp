@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <thread>
@@ -36,6 +37,40 @@ std::map<int64_t, json> lines_by_step(const std::filesystem::path& file) {
   return lines;
 }
 
+/// A launch with its dashboard on a free port, running on its own thread while the test looks.
+class launched_job {
+ public:
+  launched_job(const std::string& manifest, const std::string& config, const std::string& run, const std::string& extra)
+      : port(io::free_local_port()), thread_([this, manifest, config, run, extra] {
+          result_ = cluster_job_test::launch(manifest, config, run, "--dashboard-port " + std::to_string(port) + " " + extra);
+        }) {}
+  ~launched_job() {
+    if (thread_.joinable()) thread_.join();
+  }
+  /// Waits for the launcher to end.
+  const testing::command_result& finish() {
+    if (thread_.joinable()) thread_.join();
+    return result_;
+  }
+  const int port;
+
+ private:
+  testing::command_result result_;
+  std::thread thread_;
+};
+
+/// Reads /api/state until `ready` says so or `seconds` pass; the last state read (null: none).
+json wait_for_state(httplib::Client& client, const std::function<bool(const json&)>& ready, int seconds) {
+  json state;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    state = get_json(client, "/api/state");
+    if (state.is_object() && ready(state)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return state;
+}
+
 // TFRecords whose CRCs hold (tests/io/monitor has the byte-level checks).
 int count_tfevents_records(const std::filesystem::path& dir) {
   int records = 0;
@@ -58,28 +93,19 @@ int count_tfevents_records(const std::filesystem::path& dir) {
 TEST_F(dashboard_e2e, the_head_serves_every_nodes_numbers_while_the_job_runs) {
   const auto config = write_config(30);
   const auto manifest = write_manifest(2, "dashboard-2.json");
-  const int port = io::free_local_port();
-  testing::command_result result;
   // Node b sleeps 60 ms per micro-batch (3 per window): a straggler by ~180 ms every window.
-  std::thread job([&] {
-    result = launch(manifest, config, "dashboard",
-                    "--dashboard-port " + std::to_string(port) + " --inject slow:60:b@1");
-  });
+  launched_job job(manifest, config, "dashboard", "--inject slow:60:b@1");
+  const int port = job.port;
   httplib::Client client("127.0.0.1", port);
   client.set_connection_timeout(1, 0);
-  json state, metrics_windows;
-  std::string prometheus;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    state = get_json(client, "/api/state");
-    if (state.is_object() && state["progress"]["step"].get<int64_t>() >= 8 && state["straggler"].is_object()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  const auto state = wait_for_state(
+      client, [](const json& s) { return s["progress"]["step"].get<int64_t>() >= 8 && s["straggler"].is_object(); }, 120);
   ASSERT_TRUE(state.is_object()) << "the dashboard never answered on port " << port;
-  metrics_windows = get_json(client, "/api/windows?last=300");
+  const auto metrics_windows = get_json(client, "/api/windows?last=300");
+  std::string prometheus;
   if (auto response = client.Get("/metrics")) prometheus = response->body;
   const auto series = get_json(client, "/api/series");
-  job.join();
+  const auto& result = job.finish();
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("dashboard: http://127.0.0.1:" + std::to_string(port) + "/"), std::string::npos)
       << result.output;
@@ -227,24 +253,15 @@ TEST_F(dashboard_e2e, a_browser_sees_the_job_live_and_the_straggler_highlighted)
     GTEST_SKIP() << "Debian's chromium is not installed (tools/install-deps installs it)";
   const auto config = write_config(80);
   const auto manifest = write_manifest(2, "dashboard-browser.json");
-  const int port = io::free_local_port();
-  testing::command_result result;
-  std::thread job([&] {
-    result = launch(manifest, config, "dashboard-browser",
-                    "--dashboard-port " + std::to_string(port) + " --inject slow:100:b@1");
-  });
+  launched_job job(manifest, config, "dashboard-browser", "--inject slow:100:b@1");
+  const int port = job.port;
   httplib::Client client("127.0.0.1", port);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const auto state = get_json(client, "/api/state");
-    if (state.is_object() && state["progress"]["step"].get<int64_t>() >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  wait_for_state(client, [](const json& s) { return s["progress"]["step"].get<int64_t>() >= 1; }, 60);
   const std::string browser_dir = TROUPE_BROWSER_DIR;
   const auto page = testing::run_command("node " + browser_dir + "/dashboard_page.mjs http://127.0.0.1:" +
                                              std::to_string(port) + "/ " + browser_dir + "/dashboard.png 1",
                                          120);
-  job.join();
+  const auto& result = job.finish();
   EXPECT_EQ(page.status, 0) << page.output;
   std::printf("%s", page.output.c_str());
   ASSERT_EQ(result.status, 0) << result.output;

@@ -214,6 +214,14 @@ TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
   c["runtime"]["device"] = "cuda:99";  // absent on this machine and on a one-GPU one alike
   // Without CUDA: "... sees no CUDA device"; with one GPU: "... only 1 CUDA device(s) exist".
   cases.push_back({"absent device", c, "runtime.device: \"cuda:99\" requested, but "});
+  c = config();
+  const auto prepared = testing::prepare_toy_dataset(*dir_ / "train-only", 4, 10, 1, 0.0);  // no held-out documents
+  ASSERT_EQ(prepared.status, 0) << prepared.output;
+  c["data"]["dir"] = (*dir_ / "train-only" / "data").string();
+  c["eval_every_windows"] = 2;
+  cases.push_back({"evaluation without held-out data", c, "config: eval_every_windows: " +
+                                                               (*dir_ / "train-only" / "data").string() +
+                                                               " has no validation split"});
   for (const auto& bad : cases) {
     auto path = write_config(bad.config, "bad.json");
     const auto run = *dir_ / ("bad-" + std::to_string(&bad - cases.data()));
@@ -225,6 +233,9 @@ TEST_F(training_e2e, bad_input_is_refused_before_any_work) {
   auto missing = run_command(troupe_binary() + " train --config " + (*dir_ / "absent.json").string());
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.output.find("absent.json: config file not found"), std::string::npos) << missing.output;
+  auto bad_bind = run_command(troupe_binary() + " train --config x.json --dashboard-bind localhost:80");
+  EXPECT_NE(bad_bind.status, 0);
+  EXPECT_NE(bad_bind.output.find("--dashboard-bind"), std::string::npos) << bad_bind.output;
   auto bad_timeout = run_command(troupe_binary() + " train --config x.json --window-timeout 0");
   EXPECT_NE(bad_timeout.status, 0);
   EXPECT_NE(bad_timeout.output.find("--window-timeout: Value 0 not in range"), std::string::npos) << bad_timeout.output;

@@ -110,6 +110,33 @@ TEST(job_config, out_of_range_values_are_refused) {
   config = valid_config();
   config["fp16"]["enabled"] = true;
   expect_error(config, {"fp16.enabled", "bf16"});
+  config = valid_config();
+  config["eval_every_windows"] = -1;
+  expect_error(config, {"eval_every_windows"});
+  config = valid_config();
+  config["eval_samples"] = 0;
+  expect_error(config, {"eval_samples"});
+}
+
+TEST(job_config, monitor_blocks_use_deepspeeds_names) {
+  auto config = valid_config();
+  auto parsed = parse_job_config(config, "job.json");
+  EXPECT_TRUE(parsed.tensorboard.enabled) << "TensorBoard files by default";
+  EXPECT_FALSE(parsed.csv_monitor.enabled);
+  config["tensorboard"] = {{"enabled", false}};
+  config["csv_monitor"] = {{"enabled", true}, {"output_path", "logs"}, {"job_name", "bert"}};
+  parsed = parse_job_config(config, "job.json");
+  EXPECT_FALSE(parsed.tensorboard.enabled);
+  EXPECT_EQ(parsed.csv_monitor.output_path, "logs");
+  EXPECT_EQ(parsed.csv_monitor.job_name, "bert");
+  config["csv_monitor"]["job_name"] = "a/b";
+  expect_error(config, {"csv_monitor.job_name", "a folder name"});
+  config = valid_config();
+  config["tensorboard"] = {{"enabled", "yes"}};
+  expect_error(config, {"tensorboard.enabled", "true or false"});
+  config = valid_config();
+  config["tensorboard"] = {{"outputpath", "x"}};
+  expect_error(config, {"tensorboard.outputpath", "did you mean 'tensorboard.output_path'"});
 }
 
 TEST(job_config, inconsistent_batch_sizes_are_refused) {

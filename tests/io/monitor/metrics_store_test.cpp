@@ -177,6 +177,21 @@ TEST(metrics_store, state_tracks_nodes_checkpoints_events_and_log) {
   EXPECT_EQ(store.state_json(1002)["job"]["finished"], true);
 }
 
+TEST(metrics_store, a_resumed_runs_repeated_steps_are_dropped_from_metrics_jsonl) {
+  scratch_directory dir("drop");
+  {
+    std::ofstream out(dir / "metrics.jsonl");
+    for (int step = 1; step <= 5; ++step) out << R"({"step": )" << step << R"(, "loss": 1})" << '\n';
+    out << "not json, kept\n";
+  }
+  EXPECT_EQ(drop_windows_from(dir / "metrics.jsonl", 4), 2u);
+  std::ifstream in(dir / "metrics.jsonl");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"loss\": 1}\n{\"step\": 3, \"loss\": 1}\nnot json, kept\n");
+  EXPECT_EQ(drop_windows_from(dir / "metrics.jsonl", 4), 0u);
+  EXPECT_EQ(drop_windows_from(dir / "absent.jsonl", 1), 0u);
+}
+
 // Prometheus's own checker (Debian's prometheus package), when it is installed.
 TEST(metrics_store, prometheus_exposition_passes_promtool) {
   auto store = two_rank_store();
