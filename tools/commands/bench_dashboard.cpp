@@ -70,17 +70,28 @@ nlohmann::json bench_dashboard(const dashboard_bench& bench) {
   std::vector<double> without, with;
   nlohmann::json rounds = nlohmann::json::array();
   for (int round = 0; round < bench.rounds; ++round) {
-    const auto off = run_launched_bench(bench.manifest, config, bench.steps,
-                                        scratch / ("off-" + std::to_string(round)), {}, scratch);
-    const int port = io::free_local_port();
-    nlohmann::json on;
+    nlohmann::json off, on;
     int64_t answered = 0, streamed = 0;
-    {
+    const auto run_off = [&] {
+      off = run_launched_bench(bench.manifest, config, bench.steps, scratch / ("off-" + std::to_string(round)), {},
+                               scratch);
+    };
+    const auto run_on = [&] {
+      const int port = io::free_local_port();
       dashboard_reader reader(port);
       on = run_launched_bench(bench.manifest, config, bench.steps, scratch / ("on-" + std::to_string(round)),
                               {"--bench-monitor", "--dashboard-port", std::to_string(port)}, scratch);
       answered = reader.answered();
       streamed = reader.streamed();
+    };
+    // Alternating which side goes first (ABBA), so a machine that warms up or slows down over
+    // the run favours neither.
+    if (round % 2 == 0) {
+      run_off();
+      run_on();
+    } else {
+      run_on();
+      run_off();
     }
     without.push_back(off.at("samples_per_s").get<double>());
     with.push_back(on.at("samples_per_s").get<double>());

@@ -17,7 +17,7 @@ struct dashboard_bench {
   uint32_t sequence_length = 128;
 };
 
-/// Alternates runs of the same job without any metrics (no metrics actors, no hub) and with the
+/// Alternates (ABBA) runs of the same job without any metrics (no metrics actors, no hub) and with the
 /// hub writing metrics.jsonl and TensorBoard files and serving the dashboard to a client that
 /// keeps the event stream open and polls /api/state and /metrics every second (more than the
 /// page does). Returns both sides' samples/s per round, their medians and the ratio.
