@@ -15,39 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/monitor/window_summary.hpp"
 #include "messages/metrics_batch.hpp"
 
 namespace troupe::io {
-
-/// One rank's report of a window and the node it ran on.
-struct rank_report {
-  std::string node;
-  messages::window_report report;
-};
-
-/// One window, cluster-wide: what every rank reported for one optimizer step. The cluster's
-/// numbers (loss, lr, samples, the straggler) come from the allreduced window statistics, so
-/// every rank reports the same; the time split is each rank's own.
-struct window_summary {
-  int64_t step = 0;
-  double unix_seconds = 0;          ///< when the first report of it reached the hub
-  std::vector<rank_report> ranks;   ///< by rank
-  std::optional<double> eval_perplexity;
-  /// The lowest rank's report (the cluster's numbers are the same in every rank's).
-  const messages::window_report& first() const { return ranks.front().report; }
-};
-
-/// metrics.jsonl's line and the API's window object: the cluster numbers at the top level (as
-/// before every rank reported), "ranks" with each rank's time split and "rings" with each ring's
-/// allreduce time and bus bandwidth.
-nlohmann::json window_json(const window_summary& window);
-/// Reads a metrics.jsonl line back (lines written before "ranks" existed give one rank).
-window_summary window_from_json(const nlohmann::json& line);
-
-/// Rewrites a metrics.jsonl without its lines of step `from` and later (a resumed run reports
-/// those windows again; TensorBoard purges orphaned steps the same way). Lines that are not
-/// JSON with a step are kept. Atomic (temporary file, rename); returns how many were dropped.
-std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
 
 struct job_description {
   std::string name;       ///< the run directory's name
@@ -134,6 +105,8 @@ class metrics_store {
     int64_t late_reports = 0, malformed_batches = 0;
   };
 
+  static const std::vector<double>& window_seconds_bounds();      ///< the histograms' buckets
+  static const std::vector<double>& checkpoint_seconds_bounds();
   void record(const window_summary& window);
   void append_point(const window_summary& window);
 

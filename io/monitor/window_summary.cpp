@@ -1,0 +1,176 @@
+#include "io/monitor/window_summary.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "io/os/file_util.hpp"
+
+namespace troupe::io {
+namespace {
+
+uint64_t from_hex64(const std::string& text) { return std::strtoull(text.c_str(), nullptr, 16); }
+
+}  // namespace
+
+double phase_seconds(const messages::window_report& r, std::size_t phase) {
+  const double values[] = {r.data_wait_seconds, r.forward_seconds, r.backward_seconds,
+                           r.allreduce_seconds, r.optimizer_seconds, r.checkpoint_stall_seconds, r.eval_seconds};
+  return values[phase];
+}
+
+double per_second(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
+
+double perplexity_of(double loss) { return std::exp(std::min(loss, 50.0)); }
+
+// A ring's allreduce time is the least any rank waited for it: the others also waited for the
+// ring's last rank to arrive. Its bus bandwidth is nccl-tests' busbw: the bytes each rank's
+// slice holds over that time, times 2(n-1)/n, the share a ring allreduce moves over each link.
+nlohmann::json rings_json(const window_summary& window) {
+  nlohmann::json rings = nlohmann::json::array();
+  const auto n = static_cast<double>(window.ranks.size());
+  std::size_t count = 0;
+  for (const auto& r : window.ranks) count = std::max(count, r.report.ring_seconds.size());
+  for (std::size_t ring = 0; ring < count; ++ring) {
+    double seconds = -1;
+    int64_t bytes = 0;
+    for (const auto& r : window.ranks) {
+      if (ring >= r.report.ring_seconds.size()) continue;
+      const double s = r.report.ring_seconds[ring];
+      if (seconds < 0 || s < seconds) seconds = s;
+      if (ring < r.report.ring_bytes.size()) bytes = std::max(bytes, r.report.ring_bytes[ring]);
+    }
+    const double bus = n > 1 ? per_second(static_cast<double>(bytes), seconds) * 2.0 * (n - 1) / n : 0.0;
+    rings.push_back({{"ring", ring}, {"seconds", std::max(seconds, 0.0)}, {"bytes", bytes}, {"bus_gb_per_s", bus / 1e9}});
+  }
+  return rings;
+}
+
+nlohmann::json rank_json(const rank_report& r) {
+  const auto& w = r.report;
+  nlohmann::json time = nlohmann::json::object();
+  for (std::size_t p = 0; p < std::size(window_phases); ++p) time[window_phases[p]] = phase_seconds(w, p);
+  const double share = w.world_size > 0 ? static_cast<double>(w.samples) / w.world_size : 0.0;
+  return {{"rank", w.rank},
+          {"node", r.node},
+          {"window_s", w.window_seconds},
+          {"samples_per_s", per_second(share, w.window_seconds)},
+          {"lateness_s", w.lateness_seconds},
+          {"time", time},
+          {"ring_s", w.ring_seconds},
+          {"ring_bytes", w.ring_bytes}};
+}
+
+
+nlohmann::json window_json(const window_summary& window) {
+  const auto& r = window.first();
+  nlohmann::json line = {{"step", window.step},
+                         {"unix_s", window.unix_seconds},
+                         {"loss", r.loss},
+                         {"perplexity", perplexity_of(r.loss)},
+                         {"lr", r.lr},
+                         {"grad_norm", r.grad_norm},
+                         {"samples", r.samples},
+                         {"tokens", r.tokens},
+                         {"masked_tokens", r.masked_tokens},
+                         {"samples_per_s", per_second(static_cast<double>(r.samples), r.window_seconds)},
+                         {"tokens_per_s", per_second(static_cast<double>(r.tokens), r.window_seconds)},
+                         {"window_s", r.window_seconds},
+                         {"rank", r.rank},
+                         {"time_data_wait_s", r.data_wait_seconds},
+                         {"time_forward_s", r.forward_seconds},
+                         {"time_backward_s", r.backward_seconds},
+                         {"time_optimizer_s", r.optimizer_seconds},
+                         {"time_allreduce_s", r.allreduce_seconds},
+                         {"epoch", r.epoch},
+                         {"next_position", r.next_position},
+                         {"checkpoint_stall_s", r.checkpoint_stall_seconds},
+                         {"checkpoints_skipped", r.checkpoints_skipped},
+                         {"parameter_hash", hex64(r.parameter_hash)},
+                         {"world_size", r.world_size},
+                         {"straggler_rank", r.straggler_rank},
+                         {"straggler_lateness_s", r.straggler_lateness_seconds},
+                         {"reported_ranks", window.ranks.size()}};
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& rank : window.ranks) ranks.push_back(rank_json(rank));
+  line["ranks"] = std::move(ranks);
+  line["rings"] = rings_json(window);
+  if (window.eval_perplexity) line["eval_perplexity"] = *window.eval_perplexity;
+  return line;
+}
+
+window_summary window_from_json(const nlohmann::json& line) {
+  window_summary window;
+  window.step = line.at("step").get<int64_t>();
+  window.unix_seconds = line.value("unix_s", 0.0);
+  if (line.contains("eval_perplexity")) window.eval_perplexity = line["eval_perplexity"].get<double>();
+  messages::window_report cluster;
+  cluster.step = window.step;
+  cluster.loss = line.value("loss", 0.0);
+  cluster.lr = line.value("lr", 0.0);
+  cluster.grad_norm = line.value("grad_norm", 0.0);
+  cluster.samples = line.value("samples", int64_t{0});
+  cluster.tokens = line.value("tokens", int64_t{0});
+  cluster.masked_tokens = line.value("masked_tokens", int64_t{0});
+  cluster.epoch = line.value("epoch", uint64_t{0});
+  cluster.next_position = line.value("next_position", uint64_t{0});
+  cluster.checkpoints_skipped = line.value("checkpoints_skipped", int64_t{0});
+  cluster.parameter_hash = from_hex64(line.value("parameter_hash", std::string("0")));
+  cluster.world_size = line.value("world_size", 1);
+  cluster.straggler_rank = line.value("straggler_rank", 0);
+  cluster.straggler_lateness_seconds = line.value("straggler_lateness_s", 0.0);
+  const auto time_split = [](messages::window_report& r, const nlohmann::json& time) {
+    r.data_wait_seconds = time.value("data_wait", 0.0);
+    r.forward_seconds = time.value("forward", 0.0);
+    r.backward_seconds = time.value("backward", 0.0);
+    r.allreduce_seconds = time.value("allreduce", 0.0);
+    r.optimizer_seconds = time.value("optimizer", 0.0);
+    r.checkpoint_stall_seconds = time.value("checkpoint", 0.0);
+    r.eval_seconds = time.value("eval", 0.0);
+  };
+  if (!line.contains("ranks")) {
+    cluster.rank = line.value("rank", 0);
+    cluster.window_seconds = line.value("window_s", 0.0);
+    time_split(cluster, {{"data_wait", line.value("time_data_wait_s", 0.0)},
+                         {"forward", line.value("time_forward_s", 0.0)},
+                         {"backward", line.value("time_backward_s", 0.0)},
+                         {"allreduce", line.value("time_allreduce_s", 0.0)},
+                         {"optimizer", line.value("time_optimizer_s", 0.0)},
+                         {"checkpoint", line.value("checkpoint_stall_s", 0.0)}});
+    window.ranks.push_back({"", cluster});
+    return window;
+  }
+  for (const auto& rank : line.at("ranks")) {
+    auto r = cluster;
+    r.rank = rank.value("rank", 0);
+    r.window_seconds = rank.value("window_s", 0.0);
+    r.lateness_seconds = rank.value("lateness_s", 0.0);
+    time_split(r, rank.value("time", nlohmann::json::object()));
+    r.ring_seconds = rank.value("ring_s", std::vector<double>{});
+    r.ring_bytes = rank.value("ring_bytes", std::vector<int64_t>{});
+    window.ranks.push_back({rank.value("node", std::string()), std::move(r)});
+  }
+  if (window.ranks.empty()) window.ranks.push_back({"", cluster});
+  return window;
+}
+
+std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from) {
+  std::ifstream in(jsonl);
+  if (!in) return 0;
+  std::string kept, line;
+  std::size_t dropped = 0;
+  while (std::getline(in, line)) {
+    const auto parsed = nlohmann::json::parse(line, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("step") && parsed["step"].is_number_integer() &&
+        parsed["step"].get<int64_t>() >= from) {
+      ++dropped;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  if (dropped > 0) write_file_atomically(jsonl, kept);
+  return dropped;
+}
+
+}  // namespace troupe::io

@@ -1,0 +1,62 @@
+#pragma once
+/// One window as metrics.jsonl holds it: every rank's report, the cluster's numbers, the JSON
+/// line the hub writes and the page reads, and the helpers the store and /metrics share.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/window_report.hpp"
+
+namespace troupe::io {
+
+/// One rank's report of a window and the node it ran on.
+struct rank_report {
+  std::string node;
+  messages::window_report report;
+};
+
+/// One window, cluster-wide: what every rank reported for one optimizer step. The cluster's
+/// numbers (loss, lr, samples, the straggler) come from the allreduced window statistics, so
+/// every rank reports the same; the time split is each rank's own.
+struct window_summary {
+  int64_t step = 0;
+  double unix_seconds = 0;          ///< when the first report of it reached the hub
+  std::vector<rank_report> ranks;   ///< by rank
+  std::optional<double> eval_perplexity;
+  /// The lowest rank's report (the cluster's numbers are the same in every rank's).
+  const messages::window_report& first() const { return ranks.front().report; }
+};
+
+/// metrics.jsonl's line and the API's window object: the cluster numbers at the top level (as
+/// before every rank reported), "ranks" with each rank's time split and "rings" with each ring's
+/// allreduce time and bus bandwidth.
+nlohmann::json window_json(const window_summary& window);
+/// Reads a metrics.jsonl line back (lines written before "ranks" existed give one rank).
+window_summary window_from_json(const nlohmann::json& line);
+
+/// Rewrites a metrics.jsonl without its lines of step `from` and later (a resumed run reports
+/// those windows again; TensorBoard purges orphaned steps the same way). Lines that are not
+/// JSON with a step are kept. Atomic (temporary file, rename); returns how many were dropped.
+std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
+
+/// The phases of a rank's window, as the page and /metrics name them.
+inline constexpr const char* window_phases[] = {"data_wait", "forward", "backward", "allreduce",
+                                                "optimizer", "checkpoint", "eval"};
+/// A rank's seconds in window_phases[phase].
+double phase_seconds(const messages::window_report& report, std::size_t phase);
+/// `amount` per second of `seconds` (0 for no time).
+double per_second(double amount, double seconds);
+/// exp(loss), capped so a diverged run does not print inf.
+double perplexity_of(double loss);
+/// Each ring's time (its fastest rank's) and bus bandwidth in the window.
+nlohmann::json rings_json(const window_summary& window);
+/// One rank's part of the window: node, window_s, samples/s, lateness, time split, rings.
+nlohmann::json rank_json(const rank_report& rank);
+
+}  // namespace troupe::io
