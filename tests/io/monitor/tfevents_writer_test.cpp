@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -89,6 +90,25 @@ TEST(tfevents, scalar_event_is_the_protobuf_encoding) {
   const float value = 2.0f;
   expected.append(reinterpret_cast<const char*>(&value), 4);
   EXPECT_EQ(scalar_event("a/b", 300, 2.0, 1.5), expected);
+}
+
+// An independent protobuf parser (Debian's protoc, --decode_raw: wire format only, no schema)
+// reads the event back with the field numbers and wire types of event.proto / summary.proto.
+TEST(tfevents, protoc_decodes_the_scalar_event) {
+  if (std::system("command -v protoc >/dev/null 2>&1") != 0) GTEST_SKIP() << "protoc is not installed";
+  scratch_directory dir("protoc");
+  {
+    std::ofstream(dir / "event.bin", std::ios::binary) << scalar_event("Train/Samples/train_loss", 300, 2.0, 1.5);
+  }
+  const auto command = "protoc --decode_raw < " + (dir / "event.bin").string() + " > " + (dir / "decoded.txt").string();
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(dir / "decoded.txt");
+  const std::string decoded((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(decoded.find("1: 0x3ff8000000000000"), std::string::npos) << decoded;  // wall_time 1.5 (double)
+  EXPECT_NE(decoded.find("2: 300"), std::string::npos) << decoded;                 // step
+  EXPECT_NE(decoded.find("5 {"), std::string::npos) << decoded;                    // summary
+  EXPECT_NE(decoded.find("1: \"Train/Samples/train_loss\""), std::string::npos) << decoded;  // value.tag
+  EXPECT_NE(decoded.find("2: 0x40000000"), std::string::npos) << decoded;          // simple_value 2.0f
 }
 
 TEST(tfevents, writer_starts_with_the_file_version_and_appends_scalars) {
