@@ -159,23 +159,12 @@ void answer_syncs(self_pointer self, const metrics_hub_settings& settings) {
 
 // events.jsonl is appended by every process that sees a membership change; the hub takes the
 // complete lines added since its last look.
-void follow_events(metrics_hub_state& s, const metrics_hub_settings& settings) {
-  std::error_code error;
-  if (settings.events.empty() || std::filesystem::file_size(settings.events, error) <= s.events_read || error) return;
-  std::ifstream file(settings.events);
-  file.seekg(static_cast<std::streamoff>(s.events_read));
-  std::string text;
-  while (std::getline(file, text)) {
-    if (file.eof()) break;  // a line still being written
-    s.events_read += text.size() + 1;
-    try {
-      auto event = nlohmann::json::parse(text);
-      std::lock_guard lock(s.shared->mutex);
-      s.shared->store.add_event(event);
-    } catch (const std::exception&) {
-      // not ours to judge: events.jsonl is for people; a torn line is skipped
-    }
-  }
+// (a torn line is skipped: events.jsonl is for people, not worth stopping a hub for)
+void follow_events(metrics_hub_state& s) {
+  if (!s.events) return;
+  auto events = s.events->read();
+  std::lock_guard lock(s.shared->mutex);
+  for (const auto& event : events) s.shared->store.add_event(event);
 }
 
 void publish_state(metrics_hub_state& s, bool force) {
@@ -222,6 +211,7 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
   s.server = std::move(server);
   s.tty = settings.console && ::isatty(STDERR_FILENO) == 1;
   s.started = std::chrono::steady_clock::now();
+  if (!settings.events.empty()) s.events = std::make_unique<io::json_lines_follower>(settings.events);
   try {
     if (!settings.jsonl.empty()) {
       std::filesystem::create_directories(settings.jsonl.parent_path());  // on a head that is not rank 0's node
@@ -261,7 +251,7 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
       },
       [=](messages::tick_atom) {
         auto& s = self->state;
-        follow_events(s, settings);
+        follow_events(s);
         write_due(self, settings, false);
         answer_syncs(self, settings);
         publish_state(s, false);
@@ -274,7 +264,7 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
       },
       [=](messages::finished_atom) {
         auto& s = self->state;
-        follow_events(s, settings);
+        follow_events(s);
         write_due(self, settings, true);
         {
           std::lock_guard lock(s.shared->mutex);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "io/monitor/dashboard_server.hpp"
+#include "io/monitor/json_lines_follower.hpp"
 #include "io/monitor/metrics_store.hpp"
 #include "io/monitor/scalar_log.hpp"
 
@@ -63,7 +64,7 @@ struct metrics_hub_state {
   std::shared_ptr<io::dashboard_server> server;  ///< declared after `shared`: stopped first
   std::ofstream jsonl;
   std::vector<std::unique_ptr<io::scalar_log>> scalar_logs;
-  std::uintmax_t events_read = 0;  ///< bytes of events.jsonl taken
+  std::unique_ptr<io::json_lines_follower> events;  ///< RUN_DIR/events.jsonl, read as it grows
   uint64_t published_version = 0;
   std::chrono::steady_clock::time_point started, last_state_published;
   int64_t first_step = -1;

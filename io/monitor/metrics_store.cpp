@@ -196,13 +196,6 @@ void metrics_store::mark_node_lost(const std::string& node) {
   ++version_;
 }
 
-void metrics_store::set_evaluation(int64_t step, double perplexity) {
-  evaluations_.emplace_back(static_cast<double>(step), perplexity);
-  for (auto& window : recent_)
-    if (window.step == step) window.eval_perplexity = perplexity;
-  ++version_;
-}
-
 // A straggler: the rank that finished its window's compute last. Being last once is noise (some
 // rank always is); a rank that is late by more than a share of the window (a quarter by default),
 // window after window, is slow (a busy host, a thermal-throttled core, a slow disk) and holds

@@ -62,7 +62,6 @@ class metrics_store {
   void note_malformed_batch(const std::string& reason, double now);
   /// The straggler rule fired for the window (a warning naming the rank), if it did.
   std::optional<std::string> straggler_warning(const window_summary& window);
-  void set_evaluation(int64_t step, double perplexity);
   void mark_finished() { finished_ = true; ++version_; }
   void mark_node_lost(const std::string& node);
 

@@ -7,6 +7,7 @@
 
 #include "cluster/launcher.hpp"
 #include "io/os/child_process.hpp"
+#include "io/monitor/json_lines_follower.hpp"
 #include "io/os/scratch_directory.hpp"
 #include "messages/error.hpp"
 
@@ -14,12 +15,11 @@ namespace troupe::tools {
 namespace {
 
 std::vector<nlohmann::json> read_json_lines(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw make_error(file.string(), ": not found (did the job start?)");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  return lines;
+  if (!std::filesystem::exists(file)) throw make_error(file.string(), ": not found (did the job start?)");
+  io::json_lines_follower lines(file);
+  auto read = lines.read();
+  if (!lines.problems().empty()) throw error(lines.problems().front());
+  return read;
 }
 
 const nlohmann::json& first_event(const std::vector<nlohmann::json>& events, const std::string& name,

@@ -12,7 +12,7 @@
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/dashboard_arguments.hpp"
-#include "tools/commands/run_files.hpp"
+#include "io/monitor/json_lines_follower.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -28,7 +28,7 @@ struct dashboard_command_arguments {
 /// going shows its new windows; the page says "finished" once the last step is in.
 void serve_run_directory(const dashboard_command_arguments& args) {
   const std::filesystem::path run_dir = args.run_dir;
-  const auto first = read_windows(run_dir);  // refuses a directory without windows
+  const auto first = io::read_windows(run_dir);  // refuses a directory without windows
   io::job_description job;
   if (std::filesystem::exists(run_dir / "job.json")) {
     job = actors::read_job_description(run_dir / "job.json");
@@ -48,7 +48,7 @@ void serve_run_directory(const dashboard_command_arguments& args) {
       if (entry.is_regular_file(error)) checkpoint.bytes += static_cast<int64_t>(entry.file_size(error));
     shared->store.add_checkpoint(checkpoint);
   }
-  json_lines_follower metrics(run_dir / "metrics.jsonl"), events(run_dir / "events.jsonl");
+  io::json_lines_follower metrics(run_dir / "metrics.jsonl"), events(run_dir / "events.jsonl");
   auto options = dashboard_options_of(args.dashboard);
   if (!options) throw error("dashboard: --no-dashboard leaves nothing to serve");
   std::unique_ptr<io::dashboard_server> server;

@@ -12,7 +12,7 @@
 #include "io/os/scratch_directory.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
-#include "tools/commands/run_files.hpp"
+#include "io/monitor/json_lines_follower.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -160,7 +160,7 @@ void add_metrics_command(CLI::App& app) {
   command->add_option("--plot", args->plot, "also draw the loss and throughput curves into FILE.png or FILE.svg");
   command->add_flag("--json", args->json, "print the summary as one JSON object");
   command->callback([args] {
-    const auto windows = read_windows(args->run_dir);
+    const auto windows = io::read_windows(args->run_dir);
     const auto summary = summarise(windows);
     if (args->json)
       std::printf("%s\n", summary.dump().c_str());

@@ -195,12 +195,20 @@ TEST(metrics_store, a_resumed_runs_repeated_steps_are_dropped_from_metrics_jsonl
 // Prometheus's own checker (Debian's prometheus package), when it is installed.
 TEST(metrics_store, prometheus_exposition_passes_promtool) {
   auto store = two_rank_store();
-  auto a = batch("a", {report(1, 0, 2)});
+  auto evaluated = report(1, 0, 2);
+  evaluated.eval_loss_sum = 4.0;  // with rank 1's: exp(10 / 5) held-out perplexity
+  evaluated.eval_tokens = 2;
+  auto a = batch("a", {evaluated});
   a.checkpoints = {{1, 1000, 0.5, 4096, false}, {2, 1001, 0, 0, true}};
   store.add_batch(a, 1000);
-  store.add_batch(batch("b \"quoted\"", {report(1, 1, 2)}), 1000);
-  store.take_due(1000, false);
-  store.set_evaluation(1, 120.0);
+  auto other = report(1, 1, 2);
+  other.eval_loss_sum = 6.0;
+  other.eval_tokens = 3;
+  store.add_batch(batch("b \"quoted\"", {other}), 1000);
+  const auto due = store.take_due(1000, false);
+  ASSERT_EQ(due.size(), 1u);
+  ASSERT_TRUE(due[0].eval_perplexity.has_value());
+  EXPECT_DOUBLE_EQ(*due[0].eval_perplexity, std::exp(2.0)) << "the ranks' shares summed, then averaged";
   const auto text = store.prometheus(1001);
   EXPECT_NE(text.find("troupe_worker_phase_seconds{node=\"b \\\"quoted\\\"\",worker=\"1\",phase=\"forward\"} 0.11\n"),
             std::string::npos)

@@ -1,10 +1,10 @@
-#include "tools/commands/run_files.hpp"
+#include "io/monitor/json_lines_follower.hpp"
 
 #include <fstream>
 
 #include "messages/error.hpp"
 
-namespace troupe::tools {
+namespace troupe::io {
 
 std::vector<nlohmann::json> json_lines_follower::read() {
   std::vector<nlohmann::json> lines;
@@ -28,15 +28,15 @@ std::vector<nlohmann::json> json_lines_follower::read() {
   return lines;
 }
 
-std::vector<io::window_summary> read_windows(const std::filesystem::path& run_dir) {
+std::vector<window_summary> read_windows(const std::filesystem::path& run_dir) {
   const auto file = run_dir / "metrics.jsonl";
   if (!std::filesystem::is_regular_file(file))
     throw make_error(file.string(), ": not found (a run directory holds metrics.jsonl from `troupe train` or `troupe launch`)");
   json_lines_follower follower(file);
-  std::vector<io::window_summary> windows;
+  std::vector<window_summary> windows;
   for (const auto& line : follower.read()) {
     try {
-      windows.push_back(io::window_from_json(line));
+      windows.push_back(window_from_json(line));
     } catch (const nlohmann::json::exception& e) {
       throw make_error(file.string(), ": a line without a window's fields (", e.what(), "): ", line.dump().substr(0, 200));
     }
@@ -46,4 +46,4 @@ std::vector<io::window_summary> read_windows(const std::filesystem::path& run_di
   return windows;
 }
 
-}  // namespace troupe::tools
+}  // namespace troupe::io
