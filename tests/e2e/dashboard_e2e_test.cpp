@@ -193,6 +193,13 @@ TEST_F(dashboard_e2e, a_finished_run_is_summarised_and_served_again_from_its_fil
   }
   EXPECT_LT(lines.at(6)["eval_perplexity"].get<double>(), lines.at(2)["eval_perplexity"].get<double>())
       << "the held-out perplexity falls as the model trains";
+  // The same number `troupe eval` gives the final checkpoint on the same subset and masks.
+  auto evaluated = testing::run_command(troupe_binary() + " eval --checkpoint " + run.string() +
+                                        " --max-samples 8 --seed 3 --pseudo-samples 0 --json");
+  ASSERT_EQ(evaluated.status, 0) << evaluated.output;
+  const auto offline = json::parse(evaluated.output.substr(evaluated.output.find('{')));
+  EXPECT_NEAR(lines.at(6)["eval_perplexity"].get<double>(), offline["perplexity"].get<double>(),
+              1e-5 * offline["perplexity"].get<double>());
   const auto csv = io_text((run / "csv_monitor" / "Eval_Samples_perplexity.csv").string());
   EXPECT_EQ(csv.substr(0, 16), "step,perplexity\n") << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
