@@ -1,0 +1,40 @@
+#pragma once
+/// The loss of knowledge distillation as DistilBERT trains it (Sanh et al. 2019; HF's
+/// examples/research_projects/distillation/distiller.py): soft targets from a teacher, the
+/// masked-LM loss, and the cosine between the two models' last hidden states.
+
+#include <ATen/Tensor.h>
+
+namespace troupe::compute {
+
+/// The `distillation` block's weights, with HF's recipe as defaults.
+struct distillation_weights {
+  double temperature = 2.0;
+  double alpha_ce = 5.0;   ///< soft-target KL divergence
+  double alpha_mlm = 2.0;  ///< masked-LM cross-entropy against the labels
+  double alpha_cos = 1.0;  ///< cosine embedding loss between last hidden states
+  double alpha_mse = 0.0;  ///< squared error between the logits
+};
+
+/// Each part of the loss (0-d tensors; `total` carries the gradient) so the window can report
+/// every one.
+struct distillation_loss_parts {
+  at::Tensor total, ce, mlm, cos, mse;
+};
+
+/// `student_logits`, `teacher_logits`: [P, V] at the P positions the soft targets cover (every
+/// non-pad token, or only the masked ones with restrict_ce_to_mask); `masked_student_logits`
+/// [M, V] with `labels` [M] at the masked positions; `student_hidden`, `teacher_hidden` [P, H]
+/// at the same P positions as the logits. With T the temperature:
+///   ce  = T² · Σ_p KL(softmax(t_p / T) ‖ softmax(s_p / T)) / P      (KLDivLoss "batchmean")
+///   mlm = mean over the M masked positions of −log softmax(s)[label]
+///   cos = mean over P of 1 − cos(h_s, h_t)                          (CosineEmbeddingLoss, target 1)
+///   mse = Σ (s − t)² / P                                            (MSELoss "sum" / P)
+///   total = α_ce·ce + α_mlm·mlm + α_cos·cos + α_mse·mse
+/// The teacher's tensors carry no gradient. Computed in fp32 whatever the inputs' type.
+distillation_loss_parts distillation_loss(const at::Tensor& student_logits, const at::Tensor& teacher_logits,
+                                          const at::Tensor& masked_student_logits, const at::Tensor& labels,
+                                          const at::Tensor& student_hidden, const at::Tensor& teacher_hidden,
+                                          const distillation_weights& weights);
+
+}  // namespace troupe::compute
