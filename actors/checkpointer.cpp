@@ -11,18 +11,6 @@
 #include "messages/training_messages.hpp"
 
 namespace troupe::actors {
-namespace {
-
-int64_t bytes_in(const std::filesystem::path& directory) {
-  int64_t bytes = 0;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory, error))
-    if (entry.is_regular_file(error)) bytes += static_cast<int64_t>(entry.file_size(error));
-  return bytes;
-}
-
-}  // namespace
-
 caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults,
                            caf::actor metrics) {
   return {
@@ -37,7 +25,7 @@ caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path r
             report.step = step;
             report.unix_seconds = unix_seconds();
             report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            report.bytes = bytes_in(dir);
+            report.bytes = static_cast<int64_t>(io::checkpoint_directory_bytes(dir));
             self->send(metrics, messages::saved_atom::value, report);
           }
           return dir.string();

@@ -184,18 +184,21 @@ void publish_state(metrics_hub_state& s, bool force) {
 
 }  // namespace
 
-metrics_hub_settings hub_settings_for(const io::job_config& config, const std::filesystem::path& run_dir,
-                                      int64_t world_size, bool write_files) {
+metrics_hub_settings hub_settings_for(const io::job_config& config, const session_options& options, int64_t world_size) {
   metrics_hub_settings settings;
+  const auto& run_dir = options.run_dir;
   settings.job.name = std::filesystem::absolute(run_dir).lexically_normal().filename().string();
   settings.job.run_dir = std::filesystem::absolute(run_dir).lexically_normal().string();
-  settings.job.total_steps = config.train_steps;
+  settings.job.total_steps = options.steps.value_or(config.train_steps);
   settings.job.world_size = world_size;
   settings.job.config = config.source;
   settings.job.started_unix_seconds = unix_seconds();
   settings.samples_per_step = config.train_batch_size;
   settings.steps_per_print = config.steps_per_print;
-  if (write_files) {
+  settings.console = options.console;
+  settings.progress_lines = options.progress_lines;
+  settings.dashboard = options.dashboard;
+  if (options.write_metrics) {
     settings.jsonl = run_dir / "metrics.jsonl";
     settings.events = run_dir / "events.jsonl";
     if (config.tensorboard.enabled) settings.tensorboard = monitor_folder(config.tensorboard, run_dir, "tensorboard");

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/training_session.hpp"
 #include "io/monitor/dashboard_server.hpp"
 #include "io/monitor/json_lines_follower.hpp"
 #include "io/monitor/metrics_store.hpp"
@@ -46,10 +47,9 @@ struct metrics_hub_settings {
   std::chrono::milliseconds period{500};  ///< how often waiting windows and events.jsonl are checked
 };
 
-/// The hub's settings for a job: its config, run directory and world size; the dashboard
-/// is off until the caller sets `dashboard`.
-metrics_hub_settings hub_settings_for(const io::job_config& config, const std::filesystem::path& run_dir,
-                                      int64_t world_size, bool write_files);
+/// The hub's settings for a job run with `options` (its run directory, --steps, console,
+/// progress lines, dashboard; files only with write_metrics) on `world_size` workers.
+metrics_hub_settings hub_settings_for(const io::job_config& config, const session_options& options, int64_t world_size);
 
 /// What the HTTP threads read while the hub writes: the store behind a mutex.
 struct shared_metrics {

@@ -256,14 +256,11 @@ uint64_t job_config_hash(const io::job_config& config) {
 
 messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
   config.runtime.threads = node.manifest.nodes[node.manifest.node_index(node.name)].threads_per_worker;
-  if (options.steps) config.set_train_steps(*options.steps);
-  auto hub = hub_settings_for(config, options.run_dir, node.manifest.world_size(), options.write_metrics);
-  hub.console = options.console;
-  hub.progress_lines = options.progress_lines;
-  hub.dashboard = options.dashboard;
   cluster_membership membership(node, job_config_hash(config),
                                 options.write_metrics ? options.run_dir / "events.jsonl" : std::filesystem::path(),
-                                options.metrics_wanted() ? std::optional(std::move(hub)) : std::nullopt);
+                                options.metrics_wanted()
+                                    ? std::optional(hub_settings_for(config, options, node.manifest.world_size()))
+                                    : std::nullopt);
   carried_state carried;
   messages::training_summary earlier;  // the windows of the generations before the last
   while (true) {

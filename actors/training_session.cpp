@@ -268,11 +268,7 @@ class training_run {
       return;
     }
     if (!role_) {
-      auto hub = hub_settings_for(config_, options_.run_dir, world_, options_.write_metrics);
-      hub.console = options_.console;
-      hub.progress_lines = options_.progress_lines;
-      hub.dashboard = options_.dashboard;
-      hub_ = start_metrics_hub(system_, std::move(hub)).actor;
+      hub_ = start_metrics_hub(system_, hub_settings_for(config_, options_, world_)).actor;
     }
     metrics_settings metric_options;
     metric_options.route = role_ ? role_->coordinator : hub_;

@@ -49,7 +49,7 @@ std::vector<std::filesystem::path> checkpoint_directories(const std::filesystem:
     const auto name = entry.path().filename().string();
     if (!entry.is_directory() || name.rfind("step-", 0) != 0) continue;
     if (!with_temporary && name.find(".tmp") != std::string::npos) continue;
-    found.emplace_back(std::strtoll(name.c_str() + 5, nullptr, 10), entry.path());
+    found.emplace_back(checkpoint_step_of(entry.path()), entry.path());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::filesystem::path> dirs;
@@ -310,6 +310,18 @@ checkpoint_contents load_for_resume(const std::string& spec, const std::filesyst
   }
 }
 
+int64_t checkpoint_step_of(const std::filesystem::path& dir) {
+  return std::strtoll(dir.filename().string().c_str() + 5, nullptr, 10);  // past "step-"
+}
+
+uint64_t checkpoint_directory_bytes(const std::filesystem::path& dir) {
+  uint64_t bytes = 0;
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(dir, error))
+    if (file.is_regular_file(error)) bytes += file.file_size(error);
+  return bytes;
+}
+
 std::vector<std::filesystem::path> committed_checkpoints(const std::filesystem::path& run_dir) {
   return committed(checkpoints_root(run_dir));
 }
@@ -323,8 +335,7 @@ std::vector<checkpoint_listing> list_checkpoints(const std::filesystem::path& ru
     checkpoint_listing listing;
     listing.dir = dir;
     listing.latest = latest && dir.filename() == *latest;
-    for (const auto& file : std::filesystem::directory_iterator(dir))
-      if (file.is_regular_file()) listing.bytes += file.file_size();
+    listing.bytes = checkpoint_directory_bytes(dir);
     try {
       auto manifest = verify_checkpoint(dir);
       listing.step = manifest.step;

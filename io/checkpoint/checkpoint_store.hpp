@@ -119,6 +119,12 @@ struct checkpoint_listing {
   std::string problem;  ///< why it is not valid
 };
 
+/// The step a checkpoint directory's name carries ("step-N"), without reading it.
+int64_t checkpoint_step_of(const std::filesystem::path& dir);
+
+/// The bytes of the files in a checkpoint directory (what could not be read counts 0).
+uint64_t checkpoint_directory_bytes(const std::filesystem::path& dir);
+
 /// The committed checkpoint directories under run_dir/checkpoints, oldest first (by step),
 /// without verifying them.
 std::vector<std::filesystem::path> committed_checkpoints(const std::filesystem::path& run_dir);

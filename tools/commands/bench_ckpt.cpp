@@ -13,6 +13,7 @@
 #include "io/os/child_process.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/bench_ckpt.hpp"
+#include "tools/commands/median.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -64,12 +65,6 @@ double dd_seconds(uint64_t bytes, const std::filesystem::path& dir) {
   std::filesystem::remove(file);
   if (status != 0) throw make_error("dd into ", dir.string(), " failed with status ", status);
   return elapsed * static_cast<double>(bytes) / static_cast<double>(count * (16 << 20));
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const auto n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace

@@ -11,15 +11,10 @@
 #include "io/os/local_port.hpp"
 #include "io/os/scratch_directory.hpp"
 #include "tools/commands/bench_job.hpp"
+#include "tools/commands/median.hpp"
 
 namespace troupe::tools {
 namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const auto middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
 
 // A dashboard reader for the length of one run: an open event stream (the page's) and a
 // request for /api/state and /metrics every second (the page's fallback poll and a Prometheus

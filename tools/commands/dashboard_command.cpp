@@ -42,10 +42,8 @@ void serve_run_directory(const dashboard_command_arguments& args) {
   // written is not kept).
   for (const auto& dir : io::committed_checkpoints(run_dir)) {
     messages::checkpoint_report checkpoint;
-    checkpoint.step = std::strtoll(dir.filename().string().substr(5).c_str(), nullptr, 10);
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, error))
-      if (entry.is_regular_file(error)) checkpoint.bytes += static_cast<int64_t>(entry.file_size(error));
+    checkpoint.step = io::checkpoint_step_of(dir);
+    checkpoint.bytes = static_cast<int64_t>(io::checkpoint_directory_bytes(dir));
     shared->store.add_checkpoint(checkpoint);
   }
   io::json_lines_follower metrics(run_dir / "metrics.jsonl"), events(run_dir / "events.jsonl");

@@ -11,6 +11,7 @@
 
 #include "io/os/scratch_directory.hpp"
 #include "messages/error.hpp"
+#include "tools/commands/median.hpp"
 #include "tools/commands/commands.hpp"
 #include "io/monitor/json_lines_follower.hpp"
 
@@ -22,13 +23,6 @@ struct metrics_arguments {
   std::string plot;
   bool json = false;
 };
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
 
 // What a finished (or running) run did, from its metrics.jsonl: the loss curve's ends and
 // minimum, throughput (medians, so a checkpoint or warm-up window does not skew them), where
