@@ -562,6 +562,7 @@ io::ring_settings cluster_role::ring_settings(int ring) const {
   settings.ring_index = ring;
   settings.chunk_bytes = chunk_bytes;
   settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(collective_timeout);
+  settings.generation = generation;
   return settings;
 }
 

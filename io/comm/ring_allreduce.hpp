@@ -22,6 +22,9 @@ struct ring_settings {
   int ring_index = 0;       ///< which of the concurrent rings (0 … 15); goes into every tag
   std::size_t chunk_bytes = 1 << 20;          ///< largest message; a segment moves in chunks
   std::chrono::milliseconds timeout{60000};   ///< limit for each wait on one message
+  /// The membership generation (docs/faults.md). Over shared memory a neighbour's region
+  /// outlives its generation: a neighbour found in another one is a failure, not progress.
+  std::uint64_t generation = 0;
 };
 
 /// Sums buffers across the ranks of one ring. Driven by one thread, like its transport.
@@ -36,8 +39,9 @@ struct ring_settings {
 /// into `data` and into this object's staging buffers: destroy the transport first (it cancels
 /// them), then this object, then reuse `data`; build a new transport and ring to go on. A ring
 /// whose sum() threw refuses further calls. Over shared memory, neighbours may still read the
-/// region after a failure, and its progress counters carry no generation: go on with a new
-/// region, not the old one.
+/// region after a failure; a region may serve the rings of a later membership generation (its
+/// counters go on growing and the generation in its control line tells a stale neighbour it
+/// was left behind), but only one ring of each ring index at a time.
 class ring_allreduce {
  public:
   /// Checks the settings; throws std::invalid_argument when my_rank is not in settings.order,

@@ -63,6 +63,15 @@ namespace troupe::io {
 // back, so they need no particular buffer; they take the same schedule (not the transport's
 // latency path), which at 4 KiB is two waits on a neighbour's cache line.
 //
+// A region outlives a membership generation (the trainer's gradient lives in it), so a rank
+// left behind in an old generation (declared lost while alive, say) could see a neighbour's
+// counter move on in the next one and take its new buffer for the old sum. Each rank therefore
+// publishes its generation before its handshake, and every wait that sees a neighbour's counter
+// reach its target (or still waiting) also checks that neighbour's generation (acquire, after
+// the counter): a different one is a failure naming it. The sum checks again after its last
+// read, behind an acquire fence, so bytes a neighbour wrote in a later generation are not
+// returned as this one's sum.
+//
 // The handshake (first sum): every rank sends both neighbours its region descriptor and
 // counter, maps theirs when it can, and the ring sums the number of ranks that could map both
 // neighbours (a small sum over the transport); shared memory is used only when that is the
@@ -100,10 +109,20 @@ struct progress_wait {
   std::chrono::milliseconds timeout;
   const transport& stops;  ///< its abort() ends the wait too
 
+  std::uint64_t generation;  ///< this rank's; the neighbour must be in the same one
+
   bool reached() const { return control.progress.load(std::memory_order_acquire) >= target; }
 
+  /// "" while the neighbour is in this rank's generation, else what it is in.
+  std::string generation_problem() const {
+    const auto theirs = control.generation.load(std::memory_order_acquire);
+    if (theirs == generation) return {};
+    return "rank " + std::to_string(peer) + " is in membership generation " + std::to_string(theirs) +
+           ", this rank in " + std::to_string(generation) + " (shared memory)";
+  }
+
   std::string run() const {
-    if (reached()) return {};
+    if (reached()) return generation_problem();
     const auto start = transport::clock::now();
     const auto deadline = start + timeout;
     auto next_check = start;
@@ -117,7 +136,8 @@ struct progress_wait {
       if (now >= next_check) {
         next_check = now + std::chrono::milliseconds(20);
         // The neighbour may have reached the target and exited since the loop's last look.
-        if (reached()) return {};
+        if (reached()) return generation_problem();
+        if (auto problem = generation_problem(); !problem.empty()) return problem;
         if (process_gone(pid))
           return "rank " + std::to_string(peer) + " (process " + std::to_string(pid) + ") is gone (shared memory)";
         if (now >= deadline)
@@ -127,7 +147,7 @@ struct progress_wait {
       }
       backoff.pause(now);
     }
-    return {};
+    return generation_problem();
   }
 };
 
@@ -146,6 +166,7 @@ void ring_allreduce::negotiate_shared_memory(std::uint64_t sequence) {
   negotiated_ = true;
   shared_handshake mine, from_previous, from_next;
   if (region_) {
+    region_->control(settings_.ring_index).generation.store(settings_.generation, std::memory_order_release);
     mine.region = region_->descriptor();
     mine.progress = region_->control(settings_.ring_index).progress.load(std::memory_order_acquire);
   }
@@ -218,7 +239,8 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
   // Waits until `control` (rank `peer`'s) reaches `target`; see the prose above.
   auto wait_for = [&](const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
                       const char* step_name, int step, std::size_t chunk) {
-    const progress_wait wait{control, target, peer, pid, path.spin, settings_.timeout, transport_};
+    const progress_wait wait{control, target, peer, pid, path.spin, settings_.timeout, transport_,
+                             settings_.generation};
     if (const auto problem = wait.run(); !problem.empty()) {
       char where[96];
       std::snprintf(where, sizeof where, "%s step %d chunk %zu: ", step_name, step, chunk);
@@ -274,6 +296,11 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
   for (int step = 0; step < 2 * (n - 1); ++step) pull_step(source, step);
   // The next rank reads this buffer until its last unit.
   wait_for(to, path.next + units, next(), path.next_pid, "finishing", 2 * (n - 1), 0);
+  // Every read of the previous rank's buffer is done: was it still in this generation?
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const progress_wait previous_generation{from, 0, previous(), path.previous_pid, path.spin, settings_.timeout,
+                                          transport_, settings_.generation};
+  if (const auto problem = previous_generation.generation_problem(); !problem.empty()) fail(previous(), "finishing: " + problem);
   path.mine += units;
   path.previous += units;
   path.next += units;

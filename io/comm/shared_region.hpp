@@ -6,8 +6,8 @@
 /// A region is an anonymous memory file (memfd): one control page, a small scratch buffer per
 /// ring index (small sums are copied there, so any buffer can be summed), then the data. The
 /// control page has one cache line per ring index, written only by the region's owner: its
-/// progress counter, where its current sum's buffer starts (an offset from scratch(0)) and what
-/// that sum is (so neighbours can check they run the same one). A neighbour maps the
+/// progress counter, where its current sum's buffer starts (an offset from scratch(0)), what
+/// that sum is (so neighbours can check they run the same one) and its membership generation. A neighbour maps the
 /// region read-only through /proc/PID/fd/FD, which the kernel allows to processes of the same
 /// user in the same PID namespace (ptrace access rules); elsewhere attach() fails and the ring
 /// keeps to its transport.
@@ -34,6 +34,7 @@ struct shared_ring_control {
   std::atomic<std::uint64_t> progress{0};  ///< units the owner completed (see ring_allreduce.cpp)
   std::atomic<std::uint64_t> offset{0};    ///< byte offset of the owner's current buffer in the data
   std::atomic<std::uint64_t> call{0};      ///< the current sum's signature (sequence, count, type, chunk)
+  std::atomic<std::uint64_t> generation{0};  ///< the owner's membership generation (ring_settings)
 };
 
 class shared_region {

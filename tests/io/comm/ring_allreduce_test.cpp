@@ -661,6 +661,52 @@ TEST(ring_allreduce_failure, shared_memory_neighbours_in_different_sums_fail_nam
   EXPECT_EQ(named, 2);
 }
 
+// A region outlives its membership generation. Ranks 1 and 2 leave rank 0 behind: they sum in a
+// generation-1 ring of their own (the same ring index, sequence and count as rank 0's next
+// sum, so the signatures match); rank 0's next generation-0 sum sees rank 2's counter move on
+// and must fail naming the generation, not take generation 1's buffer for its sum.
+TEST(ring_allreduce_failure, a_neighbour_in_a_later_generation_fails_the_sum_naming_it) {
+  constexpr std::size_t count = 100000;
+  std::vector<std::unique_ptr<shared_region>> regions;
+  for (int rank = 0; rank < 3; ++rank) regions.push_back(std::make_unique<shared_region>(count * sizeof(float), "test"));
+  auto settings_of = [](std::vector<int> order, std::uint64_t generation) {
+    ring_settings settings;
+    settings.order = std::move(order);
+    settings.timeout = 2s;
+    settings.generation = generation;
+    return settings;
+  };
+  const auto failures = run_ring_threads(
+      3, 1,
+      [&](const rank_context& ctx) {
+        float* data = reinterpret_cast<float*>(ctx.region->data());
+        ring_allreduce first(ctx.transport, ctx.rank, settings_of(ctx.order, 0));
+        first.share_memory(*ctx.region);
+        first.sum(data, count, 1);
+        if (!first.uses_shared_memory()) throw std::runtime_error("the ring did not use shared memory");
+        ctx.barrier.wait();
+        if (ctx.rank != 0) {  // the next generation, without rank 0
+          ring_allreduce later(ctx.transport, ctx.rank, settings_of({1, 2}, 1));
+          later.share_memory(*ctx.region);
+          later.sum(data, count, 2);
+          if (!later.uses_shared_memory()) throw std::runtime_error("generation 1's ring did not use shared memory");
+        }
+        ctx.barrier.wait();
+        if (ctx.rank != 0) return;
+        try {
+          first.sum(data, count, 2);
+          throw std::runtime_error("a sum whose neighbours moved on to generation 1 returned");
+        } catch (const transport_error& e) {
+          const std::string what = e.what();
+          if (what.find("rank 2 is in membership generation 1, this rank in 0") == std::string::npos)
+            throw std::runtime_error("error does not name rank 2's generation: " + what);
+          std::printf("[ left behind ] %s\n", what.c_str());
+        }
+      },
+      &regions);
+  expect_no_failures(failures);
+}
+
 TEST(ring_allreduce_failure, a_buffer_outside_the_region_is_refused) {
   constexpr std::size_t count = 100000;
   std::vector<std::vector<float>> outside(2, std::vector<float>(count, 1.0f));
