@@ -64,6 +64,12 @@ void write_scalars(metrics_hub_state& s, const metrics_hub_settings& settings, c
   for (auto& log : s.scalar_logs) {
     for (const auto& [tag, value] : scalars) log->scalar(tag, samples, value, wall);
     if (window.eval_perplexity) log->scalar("Eval/Samples/perplexity", samples, *window.eval_perplexity, wall);
+    if (r.distilled) {  // HF distiller.py's names for the parts
+      for (const auto& [tag, value] : {std::pair{"Train/Samples/loss_ce", r.loss_ce}, {"Train/Samples/loss_mlm", r.loss_mlm},
+                                       {"Train/Samples/loss_cos", r.loss_cos}, {"Train/Samples/loss_mse", r.loss_mse},
+                                       {"Train/Samples/elapsed_time_ms_teacher", r.teacher_seconds * 1e3}})
+        log->scalar(tag, samples, value, wall);
+    }
     log->flush();
   }
 }

@@ -19,6 +19,7 @@
 #include "compute/device_check.hpp"
 #include "io/checkpoint/resume_compatibility.hpp"
 #include "io/checkpoint/run_directory.hpp"
+#include "io/checkpoint/teacher_checkpoint.hpp"
 #include "io/comm/shared_region.hpp"
 #include "io/data/token_dataset.hpp"
 #include "messages/atoms.hpp"
@@ -29,8 +30,10 @@
 namespace troupe::actors {
 namespace {
 
-compute::trainer_options trainer_options_of(const io::job_config& config) {
+compute::trainer_options trainer_options_of(const io::job_config& config,
+                                            std::shared_ptr<const compute::teacher_setup> teacher) {
   compute::trainer_options options;
+  options.teacher = std::move(teacher);
   options.model = config.model;
   options.optimizer = config.optimizer;
   options.schedule = config.scheduler;
@@ -162,6 +165,11 @@ class training_run {
     dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
+    // The teacher is read once per process; a later generation's trainers carry it.
+    if (config_.distillation.enabled && !continuing_) {
+      teacher_ = io::load_teacher_checkpoint(config_.distillation, config_.model, dataset_->manifest(), "config");
+      log_teacher();
+    }
     if (config_.eval_every_windows > 0) {
       const auto* held_out = dataset_->manifest().find_split("validation");
       if (held_out == nullptr || held_out->sequences == 0)
@@ -189,7 +197,7 @@ class training_run {
     regions_.resize(static_cast<std::size_t>(local_workers_));
     if (continuing_) regions_ = carried_->regions;  // the trainers' gradients live in them
     for (int local = 0; local < local_workers_; ++local) {
-      auto trainer = trainer_options_of(config_);
+      auto trainer = trainer_options_of(config_, teacher_);
       trainer.rank = first_rank_ + local;
       if (!continuing_ && role_ && role_->shared_memory && world_ > 1 && config_.runtime.device == "cpu") {
         try {
@@ -307,6 +315,7 @@ class training_run {
     w.trainer_handoff = std::make_shared<std::shared_ptr<compute::mlm_trainer>>();
     handoffs_.push_back(w.trainer_handoff);
     w.sync_every_micro_batch = config_.sync_every_micro_batch;
+    w.distilling = config_.distillation.enabled;
     if (eval_batches_) {
       w.eval_every = config_.eval_every_windows;
       w.eval_samples = std::min<uint64_t>(static_cast<uint64_t>(config_.eval_samples), validation_->size());
@@ -426,6 +435,15 @@ class training_run {
 
   bool later_generation() const { return role_ && role_->generation > 0; }
 
+  /// What the teacher costs each worker: its memory here, its time in every window's report.
+  void log_teacher() const {
+    int64_t bytes = 0;
+    for (const auto& [name, tensor] : teacher_->parameters) bytes += tensor.numel() * tensor.element_size();
+    spdlog::info("distilling from {} ({} {}-layer, {:.1f} MB of parameters per worker, frozen)",
+                 config_.distillation.teacher, teacher_->model.model_type, teacher_->model.num_hidden_layers,
+                 static_cast<double>(bytes) / 1e6);
+  }
+
   void note_window(const messages::window_report& report, int64_t& last_step) {
     last_step = report.step;
     if (report.rank == first_rank_) losses_.push_back(report.loss);
@@ -534,6 +552,7 @@ class training_run {
   worker_test_seams seams_;
   std::vector<compute::trainer_options> trainers_;
   std::vector<std::shared_ptr<io::shared_region>> regions_;
+  std::shared_ptr<const compute::teacher_setup> teacher_;  ///< distillation's, read by check_inputs
   std::optional<io::run_directory_lock> run_directory_;
   resumed_run resumed_;
   io::training_state start_;

@@ -35,14 +35,16 @@ caf::error explained(caf::error failure, const std::string& awaited, std::chrono
 // Window statistics travel with ring 0's slice, so every rank reports the cluster's numbers
 // and checks that the replicas agree (DESIGN §4):
 //   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
-//   [4+5r .. 4+5r+3]       rank r's parameter hash in four 16-bit parts, zero elsewhere;
+//   [4 .. 7]               distillation: Σ part × samples for the ce, mlm, cos and mse parts
+//   [8+5r .. 8+5r+3]       rank r's parameter hash in four 16-bit parts, zero elsewhere;
 //                          after the sum every rank holds every rank's hash exactly (doubles
 //                          add integers below 2^53 exactly).
-//   [4+5r+4]               the wall-clock second (system clock, µs resolution) at which rank r
+//   [8+5r+4]               the wall-clock second (system clock, µs resolution) at which rank r
 //                          finished the window's compute and entered the allreduce: every rank
 //                          learns who came last and by how much (the straggler); across hosts
 //                          this is as good as their clocks agree.
-constexpr std::size_t statistics_header = 4;
+constexpr std::size_t statistics_header = 8;
+constexpr std::size_t first_loss_part = 4;
 constexpr int hash_parts = 4;
 constexpr int slots_per_rank = hash_parts + 1;
 
@@ -192,11 +194,15 @@ void worker_state::run_micro_batch(const messages::micro_batch& batch) {
   const auto result = trainer->micro_step(batch.batch, [this] {
     if (micro_in_window == 0) settings.seams.faults.at(cluster::fault_phase::backward, step_in_flight());
   });
-  current.forward_seconds += result.forward_seconds;
+  current.forward_seconds += result.forward_seconds - result.teacher_seconds;
+  current.teacher_seconds += result.teacher_seconds;
   current.backward_seconds += result.backward_seconds;
   current.tokens += batch.batch.tokens;
   current.masked_tokens += result.masked_tokens;
   loss_weighted_sum += result.loss * static_cast<double>(batch.batch.samples);
+  const double parts[] = {result.parts.ce, result.parts.mlm, result.parts.cos, result.parts.mse};
+  for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p)
+    loss_parts_weighted_sum[p] += parts[p] * static_cast<double>(batch.batch.samples);
   local_samples += batch.batch.samples;
   if (settings.start.dataset_size > 0) current.epoch = batch.batch.first_position / settings.start.dataset_size;
 }
@@ -293,6 +299,7 @@ void worker_state::fill_statistics() {
   stats[1] = static_cast<double>(local_samples);
   stats[2] = static_cast<double>(current.tokens);
   stats[3] = static_cast<double>(current.masked_tokens);
+  for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) stats[first_loss_part + p] = loss_parts_weighted_sum[p];
   if (settings.rank == settings.seams.perturb_rank && trainer->optimizer_steps() + 1 == settings.seams.perturb_step)
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
   const uint64_t hash = parameter_hash(*trainer);
@@ -363,6 +370,7 @@ int64_t worker_state::take_reduced_statistics() {
   local_samples = static_cast<int64_t>(stats[1]);
   current.tokens = static_cast<int64_t>(stats[2]);
   current.masked_tokens = static_cast<int64_t>(stats[3]);
+  for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) loss_parts_weighted_sum[p] = stats[first_loss_part + p];
   current.parameter_hash = hash_of_rank(stats, settings.rank);
   // The straggler: the rank that entered the allreduce last, and how long after the first.
   double first = ready_time_of_rank(stats, 0), last = first;
@@ -452,6 +460,14 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   report.optimizer_seconds = step.optimizer_seconds;
   report.samples = window_samples;
   report.loss = loss_weighted_sum / static_cast<double>(local_samples);
+  if (settings.distilling) {
+    const double samples = static_cast<double>(local_samples);
+    report.distilled = true;
+    report.loss_ce = loss_parts_weighted_sum[0] / samples;
+    report.loss_mlm = loss_parts_weighted_sum[1] / samples;
+    report.loss_cos = loss_parts_weighted_sum[2] / samples;
+    report.loss_mse = loss_parts_weighted_sum[3] / samples;
+  }
   const auto now = clock::now();
   report.window_seconds = seconds(now - window_start);
   window_start = now;
@@ -471,6 +487,7 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   report = messages::window_report{};
   report.checkpoints_skipped = skipped;
   loss_weighted_sum = 0;
+  loss_parts_weighted_sum = {};
   local_samples = 0;
   micro_in_window = 0;
 }

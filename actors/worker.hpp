@@ -5,6 +5,7 @@
 #include <caf/fwd.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -68,6 +69,7 @@ struct worker_settings {
   // Data parallelism (empty `reducers`: a single-worker run).
   std::vector<caf::actor> reducers;  ///< one per ring; ring r reduces slice r of the gradient
   bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window
+  bool distilling = false;  ///< the trainer distils from a teacher: reports carry the loss parts
   std::chrono::seconds collective_timeout{120};
   bool reports = true;  ///< this worker writes checkpoints (global rank 0)
   /// At the start of a membership generation after the first: the step every replica starts
@@ -100,6 +102,7 @@ struct worker_state {
   uint32_t micro_in_window = 0;
   messages::window_report current;
   double loss_weighted_sum = 0;
+  std::array<double, 4> loss_parts_weighted_sum{};  ///< distillation's ce, mlm, cos, mse × samples
   int64_t local_samples = 0;
   double last_lr = 0;
   compute::staging_buffer parameter_staging, optimizer_staging;

@@ -4,7 +4,8 @@ namespace troupe::compute {
 
 int64_t parameter_count(const bert_config& c) {
   const int64_t h = c.hidden_size, i = c.intermediate_size;
-  const int64_t embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * h + 2 * h;
+  const int64_t token_types = c.model_type == "distilbert" ? 0 : c.type_vocab_size;
+  const int64_t embeddings = (c.vocab_size + c.max_position_embeddings + token_types) * h + 2 * h;
   const int64_t layer = 4 * (h * h + h) + 2 * 2 * h + (h * i + i) + (i * h + h);
   const int64_t head = (h * h + h) + 2 * h + c.vocab_size;
   return embeddings + c.num_hidden_layers * layer + head;

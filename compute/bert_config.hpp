@@ -1,5 +1,6 @@
 #pragma once
-/// Sizes of a BERT-family encoder, with HuggingFace's config.json names.
+/// Sizes of a BERT-family encoder, with HuggingFace BertConfig's names (a DistilBertConfig's
+/// dim, n_layers, n_heads, hidden_dim map onto them: io/checkpoint/hf_model_config.cpp).
 
 #include <cstdint>
 #include <string>
@@ -7,6 +8,7 @@
 namespace troupe::compute {
 
 struct bert_config {
+  std::string model_type = "bert";  ///< "bert" or "distilbert" (compute/masked_lm.hpp)
   int64_t vocab_size = 30522;
   int64_t hidden_size = 256;
   int64_t num_hidden_layers = 4;
@@ -20,7 +22,7 @@ struct bert_config {
   double initializer_range = 0.02;
 };
 
-/// Parameters of a BERT MLM with these sizes, in closed form (for bounding staging memory before
+/// Parameters of the model_type's MLM with these sizes, in closed form (for bounding staging memory before
 /// any tensor exists; tests/compute/bert_model_test.cpp checks it against a built model).
 int64_t parameter_count(const bert_config& config);
 

@@ -1,17 +1,15 @@
 #pragma once
-/// BERT encoder with the masked-LM head, parameter names as HuggingFace's BertForMaskedLM.
+/// BERT encoder with the masked-LM head, parameter names as HuggingFace's BertForMaskedLM; its
+/// embeddings, post-LayerNorm layer and head are DistilBERT's too (compute/distilbert_model.hpp).
 
-#include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
 #include <memory>
 
-#include "compute/bert_config.hpp"
-#include "compute/dropout_mask.hpp"
+#include "compute/masked_lm.hpp"
 
 namespace troupe::compute {
 
@@ -19,14 +17,11 @@ namespace troupe::compute {
 // ("bert.encoder.layer.0.attention.self.query.weight") come from hf_named_parameters(), which
 // every consumer (optimizer groups, checkpoints, export) uses.
 
-/// Dropout with masks keyed by sample (compute/dropout_mask.hpp): the CPU loop on the CPU, the
-/// same bits from tensor operations elsewhere. Without `keys` (a model used outside a trainer)
-/// the device's default generator decides.
-torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
-                            const std::shared_ptr<dropout_keys>& keys);
-
+/// Word + position (+ token type) embeddings, LayerNorm, dropout.
 struct bert_embeddings_impl : torch::nn::Module {
-  explicit bert_embeddings_impl(const bert_config& config);
+  /// `token_types`: BERT adds token-type embeddings, DistilBERT has none.
+  bert_embeddings_impl(const bert_config& config, bool token_types);
+  /// `token_type_ids` is ignored without token-type embeddings.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
@@ -37,7 +32,9 @@ TORCH_MODULE_IMPL(bert_embeddings, bert_embeddings_impl);
 
 /// One post-LayerNorm transformer layer: self-attention, then a GELU feed-forward block.
 struct bert_layer_impl : torch::nn::Module {
-  explicit bert_layer_impl(const bert_config& config);
+  /// `output_dropout`: BERT drops out the attention's output projection before its residual
+  /// sum; DistilBERT does not (its attention dropout is on the probabilities only).
+  bert_layer_impl(const bert_config& config, bool output_dropout);
   /// `attention_bias` is [batch, 1, 1, seq] (0 or a large negative number), or undefined.
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& attention_bias);
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_output{nullptr};
@@ -46,33 +43,33 @@ struct bert_layer_impl : torch::nn::Module {
   torch::nn::LayerNorm output_layer_norm{nullptr};
   int64_t heads, head_size;
   double hidden_dropout, attention_dropout;
+  bool output_dropout;
   std::shared_ptr<dropout_keys> keys;
 };
 TORCH_MODULE_IMPL(bert_layer, bert_layer_impl);
 
+torch::nn::LayerNorm make_layer_norm(const bert_config& config);
+
+/// [batch, 1, 1, seq]: −10⁴ at padded positions (position ≥ lengths[row]), 0 elsewhere;
+/// undefined when `lengths` is.
+torch::Tensor padding_attention_bias(const torch::Tensor& lengths, int64_t seq, const torch::Tensor& like);
+
+/// The masked-LM head at `flat_positions` of `hidden`: dense → GELU → LayerNorm → the word
+/// embeddings' transpose + bias, in fp32.
+torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& flat_positions,
+                             torch::nn::Linear dense, torch::nn::LayerNorm norm,
+                             const torch::Tensor& word_embeddings, const torch::Tensor& bias);
+
 /// BertForMaskedLM: embeddings, encoder layers and the prediction head whose decoder is tied to
 /// the word embeddings. The head runs only at the requested positions.
-struct bert_for_masked_lm_impl : torch::nn::Module {
+struct bert_for_masked_lm_impl : masked_lm_impl {
   explicit bert_for_masked_lm_impl(const bert_config& config);
 
-  /// Final hidden states [batch, seq, hidden]. `lengths` ([batch], int64) marks padding; pass
-  /// an undefined tensor when no sequence is padded.
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
-                       const torch::Tensor& lengths);
-  /// Vocabulary logits [n, vocab] (fp32) at flat positions (batch × seq + position).
-  torch::Tensor predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions);
-
-  const bert_config& config() const { return config_; }
-  /// Every trainable tensor under its HuggingFace BertForMaskedLM name, in a fixed order. The
-  /// tied decoder weight is not listed (it is bert.embeddings.word_embeddings.weight).
-  std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters();
-  /// Initialises weights as HF does: normal(0, initializer_range), zero biases, LayerNorm 1/0.
-  void reset_weights(uint64_t seed);
-  /// Keys dropout by sample under the run's `seed` (see dropout_keys).
-  void seed_dropout(uint64_t seed);
-  /// Before a training forward: the batch rows' sample keys; the site count starts again.
-  void begin_dropout(const std::vector<uint64_t>& sample_keys);
-  const std::shared_ptr<dropout_keys>& dropout_state() const { return embeddings->keys; }
+                       const torch::Tensor& lengths) override;
+  torch::Tensor predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) override;
+  /// The tied decoder weight is not listed (it is bert.embeddings.word_embeddings.weight).
+  std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() override;
 
   bert_embeddings embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -80,8 +77,8 @@ struct bert_for_masked_lm_impl : torch::nn::Module {
   torch::nn::LayerNorm transform_layer_norm{nullptr};
   torch::Tensor prediction_bias;
 
- private:
-  bert_config config_;
+ protected:
+  void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) override;
 };
 TORCH_MODULE_IMPL(bert_for_masked_lm, bert_for_masked_lm_impl);
 

@@ -5,16 +5,9 @@
 
 #include <ATen/Tensor.h>
 
-namespace troupe::compute {
+#include "compute/distillation_config.hpp"
 
-/// The `distillation` block's weights, with HF's recipe as defaults.
-struct distillation_weights {
-  double temperature = 2.0;
-  double alpha_ce = 5.0;   ///< soft-target KL divergence
-  double alpha_mlm = 2.0;  ///< masked-LM cross-entropy against the labels
-  double alpha_cos = 1.0;  ///< cosine embedding loss between last hidden states
-  double alpha_mse = 0.0;  ///< squared error between the logits
-};
+namespace troupe::compute {
 
 /// Each part of the loss (0-d tensors; `total` carries the gradient) so the window can report
 /// every one.

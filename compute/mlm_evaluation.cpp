@@ -6,13 +6,13 @@
 #include <algorithm>
 
 #include "compute/autocast_scope.hpp"
-#include "compute/bert_model.hpp"
+#include "compute/masked_lm.hpp"
 
 namespace troupe::compute {
 
 mlm_evaluator::mlm_evaluator(const bert_config& config, const named_tensors& parameters, c10::Device device,
                              bool bf16)
-    : model_(std::make_shared<bert_for_masked_lm_impl>(config)), device_(device), bf16_(bf16) {
+    : model_(make_masked_lm(config)), device_(device), bf16_(bf16) {
   assign_named_tensors(model_->hf_named_parameters(), parameters, "checkpoint model");
   model_->to(device_);
   model_->eval();

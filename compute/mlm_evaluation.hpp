@@ -14,7 +14,7 @@
 
 namespace troupe::compute {
 
-struct bert_for_masked_lm_impl;
+struct masked_lm_impl;
 
 /// A running sum of negative log-likelihoods (natural log) over predicted tokens.
 struct nll_sum {
@@ -45,7 +45,7 @@ class mlm_evaluator {
                                 int64_t mask_id, const std::vector<int64_t>& special_ids, int64_t batch_size);
 
  private:
-  std::shared_ptr<bert_for_masked_lm_impl> model_;
+  std::shared_ptr<masked_lm_impl> model_;
   c10::Device device_;
   bool bf16_;
 };

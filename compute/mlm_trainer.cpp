@@ -8,12 +8,14 @@
 #include <chrono>
 
 #include "compute/autocast_scope.hpp"
-#include "compute/bert_model.hpp"
+#include "compute/masked_lm.hpp"
 #include "compute/counter_random.hpp"
+#include "compute/distillation_forward.hpp"
 #include "compute/flat_parameters.hpp"
 #include "compute/lr_schedule.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
+#include "compute/student_init.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::compute {
@@ -27,13 +29,43 @@ at::Tensor to_device(const at::Tensor& t, c10::Device device) {
   return t.defined() ? t.to(device, /*non_blocking=*/true) : t;
 }
 
+mlm_batch to_device(const mlm_batch& batch, c10::Device device) {
+  mlm_batch moved = batch;
+  moved.input_ids = to_device(batch.input_ids, device);
+  moved.token_type_ids = to_device(batch.token_type_ids, device);
+  moved.lengths = to_device(batch.lengths, device);
+  moved.masked_positions = to_device(batch.masked_positions, device);
+  moved.labels = to_device(batch.labels, device);
+  return moved;
+}
+
+/// The frozen teacher on `device`, in eval mode, without gradients.
+std::shared_ptr<masked_lm_impl> load_teacher(const teacher_setup& setup, c10::Device device) {
+  auto teacher = make_masked_lm(setup.model);
+  assign_named_tensors(teacher->hf_named_parameters(), setup.parameters, "distillation.teacher");
+  for (auto& parameter : teacher->parameters()) parameter.set_requires_grad(false);
+  teacher->to(device);
+  teacher->eval();
+  return teacher;
+}
+
 }  // namespace
 
 mlm_trainer::mlm_trainer(const trainer_options& options)
     : options_(options), device_(options.device) {
   at::set_num_threads(static_cast<int>(options.threads));
-  model_ = std::make_shared<bert_for_masked_lm_impl>(options.model);
+  model_ = make_masked_lm(options.model);
   model_->reset_weights(options.seed);
+  if (options.teacher) {
+    const auto& distillation = options.teacher->distillation;
+    if (distillation.student_from_teacher) {
+      auto layers = distillation.teacher_layers;
+      if (layers.empty())
+        layers = default_teacher_layers(options.teacher->model.num_hidden_layers, options.model.num_hidden_layers);
+      init_student_from_teacher(model_->hf_named_parameters(), options.teacher->parameters, layers);
+    }
+    teacher_ = load_teacher(*options.teacher, device_);
+  }
   model_->to(device_);
   model_->train();
   // Keyed by sample, not by rank: every replica draws a sample's masks alike (DESIGN §4).
@@ -52,10 +84,18 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
   {
     autocast_scope autocast(device_, options_.bf16);
     model_->begin_dropout(batch.sample_keys);
-    auto hidden = model_->encode(to_device(batch.input_ids, device_), to_device(batch.token_type_ids, device_),
-                                 to_device(batch.lengths, device_));
-    auto logits = model_->predict(hidden, to_device(batch.masked_positions, device_));
-    loss = at::cross_entropy_loss(logits, to_device(batch.labels, device_));
+    const auto on_device = to_device(batch, device_);
+    if (teacher_) {
+      const auto distilled = distillation_forward(*model_, *teacher_, on_device, options_.teacher->distillation);
+      loss = distilled.parts.total;
+      result.teacher_seconds = distilled.teacher_seconds;
+      result.parts = {distilled.parts.ce.item<double>(), distilled.parts.mlm.item<double>(),
+                      distilled.parts.cos.item<double>(), distilled.parts.mse.item<double>()};
+    } else {
+      auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
+      auto logits = model_->predict(hidden, on_device.masked_positions);
+      loss = at::cross_entropy_loss(logits, on_device.labels);
+    }
   }
   result.forward_seconds = seconds_since(start);
   if (before_backward) before_backward();
@@ -73,10 +113,10 @@ nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {
   nll_sum sum;
   {
     autocast_scope autocast(device_, options_.bf16);
-    auto hidden = model_->encode(to_device(batch.input_ids, device_), to_device(batch.token_type_ids, device_),
-                                 to_device(batch.lengths, device_));
-    auto logits = model_->predict(hidden, to_device(batch.masked_positions, device_));
-    auto nll = at::cross_entropy_loss(logits, to_device(batch.labels, device_), {}, at::Reduction::Sum);
+    const auto on_device = to_device(batch, device_);
+    auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
+    auto logits = model_->predict(hidden, on_device.masked_positions);
+    auto nll = at::cross_entropy_loss(logits, on_device.labels, {}, at::Reduction::Sum);
     sum = {nll.item<double>(), batch.labels.numel()};
   }
   model_->train();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compute/bert_config.hpp"
+#include "compute/distillation_config.hpp"
 #include "compute/mlm_batch.hpp"
 #include "compute/mlm_evaluation.hpp"
 #include "compute/named_tensors.hpp"
@@ -20,7 +21,14 @@ namespace troupe::compute {
 
 class flat_parameters;
 class optimizer;
-struct bert_for_masked_lm_impl;
+struct masked_lm_impl;
+
+/// A teacher to distil from (the `distillation` block and the teacher's checkpoint).
+struct teacher_setup {
+  distillation_config distillation;
+  bert_config model;
+  named_tensors parameters;  ///< CPU, HF names; copied onto each trainer's device
+};
 
 struct trainer_options {
   bert_config model;
@@ -35,11 +43,21 @@ struct trainer_options {
   /// Where the flat gradient lives (zero-filled fp32, `numel` elements), e.g. memory that ring
   /// neighbours on this host can read; empty: a new tensor.
   std::function<at::Tensor(int64_t numel)> gradient_buffer;
+  /// Distillation: the loss is compute::distillation_loss against this frozen teacher; null:
+  /// the masked-LM loss.
+  std::shared_ptr<const teacher_setup> teacher;
+};
+
+/// A distillation micro-batch's loss parts, each the micro-batch's mean (zero without a teacher).
+struct loss_parts {
+  double ce = 0.0, mlm = 0.0, cos = 0.0, mse = 0.0;
 };
 
 /// What one micro-batch produced.
 struct micro_step_result {
-  double loss = 0.0;          ///< mean cross-entropy over its masked tokens
+  double loss = 0.0;          ///< mean cross-entropy over its masked tokens, or the distillation total
+  loss_parts parts;
+  double teacher_seconds = 0.0;  ///< of forward_seconds, the teacher's forward
   int64_t masked_tokens = 0;
   double forward_seconds = 0.0;
   double backward_seconds = 0.0;
@@ -52,7 +70,7 @@ struct window_step_result {
   double optimizer_seconds = 0.0;
 };
 
-/// Runs micro-batches (forward, backward, gradients accumulated in the flat buffer, each
+/// Runs micro-batches (forward — of the student and a frozen teacher under distillation —, backward, gradients accumulated in the flat buffer, each
 /// micro-batch's mean loss weighted by its sample count) and, at a window's end, averages the
 /// gradient over the window's samples, clips it and steps the optimizer.
 class mlm_trainer {
@@ -104,7 +122,8 @@ class mlm_trainer {
  private:
   trainer_options options_;
   c10::Device device_;
-  std::shared_ptr<bert_for_masked_lm_impl> model_;
+  std::shared_ptr<masked_lm_impl> model_;
+  std::shared_ptr<masked_lm_impl> teacher_;  ///< distillation's, frozen; null without
   std::unique_ptr<flat_parameters> parameters_;
   std::unique_ptr<optimizer> optimizer_;
   at::Tensor banked_gradient_;

@@ -46,6 +46,12 @@ void write_window(schema::WindowReport::Builder out, const window_report& r) {
   out.setEvalLossSum(r.eval_loss_sum);
   out.setEvalTokens(r.eval_tokens);
   out.setEvalSeconds(r.eval_seconds);
+  out.setDistilled(r.distilled);
+  out.setLossCe(r.loss_ce);
+  out.setLossMlm(r.loss_mlm);
+  out.setLossCos(r.loss_cos);
+  out.setLossMse(r.loss_mse);
+  out.setTeacherSeconds(r.teacher_seconds);
 }
 
 window_report read_window(schema::WindowReport::Reader in) {
@@ -78,6 +84,12 @@ window_report read_window(schema::WindowReport::Reader in) {
   r.eval_loss_sum = in.getEvalLossSum();
   r.eval_tokens = in.getEvalTokens();
   r.eval_seconds = in.getEvalSeconds();
+  r.distilled = in.getDistilled();
+  r.loss_ce = in.getLossCe();
+  r.loss_mlm = in.getLossMlm();
+  r.loss_cos = in.getLossCos();
+  r.loss_mse = in.getLossMse();
+  r.teacher_seconds = in.getTeacherSeconds();
   return r;
 }
 

@@ -37,6 +37,12 @@ struct window_report {
   double eval_loss_sum = 0;  ///< eval_every_windows: this rank's share of the held-out subset, summed NLL,
   int64_t eval_tokens = 0;   ///< its predicted tokens (0: no evaluation after this window),
   double eval_seconds = 0;   ///< and how long it took
+  bool distilled = false;    ///< a distillation window: the loss is the weighted sum of the parts below
+  double loss_ce = 0;        ///< soft-target KL · T², per-sample mean over all ranks
+  double loss_mlm = 0;       ///< masked-LM cross-entropy, likewise
+  double loss_cos = 0;       ///< cosine embedding loss of the last hidden states, likewise
+  double loss_mse = 0;       ///< squared error of the logits, likewise
+  double teacher_seconds = 0;  ///< this rank's teacher forwards (not in forward_seconds)
 };
 
 }  // namespace troupe::messages

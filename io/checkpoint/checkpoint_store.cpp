@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "io/checkpoint/hf_bert_config.hpp"
+#include "io/checkpoint/hf_model_config.hpp"
 #include "io/checkpoint/safetensors.hpp"
 #include "io/checkpoint/safetensors_header.hpp"
 #include "io/config/json_fields.hpp"
@@ -147,7 +147,7 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   hashes["optimizer.safetensors"] =
       write_safetensors(temporary / "optimizer.safetensors", contents.optimizer, {{"format", "pt"}});
   hashes["config.json"] =
-      write_file_atomically(temporary / "config.json", hf_bert_config(contents.model).dump(2) + "\n");
+      write_file_atomically(temporary / "config.json", hf_model_config(contents.model).dump(2) + "\n");
 
   checkpoint_manifest manifest;
   manifest.step = s.optimizer_steps;
@@ -263,7 +263,7 @@ checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_
   s.last_lr = manifest.last_lr;
   contents.job = json::parse(manifest.job_config, nullptr, false);
   if (contents.job.is_discarded()) throw make_error(dir.string(), ": the manifest's job config is not valid JSON");
-  contents.model = bert_config_from_hf(parse_json_file(dir / "config.json"), (dir / "config.json").string());
+  contents.model = model_config_from_hf(parse_json_file(dir / "config.json"), (dir / "config.json").string());
   contents.parameters = tensors_of("model.safetensors");
   if (with_optimizer) contents.optimizer = tensors_of("optimizer.safetensors");
   return contents;

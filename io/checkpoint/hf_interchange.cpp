@@ -6,9 +6,9 @@
 #include <optional>
 #include <set>
 
-#include "compute/bert_model.hpp"
+#include "compute/masked_lm.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
-#include "io/checkpoint/hf_bert_config.hpp"
+#include "io/checkpoint/hf_model_config.hpp"
 #include "io/checkpoint/safetensors.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
@@ -70,16 +70,27 @@ void write_tokenizer(const tokenizer_source& tokenizer, const std::filesystem::p
   write_file_atomically(dir / "tokenizer_config.json", config.dump(2) + "\n");
 }
 
-/// HF names → troupe's names: BertModel checkpoints lack the "bert." prefix.
-std::string troupe_name(const std::string& hf) {
+/// HF names → troupe's names: BertModel and DistilBertModel checkpoints lack the "bert." or
+/// "distilbert." prefix.
+std::string troupe_name(const std::string& hf, const std::string& model_type) {
+  if (model_type == "distilbert")
+    return hf.rfind("embeddings.", 0) == 0 || hf.rfind("transformer.", 0) == 0 ? "distilbert." + hf : hf;
   if (hf.rfind("embeddings.", 0) == 0 || hf.rfind("encoder.", 0) == 0 || hf.rfind("pooler.", 0) == 0)
     return "bert." + hf;
   return hf;
 }
 
+/// What troupe does not keep: BERT's pooler and next-sentence head, tied output projections
+/// (the word embeddings) and the position_ids buffers.
 bool is_dropped(const std::string& name) {
   return name.rfind("bert.pooler.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0 ||
-         name.rfind("cls.predictions.decoder.", 0) == 0 || name.find("position_ids") != std::string::npos;
+         name.rfind("cls.predictions.decoder.", 0) == 0 || name == "vocab_projector.weight" ||
+         name.find("position_ids") != std::string::npos;
+}
+
+/// The MLM head's tensors (absent from a BertModel or DistilBertModel checkpoint).
+bool is_head(const std::string& name) {
+  return name.rfind("cls.", 0) == 0 || name.rfind("vocab_", 0) == 0;
 }
 
 }  // namespace
@@ -94,7 +105,7 @@ void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesyste
   const auto temporary = std::filesystem::path(hf_dir.string() + ".tmp");
   std::filesystem::remove_all(temporary);
   std::filesystem::create_directories(temporary);
-  write_file_atomically(temporary / "config.json", hf_bert_config(checkpoint.model).dump(2) + "\n");
+  write_file_atomically(temporary / "config.json", hf_model_config(checkpoint.model).dump(2) + "\n");
   write_safetensors(temporary / "model.safetensors", checkpoint.parameters, {{"format", "pt"}});
   write_tokenizer(tokenizer, temporary, checkpoint.model.max_position_embeddings);
   fsync_directory(temporary);
@@ -112,39 +123,39 @@ void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path&
   } catch (const json::exception& e) {
     throw make_error(config_path.string(), ": not valid JSON: ", e.what());
   }
-  if (config.value("model_type", "bert") != "bert")
-    throw make_error(config_path.string(), ": model_type is \"", config.value("model_type", ""),
-                     "\"; troupe imports BERT models");
   const auto weights = hf_dir / "model.safetensors";
   if (!std::filesystem::exists(weights))
     throw make_error(weights.string(), ": not found (only safetensors weights are imported; convert "
                                        "pytorch_model.bin with transformers' save_pretrained(safe_serialization=True))");
 
   checkpoint_contents contents;
-  contents.model = bert_config_from_hf(config, config_path.string());
+  contents.model = model_config_from_hf(config, config_path.string());
   compute::named_tensors loaded;
   for (auto& [name, tensor] : read_safetensors(weights).tensors) {
-    auto mapped = troupe_name(name);
+    auto mapped = troupe_name(name, contents.model.model_type);
     if (!is_dropped(mapped)) loaded.emplace_back(mapped, tensor.to(at::kFloat));
   }
   // Check names and shapes against the model the config describes; a missing MLM head (a
-  // BertModel checkpoint) keeps the fresh initialisation.
-  compute::bert_for_masked_lm_impl model(contents.model);
-  auto targets = model.hf_named_parameters();
+  // BertModel or DistilBertModel checkpoint) keeps the fresh initialisation.
+  const auto model = compute::make_masked_lm(contents.model);
+  auto targets = model->hf_named_parameters();
   bool has_head = false;
-  for (const auto& [name, tensor] : loaded) has_head = has_head || name.rfind("cls.", 0) == 0;
+  for (const auto& [name, tensor] : loaded) has_head = has_head || is_head(name);
   if (!has_head) {
-    spdlog::warn("{}: no MLM head (cls.predictions.*); initialising it fresh", weights.string());
-    targets.erase(std::remove_if(targets.begin(), targets.end(), [](auto& e) { return e.first.rfind("cls.", 0) == 0; }),
+    spdlog::warn("{}: no MLM head ({}); initialising it fresh", weights.string(),
+                 contents.model.model_type == "distilbert" ? "vocab_*" : "cls.predictions.*");
+    targets.erase(std::remove_if(targets.begin(), targets.end(), [](auto& e) { return is_head(e.first); }),
                   targets.end());
   }
   compute::assign_named_tensors(targets, loaded, weights.string());
   std::set<std::string> known;
-  for (const auto& [name, value] : model.hf_named_parameters()) known.insert(name);
+  for (const auto& [name, value] : model->hf_named_parameters()) known.insert(name);
   for (const auto& [name, tensor] : loaded)
-    if (known.count(name) == 0) throw make_error(weights.string(), ": tensor '", name, "' is not part of a BERT MLM");
+    if (known.count(name) == 0)
+      throw make_error(weights.string(), ": tensor '", name, "' is not part of a ", contents.model.model_type,
+                       " masked-LM");
 
-  contents.parameters = compute::cpu_copies(model.hf_named_parameters());
+  contents.parameters = compute::cpu_copies(model->hf_named_parameters());
   const auto vocab_file = vocab.empty() ? hf_dir / "vocab.txt" : vocab;
   if (std::filesystem::exists(vocab_file)) {
     contents.state.vocab_hash = file_xxh64_hex(vocab_file);

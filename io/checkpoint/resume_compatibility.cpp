@@ -47,6 +47,7 @@ void check_resume_compatible(const checkpoint_contents& checkpoint, const job_co
   const auto& saved_model = checkpoint.model;
   const auto& model = config.model;
   require_same(checkpoint, "model.vocab_size", saved_model.vocab_size, model.vocab_size);
+  require_same(checkpoint, "model.type", saved_model.model_type, model.model_type);
   require_same(checkpoint, "model.hidden_size", saved_model.hidden_size, model.hidden_size);
   require_same(checkpoint, "model.num_hidden_layers", saved_model.num_hidden_layers, model.num_hidden_layers);
   require_same(checkpoint, "model.num_attention_heads", saved_model.num_attention_heads, model.num_attention_heads);
@@ -57,7 +58,6 @@ void check_resume_compatible(const checkpoint_contents& checkpoint, const job_co
 
   if (imported) return;
   const auto saved = saved_job(checkpoint);
-  require_same(checkpoint, "model.type", saved.model_type, config.model_type);
   require_same(checkpoint, "data.mask_probability", saved.data.mask_probability, config.data.mask_probability);
 }
 

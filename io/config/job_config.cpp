@@ -9,25 +9,60 @@ namespace {
 
 constexpr int64_t big = int64_t{1} << 40;
 
-compute::bert_config parse_model(json_fields& fields, std::string& type) {
+compute::bert_config parse_model(json_fields& fields) {
   compute::bert_config model;
-  type = fields.choice("type", "bert", {"bert"});
+  model.model_type = fields.choice("type", "bert", {"bert", "distilbert"});
+  const bool distilbert = model.model_type == "distilbert";
   model.vocab_size = fields.integer("vocab_size", 0, 0, 1 << 24);
   model.hidden_size = fields.integer("hidden_size", model.hidden_size, 1, 1 << 16);
   model.num_hidden_layers = fields.integer("num_hidden_layers", model.num_hidden_layers, 1, 1024);
   model.num_attention_heads = fields.integer("num_attention_heads", model.num_attention_heads, 1, 1024);
   model.intermediate_size = fields.integer("intermediate_size", 4 * model.hidden_size, 1, 1 << 18);
   model.max_position_embeddings = fields.integer("max_position_embeddings", model.max_position_embeddings, 8, 65536);
+  if (distilbert && fields.has("type_vocab_size"))
+    fields.fail("type_vocab_size", "no value: DistilBERT has no token-type embeddings");
   model.type_vocab_size = fields.integer("type_vocab_size", model.type_vocab_size, 2, 16);
   model.hidden_dropout_prob = fields.number("hidden_dropout_prob", model.hidden_dropout_prob, 0.0, 0.99);
   model.attention_probs_dropout_prob =
       fields.number("attention_probs_dropout_prob", model.attention_probs_dropout_prob, 0.0, 0.99);
   model.layer_norm_eps = fields.number("layer_norm_eps", model.layer_norm_eps, 1e-20, 1e-1);
+  if (distilbert && model.layer_norm_eps != 1e-12)
+    fields.fail("layer_norm_eps", "1e-12: HF's DistilBertConfig has no layer_norm_eps and uses 1e-12");
   model.initializer_range = fields.number("initializer_range", model.initializer_range, 1e-6, 1.0);
   if (model.hidden_size % model.num_attention_heads != 0)
     fields.fail("hidden_size", detail::concat("a multiple of num_attention_heads (", model.num_attention_heads, ")"));
   fields.finish();
   return model;
+}
+
+/// The `distillation` block (compute/distillation_config.hpp); the teacher itself is checked
+/// against the student and the data when it is read (io/checkpoint/teacher_checkpoint.hpp).
+compute::distillation_config parse_distillation(json_fields& fields) {
+  compute::distillation_config d;
+  d.enabled = true;
+  d.teacher = fields.string("teacher", "");
+  if (d.teacher.empty()) fields.fail("teacher", "the run directory or checkpoint directory of a trained BERT");
+  auto& w = d.weights;
+  w.temperature = fields.number("temperature", w.temperature, 1e-3, 1e3);
+  w.alpha_ce = fields.number("alpha_ce", w.alpha_ce, 0.0, 1e4);
+  w.alpha_mlm = fields.number("alpha_mlm", w.alpha_mlm, 0.0, 1e4);
+  w.alpha_cos = fields.number("alpha_cos", w.alpha_cos, 0.0, 1e4);
+  w.alpha_mse = fields.number("alpha_mse", w.alpha_mse, 0.0, 1e4);
+  if (w.alpha_ce + w.alpha_mlm + w.alpha_cos + w.alpha_mse <= 0)
+    fields.fail("alpha_ce", "a positive weight on at least one of alpha_ce, alpha_mlm, alpha_cos, alpha_mse");
+  d.restrict_ce_to_mask = fields.boolean("restrict_ce_to_mask", false);
+  d.student_from_teacher = fields.choice("student_init", "teacher", {"teacher", "random"}) == "teacher";
+  const auto layers = fields.array("teacher_layers");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (!layers[i].is_number_integer() || layers[i].get<int64_t>() < 0)
+      fields.fail("teacher_layers", detail::concat("a list of teacher layer indices (element ", i, " is ",
+                                                   layers[i].dump(), ")"));
+    d.teacher_layers.push_back(layers[i].get<int64_t>());
+  }
+  if (!d.teacher_layers.empty() && !d.student_from_teacher)
+    fields.fail("teacher_layers", "no value with \"student_init\": \"random\" (nothing is copied)");
+  fields.finish();
+  return d;
 }
 
 compute::optimizer_config parse_optimizer(json_fields& fields) {
@@ -151,7 +186,11 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
     fp16.fail("enabled", "false: fp16 with loss scaling is not implemented yet; use bf16.enabled on CPU and GPU");
 
   auto model = root.object("model");
-  config.model = parse_model(model, config.model_type);
+  config.model = parse_model(model);
+  if (root.has("distillation")) {
+    auto distillation = root.object("distillation");
+    config.distillation = parse_distillation(distillation);
+  }
   auto optimizer = root.object("optimizer");
   config.optimizer = parse_optimizer(optimizer);
   auto scheduler = root.object("scheduler");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/bert_config.hpp"
+#include "compute/distillation_config.hpp"
 #include "compute/optimizer_config.hpp"
 
 namespace troupe::io {
@@ -55,8 +56,8 @@ struct job_config {
   uint64_t seed = 42;
   double gradient_clipping = 1.0;  ///< global-norm clip; 0 disables
   bool bf16 = false;
-  std::string model_type = "bert";
-  compute::bert_config model;
+  compute::bert_config model;  ///< model.type is model.model_type
+  compute::distillation_config distillation;
   compute::optimizer_config optimizer;
   compute::schedule_config scheduler;
   data_config data;

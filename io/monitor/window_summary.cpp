@@ -16,7 +16,8 @@ uint64_t from_hex64(const std::string& text) { return std::strtoull(text.c_str()
 
 double phase_seconds(const messages::window_report& r, std::size_t phase) {
   const double values[] = {r.data_wait_seconds, r.forward_seconds, r.backward_seconds,
-                           r.allreduce_seconds, r.optimizer_seconds, r.checkpoint_stall_seconds, r.eval_seconds};
+                           r.allreduce_seconds, r.optimizer_seconds, r.checkpoint_stall_seconds, r.eval_seconds,
+                           r.teacher_seconds};
   return values[phase];
 }
 
@@ -97,6 +98,8 @@ nlohmann::json window_json(const window_summary& window) {
   line["ranks"] = std::move(ranks);
   line["rings"] = rings_json(window);
   if (window.eval_perplexity) line["eval_perplexity"] = *window.eval_perplexity;
+  if (r.distilled)
+    line["loss_parts"] = {{"ce", r.loss_ce}, {"mlm", r.loss_mlm}, {"cos", r.loss_cos}, {"mse", r.loss_mse}};
   return line;
 }
 
@@ -120,6 +123,14 @@ window_summary window_from_json(const nlohmann::json& line) {
   cluster.world_size = line.value("world_size", 1);
   cluster.straggler_rank = line.value("straggler_rank", 0);
   cluster.straggler_lateness_seconds = line.value("straggler_lateness_s", 0.0);
+  if (line.contains("loss_parts")) {
+    const auto& parts = line["loss_parts"];
+    cluster.distilled = true;
+    cluster.loss_ce = parts.value("ce", 0.0);
+    cluster.loss_mlm = parts.value("mlm", 0.0);
+    cluster.loss_cos = parts.value("cos", 0.0);
+    cluster.loss_mse = parts.value("mse", 0.0);
+  }
   const auto time_split = [](messages::window_report& r, const nlohmann::json& time) {
     r.data_wait_seconds = time.value("data_wait", 0.0);
     r.forward_seconds = time.value("forward", 0.0);
@@ -128,6 +139,7 @@ window_summary window_from_json(const nlohmann::json& line) {
     r.optimizer_seconds = time.value("optimizer", 0.0);
     r.checkpoint_stall_seconds = time.value("checkpoint", 0.0);
     r.eval_seconds = time.value("eval", 0.0);
+    r.teacher_seconds = time.value("teacher", 0.0);
   };
   if (!line.contains("ranks")) {
     cluster.rank = line.value("rank", 0);

@@ -47,7 +47,7 @@ std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
 
 /// The phases of a rank's window, as the page and /metrics name them.
 inline constexpr const char* window_phases[] = {"data_wait", "forward", "backward", "allreduce",
-                                                "optimizer", "checkpoint", "eval"};
+                                                "optimizer", "checkpoint", "eval", "teacher"};
 /// A rank's seconds in window_phases[phase].
 double phase_seconds(const messages::window_report& report, std::size_t phase);
 /// `amount` per second of `seconds` (0 for no time).

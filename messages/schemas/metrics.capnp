@@ -34,6 +34,12 @@ struct WindowReport {
   evalLossSum @25 :Float64;             # periodic held-out evaluation (eval_every_windows): this rank's
   evalTokens @26 :Int64;                #   share of the fixed subset, summed NLL and predicted tokens
   evalSeconds @27 :Float64;             #   and the time it took (0, 0, 0 in windows without one)
+  distilled @28 :Bool;                  # a distillation window: the loss parts below are set
+  lossCe @29 :Float64;                  # soft-target KL · T² (per-sample mean over all ranks)
+  lossMlm @30 :Float64;                 # masked-LM cross-entropy
+  lossCos @31 :Float64;                 # cosine embedding loss of the last hidden states
+  lossMse @32 :Float64;                 # squared error of the logits
+  teacherSeconds @33 :Float64;          # this rank's teacher forwards (not in forwardSeconds)
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

@@ -20,6 +20,7 @@
 #include "cluster/plan.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/checkpoint/run_directory.hpp"
+#include "io/checkpoint/teacher_checkpoint.hpp"
 #include "io/config/job_config.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/child_process.hpp"
@@ -74,6 +75,8 @@ io::job_config check_job(const cluster::cluster_manifest& manifest, const job_ar
   auto config = io::load_job_config(args.config, manifest.world_size());
   const io::token_dataset data(config.data.dir, "train");
   io::reconcile_with_data(config, data.manifest(), args.config);
+  if (config.distillation.enabled)  // refused here, before any node starts
+    io::load_teacher_checkpoint(config.distillation, config.model, data.manifest(), args.config);
   return config;
 }
 

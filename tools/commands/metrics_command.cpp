@@ -57,6 +57,7 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
       time["optimizer"] += w.optimizer_seconds;
       time["checkpoint"] += w.checkpoint_stall_seconds;
       time["eval"] += w.eval_seconds;
+      time["teacher"] += w.teacher_seconds;
       window_seconds += w.window_seconds;
       lateness[w.rank] += w.lateness_seconds;
       if (!rank.node.empty()) node_of[w.rank] = rank.node;
@@ -102,7 +103,7 @@ void print_summary(const std::string& run_dir, const nlohmann::json& s) {
   std::printf("\nthroughput     median %.1f samples/s, %.0f tokens/s\n", s["samples_per_s_median"].get<double>(),
               s["tokens_per_s_median"].get<double>());
   std::printf("time split    ");
-  for (const char* phase : {"forward", "backward", "allreduce", "optimizer", "data_wait", "checkpoint", "eval"})
+  for (const char* phase : {"forward", "backward", "allreduce", "optimizer", "data_wait", "checkpoint", "eval", "teacher"})
     std::printf(" %s %.0f%%", phase, 100 * s["time_share"].value(phase, 0.0));
   std::printf("  (mean window %.3f s)\n", s["mean_window_s"].get<double>());
   if (s.contains("slowest_rank")) {

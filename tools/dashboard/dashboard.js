@@ -24,10 +24,11 @@
 
   const MAIN_COLUMNS = ["step", "loss", "perplexity", "samples_per_s", "tokens_per_s"];
   const EVAL_COLUMNS = ["eval_step", "eval_perplexity"];
-  const TIME_PARTS = ["data_wait", "forward", "backward", "allreduce", "optimizer", "checkpoint", "eval"];
+  const TIME_PARTS = ["data_wait", "forward", "backward", "allreduce", "optimizer", "checkpoint", "eval", "teacher"];
   const PART_COLORS = {
     data_wait: "#9aa0a6", forward: "#1f77b4", backward: "#ff7f0e",
     allreduce: "#2ca02c", optimizer: "#9467bd", checkpoint: "#8c564b", eval: "#17becf",
+    teacher: "#e377c2",
   };
   // Line colours for ranks and rings; red is kept for the straggler.
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",

@@ -1,0 +1,27 @@
+#pragma once
+/// One micro-batch's forward under distillation: the student (training, dropout keyed by
+/// sample) and the frozen teacher (eval, no gradients) read the same masked input; the soft
+/// targets cover every real token (or only the masked ones) and the masked-LM part the masked
+/// positions (compute/distillation_loss.hpp).
+
+#include "compute/distillation_loss.hpp"
+#include "compute/mlm_batch.hpp"
+
+namespace troupe::compute {
+
+struct masked_lm_impl;
+
+struct distillation_forward_result {
+  distillation_loss_parts parts;
+  double teacher_seconds = 0.0;  ///< the teacher's forward, inside the micro-batch's forward
+};
+
+/// `batch` lies on the models' device. The student's dropout must have been begun for it.
+distillation_forward_result distillation_forward(masked_lm_impl& student, masked_lm_impl& teacher,
+                                                 const mlm_batch& batch, const distillation_config& config);
+
+/// The flat positions (row × seq + column) of every real token: all of them when `lengths`
+/// is undefined. [n] int64 on `lengths`' (or the CPU's) device.
+at::Tensor real_token_positions(const at::Tensor& lengths, int64_t batch, int64_t seq, c10::Device device);
+
+}  // namespace troupe::compute

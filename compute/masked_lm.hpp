@@ -1,0 +1,60 @@
+#pragma once
+/// What every masked-LM architecture (BERT, DistilBERT) offers the trainer, the evaluator and
+/// the checkpoints: final hidden states, vocabulary logits at chosen positions, and its tensors
+/// under HuggingFace's names. make_masked_lm builds the one a bert_config's model_type names.
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compute/bert_config.hpp"
+#include "compute/dropout_mask.hpp"
+
+namespace troupe::compute {
+
+/// Dropout with masks keyed by sample (compute/dropout_mask.hpp): the CPU loop on the CPU, the
+/// same bits from tensor operations elsewhere. Without `keys` (a model used outside a trainer)
+/// the device's default generator decides.
+torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
+                            const std::shared_ptr<dropout_keys>& keys);
+
+struct masked_lm_impl : torch::nn::Module {
+  explicit masked_lm_impl(const bert_config& config) : config_(config) {}
+  ~masked_lm_impl() override = default;
+
+  /// Final hidden states [batch, seq, hidden]. `lengths` ([batch], int64) marks padding; pass
+  /// an undefined tensor when no sequence is padded. Models without token types ignore them.
+  virtual torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                               const torch::Tensor& lengths) = 0;
+  /// Vocabulary logits [n, vocab] (fp32) at flat positions (batch × seq + position).
+  virtual torch::Tensor predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) = 0;
+  /// Every trainable tensor under its HuggingFace name, in a fixed order; a tied output
+  /// projection is not listed (it is the word embeddings).
+  virtual std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() = 0;
+
+  const bert_config& config() const { return config_; }
+  /// Initialises weights as HF does: normal(0, initializer_range) drawn on the CPU from `seed`
+  /// (so every device starts equal), zero biases, LayerNorm weights 1.
+  void reset_weights(uint64_t seed);
+  /// Keys dropout by sample under the run's `seed` (see dropout_keys).
+  void seed_dropout(uint64_t seed);
+  /// Before a training forward: the batch rows' sample keys; the site count starts again.
+  void begin_dropout(const std::vector<uint64_t>& sample_keys);
+  const std::shared_ptr<dropout_keys>& dropout_state() const { return keys_; }
+
+ protected:
+  /// Hands the keys to every submodule that applies dropout.
+  virtual void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) = 0;
+
+ private:
+  bert_config config_;
+  std::shared_ptr<dropout_keys> keys_;
+};
+
+/// A fresh model of config.model_type ("bert" or "distilbert"), its weights as reset_weights(0) leaves them.
+std::shared_ptr<masked_lm_impl> make_masked_lm(const bert_config& config);
+
+}  // namespace troupe::compute
