@@ -51,7 +51,7 @@ void write_scalars(metrics_hub_state& s, const metrics_hub_settings& settings, c
   const std::pair<const char*, double> scalars[] = {
       {"Train/Samples/train_loss", r.loss},
       {"Train/Samples/lr", r.lr},
-      {"Train/Samples/perplexity", std::exp(std::min(r.loss, 50.0))},
+      {"Train/Samples/perplexity", io::training_perplexity(r)},
       {"Train/Samples/grad_norm", r.grad_norm},
       {"Train/Samples/samples_per_second", static_cast<double>(r.samples) / window_s},
       {"Train/Samples/tokens_per_second", static_cast<double>(r.tokens) / window_s},

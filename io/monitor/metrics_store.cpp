@@ -125,7 +125,7 @@ void metrics_store::append_point(const window_summary& window) {
   const auto& r = window.first();
   bucket_.step.push_back(static_cast<double>(window.step));
   bucket_.loss.push_back(r.loss);
-  bucket_.perplexity.push_back(perplexity_of(r.loss));
+  bucket_.perplexity.push_back(training_perplexity(r));
   bucket_.samples_per_s.push_back(per_second(static_cast<double>(r.samples), r.window_seconds));
   bucket_.tokens_per_s.push_back(per_second(static_cast<double>(r.tokens), r.window_seconds));
   if (static_cast<int64_t>(bucket_.step.size()) < stride_) return;

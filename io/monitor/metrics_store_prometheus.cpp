@@ -32,7 +32,7 @@ std::string metrics_store::prometheus(double now) const {
     const auto& window = recent_.back();
     const auto& r = window.first();
     gauge("troupe_loss", "Masked-LM loss of the last window (sample-weighted over every rank).", r.loss);
-    gauge("troupe_perplexity", "exp(loss) of the last window.", perplexity_of(r.loss));
+    gauge("troupe_perplexity", "exp(masked-LM loss) of the last window.", training_perplexity(r));
     gauge("troupe_learning_rate", "Learning rate of the last optimizer step.", r.lr);
     gauge("troupe_grad_norm", "Global gradient norm of the last window, before clipping.", r.grad_norm);
     gauge("troupe_samples_per_second", "Cluster throughput over the last window.",

@@ -25,6 +25,8 @@ double per_second(double amount, double seconds) { return seconds > 0 ? amount /
 
 double perplexity_of(double loss) { return std::exp(std::min(loss, 50.0)); }
 
+double training_perplexity(const messages::window_report& r) { return perplexity_of(r.distilled ? r.loss_mlm : r.loss); }
+
 // A ring's allreduce time is the least any rank waited for it: the others also waited for the
 // ring's last rank to arrive. Its bus bandwidth is nccl-tests' busbw: the bytes each rank's
 // slice holds over that time, times 2(n-1)/n, the share a ring allreduce moves over each link.
@@ -69,7 +71,7 @@ nlohmann::json window_json(const window_summary& window) {
   nlohmann::json line = {{"step", window.step},
                          {"unix_s", window.unix_seconds},
                          {"loss", r.loss},
-                         {"perplexity", perplexity_of(r.loss)},
+                         {"perplexity", training_perplexity(r)},
                          {"lr", r.lr},
                          {"grad_norm", r.grad_norm},
                          {"samples", r.samples},

@@ -54,6 +54,9 @@ double phase_seconds(const messages::window_report& report, std::size_t phase);
 double per_second(double amount, double seconds);
 /// exp(loss), capped so a diverged run does not print inf.
 double perplexity_of(double loss);
+/// A window's training perplexity: of its masked-LM loss (a distillation window's mlm part,
+/// not its weighted total).
+double training_perplexity(const messages::window_report& report);
 /// Each ring's time (its fastest rank's) and bus bandwidth in the window.
 nlohmann::json rings_json(const window_summary& window);
 /// One rank's part of the window: node, window_s, samples/s, lateness, time split, rings.
