@@ -8,6 +8,18 @@
 #include "compute/masked_lm.hpp"
 
 namespace troupe::compute {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Positions per slice: a slice's [n, V] fp32 logits stay under 16 MiB, below glibc's largest
+/// mmap threshold (32 MiB), so each micro-batch reuses heap memory instead of mapping (and
+/// page-faulting in) fresh [P, V] buffers: on this VM that was most of a step's time.
+int64_t slice_positions_for(int64_t vocab) { return std::max<int64_t>(16, (int64_t{16} << 20) / (4 * vocab)); }
+
+}  // namespace
 
 at::Tensor real_token_positions(const at::Tensor& lengths, int64_t batch, int64_t seq, c10::Device device) {
   const auto options = at::TensorOptions().dtype(at::kLong).device(device);
@@ -17,37 +29,64 @@ at::Tensor real_token_positions(const at::Tensor& lengths, int64_t batch, int64_
   return at::nonzero(real).reshape({-1});
 }
 
+// The soft targets need [P, V] logits of both models, P every real token of the micro-batch:
+// they are taken a slice of positions at a time (the sums add up, compute/distillation_loss.hpp),
+// the masked-LM part from the same slices' rows at masked positions.
 distillation_forward_result distillation_forward(masked_lm_impl& student, masked_lm_impl& teacher,
-                                                 const mlm_batch& batch, const distillation_config& config) {
+                                                 const mlm_batch& batch, const distillation_config& config,
+                                                 int64_t slice_positions) {
   distillation_forward_result result;
   const auto batch_rows = batch.input_ids.size(0), seq = batch.input_ids.size(1);
   const auto device = batch.input_ids.device();
   const auto covered = config.restrict_ce_to_mask
                            ? batch.masked_positions
                            : real_token_positions(batch.lengths, batch_rows, seq, device);
+  const int64_t positions = covered.size(0);
+  // The label at each covered position, −1 where it is not masked.
+  auto label_at = at::full({batch_rows * seq}, -1, covered.options());
+  label_at.index_put_({batch.masked_positions}, batch.labels);
+  const auto covered_labels = label_at.index_select(0, covered);
 
-  at::Tensor teacher_hidden, teacher_logits;
+  at::Tensor teacher_hidden;
+  auto start = std::chrono::steady_clock::now();
   {
-    const auto start = std::chrono::steady_clock::now();
     torch::NoGradGuard no_grad;
-    const auto hidden = teacher.encode(batch.input_ids, batch.token_type_ids, batch.lengths);
-    teacher_logits = teacher.predict(hidden, covered);
-    teacher_hidden = hidden.reshape({-1, hidden.size(-1)}).index_select(0, covered);
-    result.teacher_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    teacher_hidden = teacher.encode(batch.input_ids, batch.token_type_ids, batch.lengths);
   }
-
+  result.teacher_seconds += seconds_since(start);
   const auto hidden = student.encode(batch.input_ids, batch.token_type_ids, batch.lengths);
-  const auto student_logits = student.predict(hidden, covered);
-  const auto student_hidden = hidden.reshape({-1, hidden.size(-1)}).index_select(0, covered);
-  // The masked positions are among the covered ones: their logits are rows of student_logits.
-  at::Tensor masked_logits = student_logits;
-  if (!config.restrict_ce_to_mask) {
-    auto row_of = at::full({batch_rows * seq}, -1, covered.options());
-    row_of.index_put_({covered}, at::arange(covered.size(0), covered.options()));
-    masked_logits = student_logits.index_select(0, row_of.index_select(0, batch.masked_positions));
+  const auto flat_student = hidden.reshape({-1, hidden.size(-1)});
+  const auto flat_teacher = teacher_hidden.reshape({-1, teacher_hidden.size(-1)});
+
+  if (slice_positions <= 0) slice_positions = slice_positions_for(student.config().vocab_size);
+  soft_target_sums sums;
+  at::Tensor mlm_sum;
+  auto accumulate = [](at::Tensor& into, const at::Tensor& value) { into = into.defined() ? into + value : value; };
+  for (int64_t first = 0; first < positions; first += slice_positions) {
+    const auto count = std::min(slice_positions, positions - first);
+    const auto slice = covered.narrow(0, first, count);
+    at::Tensor teacher_logits;
+    start = std::chrono::steady_clock::now();
+    {
+      torch::NoGradGuard no_grad;
+      teacher_logits = teacher.predict(teacher_hidden, slice);
+    }
+    result.teacher_seconds += seconds_since(start);
+    const auto student_logits = student.predict(hidden, slice);
+    const auto part = soft_target_sum(student_logits, teacher_logits, flat_student.index_select(0, slice),
+                                      flat_teacher.index_select(0, slice), config.weights);
+    accumulate(sums.ce, part.ce);
+    accumulate(sums.cos, part.cos);
+    accumulate(sums.mse, part.mse);
+    const auto labels = covered_labels.narrow(0, first, count);
+    const auto masked_rows = at::nonzero(labels >= 0).reshape({-1});
+    if (masked_rows.numel() > 0)
+      accumulate(mlm_sum, at::cross_entropy_loss(student_logits.index_select(0, masked_rows),
+                                                 labels.index_select(0, masked_rows), {}, at::Reduction::Sum));
   }
-  result.parts = distillation_loss(student_logits, teacher_logits, masked_logits, batch.labels, student_hidden,
-                                   teacher_hidden, config.weights);
+  if (!sums.ce.defined()) sums = {hidden.sum() * 0, hidden.sum() * 0, hidden.sum() * 0};  // no real token
+  if (!mlm_sum.defined()) mlm_sum = at::zeros({}, sums.ce.options());
+  result.parts = combine_distillation_loss(sums, mlm_sum, positions, batch.labels.numel(), config.weights);
   return result;
 }
 

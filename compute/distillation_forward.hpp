@@ -17,8 +17,11 @@ struct distillation_forward_result {
 };
 
 /// `batch` lies on the models' device. The student's dropout must have been begun for it.
+/// The logits are computed `slice_positions` positions at a time (0: as many as keep a slice's
+/// logits under 16 MiB); the result does not depend on it beyond rounding.
 distillation_forward_result distillation_forward(masked_lm_impl& student, masked_lm_impl& teacher,
-                                                 const mlm_batch& batch, const distillation_config& config);
+                                                 const mlm_batch& batch, const distillation_config& config,
+                                                 int64_t slice_positions = 0);
 
 /// The flat positions (row × seq + column) of every real token: all of them when `lengths`
 /// is undefined. [n] int64 on `lengths`' (or the CPU's) device.

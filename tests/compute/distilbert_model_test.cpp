@@ -12,6 +12,7 @@
 
 #include "compute/bert_config.hpp"
 #include "compute/distillation_config.hpp"
+#include "compute/distillation_forward.hpp"
 #include "compute/student_init.hpp"
 #include "messages/error.hpp"
 
@@ -119,6 +120,54 @@ TEST(distilbert_model, forward_matches_huggingface_maths_in_double) {
   // Token types do not exist: any ids give the same output.
   const auto with_types = model->predict(model->encode(ids, torch::ones_like(ids), lengths), positions);
   EXPECT_TRUE(torch::equal(with_types, logits));
+}
+
+// The soft targets are taken a slice of positions at a time; the parts and the student's
+// gradient must not depend on the slicing beyond rounding, and must equal the loss of the whole
+// [P, V] logits computed at once. Padding is skipped: row 1 has 5 real tokens of 8.
+TEST(distillation_forward, slices_give_the_loss_and_gradient_of_the_whole_logits) {
+  auto teacher = make_masked_lm(tiny("bert", 4));
+  teacher->reset_weights(5);
+  teacher->eval();
+  auto student = make_masked_lm(tiny("distilbert", 2));
+  student->reset_weights(6);
+  student->eval();  // no dropout: the runs must see the same maths
+  torch::manual_seed(1);
+  mlm_batch batch;
+  batch.input_ids = torch::randint(5, 40, {2, 8}, torch::kLong);
+  batch.token_type_ids = torch::zeros({2, 8}, torch::kLong);
+  batch.lengths = torch::tensor({8, 5}, torch::kLong);
+  batch.masked_positions = torch::tensor({1, 6, 9, 12}, torch::kLong);
+  batch.labels = torch::tensor({7, 8, 9, 10}, torch::kLong);
+  distillation_config config;
+  config.weights.alpha_mse = 0.5;
+  auto run = [&](int64_t slice) {
+    student->zero_grad();
+    auto result = distillation_forward(*student, *teacher, batch, config, slice);
+    result.parts.total.backward();
+    std::vector<torch::Tensor> gradients;
+    for (const auto& p : student->parameters()) gradients.push_back(p.grad().clone());
+    return std::pair{result.parts, gradients};
+  };
+  const auto [whole, whole_gradients] = run(1000);
+  const auto [sliced, sliced_gradients] = run(3);
+  for (const auto& [a, b] : {std::pair{whole.ce, sliced.ce}, {whole.mlm, sliced.mlm}, {whole.cos, sliced.cos},
+                             {whole.mse, sliced.mse}, {whole.total, sliced.total}})
+    EXPECT_NEAR(a.item<double>(), b.item<double>(), 1e-5 * std::max(1.0, std::abs(a.item<double>())));
+  for (std::size_t i = 0; i < whole_gradients.size(); ++i)
+    EXPECT_LT((whole_gradients[i] - sliced_gradients[i]).abs().max().item<double>(), 1e-5) << "parameter " << i;
+
+  // The whole loss by hand: 13 real positions (8 + 5), the masked ones among them.
+  torch::NoGradGuard no_grad;
+  const auto real = torch::tensor({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, torch::kLong);
+  const auto s_hidden = student->encode(batch.input_ids, batch.token_type_ids, batch.lengths);
+  const auto t_hidden = teacher->encode(batch.input_ids, batch.token_type_ids, batch.lengths);
+  const auto expected = distillation_loss(
+      student->predict(s_hidden, real), teacher->predict(t_hidden, real), student->predict(s_hidden, batch.masked_positions),
+      batch.labels, s_hidden.reshape({-1, 12}).index_select(0, real), t_hidden.reshape({-1, 12}).index_select(0, real),
+      config.weights);
+  EXPECT_NEAR(whole.total.item<double>(), expected.total.item<double>(), 1e-5 * expected.total.item<double>());
+  EXPECT_NEAR(whole.mlm.item<double>(), expected.mlm.item<double>(), 1e-5 * expected.mlm.item<double>());
 }
 
 TEST(student_init, copies_the_embeddings_the_named_teacher_layers_and_the_head) {

@@ -65,6 +65,8 @@ void bench_train(const bench_train_arguments& args) {
                            {"manifest", args.manifest},
                            {"sync_every_micro_batch", config.sync_every_micro_batch},
                            {"config", args.config},
+                           {"model_type", config.model.model_type},
+                           {"teacher", config.distillation.teacher},
                            {"hidden_size", config.model.hidden_size},
                            {"layers", config.model.num_hidden_layers},
                            {"micro", config.micro_batch_size},

@@ -5,8 +5,8 @@
 One process. The teacher is troupe's bert-mini by default (--teacher-layers 4 --hidden 256
 --heads 4, FFN 4x hidden, vocab 30522, seq 128): word + position + token-type embeddings and
 LayerNorm, torch.nn's TransformerEncoder in BERT's post-LayerNorm GELU form, the MLM head (dense +
-GELU + LayerNorm, decoder tied to the word embeddings); frozen, in eval mode, run under
-torch.no_grad(). The student is DistilBERT of the same width with --student-layers layers (no
+GELU + LayerNorm, decoder tied to the word embeddings); frozen (no dropout, no gradients), run
+under torch.no_grad(). The student is DistilBERT of the same width with --student-layers layers (no
 token types), dropout 0.1, AdamW. Each micro-batch: random tokens (speed only), 15% masked; the
 teacher and the student read the same input; the loss is distiller.py's default
 5·KL(softmax(t/2) || softmax(s/2))·4 over every token + 2·cross-entropy at the masked positions
@@ -55,6 +55,20 @@ class MaskedLM(nn.Module):
         return h @ self.word.weight.t() + self.decoder_bias
 
 
+def frozen(model):
+    """Eval-mode maths without eval mode: every dropout probability 0, no gradients. (torch 1.13's
+    TransformerEncoder takes a fused fast path in eval mode under no_grad, which fails under CPU
+    bf16 autocast.)"""
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+        if isinstance(m, nn.MultiheadAttention):
+            m.dropout = 0.0
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
 def distillation_loss(s_logits, t_logits, masked_logits, labels, s_hidden, t_hidden, temperature=2.0):
     ce = F.kl_div(F.log_softmax(s_logits.float() / temperature, -1), F.softmax(t_logits.float() / temperature, -1),
                   reduction="batchmean") * temperature ** 2
@@ -66,9 +80,7 @@ def distillation_loss(s_logits, t_logits, masked_logits, labels, s_hidden, t_hid
 def main(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    teacher = MaskedLM(a, a.teacher_layers, True).eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
+    teacher = frozen(MaskedLM(a, a.teacher_layers, True))
     teacher_sum = sum(p.double().sum() for p in teacher.parameters())
     student = MaskedLM(a, a.student_layers, False)
     optimizer = torch.optim.AdamW(student.parameters(), lr=1e-4)
