@@ -73,4 +73,21 @@ nll_sum unigram_nll(const std::vector<uint64_t>& counts, const at::Tensor& label
   return sum;
 }
 
+std::vector<std::vector<token_guess>> mlm_evaluator::top_tokens(const std::vector<int64_t>& tokens,
+                                                                const std::vector<int64_t>& positions, int64_t top_k) {
+  torch::NoGradGuard no_grad;
+  autocast_scope autocast(device_, bf16_);
+  const auto ids = at::tensor(tokens, at::kLong).reshape({1, -1}).to(device_);
+  const auto hidden = model_->encode(ids, at::zeros_like(ids), {});
+  const auto logits = model_->predict(hidden, at::tensor(positions, at::kLong).to(device_));
+  const auto [probabilities, best] = at::softmax(logits, -1).topk(std::min<int64_t>(top_k, logits.size(1)), -1);
+  const auto p = probabilities.to(at::kCPU, at::kDouble), b = best.to(at::kCPU);
+  std::vector<std::vector<token_guess>> guesses(positions.size());
+  for (std::size_t i = 0; i < positions.size(); ++i)
+    for (int64_t k = 0; k < p.size(1); ++k)
+      guesses[i].push_back({b[static_cast<int64_t>(i)][k].item<int64_t>(), p[static_cast<int64_t>(i)][k].item<double>()});
+  return guesses;
+}
+
 }  // namespace troupe::compute
+

@@ -28,6 +28,12 @@ struct nll_sum {
   double perplexity() const { return std::exp(mean()); }
 };
 
+/// A predicted token and its probability.
+struct token_guess {
+  int64_t id = 0;
+  double probability = 0.0;
+};
+
 /// A model in evaluation mode (no dropout, no gradients).
 class mlm_evaluator {
  public:
@@ -43,6 +49,11 @@ class mlm_evaluator {
   /// `tokens` is [seq] int64 (one sequence), `length` its unpadded length.
   nll_sum pseudo_log_likelihood(const at::Tensor& tokens, const at::Tensor& token_types, int64_t length,
                                 int64_t mask_id, const std::vector<int64_t>& special_ids, int64_t batch_size);
+
+  /// HF's fill-mask: the `top_k` most probable tokens (softmax over the vocabulary) at each of
+  /// `positions` of the one sequence `tokens` (unpadded, token type 0), best first.
+  std::vector<std::vector<token_guess>> top_tokens(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                                                   int64_t top_k);
 
  private:
   std::shared_ptr<masked_lm_impl> model_;

@@ -8,6 +8,7 @@
 ///   troupe-sentencepiece train ARGUMENTS...   SentencePieceTrainer::Train; exit 0 or 1
 ///   troupe-sentencepiece encode MODEL          first line: "ok <pieces> <piece 0> ... <piece 4>";
 ///                                              then one line of ids per line of text on stdin
+///   troupe-sentencepiece pieces MODEL          "ok <pieces>", then every piece, one per line, by id
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -19,7 +20,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: troupe-sentencepiece train ARGS... | encode MODEL\n");
+    std::fprintf(stderr, "usage: troupe-sentencepiece train ARGS... | encode MODEL | pieces MODEL\n");
     return 2;
   }
   const std::string command = argv[1];
@@ -31,6 +32,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "troupe-sentencepiece: %s\n", status.ToString().c_str());
       return 1;
     }
+    return 0;
+  }
+  if (command == "pieces") {
+    sentencepiece::SentencePieceProcessor processor;
+    if (auto loaded = processor.Load(argv[2]); !loaded.ok()) {
+      std::fprintf(stderr, "troupe-sentencepiece: %s\n", loaded.ToString().c_str());
+      return 1;
+    }
+    std::cout << "ok " << processor.GetPieceSize() << '\n';
+    for (int id = 0; id < processor.GetPieceSize(); ++id) std::cout << processor.IdToPiece(id) << '\n';
+    std::cout << std::flush;
     return 0;
   }
   if (command != "encode") {

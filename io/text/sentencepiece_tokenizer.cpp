@@ -68,6 +68,20 @@ std::vector<int32_t> sentencepiece_tokenizer::encode(std::string_view text) cons
   return ids;
 }
 
+std::vector<std::string> sentencepiece_tokenizer::pieces() const {
+  child_process helper({helper_path(), "pieces", model_file_.string()});
+  std::istringstream header(helper.read_line(helper_timeout));
+  std::string ok;
+  int64_t count = 0;
+  header >> ok >> count;
+  if (ok != "ok" || count != vocab_size_)
+    throw make_error(model_file_.string(), ": the SentencePiece helper listed ", count, " pieces, expected ", vocab_size_);
+  std::vector<std::string> pieces;
+  for (int64_t id = 0; id < count; ++id) pieces.push_back(helper.read_line(helper_timeout));
+  helper.wait(helper_timeout);
+  return pieces;
+}
+
 std::string sentencepiece_tokenizer::save_to(const std::filesystem::path& dir) const {
   const std::string name = "spm.model";
   if (std::filesystem::absolute(model_file_) != std::filesystem::absolute(dir / name))

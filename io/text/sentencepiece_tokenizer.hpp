@@ -27,6 +27,7 @@ class sentencepiece_tokenizer final : public tokenizer {
   std::vector<int32_t> encode(std::string_view text) const override;
   int64_t vocab_size() const override { return vocab_size_; }
   special_token_ids specials() const override { return {0, 1, 2, 3, 4}; }
+  std::vector<std::string> pieces() const override;
   std::string kind() const override { return "sentencepiece"; }
   std::string save_to(const std::filesystem::path& dir) const override;
 

@@ -28,6 +28,9 @@ class tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual special_token_ids specials() const = 0;
+  /// The text of every token, by id (WordPiece's vocab.txt lines; SentencePiece's pieces, "▁"
+  /// marking a word's start).
+  virtual std::vector<std::string> pieces() const = 0;
   /// A short kind name: "wordpiece" or "sentencepiece".
   virtual std::string kind() const = 0;
   /// Copies the files needed to rebuild this tokenizer into `dir`; returns the main file's name.

@@ -31,6 +31,7 @@ class wordpiece_tokenizer final : public tokenizer {
   std::vector<int32_t> encode(std::string_view text) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
   special_token_ids specials() const override { return specials_; }
+  std::vector<std::string> pieces() const override { return vocab_; }
   std::string kind() const override { return "wordpiece"; }
   std::string save_to(const std::filesystem::path& dir) const override;
 

@@ -128,6 +128,53 @@ TEST_F(distillation_e2e, a_student_learns_across_nodes_reruns_bitwise_resumes_ex
   EXPECT_EQ(a["pseudo_perplexity"], b["pseudo_perplexity"]);
 }
 
+// `troupe fill-mask` on a BERT and a DistilBERT checkpoint: HF's pipeline output (per mask, the
+// top k by probability with the filled sequence), held-out sentences with a word hidden, and
+// texts it cannot fill refused naming why.
+TEST_F(distillation_e2e, fill_mask_guesses_for_bert_and_distilbert_checkpoints) {
+  const auto teacher = train_teacher("teacher-for-fill-mask", *dir_ / "data");
+  const auto student = student_config("student-for-fill-mask", teacher, 2);
+  ASSERT_EQ(train(student, "student-for-fill-mask").status, 0);
+  for (const auto& run : {teacher, (*dir_ / "student-for-fill-mask").string()}) {
+    auto filled = run_command(troupe_binary() + " fill-mask --checkpoint " + run +
+                              " --top-k 4 --json 'the old sailor [MASK] a whale .' 'a [MASK] saw the [MASK] .'");
+    ASSERT_EQ(filled.status, 0) << filled.output;
+    const auto results = json::parse(filled.output.substr(filled.output.find('[')));
+    ASSERT_EQ(results.size(), 2u);
+    EXPECT_EQ(results[0]["masks"].size(), 1u);
+    EXPECT_EQ(results[1]["masks"].size(), 2u);
+    for (const auto& result : results)
+      for (const auto& options : result["masks"]) {
+        ASSERT_EQ(options.size(), 4u);
+        double total = 0, previous = 1;
+        for (const auto& option : options) {
+          const double score = option["score"].get<double>();
+          EXPECT_LE(score, previous) << "not best first";
+          previous = score;
+          total += score;
+          EXPECT_NE(option["sequence"].get<std::string>().find(option["token_str"].get<std::string>()), std::string::npos);
+        }
+        EXPECT_LE(total, 1.0 + 1e-6);
+      }
+    EXPECT_EQ(results[0]["masks"][0][0]["sequence"].get<std::string>().find("[MASK]"), std::string::npos);
+    EXPECT_NE(results[1]["masks"][0][0]["sequence"].get<std::string>().find("[MASK]"), std::string::npos)
+        << "each mask is filled on its own, as HF's pipeline does";
+
+    auto held = run_command(troupe_binary() + " fill-mask --checkpoint " + run + " --held-out 3 --top-k 2");
+    ASSERT_EQ(held.status, 0) << held.output;
+    EXPECT_NE(held.output.find("[MASK]"), std::string::npos) << held.output;
+    EXPECT_NE(held.output.find("truth: "), std::string::npos) << held.output;
+  }
+  auto no_mask = run_command(troupe_binary() + " fill-mask --checkpoint " + teacher + " 'no mask here'");
+  EXPECT_NE(no_mask.status, 0);
+  EXPECT_NE(no_mask.output.find("has no [MASK] to fill"), std::string::npos) << no_mask.output;
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "the whale ";  // 600 tokens; positions: 512
+  auto too_long = run_command(troupe_binary() + " fill-mask --checkpoint " + teacher + " '" + long_text + "[MASK]'");
+  EXPECT_NE(too_long.status, 0);
+  EXPECT_NE(too_long.output.find("the model takes at most"), std::string::npos) << too_long.output;
+}
+
 TEST_F(distillation_e2e, bad_teachers_and_layer_lists_are_refused_before_any_work_naming_the_field) {
   const auto teacher = train_teacher("teacher-for-refusals", *dir_ / "data");
   auto refused = [&](const std::string& name, const std::string& t, const json& changes, const std::string& expected) {

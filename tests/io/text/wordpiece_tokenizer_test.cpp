@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "io/text/detokenize.hpp"
 #include "io/text/utf8.hpp"
 #include "messages/error.hpp"
 #include "tests/support/error_text.hpp"
@@ -38,6 +39,20 @@ TEST(wordpiece, greedy_longest_match_first_with_continuations) {
   EXPECT_EQ(pieces(tok, "running, unable"), (std::vector<std::string>{"run", "##ning", ",", "un", "##able"}));
   // "unaff" matches, then nothing covers "z": the whole word is unknown.
   EXPECT_EQ(pieces(tok, "unaffz run"), (std::vector<std::string>{"[UNK]", "run"}));
+}
+
+// What transformers' BertTokenizer.decode gives for these ids (tokens joined by spaces, "##"
+// glued, clean_up_tokenization_spaces) and AlbertTokenizer's for SentencePiece pieces.
+TEST(detokenize, joins_tokens_as_hf_decodes_them) {
+  auto tok = make({"he", "didn", "'", "t", "run", "##ning", ",", "?", "it", "s", "."});
+  const auto vocab = tok.pieces();
+  std::vector<int64_t> ids;
+  for (auto id : tok.encode("he didn't running, it's ?")) ids.push_back(id);
+  EXPECT_EQ(join_tokens("wordpiece", vocab, ids), "he didn't running, it's?");
+  const std::vector<std::string> spm{"<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "\xe2\x96\x81he", "\xe2\x96\x81we",
+                                     "nt", "."};
+  EXPECT_EQ(join_tokens("sentencepiece", spm, {5, 6, 7, 8}), "he went.");
+  EXPECT_EQ(join_tokens("wordpiece", vocab, {99}), "<id 99>");
 }
 
 TEST(wordpiece, lower_cases_and_strips_accents_for_uncased_vocabularies) {

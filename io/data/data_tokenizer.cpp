@@ -1,0 +1,20 @@
+#include "io/data/data_tokenizer.hpp"
+
+#include "io/data/token_dataset.hpp"
+#include "io/text/sentencepiece_tokenizer.hpp"
+#include "io/text/wordpiece_tokenizer.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::io {
+
+std::unique_ptr<tokenizer> open_data_tokenizer(const dataset_manifest& manifest, const std::filesystem::path& data_dir) {
+  const auto file = data_dir / manifest.tokenizer_file;
+  if (!std::filesystem::is_regular_file(file))
+    throw make_error(file.string(), ": the data's tokenizer file is missing (", (data_dir / "manifest.json").string(),
+                     " names it)");
+  if (manifest.tokenizer_kind == "sentencepiece") return std::make_unique<sentencepiece_tokenizer>(file);
+  return std::make_unique<wordpiece_tokenizer>(
+      wordpiece_tokenizer::from_file(file, wordpiece_options{manifest.lower_case, 100}));
+}
+
+}  // namespace troupe::io
