@@ -17,6 +17,7 @@ namespace troupe::actors {
 struct data_loader_settings {
   std::shared_ptr<const io::token_dataset> dataset;
   double mask_probability = 0.15;
+  std::shared_ptr<const std::vector<double>> token_weights;  ///< data.mlm_smoothing's, or null
   uint64_t seed = 42;
   uint64_t rank = 0;
   uint64_t world = 1;

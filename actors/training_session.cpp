@@ -165,6 +165,8 @@ class training_run {
     dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
+    if (config_.data.mlm_smoothing > 0)  // counted once, shared by this process's loaders
+      masking_weights_ = io::smoothed_masking_weights(*dataset_, config_.data.mlm_smoothing);
     // The teacher is read once per process; a later generation's trainers carry it.
     if (config_.distillation.enabled && !continuing_) {
       teacher_ = io::load_teacher_checkpoint(config_.distillation, config_.model, dataset_->manifest(), "config");
@@ -358,6 +360,7 @@ class training_run {
     data_loader_settings d;
     d.dataset = dataset_;
     d.mask_probability = config_.data.mask_probability;
+    d.token_weights = masking_weights_;
     d.seed = config_.seed;
     d.rank = static_cast<uint64_t>(rank);
     d.world = static_cast<uint64_t>(world_);
@@ -553,6 +556,7 @@ class training_run {
   std::vector<compute::trainer_options> trainers_;
   std::vector<std::shared_ptr<io::shared_region>> regions_;
   std::shared_ptr<const compute::teacher_setup> teacher_;  ///< distillation's, read by check_inputs
+  std::shared_ptr<const std::vector<double>> masking_weights_;  ///< data.mlm_smoothing's, or null
   std::optional<io::run_directory_lock> run_directory_;
   resumed_run resumed_;
   io::training_state start_;

@@ -8,7 +8,7 @@
 namespace troupe::compute {
 
 struct bert_config {
-  std::string model_type = "bert";  ///< "bert" or "distilbert" (compute/masked_lm.hpp)
+  std::string model_type = "bert";  ///< "bert", "distilbert" or "albert" (compute/masked_lm.hpp)
   int64_t vocab_size = 30522;
   int64_t hidden_size = 256;
   int64_t num_hidden_layers = 4;
@@ -20,6 +20,12 @@ struct bert_config {
   double attention_probs_dropout_prob = 0.1;
   double layer_norm_eps = 1e-12;
   double initializer_range = 0.02;
+  std::string hidden_act = "gelu";  ///< "gelu" (exact) or "gelu_new" (tanh approximation, ALBERT's)
+  // ALBERT only (HF AlbertConfig's names):
+  int64_t embedding_size = 128;       ///< E of the factorised embeddings (V×E, then E→H)
+  int64_t num_hidden_groups = 1;      ///< groups of layers whose parameters are shared
+  int64_t inner_group_num = 1;        ///< layers in each group
+  double classifier_dropout_prob = 0.1;  ///< before the sentence-order classifier
 };
 
 /// Parameters of the model_type's MLM with these sizes, in closed form (for bounding staging memory before

@@ -1,25 +1,27 @@
 #include "compute/bert_model.hpp"
 
-#include <torch/nn/functional/activation.h>
 
 #include <cmath>
 
 namespace troupe::compute {
-namespace F = torch::nn::functional;
 
-torch::nn::LayerNorm make_layer_norm(const bert_config& config) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.hidden_size}).eps(config.layer_norm_eps));
+torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width) {
+  return torch::nn::LayerNorm(
+      torch::nn::LayerNormOptions({width > 0 ? width : config.hidden_size}).eps(config.layer_norm_eps));
 }
 
-bert_embeddings_impl::bert_embeddings_impl(const bert_config& config, bool token_types)
+torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation) {
+  return torch::gelu(x, tanh_approximation ? "tanh" : "none");
+}
+
+bert_embeddings_impl::bert_embeddings_impl(const bert_config& config, bool token_types, int64_t width)
     : dropout_p(config.hidden_dropout_prob) {
-  word_embeddings = register_module("word_embeddings", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  word_embeddings = register_module("word_embeddings", torch::nn::Embedding(config.vocab_size, width));
   position_embeddings =
-      register_module("position_embeddings", torch::nn::Embedding(config.max_position_embeddings, config.hidden_size));
+      register_module("position_embeddings", torch::nn::Embedding(config.max_position_embeddings, width));
   if (token_types)
-    token_type_embeddings =
-        register_module("token_type_embeddings", torch::nn::Embedding(config.type_vocab_size, config.hidden_size));
-  layer_norm = register_module("LayerNorm", make_layer_norm(config));
+    token_type_embeddings = register_module("token_type_embeddings", torch::nn::Embedding(config.type_vocab_size, width));
+  layer_norm = register_module("LayerNorm", make_layer_norm(config, width));
 }
 
 torch::Tensor bert_embeddings_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
@@ -33,7 +35,7 @@ torch::Tensor bert_embeddings_impl::forward(const torch::Tensor& input_ids, cons
 bert_layer_impl::bert_layer_impl(const bert_config& config, bool output_dropout)
     : heads(config.num_attention_heads), head_size(config.hidden_size / config.num_attention_heads),
       hidden_dropout(config.hidden_dropout_prob), attention_dropout(config.attention_probs_dropout_prob),
-      output_dropout(output_dropout) {
+      output_dropout(output_dropout), tanh_gelu(config.hidden_act == "gelu_new") {
   const auto h = config.hidden_size;
   query = register_module("query", torch::nn::Linear(h, h));
   key = register_module("key", torch::nn::Linear(h, h));
@@ -60,7 +62,7 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   auto projected = attention_output(context);
   if (output_dropout) projected = apply_dropout(projected, hidden_dropout, is_training(), keys);
   auto attended = attention_layer_norm(projected + hidden);
-  auto expanded = F::gelu(intermediate(attended));
+  auto expanded = gelu(intermediate(attended), tanh_gelu);
   return output_layer_norm(apply_dropout(output(expanded), hidden_dropout, is_training(), keys) + attended);
 }
 
@@ -75,16 +77,16 @@ torch::Tensor padding_attention_bias(const torch::Tensor& lengths, int64_t seq, 
 
 torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& flat_positions,
                              torch::nn::Linear dense, torch::nn::LayerNorm norm,
-                             const torch::Tensor& word_embeddings, const torch::Tensor& bias) {
+                             const torch::Tensor& word_embeddings, const torch::Tensor& bias, bool tanh_gelu) {
   auto selected = hidden.reshape({-1, hidden.size(-1)}).index_select(0, flat_positions);
   // Under CPU autocast (LibTorch 1.13) LayerNorm wants fp32 input: the GELU output is bf16.
-  auto transformed = norm(F::gelu(dense(selected)).to(torch::kFloat));
+  auto transformed = norm(gelu(dense(selected), tanh_gelu).to(torch::kFloat));
   auto logits = torch::matmul(transformed, word_embeddings.t()) + bias;
   return logits.to(torch::kFloat);
 }
 
 bert_for_masked_lm_impl::bert_for_masked_lm_impl(const bert_config& config) : masked_lm_impl(config) {
-  embeddings = register_module("embeddings", bert_embeddings(config, true));
+  embeddings = register_module("embeddings", bert_embeddings(config, true, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(bert_layer(config, true));
   transform_dense = register_module("transform_dense", torch::nn::Linear(config.hidden_size, config.hidden_size));
@@ -136,7 +138,7 @@ torch::Tensor bert_for_masked_lm_impl::encode(const torch::Tensor& input_ids, co
 
 torch::Tensor bert_for_masked_lm_impl::predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) {
   return masked_lm_head(hidden, flat_positions, transform_dense, transform_layer_norm,
-                        embeddings->word_embeddings->weight, prediction_bias);
+                        embeddings->word_embeddings->weight, prediction_bias, config().hidden_act == "gelu_new");
 }
 
 }  // namespace troupe::compute

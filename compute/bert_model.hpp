@@ -19,8 +19,9 @@ namespace troupe::compute {
 
 /// Word + position (+ token type) embeddings, LayerNorm, dropout.
 struct bert_embeddings_impl : torch::nn::Module {
-  /// `token_types`: BERT adds token-type embeddings, DistilBERT has none.
-  bert_embeddings_impl(const bert_config& config, bool token_types);
+  /// `token_types`: BERT adds token-type embeddings, DistilBERT has none. `width`: the hidden
+  /// size, or ALBERT's embedding_size.
+  bert_embeddings_impl(const bert_config& config, bool token_types, int64_t width);
   /// `token_type_ids` is ignored without token-type embeddings.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
@@ -30,7 +31,8 @@ struct bert_embeddings_impl : torch::nn::Module {
 };
 TORCH_MODULE_IMPL(bert_embeddings, bert_embeddings_impl);
 
-/// One post-LayerNorm transformer layer: self-attention, then a GELU feed-forward block.
+/// One post-LayerNorm transformer layer: self-attention, then a GELU feed-forward block (exact,
+/// or tanh-approximated for hidden_act "gelu_new").
 struct bert_layer_impl : torch::nn::Module {
   /// `output_dropout`: BERT drops out the attention's output projection before its residual
   /// sum; DistilBERT does not (its attention dropout is on the probabilities only).
@@ -44,11 +46,16 @@ struct bert_layer_impl : torch::nn::Module {
   int64_t heads, head_size;
   double hidden_dropout, attention_dropout;
   bool output_dropout;
+  bool tanh_gelu;
   std::shared_ptr<dropout_keys> keys;
 };
 TORCH_MODULE_IMPL(bert_layer, bert_layer_impl);
 
-torch::nn::LayerNorm make_layer_norm(const bert_config& config);
+/// LayerNorm over `width` (default: the hidden size) with the config's epsilon.
+torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width = 0);
+
+/// GELU: exact, or tanh-approximated (HF's "gelu_new").
+torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation);
 
 /// [batch, 1, 1, seq]: −10⁴ at padded positions (position ≥ lengths[row]), 0 elsewhere;
 /// undefined when `lengths` is.
@@ -58,7 +65,8 @@ torch::Tensor padding_attention_bias(const torch::Tensor& lengths, int64_t seq, 
 /// embeddings' transpose + bias, in fp32.
 torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& flat_positions,
                              torch::nn::Linear dense, torch::nn::LayerNorm norm,
-                             const torch::Tensor& word_embeddings, const torch::Tensor& bias);
+                             const torch::Tensor& word_embeddings, const torch::Tensor& bias,
+                             bool tanh_gelu = false);
 
 /// BertForMaskedLM: embeddings, encoder layers and the prediction head whose decoder is tied to
 /// the word embeddings. The head runs only at the requested positions.

@@ -3,7 +3,7 @@
 namespace troupe::compute {
 
 distilbert_for_masked_lm_impl::distilbert_for_masked_lm_impl(const bert_config& config) : masked_lm_impl(config) {
-  embeddings = register_module("embeddings", bert_embeddings(config, false));
+  embeddings = register_module("embeddings", bert_embeddings(config, false, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(bert_layer(config, false));
   vocab_transform = register_module("vocab_transform", torch::nn::Linear(config.hidden_size, config.hidden_size));

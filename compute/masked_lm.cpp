@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/utils.h>
 
+#include "compute/albert_model.hpp"
 #include "compute/bert_model.hpp"
 #include "compute/distilbert_model.hpp"
 #include "messages/error.hpp"
@@ -52,8 +53,10 @@ std::shared_ptr<masked_lm_impl> make_masked_lm(const bert_config& config) {
     model = std::make_shared<bert_for_masked_lm_impl>(config);
   else if (config.model_type == "distilbert")
     model = std::make_shared<distilbert_for_masked_lm_impl>(config);
+  else if (config.model_type == "albert")
+    model = std::make_shared<albert_for_pretraining_impl>(config);
   else
-    throw make_error("model type \"", config.model_type, "\" is not one of \"bert\", \"distilbert\"");
+    throw make_error("model type \"", config.model_type, "\" is not one of \"bert\", \"distilbert\", \"albert\"");
   return model;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-/// What every masked-LM architecture (BERT, DistilBERT) offers the trainer, the evaluator and
+/// What every masked-LM architecture (BERT, DistilBERT, ALBERT) offers the trainer, the evaluator and
 /// the checkpoints: final hidden states, vocabulary logits at chosen positions, and its tensors
 /// under HuggingFace's names. make_masked_lm builds the one a bert_config's model_type names.
 
@@ -31,6 +31,9 @@ struct masked_lm_impl : torch::nn::Module {
                                const torch::Tensor& lengths) = 0;
   /// Vocabulary logits [n, vocab] (fp32) at flat positions (batch × seq + position).
   virtual torch::Tensor predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) = 0;
+  /// Sentence-order logits [batch, 2] (fp32) from the [CLS] position of `hidden`, for models
+  /// with that head (ALBERT); undefined for the others.
+  virtual torch::Tensor sentence_order_logits(const torch::Tensor& hidden) { return {}; }
   /// Every trainable tensor under its HuggingFace name, in a fixed order; a tied output
   /// projection is not listed (it is the word embeddings).
   virtual std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() = 0;
@@ -54,7 +57,8 @@ struct masked_lm_impl : torch::nn::Module {
   std::shared_ptr<dropout_keys> keys_;
 };
 
-/// A fresh model of config.model_type ("bert" or "distilbert"), its weights as reset_weights(0) leaves them.
+/// A fresh model of config.model_type ("bert", "distilbert" or "albert"), its weights as
+/// reset_weights(0) leaves them.
 std::shared_ptr<masked_lm_impl> make_masked_lm(const bert_config& config);
 
 }  // namespace troupe::compute

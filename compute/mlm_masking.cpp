@@ -1,6 +1,7 @@
 #include "compute/mlm_masking.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "compute/counter_random.hpp"
 
@@ -12,6 +13,42 @@ constexpr uint64_t choose_stream = 1, corrupt_stream = 2, random_token_stream = 
 
 }  // namespace
 
+std::vector<double> smoothed_token_weights(const std::vector<uint64_t>& counts, double smoothing,
+                                           const std::vector<int32_t>& special_ids) {
+  std::vector<double> weights(counts.size());
+  for (std::size_t id = 0; id < counts.size(); ++id)
+    weights[id] = std::pow(static_cast<double>(std::max<uint64_t>(counts[id], 1)), -smoothing);
+  for (const auto id : special_ids)
+    if (id >= 0 && static_cast<std::size_t>(id) < weights.size()) weights[static_cast<std::size_t>(id)] = 0.0;
+  return weights;
+}
+
+namespace {
+
+/// Weighted choice without replacement (Efraimidis–Spirakis): the ⌈probability · maskable⌉
+/// positions whose log(u)/w is largest, in position order.
+std::vector<masked_position> choose_weighted(const int32_t* tokens, int32_t length, const masking_config& config,
+                                             uint64_t sample_key) {
+  const auto& weights = *config.token_weights;
+  std::vector<std::pair<double, int32_t>> keys;  // (log(u)/w, position)
+  for (int32_t p = 0; p < length; ++p) {
+    const auto id = static_cast<std::size_t>(tokens[p]);
+    const double w = id < weights.size() ? weights[id] : 0.0;
+    if (w <= 0.0) continue;
+    const double u = unit_interval(keyed_random(sample_key, choose_stream, static_cast<uint64_t>(p)));
+    keys.emplace_back(std::log(std::max(u, 1e-300)) / w, p);
+  }
+  const auto wanted = std::min(keys.size(), static_cast<std::size_t>(std::ceil(config.probability * keys.size())));
+  std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(wanted), keys.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::vector<masked_position> chosen;
+  for (std::size_t i = 0; i < wanted; ++i) chosen.push_back({keys[i].second, tokens[keys[i].second]});
+  std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.position < b.position; });
+  return chosen;
+}
+
+}  // namespace
+
 std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const masking_config& config,
                                          uint64_t seed, uint64_t epoch, uint64_t sample_id) {
   auto is_special = [&](int32_t id) {
@@ -19,18 +56,22 @@ std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const 
   };
   const uint64_t sample_key = keyed_random(seed, epoch, sample_id);
   std::vector<masked_position> chosen;
-  int32_t fallback = -1;
-  double fallback_draw = 2.0;
-  for (int32_t p = 0; p < length; ++p) {
-    if (is_special(tokens[p])) continue;
-    double draw = unit_interval(keyed_random(sample_key, choose_stream, static_cast<uint64_t>(p)));
-    if (draw < config.probability) chosen.push_back({p, tokens[p]});
-    if (draw < fallback_draw) {
-      fallback_draw = draw;
-      fallback = p;
+  if (config.token_weights) {
+    chosen = choose_weighted(tokens, length, config, sample_key);
+  } else {
+    int32_t fallback = -1;
+    double fallback_draw = 2.0;
+    for (int32_t p = 0; p < length; ++p) {
+      if (is_special(tokens[p])) continue;
+      double draw = unit_interval(keyed_random(sample_key, choose_stream, static_cast<uint64_t>(p)));
+      if (draw < config.probability) chosen.push_back({p, tokens[p]});
+      if (draw < fallback_draw) {
+        fallback_draw = draw;
+        fallback = p;
+      }
     }
+    if (chosen.empty() && fallback >= 0) chosen.push_back({fallback, tokens[fallback]});
   }
-  if (chosen.empty() && fallback >= 0) chosen.push_back({fallback, tokens[fallback]});
   for (const auto& [p, label] : chosen) {
     double action = unit_interval(keyed_random(sample_key, corrupt_stream, static_cast<uint64_t>(p)));
     if (action < 0.8) {

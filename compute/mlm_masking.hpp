@@ -2,6 +2,7 @@
 /// BERT's masked-LM corruption, deterministic per (seed, epoch, sample).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace troupe::compute {
@@ -11,7 +12,15 @@ struct masking_config {
   int64_t vocab_size = 0;
   int32_t mask_id = 103;
   std::vector<int32_t> special_ids;  ///< never chosen ([CLS], [SEP], [PAD], ...)
+  /// Token-frequency-smoothed masking (HF distiller's mlm_smoothing): a weight per vocabulary
+  /// id (smoothed_token_weights); null: every maskable position alike.
+  std::shared_ptr<const std::vector<double>> token_weights;
 };
+
+/// HF distiller's mlm_smoothing weights: max(count, 1)^−smoothing per id, 0 for special ids,
+/// so rare tokens are masked more often than their frequency alone would have them.
+std::vector<double> smoothed_token_weights(const std::vector<uint64_t>& counts, double smoothing,
+                                           const std::vector<int32_t>& special_ids);
 
 /// One chosen position: where, and which token the model must predict there.
 struct masked_position {
@@ -24,6 +33,12 @@ struct masked_position {
 /// chosen token becomes [MASK] 80% of the time, a uniformly random token 10%, and stays 10%.
 /// Every draw is keyed_random(seed, epoch, sample_id, position), so the mask of a sample does
 /// not depend on which worker, batch or run produced it.
+///
+/// With token_weights, exactly ⌈probability · maskable⌉ positions are chosen, without
+/// replacement, position p with probability proportional to the weight of its token
+/// (Efraimidis–Spirakis: the positions with the largest u_p^(1/w_p), u_p the same keyed draw);
+/// the corruption is the same 80/10/10. HF draws its ⌈0.15 · tokens⌉ per batch; per sample keeps
+/// the mask independent of the batch (DESIGN §4).
 std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const masking_config& config,
                                          uint64_t seed, uint64_t epoch, uint64_t sample_id);
 

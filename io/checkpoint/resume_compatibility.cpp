@@ -59,6 +59,7 @@ void check_resume_compatible(const checkpoint_contents& checkpoint, const job_co
   if (imported) return;
   const auto saved = saved_job(checkpoint);
   require_same(checkpoint, "data.mask_probability", saved.data.mask_probability, config.data.mask_probability);
+  require_same(checkpoint, "data.mlm_smoothing", saved.data.mlm_smoothing, config.data.mlm_smoothing);
 }
 
 }  // namespace troupe::io

@@ -202,6 +202,7 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   if (config.data.dir.empty()) data.fail("dir", "the path of a directory written by `troupe prepare`");
   config.data.prefetch = data.integer("prefetch", config.data.prefetch, 1, 1024);
   config.data.mask_probability = data.number("mask_probability", config.data.mask_probability, 0.01, 0.9);
+  config.data.mlm_smoothing = data.number("mlm_smoothing", 0.0, 0.0, 10.0);
   data.finish();
 
   auto checkpoint = root.object("checkpoint");

@@ -17,6 +17,9 @@ struct data_config {
   std::filesystem::path dir;
   int64_t prefetch = 4;           ///< micro-batches a data loader may run ahead (bounded queue)
   double mask_probability = 0.15;
+  /// Token-frequency-smoothed masking (HF distiller's mlm_smoothing, 0.7 there): positions
+  /// chosen ∝ count^−s of their token; 0: uniformly.
+  double mlm_smoothing = 0.0;
 };
 
 struct checkpoint_config {

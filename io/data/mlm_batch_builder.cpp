@@ -6,13 +6,28 @@
 
 namespace troupe::io {
 
-mlm_batch_builder::mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed)
+namespace {
+
+std::vector<int32_t> special_ids_of(const dataset_manifest& manifest) {
+  const auto& s = manifest.specials;
+  return {s.pad, s.cls, s.sep, s.mask, s.unk};
+}
+
+}  // namespace
+
+mlm_batch_builder::mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed,
+                                     std::shared_ptr<const std::vector<double>> token_weights)
     : dataset_(dataset), seed_(seed) {
-  const auto& specials = dataset.manifest().specials;
   masking_.probability = mask_probability;
   masking_.vocab_size = dataset.manifest().vocab_size;
-  masking_.mask_id = specials.mask;
-  masking_.special_ids = {specials.pad, specials.cls, specials.sep, specials.mask, specials.unk};
+  masking_.mask_id = dataset.manifest().specials.mask;
+  masking_.special_ids = special_ids_of(dataset.manifest());
+  masking_.token_weights = std::move(token_weights);
+}
+
+std::shared_ptr<const std::vector<double>> smoothed_masking_weights(const token_dataset& dataset, double smoothing) {
+  return std::make_shared<const std::vector<double>>(
+      compute::smoothed_token_weights(count_tokens(dataset), smoothing, special_ids_of(dataset.manifest())));
 }
 
 compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_ref>& samples) const {

@@ -16,7 +16,9 @@ namespace troupe::io {
 /// (seed, epoch, sample id), and lays them out as tensors. Pure function of its inputs.
 class mlm_batch_builder {
  public:
-  mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed);
+  /// `token_weights`: smoothed masking (compute::smoothed_token_weights), or null.
+  mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed,
+                    std::shared_ptr<const std::vector<double>> token_weights = nullptr);
   compute::mlm_batch build(const std::vector<compute::sample_ref>& samples) const;
   const compute::masking_config& masking() const { return masking_; }
 
@@ -31,5 +33,8 @@ std::pair<at::Tensor, at::Tensor> sequence_tensors(const token_dataset& dataset,
 
 /// Occurrences of every vocabulary id in the real (unpadded) tokens of a dataset.
 std::vector<uint64_t> count_tokens(const token_dataset& dataset);
+
+/// data.mlm_smoothing's weights for a dataset: its token counts smoothed, its special tokens 0.
+std::shared_ptr<const std::vector<double>> smoothed_masking_weights(const token_dataset& dataset, double smoothing);
 
 }  // namespace troupe::io

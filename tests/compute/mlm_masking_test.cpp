@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <memory>
 #include <numeric>
 
 namespace troupe::compute {
@@ -88,6 +90,54 @@ TEST(mlm_masking, every_sequence_with_a_maskable_token_gets_one) {
   }
   std::vector<int32_t> only_specials{101, 102};
   EXPECT_TRUE(mask_tokens(only_specials.data(), 2, config, 5, 0, 0).empty());
+}
+
+// HF distiller's mlm_smoothing: max(count, 1)^-s, specials 0.
+TEST(mlm_smoothing, weights_are_smoothed_inverse_counts_and_zero_for_specials) {
+  const auto weights = smoothed_token_weights({0, 1, 100, 5}, 0.7, {3});
+  EXPECT_DOUBLE_EQ(weights[0], 1.0);
+  EXPECT_DOUBLE_EQ(weights[1], 1.0);
+  EXPECT_NEAR(weights[2], std::pow(100.0, -0.7), 1e-15);
+  EXPECT_EQ(weights[3], 0.0);
+}
+
+// Exactly ceil(p * maskable) positions, never a special token, the same for the same sample;
+// with one position chosen its token follows the weights: 10 tokens of weight 1 and 10 of
+// weight 0.25 give the first kind 10 / 12.5 = 0.8 of the picks.
+TEST(mlm_smoothing, chooses_by_weight_without_replacement_keyed_by_sample) {
+  auto config = bert_masking();
+  std::vector<double> weights(30522, 1.0);
+  for (int32_t id = 2000; id < 3000; ++id) weights[static_cast<std::size_t>(id)] = 0.25;
+  for (int32_t id : {0, 101, 102, 103}) weights[static_cast<std::size_t>(id)] = 0.0;
+  config.token_weights = std::make_shared<const std::vector<double>>(weights);
+  for (uint64_t sample = 0; sample < 200; ++sample) {
+    auto tokens = sequence(128);
+    auto again = tokens;
+    const auto chosen = mask_tokens(tokens.data(), 128, config, 7, 0, sample);
+    EXPECT_EQ(chosen.size(), 19u);  // ceil(0.15 * 126)
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      EXPECT_NE(chosen[i].position, 0);
+      EXPECT_NE(chosen[i].position, 127);
+      if (i > 0) EXPECT_LT(chosen[i - 1].position, chosen[i].position);
+    }
+    const auto repeated = mask_tokens(again.data(), 128, config, 7, 0, sample);
+    ASSERT_EQ(repeated.size(), chosen.size());
+    for (std::size_t i = 0; i < chosen.size(); ++i) EXPECT_EQ(repeated[i].position, chosen[i].position);
+  }
+  config.probability = 0.01;  // one position of 20
+  int heavy = 0;
+  const int samples = 20000;
+  for (uint64_t sample = 0; sample < samples; ++sample) {
+    std::vector<int32_t> tokens;
+    for (int32_t i = 0; i < 10; ++i) tokens.push_back(1000 + i);
+    for (int32_t i = 0; i < 10; ++i) tokens.push_back(2000 + i);
+    const auto chosen = mask_tokens(tokens.data(), 20, config, 11, 0, sample);
+    ASSERT_EQ(chosen.size(), 1u);
+    if (chosen[0].label < 2000) ++heavy;
+  }
+  const double share = static_cast<double>(heavy) / samples;
+  std::printf("share of weight-1 tokens among the picks: %.4f (expected 0.8)\n", share);
+  EXPECT_NEAR(share, 0.8, 0.015);
 }
 
 }  // namespace
