@@ -11,7 +11,9 @@ namespace troupe::compute {
 
 bool flat_parameters::decays(const std::string& name) {
   const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
-  return !is_bias && name.find("LayerNorm") == std::string::npos;
+  // BERT and ALBERT name their norms "LayerNorm", DistilBERT "…layer_norm" (ALBERT also
+  // "full_layer_layer_norm").
+  return !is_bias && name.find("LayerNorm") == std::string::npos && name.find("layer_norm") == std::string::npos;
 }
 
 flat_parameters::flat_parameters(std::vector<std::pair<std::string, at::Tensor>> named,

@@ -40,7 +40,8 @@ class flat_parameters {
   at::Tensor gradient(const parameter_slot& slot) const;
   void zero_gradients() { gradients_.zero_(); }
 
-  /// True for names that get weight decay (not biases, not LayerNorm).
+  /// True for names that get weight decay (not biases, not LayerNorm: "LayerNorm" or "layer_norm"
+  /// in the name).
   static bool decays(const std::string& name);
 
  private:

@@ -70,13 +70,13 @@ void write_tokenizer(const tokenizer_source& tokenizer, const std::filesystem::p
   write_file_atomically(dir / "tokenizer_config.json", config.dump(2) + "\n");
 }
 
-/// HF names → troupe's names: BertModel and DistilBertModel checkpoints lack the "bert." or
-/// "distilbert." prefix.
+/// HF names → troupe's names: BertModel, DistilBertModel and AlbertModel checkpoints lack the
+/// "bert.", "distilbert." or "albert." prefix.
 std::string troupe_name(const std::string& hf, const std::string& model_type) {
   if (model_type == "distilbert")
     return hf.rfind("embeddings.", 0) == 0 || hf.rfind("transformer.", 0) == 0 ? "distilbert." + hf : hf;
   if (hf.rfind("embeddings.", 0) == 0 || hf.rfind("encoder.", 0) == 0 || hf.rfind("pooler.", 0) == 0)
-    return "bert." + hf;
+    return (model_type == "albert" ? "albert." : "bert.") + hf;
   return hf;
 }
 
@@ -85,12 +85,15 @@ std::string troupe_name(const std::string& hf, const std::string& model_type) {
 bool is_dropped(const std::string& name) {
   return name.rfind("bert.pooler.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0 ||
          name.rfind("cls.predictions.decoder.", 0) == 0 || name == "vocab_projector.weight" ||
+         name.rfind("predictions.decoder.", 0) == 0 ||
          name.find("position_ids") != std::string::npos;
 }
 
-/// The MLM head's tensors (absent from a BertModel or DistilBertModel checkpoint).
+/// The pre-training heads' tensors (absent from a BertModel, DistilBertModel or AlbertModel
+/// checkpoint).
 bool is_head(const std::string& name) {
-  return name.rfind("cls.", 0) == 0 || name.rfind("vocab_", 0) == 0;
+  return name.rfind("cls.", 0) == 0 || name.rfind("vocab_", 0) == 0 || name.rfind("predictions.", 0) == 0 ||
+         name.rfind("sop_classifier.", 0) == 0;
 }
 
 }  // namespace
@@ -142,8 +145,10 @@ void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path&
   bool has_head = false;
   for (const auto& [name, tensor] : loaded) has_head = has_head || is_head(name);
   if (!has_head) {
-    spdlog::warn("{}: no MLM head ({}); initialising it fresh", weights.string(),
-                 contents.model.model_type == "distilbert" ? "vocab_*" : "cls.predictions.*");
+    spdlog::warn("{}: no pre-training head ({}); initialising it fresh", weights.string(),
+                 contents.model.model_type == "distilbert" ? "vocab_*"
+                 : contents.model.model_type == "albert"   ? "predictions.*, sop_classifier.*"
+                                                           : "cls.predictions.*");
     targets.erase(std::remove_if(targets.begin(), targets.end(), [](auto& e) { return is_head(e.first); }),
                   targets.end());
   }

@@ -50,6 +50,31 @@ compute::bert_config distilbert_config_from_hf(json_fields& fields) {
   return model;
 }
 
+json hf_albert_config(const compute::bert_config& model) {
+  return {{"architectures", {"AlbertForPreTraining"}},
+          {"model_type", "albert"},
+          {"vocab_size", model.vocab_size},
+          {"embedding_size", model.embedding_size},
+          {"hidden_size", model.hidden_size},
+          {"num_hidden_layers", model.num_hidden_layers},
+          {"num_hidden_groups", model.num_hidden_groups},
+          {"num_attention_heads", model.num_attention_heads},
+          {"intermediate_size", model.intermediate_size},
+          {"inner_group_num", model.inner_group_num},
+          {"hidden_act", model.hidden_act},
+          {"hidden_dropout_prob", model.hidden_dropout_prob},
+          {"attention_probs_dropout_prob", model.attention_probs_dropout_prob},
+          {"max_position_embeddings", model.max_position_embeddings},
+          {"type_vocab_size", model.type_vocab_size},
+          {"initializer_range", model.initializer_range},
+          {"layer_norm_eps", model.layer_norm_eps},
+          {"classifier_dropout_prob", model.classifier_dropout_prob},
+          {"position_embedding_type", "absolute"},
+          {"pad_token_id", 0},
+          {"bos_token_id", 2},
+          {"eos_token_id", 3}};
+}
+
 compute::bert_config bert_config_from_hf(json_fields& fields) {
   compute::bert_config model;
   model.vocab_size = fields.integer("vocab_size", 0, 1, 1 << 24);
@@ -63,10 +88,20 @@ compute::bert_config bert_config_from_hf(json_fields& fields) {
   model.attention_probs_dropout_prob = fields.number("attention_probs_dropout_prob", 0.1, 0, 1);
   model.layer_norm_eps = fields.number("layer_norm_eps", 1e-12, 0, 1);
   model.initializer_range = fields.number("initializer_range", 0.02, 0, 1);
-  if (fields.has("hidden_act") && fields.string("hidden_act", "gelu") != "gelu")
-    fields.fail("hidden_act", "\"gelu\" (the only activation troupe implements)");
+  model.hidden_act = fields.choice("hidden_act", "gelu", {"gelu", "gelu_new"});
   if (model.hidden_size % model.num_attention_heads != 0)
     fields.fail("hidden_size", "a multiple of num_attention_heads");
+  return model;
+}
+
+// AlbertConfig: BertConfig's names plus the factorised embeddings and the layer groups.
+compute::bert_config albert_config_from_hf(json_fields& fields) {
+  auto model = bert_config_from_hf(fields);
+  model.model_type = "albert";
+  model.embedding_size = fields.integer("embedding_size", 128, 1, 1 << 16);
+  model.num_hidden_groups = fields.integer("num_hidden_groups", 1, 1, model.num_hidden_layers);
+  model.inner_group_num = fields.integer("inner_group_num", 1, 1, 64);
+  model.classifier_dropout_prob = fields.number("classifier_dropout_prob", 0.1, 0, 1);
   return model;
 }
 
@@ -74,6 +109,7 @@ compute::bert_config bert_config_from_hf(json_fields& fields) {
 
 json hf_model_config(const compute::bert_config& model) {
   if (model.model_type == "distilbert") return hf_distilbert_config(model);
+  if (model.model_type == "albert") return hf_albert_config(model);
   return {{"architectures", {"BertForMaskedLM"}},
           {"model_type", "bert"},
           {"vocab_size", model.vocab_size},
@@ -87,16 +123,18 @@ json hf_model_config(const compute::bert_config& model) {
           {"attention_probs_dropout_prob", model.attention_probs_dropout_prob},
           {"layer_norm_eps", model.layer_norm_eps},
           {"initializer_range", model.initializer_range},
-          {"hidden_act", "gelu"},
+          {"hidden_act", model.hidden_act},
           {"pad_token_id", 0},
           {"position_embedding_type", "absolute"}};
 }
 
 compute::bert_config model_config_from_hf(const json& config, const std::string& source) {
   json_fields fields(config, source);
-  const auto type = fields.has("model_type") ? fields.choice("model_type", "bert", {"bert", "distilbert"}) : "bert";
+  const auto type =
+      fields.has("model_type") ? fields.choice("model_type", "bert", {"bert", "distilbert", "albert"}) : "bert";
   // other HF keys (architectures, torch_dtype, ...) are allowed and ignored
-  return type == "distilbert" ? distilbert_config_from_hf(fields) : bert_config_from_hf(fields);
+  if (type == "distilbert") return distilbert_config_from_hf(fields);
+  return type == "albert" ? albert_config_from_hf(fields) : bert_config_from_hf(fields);
 }
 
 }  // namespace troupe::io

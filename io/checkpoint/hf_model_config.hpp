@@ -1,5 +1,5 @@
 #pragma once
-/// HuggingFace's config.json for a troupe model (BertConfig or DistilBertConfig, by
+/// HuggingFace's config.json for a troupe model (BertConfig, DistilBertConfig or AlbertConfig, by
 /// model_type), and back: what a checkpoint writes beside model.safetensors and what
 /// `troupe ckpt import` and checkpoint loading read.
 

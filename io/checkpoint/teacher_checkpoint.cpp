@@ -48,6 +48,10 @@ std::shared_ptr<const compute::teacher_setup> load_teacher_checkpoint(const comp
     require_equal(source, "model.hidden_size", student.hidden_size, teacher.model.hidden_size, where,
                   "distillation.alpha_cos compares the two models' hidden states");
   if (distillation.student_from_teacher) {
+    for (const auto& [who, type] : {std::pair{"the teacher", teacher.model.model_type}, {"the student", student.model_type}})
+      if (type == "albert")
+        throw make_error(source, ": distillation.student_init: \"teacher\" copies BERT or DistilBERT layers; ", who,
+                         " is ALBERT (use \"random\")");
     const std::string why = "distillation.student_init \"teacher\" copies the teacher's tensors (or use \"random\")";
     require_equal(source, "model.hidden_size", student.hidden_size, teacher.model.hidden_size, where, why);
     require_equal(source, "model.intermediate_size", student.intermediate_size, teacher.model.intermediate_size,

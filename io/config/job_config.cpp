@@ -11,8 +11,8 @@ constexpr int64_t big = int64_t{1} << 40;
 
 compute::bert_config parse_model(json_fields& fields) {
   compute::bert_config model;
-  model.model_type = fields.choice("type", "bert", {"bert", "distilbert"});
-  const bool distilbert = model.model_type == "distilbert";
+  model.model_type = fields.choice("type", "bert", {"bert", "distilbert", "albert"});
+  const bool distilbert = model.model_type == "distilbert", albert = model.model_type == "albert";
   model.vocab_size = fields.integer("vocab_size", 0, 0, 1 << 24);
   model.hidden_size = fields.integer("hidden_size", model.hidden_size, 1, 1 << 16);
   model.num_hidden_layers = fields.integer("num_hidden_layers", model.num_hidden_layers, 1, 1024);
@@ -31,6 +31,16 @@ compute::bert_config parse_model(json_fields& fields) {
   model.initializer_range = fields.number("initializer_range", model.initializer_range, 1e-6, 1.0);
   if (model.hidden_size % model.num_attention_heads != 0)
     fields.fail("hidden_size", detail::concat("a multiple of num_attention_heads (", model.num_attention_heads, ")"));
+  model.hidden_act = distilbert ? fields.choice("hidden_act", "gelu", {"gelu"})
+                                : fields.choice("hidden_act", albert ? "gelu_new" : "gelu", {"gelu", "gelu_new"});
+  for (const char* key : {"embedding_size", "num_hidden_groups", "inner_group_num", "classifier_dropout_prob"})
+    if (!albert && fields.has(key)) fields.fail(key, "no value: only ALBERT (\"type\": \"albert\") has it");
+  if (albert) {
+    model.embedding_size = fields.integer("embedding_size", model.embedding_size, 1, 1 << 16);
+    model.num_hidden_groups = fields.integer("num_hidden_groups", 1, 1, model.num_hidden_layers);
+    model.inner_group_num = fields.integer("inner_group_num", 1, 1, 64);
+    model.classifier_dropout_prob = fields.number("classifier_dropout_prob", model.classifier_dropout_prob, 0.0, 0.99);
+  }
   fields.finish();
   return model;
 }

@@ -98,6 +98,10 @@ TEST(flat_parameters, gradients_accumulate_into_the_flat_buffer) {
   EXPECT_FALSE(flat_parameters::decays("bert.embeddings.LayerNorm.weight"));
   EXPECT_FALSE(flat_parameters::decays("cls.predictions.bias"));
   EXPECT_TRUE(flat_parameters::decays("bert.encoder.layer.0.attention.self.query.weight"));
+  EXPECT_FALSE(flat_parameters::decays("distilbert.transformer.layer.0.sa_layer_norm.weight"));
+  EXPECT_FALSE(flat_parameters::decays("vocab_layer_norm.weight"));
+  EXPECT_FALSE(flat_parameters::decays("albert.encoder.albert_layer_groups.0.albert_layers.0.full_layer_layer_norm.weight"));
+  EXPECT_TRUE(flat_parameters::decays("distilbert.transformer.layer.0.ffn.lin1.weight"));
   flat.zero_gradients();
   EXPECT_EQ(flat.gradients().abs().sum().item<double>(), 0.0);
 }
