@@ -10,7 +10,8 @@ namespace troupe::actors {
 
 caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loader_settings settings) {
   self->state.builder = std::make_unique<io::mlm_batch_builder>(*settings.dataset, settings.mask_probability,
-                                                                settings.seed, settings.token_weights);
+                                                                settings.seed, settings.token_weights,
+                                                                settings.max_ngram);
   self->state.order = std::make_unique<compute::sample_order>(settings.dataset->size(), settings.seed);
   if (!settings.sample_log.empty()) self->state.sample_log.open(settings.sample_log, std::ios::app);
   return {

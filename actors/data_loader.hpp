@@ -18,6 +18,7 @@ struct data_loader_settings {
   std::shared_ptr<const io::token_dataset> dataset;
   double mask_probability = 0.15;
   std::shared_ptr<const std::vector<double>> token_weights;  ///< data.mlm_smoothing's, or null
+  int32_t max_ngram = 1;                                     ///< data.max_ngram
   uint64_t seed = 42;
   uint64_t rank = 0;
   uint64_t world = 1;

@@ -361,6 +361,7 @@ class training_run {
     d.dataset = dataset_;
     d.mask_probability = config_.data.mask_probability;
     d.token_weights = masking_weights_;
+    d.max_ngram = static_cast<int32_t>(config_.data.max_ngram);
     d.seed = config_.seed;
     d.rank = static_cast<uint64_t>(rank);
     d.world = static_cast<uint64_t>(world_);

@@ -36,15 +36,18 @@ caf::error explained(caf::error failure, const std::string& awaited, std::chrono
 // and checks that the replicas agree (DESIGN §4):
 //   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
 //   [4 .. 7]               distillation: Σ part × samples for the ce, mlm, cos and mse parts
-//   [8+5r .. 8+5r+3]       rank r's parameter hash in four 16-bit parts, zero elsewhere;
+//                          (SOP: the mlm part)
+//   [8] Σ SOP loss × samples   [9] SOP right guesses
+//   [10+5r .. 10+5r+3]     rank r's parameter hash in four 16-bit parts, zero elsewhere;
 //                          after the sum every rank holds every rank's hash exactly (doubles
 //                          add integers below 2^53 exactly).
-//   [8+5r+4]               the wall-clock second (system clock, µs resolution) at which rank r
+//   [10+5r+4]              the wall-clock second (system clock, µs resolution) at which rank r
 //                          finished the window's compute and entered the allreduce: every rank
 //                          learns who came last and by how much (the straggler); across hosts
 //                          this is as good as their clocks agree.
-constexpr std::size_t statistics_header = 8;
+constexpr std::size_t statistics_header = 10;
 constexpr std::size_t first_loss_part = 4;
+constexpr std::size_t sentence_order_loss_slot = 8, sentence_order_correct_slot = 9;
 constexpr int hash_parts = 4;
 constexpr int slots_per_rank = hash_parts + 1;
 
@@ -203,6 +206,11 @@ void worker_state::run_micro_batch(const messages::micro_batch& batch) {
   const double parts[] = {result.parts.ce, result.parts.mlm, result.parts.cos, result.parts.mse};
   for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p)
     loss_parts_weighted_sum[p] += parts[p] * static_cast<double>(batch.batch.samples);
+  if (result.sentence_order) {
+    sentence_order = true;
+    sentence_order_loss_weighted_sum += result.sentence_order_loss * static_cast<double>(batch.batch.samples);
+    sentence_order_correct += static_cast<double>(result.sentence_order_correct);
+  }
   local_samples += batch.batch.samples;
   if (settings.start.dataset_size > 0) current.epoch = batch.batch.first_position / settings.start.dataset_size;
 }
@@ -300,6 +308,8 @@ void worker_state::fill_statistics() {
   stats[2] = static_cast<double>(current.tokens);
   stats[3] = static_cast<double>(current.masked_tokens);
   for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) stats[first_loss_part + p] = loss_parts_weighted_sum[p];
+  stats[sentence_order_loss_slot] = sentence_order_loss_weighted_sum;
+  stats[sentence_order_correct_slot] = sentence_order_correct;
   if (settings.rank == settings.seams.perturb_rank && trainer->optimizer_steps() + 1 == settings.seams.perturb_step)
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
   const uint64_t hash = parameter_hash(*trainer);
@@ -371,6 +381,8 @@ int64_t worker_state::take_reduced_statistics() {
   current.tokens = static_cast<int64_t>(stats[2]);
   current.masked_tokens = static_cast<int64_t>(stats[3]);
   for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) loss_parts_weighted_sum[p] = stats[first_loss_part + p];
+  sentence_order_loss_weighted_sum = stats[sentence_order_loss_slot];
+  sentence_order_correct = stats[sentence_order_correct_slot];
   current.parameter_hash = hash_of_rank(stats, settings.rank);
   // The straggler: the rank that entered the allreduce last, and how long after the first.
   double first = ready_time_of_rank(stats, 0), last = first;
@@ -468,6 +480,13 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
     report.loss_cos = loss_parts_weighted_sum[2] / samples;
     report.loss_mse = loss_parts_weighted_sum[3] / samples;
   }
+  if (sentence_order) {
+    const double samples = static_cast<double>(local_samples);
+    report.sentence_order = true;
+    report.loss_mlm = loss_parts_weighted_sum[1] / samples;
+    report.loss_sop = sentence_order_loss_weighted_sum / samples;
+    report.sop_accuracy = sentence_order_correct / samples;
+  }
   const auto now = clock::now();
   report.window_seconds = seconds(now - window_start);
   window_start = now;
@@ -488,6 +507,8 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   report.checkpoints_skipped = skipped;
   loss_weighted_sum = 0;
   loss_parts_weighted_sum = {};
+  sentence_order_loss_weighted_sum = 0;
+  sentence_order_correct = 0;
   local_samples = 0;
   micro_in_window = 0;
 }

@@ -103,6 +103,9 @@ struct worker_state {
   messages::window_report current;
   double loss_weighted_sum = 0;
   std::array<double, 4> loss_parts_weighted_sum{};  ///< distillation's ce, mlm, cos, mse × samples
+  bool sentence_order = false;                      ///< the trainer reported SOP (ALBERT)
+  double sentence_order_loss_weighted_sum = 0;      ///< SOP loss × samples
+  double sentence_order_correct = 0;                ///< SOP right guesses
   int64_t local_samples = 0;
   double last_lr = 0;
   compute::staging_buffer parameter_staging, optimizer_staging;

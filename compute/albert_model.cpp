@@ -58,7 +58,9 @@ void albert_for_pretraining_impl::use_dropout_keys(const std::shared_ptr<dropout
 
 torch::Tensor albert_for_pretraining_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                                                   const torch::Tensor& lengths) {
-  auto hidden = embedding_hidden_mapping_in(embeddings(input_ids, token_type_ids));
+  // The residual stream stays fp32 as BERT's does (under CPU autocast the mapping's output is
+  // bf16, and LibTorch 1.13's LayerNorm refuses bf16 input).
+  auto hidden = embedding_hidden_mapping_in(embeddings(input_ids, token_type_ids)).to(torch::kFloat);
   const auto attention_bias = padding_attention_bias(lengths, input_ids.size(1), hidden);
   const auto& c = config();
   // HF: layer i runs group int(i / (L / G)), each group's inner layers in turn.

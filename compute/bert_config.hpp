@@ -26,6 +26,7 @@ struct bert_config {
   int64_t num_hidden_groups = 1;      ///< groups of layers whose parameters are shared
   int64_t inner_group_num = 1;        ///< layers in each group
   double classifier_dropout_prob = 0.1;  ///< before the sentence-order classifier
+  bool sentence_order_prediction = false;  ///< train the SOP head (needs `prepare --task sop` data)
 };
 
 /// Parameters of the model_type's MLM with these sizes, in closed form (for bounding staging memory before

@@ -11,7 +11,11 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width) {
 }
 
 torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation) {
-  return torch::gelu(x, tanh_approximation ? "tanh" : "none");
+  if (!tanh_approximation) return torch::gelu(x);
+  // LibTorch 1.13's CPU tanh-GELU fails on bf16 ("expected scalar type BFloat16 but found
+  // Float" under autocast): computed in fp32, returned in the input's type.
+  if (x.scalar_type() == torch::kBFloat16) return torch::gelu(x.to(torch::kFloat), "tanh").to(torch::kBFloat16);
+  return torch::gelu(x, "tanh");
 }
 
 bert_embeddings_impl::bert_embeddings_impl(const bert_config& config, bool token_types, int64_t width)

@@ -33,7 +33,7 @@ struct masked_lm_impl : torch::nn::Module {
   virtual torch::Tensor predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) = 0;
   /// Sentence-order logits [batch, 2] (fp32) from the [CLS] position of `hidden`, for models
   /// with that head (ALBERT); undefined for the others.
-  virtual torch::Tensor sentence_order_logits(const torch::Tensor& hidden) { return {}; }
+  virtual torch::Tensor sentence_order_logits(const torch::Tensor& /*hidden*/) { return {}; }
   /// Every trainable tensor under its HuggingFace name, in a fixed order; a tied output
   /// projection is not listed (it is the word embeddings).
   virtual std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() = 0;

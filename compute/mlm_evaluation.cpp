@@ -30,6 +30,17 @@ nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch) {
   return {nll.item<double>(), batch.labels.numel()};
 }
 
+int64_t mlm_evaluator::sentence_order_correct(const mlm_batch& batch) {
+  if (!batch.sentence_order_labels.defined()) return 0;
+  torch::NoGradGuard no_grad;
+  autocast_scope autocast(device_, bf16_);
+  auto lengths = batch.lengths.defined() ? batch.lengths.to(device_) : batch.lengths;
+  const auto order = model_->sentence_order_logits(
+      model_->encode(batch.input_ids.to(device_), batch.token_type_ids.to(device_), lengths));
+  if (!order.defined()) return 0;
+  return order.argmax(-1).eq(batch.sentence_order_labels.to(device_)).sum().item<int64_t>();
+}
+
 nll_sum mlm_evaluator::pseudo_log_likelihood(const at::Tensor& tokens, const at::Tensor& token_types, int64_t length,
                                              int64_t mask_id, const std::vector<int64_t>& special_ids,
                                              int64_t batch_size) {

@@ -42,6 +42,9 @@ class mlm_evaluator {
 
   /// NLL of the labels at the batch's masked positions.
   nll_sum masked_lm(const mlm_batch& batch);
+  /// Sentence-order guesses that match the batch's labels (ALBERT with `prepare --task sop`
+  /// data); 0 when the model has no such head or the batch no labels.
+  int64_t sentence_order_correct(const mlm_batch& batch);
 
   /// Pseudo-log-likelihood (Salazar et al. 2020, "Masked Language Model Scoring"): every
   /// maskable position t of the sequence is replaced by [MASK] in its own copy, and the NLL of

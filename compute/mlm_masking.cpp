@@ -9,7 +9,7 @@ namespace troupe::compute {
 namespace {
 
 // Distinct streams for the three draws per position.
-constexpr uint64_t choose_stream = 1, corrupt_stream = 2, random_token_stream = 3;
+constexpr uint64_t choose_stream = 1, corrupt_stream = 2, random_token_stream = 3, ngram_stream = 4;
 
 }  // namespace
 
@@ -47,6 +47,40 @@ std::vector<masked_position> choose_weighted(const int32_t* tokens, int32_t leng
   return chosen;
 }
 
+/// n-gram spans (ALBERT): see the header.
+std::vector<masked_position> choose_ngrams(const int32_t* tokens, int32_t length, const masking_config& config,
+                                           uint64_t sample_key, const std::vector<bool>& maskable) {
+  std::vector<std::pair<uint64_t, int32_t>> starts;  // (draw, position)
+  for (int32_t p = 0; p < length; ++p)
+    if (maskable[static_cast<std::size_t>(p)])
+      starts.emplace_back(keyed_random(sample_key, choose_stream, static_cast<uint64_t>(p)), p);
+  std::sort(starts.begin(), starts.end());
+  const auto wanted = static_cast<std::size_t>(std::ceil(config.probability * static_cast<double>(starts.size())));
+  // P(n) ∝ 1/n: the cumulative weights of 1 … max_ngram.
+  std::vector<double> cumulative;
+  double total = 0;
+  for (int32_t n = 1; n <= config.max_ngram; ++n) cumulative.push_back(total += 1.0 / n);
+  std::vector<bool> taken(static_cast<std::size_t>(length), false);
+  std::size_t covered = 0;
+  for (const auto& [draw, start] : starts) {
+    if (covered >= wanted) break;
+    if (taken[static_cast<std::size_t>(start)]) continue;
+    const double u = unit_interval(keyed_random(sample_key, ngram_stream, static_cast<uint64_t>(start))) * total;
+    auto n = static_cast<int32_t>(std::lower_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin()) + 1;
+    n = std::min<int32_t>(n, static_cast<int32_t>(wanted - covered));
+    int32_t fits = 0;
+    while (fits < n && start + fits < length && maskable[static_cast<std::size_t>(start + fits)] &&
+           !taken[static_cast<std::size_t>(start + fits)])
+      ++fits;
+    for (int32_t p = start; p < start + fits; ++p) taken[static_cast<std::size_t>(p)] = true;
+    covered += static_cast<std::size_t>(fits);
+  }
+  std::vector<masked_position> chosen;
+  for (int32_t p = 0; p < length; ++p)
+    if (taken[static_cast<std::size_t>(p)]) chosen.push_back({p, tokens[p]});
+  return chosen;
+}
+
 }  // namespace
 
 std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const masking_config& config,
@@ -58,6 +92,10 @@ std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const 
   std::vector<masked_position> chosen;
   if (config.token_weights) {
     chosen = choose_weighted(tokens, length, config, sample_key);
+  } else if (config.max_ngram > 1) {
+    std::vector<bool> maskable(static_cast<std::size_t>(length));
+    for (int32_t p = 0; p < length; ++p) maskable[static_cast<std::size_t>(p)] = !is_special(tokens[p]);
+    chosen = choose_ngrams(tokens, length, config, sample_key, maskable);
   } else {
     int32_t fallback = -1;
     double fallback_draw = 2.0;

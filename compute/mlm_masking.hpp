@@ -15,6 +15,9 @@ struct masking_config {
   /// Token-frequency-smoothed masking (HF distiller's mlm_smoothing): a weight per vocabulary
   /// id (smoothed_token_weights); null: every maskable position alike.
   std::shared_ptr<const std::vector<double>> token_weights;
+  /// ALBERT's n-gram masking: spans of n ≤ max_ngram consecutive tokens, n drawn with
+  /// probability ∝ 1/n; 1: single tokens.
+  int32_t max_ngram = 1;
 };
 
 /// HF distiller's mlm_smoothing weights: max(count, 1)^−smoothing per id, 0 for special ids,
@@ -39,6 +42,10 @@ struct masked_position {
 /// (Efraimidis–Spirakis: the positions with the largest u_p^(1/w_p), u_p the same keyed draw);
 /// the corruption is the same 80/10/10. HF draws its ⌈0.15 · tokens⌉ per batch; per sample keeps
 /// the mask independent of the batch (DESIGN §4).
+///
+/// With max_ngram > 1, ⌈probability · maskable⌉ positions are covered by spans: start positions
+/// are taken in the order of their keyed draws, each with a length n ∝ 1/n (shortened to what
+/// is still wanted, and to what fits between special tokens and spans already chosen).
 std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const masking_config& config,
                                          uint64_t seed, uint64_t epoch, uint64_t sample_id);
 

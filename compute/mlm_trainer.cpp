@@ -95,6 +95,17 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
       auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
       auto logits = model_->predict(hidden, on_device.masked_positions);
       loss = at::cross_entropy_loss(logits, on_device.labels);
+      if (options_.model.sentence_order_prediction && on_device.sentence_order_labels.defined()) {
+        // AlbertForPreTraining's loss: masked-LM + sentence-order cross-entropy.
+        const auto order_logits = model_->sentence_order_logits(hidden);
+        const auto order_loss = at::cross_entropy_loss(order_logits, on_device.sentence_order_labels);
+        result.sentence_order = true;
+        result.parts.mlm = loss.item<double>();
+        result.sentence_order_loss = order_loss.item<double>();
+        result.sentence_order_correct =
+            order_logits.argmax(-1).eq(on_device.sentence_order_labels).sum().item<int64_t>();
+        loss = loss + order_loss;
+      }
     }
   }
   result.forward_seconds = seconds_since(start);

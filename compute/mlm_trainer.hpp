@@ -58,6 +58,11 @@ struct micro_step_result {
   double loss = 0.0;          ///< mean cross-entropy over its masked tokens, or the distillation total
   loss_parts parts;
   double teacher_seconds = 0.0;  ///< of forward_seconds, the teacher's forward
+  /// ALBERT's sentence-order prediction (model.sentence_order_prediction): loss is then the
+  /// masked-LM part (parts.mlm) plus this cross-entropy; correct counts the right guesses.
+  bool sentence_order = false;
+  double sentence_order_loss = 0.0;
+  int64_t sentence_order_correct = 0;
   int64_t masked_tokens = 0;
   double forward_seconds = 0.0;
   double backward_seconds = 0.0;

@@ -52,6 +52,9 @@ void write_window(schema::WindowReport::Builder out, const window_report& r) {
   out.setLossCos(r.loss_cos);
   out.setLossMse(r.loss_mse);
   out.setTeacherSeconds(r.teacher_seconds);
+  out.setSentenceOrder(r.sentence_order);
+  out.setLossSop(r.loss_sop);
+  out.setSopAccuracy(r.sop_accuracy);
 }
 
 window_report read_window(schema::WindowReport::Reader in) {
@@ -90,6 +93,9 @@ window_report read_window(schema::WindowReport::Reader in) {
   r.loss_cos = in.getLossCos();
   r.loss_mse = in.getLossMse();
   r.teacher_seconds = in.getTeacherSeconds();
+  r.sentence_order = in.getSentenceOrder();
+  r.loss_sop = in.getLossSop();
+  r.sop_accuracy = in.getSopAccuracy();
   return r;
 }
 

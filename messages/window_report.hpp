@@ -43,6 +43,9 @@ struct window_report {
   double loss_cos = 0;       ///< cosine embedding loss of the last hidden states, likewise
   double loss_mse = 0;       ///< squared error of the logits, likewise
   double teacher_seconds = 0;  ///< this rank's teacher forwards (not in forward_seconds)
+  bool sentence_order = false;  ///< an ALBERT window with SOP: loss = loss_mlm + loss_sop
+  double loss_sop = 0;          ///< sentence-order cross-entropy, per-sample mean over all ranks
+  double sop_accuracy = 0;      ///< share of the window's samples whose order was guessed right
 };
 
 }  // namespace troupe::messages

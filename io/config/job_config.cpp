@@ -33,13 +33,15 @@ compute::bert_config parse_model(json_fields& fields) {
     fields.fail("hidden_size", detail::concat("a multiple of num_attention_heads (", model.num_attention_heads, ")"));
   model.hidden_act = distilbert ? fields.choice("hidden_act", "gelu", {"gelu"})
                                 : fields.choice("hidden_act", albert ? "gelu_new" : "gelu", {"gelu", "gelu_new"});
-  for (const char* key : {"embedding_size", "num_hidden_groups", "inner_group_num", "classifier_dropout_prob"})
+  for (const char* key : {"embedding_size", "num_hidden_groups", "inner_group_num", "classifier_dropout_prob",
+                          "sentence_order_prediction"})
     if (!albert && fields.has(key)) fields.fail(key, "no value: only ALBERT (\"type\": \"albert\") has it");
   if (albert) {
     model.embedding_size = fields.integer("embedding_size", model.embedding_size, 1, 1 << 16);
     model.num_hidden_groups = fields.integer("num_hidden_groups", 1, 1, model.num_hidden_layers);
     model.inner_group_num = fields.integer("inner_group_num", 1, 1, 64);
     model.classifier_dropout_prob = fields.number("classifier_dropout_prob", model.classifier_dropout_prob, 0.0, 0.99);
+    model.sentence_order_prediction = fields.boolean("sentence_order_prediction", true);
   }
   fields.finish();
   return model;
@@ -213,6 +215,9 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   config.data.prefetch = data.integer("prefetch", config.data.prefetch, 1, 1024);
   config.data.mask_probability = data.number("mask_probability", config.data.mask_probability, 0.01, 0.9);
   config.data.mlm_smoothing = data.number("mlm_smoothing", 0.0, 0.0, 10.0);
+  config.data.max_ngram = data.integer("max_ngram", 1, 1, 10);
+  if (config.data.max_ngram > 1 && config.data.mlm_smoothing > 0)
+    data.fail("max_ngram", "1 when mlm_smoothing is set (choose frequency-smoothed tokens or n-gram spans)");
   data.finish();
 
   auto checkpoint = root.object("checkpoint");
@@ -269,6 +274,10 @@ void reconcile_with_data(job_config& config, const dataset_manifest& data, const
                      " differs from the data's vocabulary of ", data.vocab_size, " tokens (", manifest,
                      "); the model and the dataset must use the same vocabulary");
   }
+  if (config.model.sentence_order_prediction && !data.sentence_order)
+    throw make_error(source, ": model.sentence_order_prediction: ", manifest,
+                     " was prepared without sentence-order labels; prepare the corpus with `troupe prepare --task sop`, "
+                     "or set model.sentence_order_prediction to false (masked-LM only)");
   if (static_cast<int64_t>(data.max_seq_length) > config.model.max_position_embeddings)
     throw make_error(source, ": model.max_position_embeddings: ", config.model.max_position_embeddings,
                      " is shorter than the data's max_seq_length ", data.max_seq_length, " (", manifest, ")");

@@ -20,6 +20,8 @@ struct data_config {
   /// Token-frequency-smoothed masking (HF distiller's mlm_smoothing, 0.7 there): positions
   /// chosen ∝ count^−s of their token; 0: uniformly.
   double mlm_smoothing = 0.0;
+  /// ALBERT's n-gram masking: spans of up to this many tokens, n ∝ 1/n (1: single tokens).
+  int64_t max_ngram = 1;
 };
 
 struct checkpoint_config {

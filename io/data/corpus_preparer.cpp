@@ -186,7 +186,8 @@ prepare_summary prepare_corpus(const prepare_options& options) {
         spdlog::warn("{}: no text; skipped", documents[d].path.string());
         continue;
       }
-      auto sequences = pack_document(segments, options.max_seq_length, tok->specials(), options.seed, d);
+      auto sequences =
+          pack_document(segments, options.max_seq_length, tok->specials(), options.seed, d, options.sentence_order);
       ++summary.documents;
       for (const auto& sequence : sequences) summary.tokens += sequence.tokens.size();
       (is_validation[d] ? validation : train).add_document(sequences);
@@ -201,6 +202,7 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     manifest.tokenizer_kind = tok->kind();
     manifest.tokenizer_file = tok->save_to(work_dir);
     manifest.lower_case = options.lower_case;
+    manifest.sentence_order = options.sentence_order;
     manifest.vocab_hash = file_xxh64_hex(work_dir / manifest.tokenizer_file);
     manifest.specials = tok->specials();
     manifest.splits = {train.finish(), validation.finish()};

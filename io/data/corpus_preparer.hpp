@@ -18,6 +18,7 @@ struct prepare_options {
   uint64_t sequences_per_shard = 65536;
   bool overwrite = false;
   bool lower_case = true;  ///< WordPiece: uncased vocabulary
+  bool sentence_order = false;  ///< `--task sop`: ALBERT's sentence-order labels (io/data/sequence_packer.hpp)
 };
 
 struct prepare_summary {

@@ -1,6 +1,7 @@
 #include "io/data/mlm_batch_builder.hpp"
 
 #include "compute/dropout_mask.hpp"
+#include "messages/error.hpp"
 
 #include <ATen/ATen.h>
 
@@ -16,13 +17,14 @@ std::vector<int32_t> special_ids_of(const dataset_manifest& manifest) {
 }  // namespace
 
 mlm_batch_builder::mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed,
-                                     std::shared_ptr<const std::vector<double>> token_weights)
+                                     std::shared_ptr<const std::vector<double>> token_weights, int32_t max_ngram)
     : dataset_(dataset), seed_(seed) {
   masking_.probability = mask_probability;
   masking_.vocab_size = dataset.manifest().vocab_size;
   masking_.mask_id = dataset.manifest().specials.mask;
   masking_.special_ids = special_ids_of(dataset.manifest());
   masking_.token_weights = std::move(token_weights);
+  masking_.max_ngram = max_ngram;
 }
 
 std::shared_ptr<const std::vector<double>> smoothed_masking_weights(const token_dataset& dataset, double smoothing) {
@@ -40,7 +42,7 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
   auto* ids = out.input_ids.data_ptr<int64_t>();
   auto* types = out.token_type_ids.data_ptr<int64_t>();
   auto* length_data = lengths.data_ptr<int64_t>();
-  std::vector<int64_t> positions, labels;
+  std::vector<int64_t> positions, labels, sentence_order;
   std::vector<int32_t> row(static_cast<std::size_t>(seq));
   bool any_padding = false;
   for (int64_t b = 0; b < batch; ++b) {
@@ -58,6 +60,7 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
       labels.push_back(c.label);
     }
     length_data[b] = view.length;
+    if (view.sentence_order >= 0) sentence_order.push_back(view.sentence_order);
     out.sample_keys.push_back(compute::sample_key(samples[static_cast<std::size_t>(b)].epoch,
                                                   samples[static_cast<std::size_t>(b)].sample_id));
     any_padding = any_padding || view.length < seq;
@@ -66,6 +69,10 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
   if (any_padding) out.lengths = lengths;
   out.masked_positions = at::tensor(positions, at::kLong);
   out.labels = at::tensor(labels, at::kLong);
+  if (!sentence_order.empty()) {
+    TROUPE_ENFORCE(static_cast<int64_t>(sentence_order.size()) == batch, "some sequences lack sentence-order labels");
+    out.sentence_order_labels = at::tensor(sentence_order, at::kLong);
+  }
   out.samples = batch;
   return out;
 }

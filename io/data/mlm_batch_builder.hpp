@@ -18,7 +18,7 @@ class mlm_batch_builder {
  public:
   /// `token_weights`: smoothed masking (compute::smoothed_token_weights), or null.
   mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed,
-                    std::shared_ptr<const std::vector<double>> token_weights = nullptr);
+                    std::shared_ptr<const std::vector<double>> token_weights = nullptr, int32_t max_ngram = 1);
   compute::mlm_batch build(const std::vector<compute::sample_ref>& samples) const;
   const compute::masking_config& masking() const { return masking_; }
 

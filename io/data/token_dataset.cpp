@@ -47,6 +47,7 @@ std::string dataset_manifest::to_json() const {
                    {"max_seq_length", max_seq_length},
                    {"vocab_size", vocab_size},
                    {"vocab_hash", vocab_hash},
+                   {"task", sentence_order ? "sop" : "mlm"},
                    {"tokenizer", {{"kind", tokenizer_kind}, {"file", tokenizer_file}, {"lower_case", lower_case}}},
                    {"special_tokens",
                     {{"pad", specials.pad}, {"unk", specials.unk}, {"cls", specials.cls},
@@ -75,6 +76,11 @@ dataset_manifest dataset_manifest::from_file(const std::filesystem::path& file) 
   manifest.vocab_size = required<int64_t>(root, "vocab_size", where);
   manifest.vocab_hash = required<std::string>(root, "vocab_hash", where);
   manifest.file_hash = hex64(xxh64(text.data(), text.size()));
+  if (root.contains("task")) {  // absent in data prepared before SOP existed: masked-LM only
+    const auto task = required<std::string>(root, "task", where);
+    if (task != "mlm" && task != "sop") throw make_error(where, ": task is \"", task, "\", expected \"mlm\" or \"sop\"");
+    manifest.sentence_order = task == "sop";
+  }
   const auto tokenizer = required<json>(root, "tokenizer", where);
   manifest.tokenizer_kind = required<std::string>(tokenizer, "kind", where + ": tokenizer");
   manifest.tokenizer_file = required<std::string>(tokenizer, "file", where + ": tokenizer");
@@ -121,6 +127,9 @@ token_dataset::token_dataset(const std::filesystem::path& dir, const std::string
   for (const auto& file : info->shard_files) {
     shard_starts_.push_back(total_);
     shards_.push_back(std::make_unique<token_shard>(dir / file, manifest_.max_seq_length, manifest_.vocab_size, check));
+    if (shards_.back()->has_sentence_order() != manifest_.sentence_order)
+      throw make_error((dir / file).string(), ": the shard ", shards_.back()->has_sentence_order() ? "has" : "lacks",
+                       " sentence-order labels, but the manifest's task is ", manifest_.sentence_order ? "sop" : "mlm");
     total_ += shards_.back()->size();
   }
   if (total_ != info->sequences)

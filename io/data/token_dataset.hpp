@@ -31,6 +31,9 @@ struct dataset_manifest {
   std::string tokenizer_kind;
   std::string tokenizer_file;
   bool lower_case = true;  ///< WordPiece: the text was lower-cased (false for `prepare --cased`)
+  /// `prepare --task sop`: every sequence carries ALBERT's sentence-order label ("task": "sop";
+  /// absent or "mlm": none).
+  bool sentence_order = false;
   special_token_ids specials;
   std::vector<split_info> splits;
 

@@ -14,7 +14,8 @@ namespace troupe::io {
 namespace {
 
 constexpr char shard_magic[8] = {'T', 'R', 'P', 'S', 'H', 'R', 'D', '1'};
-constexpr uint32_t shard_version = 1;
+constexpr uint32_t shard_version = 2;  ///< 2: flags and the labels section; 1 is still read
+constexpr uint32_t sentence_order_flag = 1;
 constexpr std::size_t header_bytes = 64;
 
 struct shard_header {
@@ -22,7 +23,7 @@ struct shard_header {
   uint32_t version;
   uint32_t token_bytes;
   uint32_t sequence_length;
-  uint32_t reserved;
+  uint32_t flags;  ///< version 1: reserved, 0
   uint64_t sequence_count;
   uint64_t payload_xxh64;
   uint8_t padding[24];
@@ -107,6 +108,11 @@ void token_shard_writer::append(const packed_sequence& sequence, int32_t pad_id)
   }
   lengths_.push_back(static_cast<uint16_t>(sequence.tokens.size()));
   boundaries_.push_back(sequence.type_boundary);
+  TROUPE_ENFORCE(sequence.sentence_order >= -1 && sequence.sentence_order <= 1, "sentence_order=",
+                 static_cast<int>(sequence.sentence_order));
+  TROUPE_ENFORCE(labels_.empty() || (labels_.front() < 0) == (sequence.sentence_order < 0),
+                 "a shard's sequences either all carry a sentence-order label or none do");
+  labels_.push_back(sequence.sentence_order);
 }
 
 uint64_t token_shard_writer::finish() {
@@ -115,9 +121,14 @@ uint64_t token_shard_writer::finish() {
     std::memcpy(index.data() + i * 4, &lengths_[i], 2);
     std::memcpy(index.data() + i * 4 + 2, &boundaries_[i], 2);
   }
+  const bool labelled = !labels_.empty() && labels_.front() >= 0;
+  std::vector<std::byte> labels;
+  if (labelled)
+    for (const auto label : labels_) labels.push_back(static_cast<std::byte>(label));
   xxh64_stream hash;
   hash.update(tokens_.data(), tokens_.size());
   hash.update(index.data(), index.size());
+  hash.update(labels.data(), labels.size());
   const uint64_t checksum = hash.digest();
 
   shard_header header{};
@@ -125,11 +136,12 @@ uint64_t token_shard_writer::finish() {
   header.version = shard_version;
   header.token_bytes = token_bytes_;
   header.sequence_length = sequence_length_;
+  header.flags = labelled ? sentence_order_flag : 0;
   header.sequence_count = lengths_.size();
   header.payload_xxh64 = checksum;
   write_file_atomically(path_, {byte_span{reinterpret_cast<const std::byte*>(&header), sizeof header},
                                 byte_span{tokens_.data(), tokens_.size()},
-                                byte_span{index.data(), index.size()}});
+                                byte_span{index.data(), index.size()}, byte_span{labels.data(), labels.size()}});
   return checksum;
 }
 
@@ -141,8 +153,11 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
     throw make_error(name, ": token shard is truncated (", file_.size(), " bytes, header needs 64)");
   auto header = load<shard_header>(file_.data());
   if (std::memcmp(header.magic, shard_magic, 8) != 0) throw make_error(name, ": not a troupe token shard (bad magic)");
-  if (header.version != shard_version)
-    throw make_error(name, ": token shard version ", header.version, ", expected ", shard_version);
+  if (header.version != 1 && header.version != shard_version)
+    throw make_error(name, ": token shard version ", header.version, ", expected 1 or ", shard_version);
+  if ((header.version == 1 && header.flags != 0) || (header.flags & ~sentence_order_flag) != 0)
+    throw make_error(name, ": unknown token shard flags ", header.flags, " (version ", header.version, ")");
+  const bool labelled = (header.flags & sentence_order_flag) != 0;
   if (header.token_bytes != 2 && header.token_bytes != 4)
     throw make_error(name, ": token_bytes must be 2 or 4, found ", header.token_bytes);
   if (header.sequence_length != expected_sequence_length)
@@ -152,12 +167,13 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
   sequence_length_ = header.sequence_length;
   count_ = header.sequence_count;
   payload_hash_ = header.payload_xxh64;
-  const uint64_t row_bytes = uint64_t{sequence_length_} * token_bytes_ + 4;
+  const uint64_t row_bytes = uint64_t{sequence_length_} * token_bytes_ + 4 + (labelled ? 1 : 0);
   if (count_ > (file_.size() - header_bytes) / row_bytes || header_bytes + count_ * row_bytes != file_.size())
     throw make_error(name, ": size ", file_.size(), " does not match ", count_, " sequences of ", sequence_length_,
                      " tokens (corrupt or truncated shard)");
   tokens_ = file_.data() + header_bytes;
   index_ = tokens_ + count_ * sequence_length_ * token_bytes_;
+  if (labelled) labels_ = index_ + count_ * 4;
   // The stamp describes the file as it was mapped (fstat of that descriptor), not whatever the
   // path names by now.
   const std::string stamp = stamp_text(file_.identity(), header.payload_xxh64, vocab_size, sequence_length_);
@@ -169,6 +185,9 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
     if (view.length == 0 || view.length > sequence_length_ || view.type_boundary > view.length)
       throw make_error(name, ": sequence ", i, " has length ", view.length, " and type boundary ",
                        view.type_boundary, " (sequence length ", sequence_length_, ")");
+    if (labelled && view.sentence_order != 0 && view.sentence_order != 1)
+      throw make_error(name, ": sequence ", i, " has sentence-order label ", static_cast<int>(view.sentence_order),
+                       " (expected 0 or 1)");
     for (uint32_t p = 0; p < sequence_length_; ++p) {
       auto id = view.token(p);
       if (id < 0 || id >= vocab_size)
@@ -186,6 +205,7 @@ sequence_view token_shard::sequence(uint64_t index) const {
   view.token_bytes = token_bytes_;
   view.length = load<uint16_t>(index_ + index * 4);
   view.type_boundary = load<uint16_t>(index_ + index * 4 + 2);
+  if (labels_) view.sentence_order = static_cast<int8_t>(load<uint8_t>(labels_ + index));
   return view;
 }
 

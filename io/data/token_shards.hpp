@@ -2,12 +2,15 @@
 /// Token shard files: packed, fixed-length BERT sequences, memory-mapped for reading.
 ///
 /// Layout of one shard (all integers little-endian):
-///   header, 64 bytes: magic "TRPSHRD1", u32 version (1), u32 token_bytes (2 or 4),
-///                     u32 sequence_length, u32 reserved, u64 sequence_count,
-///                     u64 xxh64 of everything after the header, 24 bytes zero
+///   header, 64 bytes: magic "TRPSHRD1", u32 version (2; 1 is still read), u32 token_bytes
+///                     (2 or 4), u32 sequence_length, u32 flags (bit 0: sentence-order labels;
+///                     0 in version 1), u64 sequence_count, u64 xxh64 of everything after the
+///                     header, 24 bytes zero
 ///   tokens:  sequence_count × sequence_length token ids of token_bytes each, [PAD]-filled
 ///   index:   sequence_count × {u16 length, u16 type_boundary}: the sequence's real length
 ///            ([CLS] A [SEP] B [SEP]) and the first position of segment B (token type 1)
+///   labels:  with flag bit 0 only: sequence_count × u8 sentence-order label (ALBERT's SOP:
+///            0 the two segments in the document's order, 1 swapped)
 
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +25,7 @@ namespace troupe::io {
 struct packed_sequence {
   std::vector<int32_t> tokens;  ///< [CLS] A [SEP] B [SEP], unpadded
   uint16_t type_boundary = 0;   ///< first index with token type 1 (== size when no B)
+  int8_t sentence_order = -1;   ///< `prepare --task sop`: 0 in order, 1 swapped; -1: no label
 };
 
 /// A view of one sequence inside a mapped shard.
@@ -30,6 +34,7 @@ struct sequence_view {
   uint32_t token_bytes = 2;
   uint16_t length = 0;
   uint16_t type_boundary = 0;
+  int8_t sentence_order = -1;  ///< the SOP label, or -1 when the shard has none
   int32_t token(std::size_t position) const;
 };
 
@@ -49,6 +54,7 @@ class token_shard_writer {
   std::vector<std::byte> tokens_;
   std::vector<uint16_t> lengths_;
   std::vector<uint16_t> boundaries_;
+  std::vector<int8_t> labels_;
 };
 
 /// How much of a shard to check when opening it.
@@ -75,6 +81,8 @@ class token_shard {
   token_shard(const std::filesystem::path& path, uint32_t expected_sequence_length, int64_t vocab_size,
               shard_check check = shard_check::trust_stamp);
   uint64_t size() const { return count_; }
+  /// Whether every sequence carries a sentence-order label (`prepare --task sop`).
+  bool has_sentence_order() const { return labels_ != nullptr; }
   uint32_t sequence_length() const { return sequence_length_; }
   /// The header's xxh64 of the tokens and index (checked against them unless a stamp vouches).
   uint64_t payload_hash() const { return payload_hash_; }
@@ -88,6 +96,7 @@ class token_shard {
   uint64_t payload_hash_ = 0;
   const std::byte* tokens_ = nullptr;
   const std::byte* index_ = nullptr;
+  const std::byte* labels_ = nullptr;  ///< null without sentence-order labels
 };
 
 }  // namespace troupe::io

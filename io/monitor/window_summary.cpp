@@ -25,7 +25,9 @@ double per_second(double amount, double seconds) { return seconds > 0 ? amount /
 
 double perplexity_of(double loss) { return std::exp(std::min(loss, 50.0)); }
 
-double training_perplexity(const messages::window_report& r) { return perplexity_of(r.distilled ? r.loss_mlm : r.loss); }
+double training_perplexity(const messages::window_report& r) {
+  return perplexity_of(r.distilled || r.sentence_order ? r.loss_mlm : r.loss);
+}
 
 // A ring's allreduce time is the least any rank waited for it: the others also waited for the
 // ring's last rank to arrive. Its bus bandwidth is nccl-tests' busbw: the bytes each rank's
@@ -102,6 +104,7 @@ nlohmann::json window_json(const window_summary& window) {
   if (window.eval_perplexity) line["eval_perplexity"] = *window.eval_perplexity;
   if (r.distilled)
     line["loss_parts"] = {{"ce", r.loss_ce}, {"mlm", r.loss_mlm}, {"cos", r.loss_cos}, {"mse", r.loss_mse}};
+  if (r.sentence_order) line["sop"] = {{"loss", r.loss_sop}, {"accuracy", r.sop_accuracy}, {"mlm_loss", r.loss_mlm}};
   return line;
 }
 
@@ -132,6 +135,13 @@ window_summary window_from_json(const nlohmann::json& line) {
     cluster.loss_mlm = parts.value("mlm", 0.0);
     cluster.loss_cos = parts.value("cos", 0.0);
     cluster.loss_mse = parts.value("mse", 0.0);
+  }
+  if (line.contains("sop")) {
+    const auto& sop = line["sop"];
+    cluster.sentence_order = true;
+    cluster.loss_sop = sop.value("loss", 0.0);
+    cluster.sop_accuracy = sop.value("accuracy", 0.0);
+    cluster.loss_mlm = sop.value("mlm_loss", 0.0);
   }
   const auto time_split = [](messages::window_report& r, const nlohmann::json& time) {
     r.data_wait_seconds = time.value("data_wait", 0.0);

@@ -55,7 +55,7 @@ double per_second(double amount, double seconds);
 /// exp(loss), capped so a diverged run does not print inf.
 double perplexity_of(double loss);
 /// A window's training perplexity: of its masked-LM loss (a distillation window's mlm part,
-/// not its weighted total).
+/// not its weighted total; an SOP window's without the sentence-order loss).
 double training_perplexity(const messages::window_report& report);
 /// Each ring's time (its fastest rank's) and bus bandwidth in the window.
 nlohmann::json rings_json(const window_summary& window);

@@ -40,6 +40,9 @@ struct WindowReport {
   lossCos @31 :Float64;                 # cosine embedding loss of the last hidden states
   lossMse @32 :Float64;                 # squared error of the logits
   teacherSeconds @33 :Float64;          # this rank's teacher forwards (not in forwardSeconds)
+  sentenceOrder @34 :Bool;              # an ALBERT window with SOP: loss = lossMlm + lossSop
+  lossSop @35 :Float64;                 # sentence-order cross-entropy (per-sample mean over all ranks)
+  sopAccuracy @36 :Float64;             # share of the window's samples whose order was guessed right
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <map>
 #include <numeric>
 
 namespace troupe::compute {
@@ -140,5 +141,38 @@ TEST(mlm_smoothing, chooses_by_weight_without_replacement_keyed_by_sample) {
   EXPECT_NEAR(share, 0.8, 0.015);
 }
 
+// ALBERT's n-gram masking: ceil(p * maskable) positions covered, in spans of consecutive
+// tokens that never include a special one; over many samples, span lengths 1, 2, 3 drawn
+// ∝ 1, 1/2, 1/3 (a span cut short by what is still wanted or what fits counts shorter).
+TEST(mlm_masking, ngram_spans_cover_the_share_and_follow_one_over_n) {
+  auto config = bert_masking();
+  config.max_ngram = 3;
+  std::map<int, int> span_lengths;
+  for (uint64_t sample = 0; sample < 3000; ++sample) {
+    auto tokens = sequence(128);
+    const auto chosen = mask_tokens(tokens.data(), 128, config, 5, 0, sample);
+    ASSERT_EQ(chosen.size(), 19u);  // ceil(0.15 * 126)
+    for (const auto& c : chosen) {
+      ASSERT_NE(c.position, 0);
+      ASSERT_NE(c.position, 127);
+    }
+    // Maximal runs of consecutive chosen positions; two spans may touch, so count only the
+    // samples' runs as an upper bound check and the distribution over runs of length <= 3.
+    for (std::size_t i = 0; i < chosen.size();) {
+      std::size_t j = i + 1;
+      while (j < chosen.size() && chosen[j].position == chosen[j - 1].position + 1) ++j;
+      ++span_lengths[static_cast<int>(j - i)];
+      i = j;
+    }
+  }
+  const double ones = span_lengths[1], twos = span_lengths[2], threes = span_lengths[3];
+  std::printf("runs of 1, 2, 3 masked tokens: %.0f %.0f %.0f\n", ones, twos, threes);
+  EXPECT_GT(twos, 0.3 * ones);  // spans exist (with 1/n weights: about 0.5 before touching runs merge)
+  EXPECT_GT(threes, 0.15 * ones);
+  EXPECT_LT(twos, ones);
+  EXPECT_LT(threes, twos);
+}
+
 }  // namespace
 }  // namespace troupe::compute
+

@@ -137,4 +137,21 @@ inline void expect_same_curve_by_step(const std::vector<window_line>& reference,
               other.size(), reference.size());
 }
 
+/// `troupe ckpt import` of the HF directory `hf` (exported from `run`) into `back`: troupe eval
+/// must score both exactly alike on `data` (perplexity and pseudo-perplexity).
+inline void expect_import_scores_alike(const std::filesystem::path& run, const std::filesystem::path& hf,
+                                       const std::filesystem::path& back, const std::filesystem::path& data) {
+  auto imported = run_command(troupe_binary() + " ckpt import " + hf.string() + " --to " + back.string());
+  ASSERT_EQ(imported.status, 0) << imported.output;
+  const std::string eval = " --max-samples 32 --pseudo-samples 2 --json --data " + data.string();
+  auto original_eval = run_command(troupe_binary() + " eval --checkpoint " + run.string() + eval);
+  auto round_trip_eval = run_command(troupe_binary() + " eval --checkpoint " + back.string() + eval);
+  ASSERT_EQ(original_eval.status, 0) << original_eval.output;
+  ASSERT_EQ(round_trip_eval.status, 0) << round_trip_eval.output;
+  const auto a = json::parse(original_eval.output.substr(original_eval.output.find('{')));
+  const auto b = json::parse(round_trip_eval.output.substr(round_trip_eval.output.find('{')));
+  EXPECT_EQ(a["perplexity"], b["perplexity"]);
+  EXPECT_EQ(a["pseudo_perplexity"], b["pseudo_perplexity"]);
+}
+
 }  // namespace troupe

@@ -114,18 +114,7 @@ TEST_F(distillation_e2e, a_student_learns_across_nodes_reruns_bitwise_resumes_ex
                            "distilbert.embeddings.LayerNorm.weight", "vocab_layer_norm.bias"})
     EXPECT_NE(weights.find(std::string("\"") + name + "\""), std::string::npos) << name;
   EXPECT_EQ(weights.find("token_type"), std::string::npos);
-  const auto back = *dir_ / "student-back";
-  auto imported = run_command(troupe_binary() + " ckpt import " + hf.string() + " --to " + back.string());
-  ASSERT_EQ(imported.status, 0) << imported.output;
-  const std::string eval = " --max-samples 32 --pseudo-samples 2 --json --data " + (*dir_ / "data").string();
-  auto original_eval = run_command(troupe_binary() + " eval --checkpoint " + (*dir_ / "two").string() + eval);
-  auto round_trip_eval = run_command(troupe_binary() + " eval --checkpoint " + back.string() + eval);
-  ASSERT_EQ(original_eval.status, 0) << original_eval.output;
-  ASSERT_EQ(round_trip_eval.status, 0) << round_trip_eval.output;
-  const auto a = json::parse(original_eval.output.substr(original_eval.output.find('{')));
-  const auto b = json::parse(round_trip_eval.output.substr(round_trip_eval.output.find('{')));
-  EXPECT_EQ(a["perplexity"], b["perplexity"]) << original_eval.output << round_trip_eval.output;
-  EXPECT_EQ(a["pseudo_perplexity"], b["pseudo_perplexity"]);
+  expect_import_scores_alike(*dir_ / "two", hf, *dir_ / "student-back", *dir_ / "data");
 }
 
 // `troupe fill-mask` on a BERT and a DistilBERT checkpoint: HF's pipeline output (per mask, the

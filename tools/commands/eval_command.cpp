@@ -48,11 +48,14 @@ nlohmann::json evaluate(const eval_arguments& args) {
   const uint64_t samples = args.max_samples > 0 ? std::min<uint64_t>(args.max_samples, validation.size())
                                                 : validation.size();
   compute::nll_sum model_nll, unigram;
+  const bool sentence_order = validation.manifest().sentence_order && checkpoint.model.model_type == "albert";
+  int64_t order_correct = 0;
   for (uint64_t start = 0; start < samples; start += static_cast<uint64_t>(args.batch_size)) {
     std::vector<compute::sample_ref> refs;
     for (uint64_t i = start; i < std::min<uint64_t>(samples, start + args.batch_size); ++i) refs.push_back({0, i});
     auto batch = builder.build(refs);
     model_nll.add(evaluator.masked_lm(batch));
+    if (sentence_order) order_correct += evaluator.sentence_order_correct(batch);
     unigram.add(compute::unigram_nll(counts, batch.labels));
   }
 
@@ -74,6 +77,7 @@ nlohmann::json evaluate(const eval_arguments& args) {
                            {"mlm_loss", model_nll.mean()},
                            {"perplexity", model_nll.perplexity()},
                            {"unigram_perplexity", unigram.perplexity()}};
+  if (sentence_order) result["sop_accuracy"] = static_cast<double>(order_correct) / static_cast<double>(samples);
   if (pseudo.tokens > 0) {
     result["pseudo_perplexity"] = pseudo.perplexity();
     result["pseudo_perplexity_sequences"] = pseudo_samples;
@@ -115,6 +119,8 @@ void add_eval_command(CLI::App& app) {
     std::printf("perplexity          %.3f (loss %.4f)\n", result["perplexity"].get<double>(),
                 result["mlm_loss"].get<double>());
     std::printf("unigram perplexity  %.3f\n", result["unigram_perplexity"].get<double>());
+    if (result.contains("sop_accuracy"))
+      std::printf("sentence order      %.1f%% right (ALBERT SOP, chance 50%%)\n", 100 * result["sop_accuracy"].get<double>());
     if (result.contains("pseudo_perplexity"))
       std::printf("pseudo-perplexity   %.3f over %lld tokens\n", result["pseudo_perplexity"].get<double>(),
                   static_cast<long long>(result["pseudo_perplexity_tokens"].get<int64_t>()));

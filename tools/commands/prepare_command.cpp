@@ -20,6 +20,7 @@ struct prepare_arguments {
   std::string verify;          ///< a data directory to check fully
   uint64_t synthetic = 0;      ///< random sequences instead of a corpus
   int64_t vocab_size = 30522;  ///< of the synthetic data
+  std::string task = "mlm";    ///< "sop": ALBERT's sentence-order labels too
 };
 
 void prepare(const prepare_arguments& args) {
@@ -76,10 +77,16 @@ void add_prepare_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_flag("--overwrite", options.overwrite, "replace an existing output directory");
   command->add_flag("!--cased", options.lower_case, "WordPiece: keep case and accents (cased vocabularies)");
+  auto* task = command->add_option("--task", args->task,
+                                   "mlm, or sop: also ALBERT's sentence-order labels (segment pairs from one document, "
+                                   "swapped half the time)")
+                   ->capture_default_str()
+                   ->check(CLI::IsMember({"mlm", "sop"}));
   auto* synthetic = command->add_option("--synthetic", args->synthetic,
                                         "write N random sequences instead of a corpus (benchmarks)")
                         ->check(CLI::PositiveNumber)
-                        ->excludes(input);
+                        ->excludes(input)
+                        ->excludes(task);
   command->add_option("--vocab-size", args->vocab_size, "vocabulary of the --synthetic data")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{111}, int64_t{1} << 24));  // the generator needs ids past the 104 special ones
@@ -88,7 +95,10 @@ void add_prepare_command(CLI::App& app) {
                       "its verification stamps")
       ->excludes(input)
       ->excludes(synthetic);
-  command->callback([args] { prepare(*args); });
+  command->callback([args] {
+    args->corpus.sentence_order = args->task == "sop";
+    prepare(*args);
+  });
 }
 
 }  // namespace troupe::tools

@@ -136,6 +136,39 @@ TEST(sequence_packer, packs_segments_without_dropping_tokens) {
   EXPECT_EQ(pack_document(segments, 16, specials, 1, 0).size(), sequences.size());
 }
 
+// SOP: every sequence has A and B from one run (a one-segment run is cut inside), labels are
+// 0 or 1 about half each, and putting a swapped pair back in order gives the document's tokens
+// in order.
+TEST(sequence_packer, sentence_order_pairs_are_consecutive_text_swapped_half_the_time) {
+  special_token_ids specials;
+  int swapped = 0, total = 0;
+  for (uint64_t document = 0; document < 200; ++document) {
+    std::vector<std::vector<int32_t>> segments;
+    int32_t next = 1000;
+    for (int s = 0; s < 5; ++s) {
+      segments.emplace_back();
+      for (uint64_t t = 0; t < 3 + (document + static_cast<uint64_t>(s)) % 7; ++t) segments.back().push_back(next++);
+    }
+    std::vector<int32_t> restored;
+    for (const auto& sequence : pack_document(segments, 16, specials, 3, document, true)) {
+      ASSERT_TRUE(sequence.sentence_order == 0 || sequence.sentence_order == 1);
+      ASSERT_LT(sequence.type_boundary, sequence.tokens.size()) << "no segment B";
+      const std::vector<int32_t> first(sequence.tokens.begin() + 1, sequence.tokens.begin() + sequence.type_boundary - 1);
+      const std::vector<int32_t> second(sequence.tokens.begin() + sequence.type_boundary, sequence.tokens.end() - 1);
+      const auto& a = sequence.sentence_order == 1 ? second : first;
+      const auto& b = sequence.sentence_order == 1 ? first : second;
+      restored.insert(restored.end(), a.begin(), a.end());
+      restored.insert(restored.end(), b.begin(), b.end());
+      swapped += sequence.sentence_order;
+      ++total;
+    }
+    for (std::size_t i = 0; i < restored.size(); ++i) ASSERT_EQ(restored[i], 1000 + static_cast<int32_t>(i));
+    ASSERT_EQ(restored.size(), static_cast<std::size_t>(next - 1000));
+  }
+  std::printf("%d of %d pairs swapped\n", swapped, total);
+  EXPECT_NEAR(static_cast<double>(swapped) / total, 0.5, 0.08);
+}
+
 }  // namespace
 }  // namespace troupe::io
 

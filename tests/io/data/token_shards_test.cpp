@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
@@ -38,6 +40,66 @@ TEST(token_shards, round_trip_with_lengths_and_token_types) {
   EXPECT_EQ(first.token(8), 0);  // padding
   EXPECT_EQ(shard.sequence(1).length, 3);
   EXPECT_THROW(shard.sequence(2), troupe::error);
+}
+
+// Version 2: sentence-order labels ride along (flag bit 0, a byte per sequence after the index).
+TEST(token_shards, sentence_order_labels_round_trip_and_bad_labels_are_refused) {
+  troupe::testing::temp_dir dir;
+  token_shard_writer writer(dir / "sop.bin", 16, 100);
+  packed_sequence in_order{{2, 7, 3, 8, 3}, 3, 0}, swapped{{2, 8, 3, 7, 3}, 3, 1};
+  writer.append(in_order, 0);
+  writer.append(swapped, 0);
+  writer.finish();
+  token_shard shard(dir / "sop.bin", 16, 100, shard_check::full);
+  EXPECT_TRUE(shard.has_sentence_order());
+  EXPECT_EQ(shard.sequence(0).sentence_order, 0);
+  EXPECT_EQ(shard.sequence(1).sentence_order, 1);
+  EXPECT_FALSE(token_shard(write_shard(dir, 100), 16, 100).has_sentence_order());
+  EXPECT_EQ(token_shard(dir / "s.bin", 16, 100).sequence(0).sentence_order, -1);
+
+  token_shard_writer mixed(dir / "mixed.bin", 16, 100);
+  mixed.append(in_order, 0);
+  EXPECT_THROW(mixed.append({{2, 7, 3}, 3}, 0), troupe::error);  // all labelled or none
+
+  // A label byte of 2, with a checksum that fits: refused by the full check.
+  std::string bytes;
+  {
+    std::ifstream f(dir / "sop.bin", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  bytes[bytes.size() - 1] = 2;
+  const uint64_t hash = xxh64(bytes.data() + 64, bytes.size() - 64);
+  std::memcpy(bytes.data() + 32, &hash, 8);
+  std::filesystem::remove(dir.path() / "sop.bin.verified");
+  { std::ofstream(dir / "sop.bin", std::ios::binary | std::ios::trunc) << bytes; }
+  try {
+    token_shard bad(dir / "sop.bin", 16, 100, shard_check::full);
+    FAIL() << "accepted a sentence-order label of 2";
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("sentence-order label 2"), std::string::npos) << e.what();
+  }
+}
+
+// Data prepared before version 2 (a version-1 header, no flags) still reads, without labels.
+TEST(token_shards, version_1_shards_are_still_read) {
+  troupe::testing::temp_dir dir;
+  const auto path = write_shard(dir, 100);
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  const uint32_t version = 1;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  std::filesystem::remove(path.string() + ".verified");
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
+  token_shard shard(path, 16, 100, shard_check::full);
+  EXPECT_FALSE(shard.has_sentence_order());
+  EXPECT_EQ(shard.sequence(0).length, 8);
+  const uint32_t flags = 1;  // version 1 has no flags
+  std::memcpy(bytes.data() + 20, &flags, 4);
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
+  EXPECT_THROW(token_shard(path, 16, 100, shard_check::full), troupe::error);
 }
 
 TEST(token_shards, four_byte_ids_for_large_vocabularies) {
