@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
 
 #include "actors/event_log.hpp"
 #include "messages/atoms.hpp"
@@ -13,6 +14,7 @@
 namespace troupe::actors {
 caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults,
                            caf::actor metrics) {
+  auto first_failure = std::make_shared<caf::error>();
   return {
       [=](messages::save_atom, const messages::checkpoint_request& request) -> caf::result<std::string> {
         try {
@@ -30,11 +32,16 @@ caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path r
           }
           return dir.string();
         } catch (const std::exception& e) {
-          return messages::make_error(messages::errc::checkpoint_failed, e.what());
+          auto failure = messages::make_error(messages::errc::checkpoint_failed, e.what());
+          if (!*first_failure) *first_failure = failure;
+          return failure;
         }
       },
       // Answered once every save queued before it is written (mailbox order).
-      [](messages::flush_atom) { return caf::unit; },
+      [=](messages::flush_atom) -> caf::result<void> {
+        if (*first_failure) return *first_failure;
+        return caf::unit;
+      },
   };
 }
 

@@ -13,7 +13,10 @@ namespace troupe::actors {
 /// Protocol:
 ///   ← (save_atom, checkpoint_request) → std::string (the checkpoint directory), or an
 ///     errc::checkpoint_failed error naming what could not be written.
-///   ← (flush_atom) → unit once every save received before it is on disk.
+///   ← (flush_atom) → unit once every save received before it is on disk, or the first failed
+///     save's error: a worker that waits for a busy writer before its next save learns of an
+///     earlier failure even when that save's own reply is still queued behind the wait (the run
+///     could otherwise end on a later save with the failure never seen).
 /// Writes synchronously with io::save_checkpoint (temp dir, fsync, rename, `latest`).
 /// Detached: disk I/O never occupies CAF's scheduler threads.
 /// `faults`: this node's injected faults (the checkpoint kinds and phase), or none.
