@@ -1,6 +1,7 @@
 // ALBERT end to end (issue 11, masked-LM part): a tiny ALBERT (factorised embeddings, one layer
 // group shared by 4 layers, LAMB) trains through the actors in one process and across two local
-// nodes on the same curve, its loss falls, and its checkpoint round-trips through HF's
+// nodes on the same curve, its loss falls, a resume in the middle is exact, its checkpoint
+// round-trips through HF's
 // AlbertForPreTraining layout; ALBERT-only keys on another model type are refused naming them.
 
 #include <filesystem>
@@ -39,6 +40,20 @@ TEST_F(albert_e2e, trains_across_nodes_on_one_curve_and_round_trips_through_hf) 
   auto two = launch(write_manifest(2, "albert-two.json"), config, "two");
   ASSERT_EQ(two.status, 0) << two.output;
   expect_same_curve(reference, read_metrics("two"), "ALBERT: 2 nodes vs 1 process");
+
+  // 5 windows, a checkpoint, then the other 5 resumed: the straight run's windows, bit for bit.
+  const auto straight = read_metrics("two");
+  const auto manifest = write_manifest(2, "albert-resume.json");
+  auto part = launch(manifest, config, "resumed", "--max-windows 5");
+  ASSERT_EQ(part.status, 0) << part.output;
+  auto rest = launch(manifest, config, "resumed", "--resume latest");
+  ASSERT_EQ(rest.status, 0) << rest.output;
+  const auto resumed = read_metrics("resumed");
+  ASSERT_EQ(resumed.size(), straight.size());
+  for (std::size_t i = 0; i < resumed.size(); ++i) {
+    EXPECT_EQ(resumed[i].loss, straight[i].loss) << "window " << i + 1;
+    EXPECT_EQ(resumed[i].parameter_hash, straight[i].parameter_hash) << "window " << i + 1;
+  }
 
   const auto hf = *dir_ / "hf-albert";
   auto exported = run_command(troupe_binary() + " ckpt export " + (*dir_ / "two").string() + " --to " + hf.string());
