@@ -1,8 +1,8 @@
-// ALBERT end to end (issue 11, masked-LM part): a tiny ALBERT (factorised embeddings, one layer
-// group shared by 4 layers, LAMB) trains through the actors in one process and across two local
-// nodes on the same curve, its loss falls, a resume in the middle is exact, its checkpoint
-// round-trips through HF's
-// AlbertForPreTraining layout; ALBERT-only keys on another model type are refused naming them.
+// ALBERT end to end (issue 11): a tiny ALBERT (factorised embeddings, one layer group shared by
+// 4 layers, LAMB) trains through the actors in one process and across two local nodes on the same
+// curve, its loss falls, a resume in the middle is exact, and its checkpoint round-trips through
+// HF's AlbertForPreTraining layout; sentence-order prediction learns on data prepared with
+// --task sop; ALBERT-only keys on another model type are refused naming them.
 
 #include <filesystem>
 #include <string>
