@@ -20,25 +20,20 @@ mlm_evaluator::mlm_evaluator(const bert_config& config, const named_tensors& par
 
 mlm_evaluator::~mlm_evaluator() = default;
 
-nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch) {
+nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct) {
   torch::NoGradGuard no_grad;
   autocast_scope autocast(device_, bf16_);
   auto lengths = batch.lengths.defined() ? batch.lengths.to(device_) : batch.lengths;
   auto hidden = model_->encode(batch.input_ids.to(device_), batch.token_type_ids.to(device_), lengths);
   auto logits = model_->predict(hidden, batch.masked_positions.to(device_));
   auto nll = at::cross_entropy_loss(logits, batch.labels.to(device_), {}, at::Reduction::Sum);
+  if (sentence_order_correct && batch.sentence_order_labels.defined()) {
+    // From the same forward: the [CLS] state is already there.
+    const auto order = model_->sentence_order_logits(hidden);
+    if (order.defined())
+      *sentence_order_correct += order.argmax(-1).eq(batch.sentence_order_labels.to(device_)).sum().item<int64_t>();
+  }
   return {nll.item<double>(), batch.labels.numel()};
-}
-
-int64_t mlm_evaluator::sentence_order_correct(const mlm_batch& batch) {
-  if (!batch.sentence_order_labels.defined()) return 0;
-  torch::NoGradGuard no_grad;
-  autocast_scope autocast(device_, bf16_);
-  auto lengths = batch.lengths.defined() ? batch.lengths.to(device_) : batch.lengths;
-  const auto order = model_->sentence_order_logits(
-      model_->encode(batch.input_ids.to(device_), batch.token_type_ids.to(device_), lengths));
-  if (!order.defined()) return 0;
-  return order.argmax(-1).eq(batch.sentence_order_labels.to(device_)).sum().item<int64_t>();
 }
 
 nll_sum mlm_evaluator::pseudo_log_likelihood(const at::Tensor& tokens, const at::Tensor& token_types, int64_t length,

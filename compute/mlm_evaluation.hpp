@@ -40,11 +40,10 @@ class mlm_evaluator {
   mlm_evaluator(const bert_config& config, const named_tensors& parameters, c10::Device device, bool bf16);
   ~mlm_evaluator();
 
-  /// NLL of the labels at the batch's masked positions.
-  nll_sum masked_lm(const mlm_batch& batch);
-  /// Sentence-order guesses that match the batch's labels (ALBERT with `prepare --task sop`
-  /// data); 0 when the model has no such head or the batch no labels.
-  int64_t sentence_order_correct(const mlm_batch& batch);
+  /// NLL of the labels at the batch's masked positions. With `sentence_order_correct`, adds the
+  /// sentence-order guesses that match the batch's labels (ALBERT with `prepare --task sop`
+  /// data; nothing when the model has no such head or the batch no labels), from the same forward.
+  nll_sum masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct = nullptr);
 
   /// Pseudo-log-likelihood (Salazar et al. 2020, "Masked Language Model Scoring"): every
   /// maskable position t of the sequence is replaced by [MASK] in its own copy, and the NLL of

@@ -54,8 +54,7 @@ nlohmann::json evaluate(const eval_arguments& args) {
     std::vector<compute::sample_ref> refs;
     for (uint64_t i = start; i < std::min<uint64_t>(samples, start + args.batch_size); ++i) refs.push_back({0, i});
     auto batch = builder.build(refs);
-    model_nll.add(evaluator.masked_lm(batch));
-    if (sentence_order) order_correct += evaluator.sentence_order_correct(batch);
+    model_nll.add(evaluator.masked_lm(batch, sentence_order ? &order_correct : nullptr));
     unigram.add(compute::unigram_nll(counts, batch.labels));
   }
 
