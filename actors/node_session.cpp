@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/coordinator.hpp"
+#include "actors/shutdown_watchdog.hpp"
 #include "cluster/plan.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 #include "io/os/file_util.hpp"
@@ -209,7 +210,34 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
                plan.generation == 0 ? "" : ", generation " + std::to_string(plan.generation));
 }
 
-cluster_membership::~cluster_membership() = default;
+// The teardown runs under a watchdog (a finished node must not hang the job): the hub first,
+// waited for by name since its dashboard's sockets are the likeliest to hold it, then the
+// heartbeats, then whatever the actor system still runs.
+cluster_membership::~cluster_membership() {
+  shutdown_watchdog watchdog("node " + node_.name, std::chrono::seconds(60), finished_ ? 0 : 1);
+  if (hub_.actor) {
+    watchdog.step("stopping the metrics hub and its dashboard server");
+    auto& self = *self_;
+    self->monitor(hub_.actor);
+    self->send_exit(hub_.actor, caf::exit_reason::user_shutdown);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (bool gone = false; !gone && std::chrono::steady_clock::now() < deadline;)
+      self->receive([&](caf::down_msg& down) { gone = down.source == hub_.actor.address(); },
+                    caf::after(std::chrono::seconds(1)) >> [] {});
+    hub_.actor = nullptr;
+  }
+  watchdog.step("stopping the heartbeats");
+  if (heartbeat_.actor) caf::anon_send_exit(heartbeat_.actor, caf::exit_reason::user_shutdown);
+  heartbeat_.actor = nullptr;
+  coordinator_ = nullptr;
+  role_ = cluster_role{};
+  self_.reset();
+  watchdog.step("waiting for the actor system's last " + std::to_string(system_->registry().running()) +
+                " actor(s) to end (coordinator, workers, reducers, loaders)");
+  system_.reset();
+  watchdog.step("closing UCX");
+  ucx_.reset();
+}
 
 void cluster_membership::report_error(const std::string& reason) {
   (*self_)->request(coordinator_, std::chrono::seconds(1), messages::abort_atom::value, node_.name, reason)
@@ -221,32 +249,44 @@ void cluster_membership::flush_metrics() {
   (*self_)->request(hub_.actor, std::chrono::seconds(3), messages::flush_atom::value).receive([] {}, [](caf::error&) {});
 }
 
+// Both waits below run to an absolute deadline: CAF's `after` restarts its clock whenever any
+// message arrives, so a stream of messages this loop does not match would otherwise keep it
+// waiting for ever.
 void cluster_membership::finish() {
+  using clock = std::chrono::steady_clock;
   const auto& m = node_.manifest;
   auto& self = *self_;
+  const auto time_left = [](clock::time_point deadline) {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
+  };
   // Finished: wait for the release (or the head's departure, which only happens after it).
   self->monitor(coordinator_);
   self->send(coordinator_, messages::finished_atom::value, node_.name, role_.generation);
   bool released = false;
+  const auto release_deadline = clock::now() + m.timeouts.join;
   while (!released) {
+    if (clock::now() >= release_deadline)
+      throw make_error("no release from the head at ", head_address(m), " within ", m.timeouts.join.count(),
+                       " s after finishing");
     self->receive([&](messages::release_atom) { released = true; },
                   [&](caf::down_msg& down) {
                     if (down.source == coordinator_) released = true;
                   },
                   [&](messages::abort_atom, const std::string& reason) { throw error(reason); },
-                  caf::after(m.timeouts.join) >> [&] {
-                    throw make_error("no release from the head at ", head_address(m), " within ",
-                                     m.timeouts.join.count(), " s after finishing");
-                  });
+                  caf::after(time_left(release_deadline)) >> [] {});
   }
   if (is_head_) {
     finish_metrics_hub(self, hub_.actor);  // every node's last batch came before its `finished`
-    // Serve the others' releases until they have disconnected (bounded by the coordinator).
+    // Serve the others' releases until they have disconnected (the coordinator quits at the
+    // latest 10 s after its release).
     bool gone = false;
-    while (!gone)
+    const auto deadline = clock::now() + std::chrono::seconds(15);
+    while (!gone && clock::now() < deadline)
       self->receive([&](caf::down_msg& down) { gone = down.source == coordinator_; },
-                    caf::after(std::chrono::seconds(15)) >> [&] { gone = true; });
+                    caf::after(time_left(deadline)) >> [] {});
   }
+  finished_ = true;
 }
 
 uint64_t job_config_hash(const io::job_config& config) {

@@ -66,6 +66,7 @@ class cluster_membership {
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<std::atomic<bool>> partitioned_ = std::make_shared<std::atomic<bool>>(false);
   bool is_head_ = false;
+  bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;
   std::unique_ptr<caf::actor_system_config> system_config_;
   std::unique_ptr<caf::actor_system> system_;
