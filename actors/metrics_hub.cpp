@@ -70,6 +70,7 @@ void write_scalars(metrics_hub_state& s, const metrics_hub_settings& settings, c
                                        {"Train/Samples/elapsed_time_ms_teacher", r.teacher_seconds * 1e3}})
         log->scalar(tag, samples, value, wall);
     }
+    if (r.loss_scale > 0) log->scalar("Train/Samples/loss_scale", samples, r.loss_scale, wall);  // DeepSpeed's tag
     if (r.sentence_order) {
       log->scalar("Train/Samples/loss_mlm", samples, r.loss_mlm, wall);
       log->scalar("Train/Samples/loss_sop", samples, r.loss_sop, wall);

@@ -39,6 +39,8 @@ compute::trainer_options trainer_options_of(const io::job_config& config,
   options.schedule = config.scheduler;
   options.gradient_clipping = config.gradient_clipping;
   options.bf16 = config.bf16;
+  options.fp16 = config.fp16;
+  if (config.fp16) options.loss_scaling = config.loss_scaling;
   options.device = config.runtime.device;
   options.seed = config.seed;
   options.threads = config.runtime.threads;
@@ -72,7 +74,8 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
   // Dropout masks are keyed by sample (seed, epoch, sample id, site): nothing to continue.
   for (int local = 0; local < local_workers; ++local)
     run.trainers[static_cast<std::size_t>(local)]->load(contents.parameters, contents.optimizer,
-                                                      contents.state.optimizer_steps);  // no copy for the first
+                                                      contents.state.optimizer_steps,
+                                                      contents.state.loss_scale);  // no copy for the first
   spdlog::info("resuming from {} (step {}, data position {})", dir.string(), contents.state.optimizer_steps,
                contents.state.next_position);
   return run;

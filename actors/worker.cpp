@@ -38,16 +38,18 @@ caf::error explained(caf::error failure, const std::string& awaited, std::chrono
 //   [4 .. 7]               distillation: Σ part × samples for the ce, mlm, cos and mse parts
 //                          (SOP: the mlm part)
 //   [8] Σ SOP loss × samples   [9] SOP right guesses
-//   [10+5r .. 10+5r+3]     rank r's parameter hash in four 16-bit parts, zero elsewhere;
+//   [10] ranks whose own gradient overflowed (fp16 loss scaling): above 0, every rank skips
+//        the window's step, whatever its summed gradient looks like
+//   [11+5r .. 11+5r+3]     rank r's parameter hash in four 16-bit parts, zero elsewhere;
 //                          after the sum every rank holds every rank's hash exactly (doubles
 //                          add integers below 2^53 exactly).
-//   [10+5r+4]              the wall-clock second (system clock, µs resolution) at which rank r
+//   [11+5r+4]              the wall-clock second (system clock, µs resolution) at which rank r
 //                          finished the window's compute and entered the allreduce: every rank
 //                          learns who came last and by how much (the straggler); across hosts
 //                          this is as good as their clocks agree.
-constexpr std::size_t statistics_header = 10;
+constexpr std::size_t statistics_header = 11;
 constexpr std::size_t first_loss_part = 4;
-constexpr std::size_t sentence_order_loss_slot = 8, sentence_order_correct_slot = 9;
+constexpr std::size_t sentence_order_loss_slot = 8, sentence_order_correct_slot = 9, overflow_slot = 10;
 constexpr int hash_parts = 4;
 constexpr int slots_per_rank = hash_parts + 1;
 
@@ -276,6 +278,7 @@ void worker_state::stage_and_send(bool last) {
   request.contents.state.optimizer_steps = trainer->optimizer_steps();
   request.contents.state.next_position = summary.next_position;
   request.contents.state.last_lr = last_lr;
+  request.contents.state.loss_scale = trainer->loss_scale();
   // Dropout is keyed by sample: its seed is all a resume needs (no per-rank stream position).
   request.contents.state.rng = {{io::dropout_keys_name, trainer->dropout_seed(), 0}};
   request.contents.model = settings.trainer.model;
@@ -310,6 +313,7 @@ void worker_state::fill_statistics() {
   for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) stats[first_loss_part + p] = loss_parts_weighted_sum[p];
   stats[sentence_order_loss_slot] = sentence_order_loss_weighted_sum;
   stats[sentence_order_correct_slot] = sentence_order_correct;
+  stats[overflow_slot] = trainer->gradient_overflowed() ? 1.0 : 0.0;
   if (settings.rank == settings.seams.perturb_rank && trainer->optimizer_steps() + 1 == settings.seams.perturb_step)
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
   const uint64_t hash = parameter_hash(*trainer);
@@ -383,6 +387,7 @@ int64_t worker_state::take_reduced_statistics() {
   for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) loss_parts_weighted_sum[p] = stats[first_loss_part + p];
   sentence_order_loss_weighted_sum = stats[sentence_order_loss_slot];
   sentence_order_correct = stats[sentence_order_correct_slot];
+  overflowed_ranks = static_cast<int64_t>(stats[overflow_slot]);
   current.parameter_hash = hash_of_rank(stats, settings.rank);
   // The straggler: the rank that entered the allreduce last, and how long after the first.
   double first = ready_time_of_rank(stats, 0), last = first;
@@ -415,7 +420,8 @@ void worker_state::end_window() {
   else
     window_samples = take_reduced_statistics();
   settings.seams.faults.at(cluster::fault_phase::optimizer, step_in_flight());
-  const auto step = trainer->finish_window(window_samples);
+  const auto step = trainer->finish_window(window_samples, overflowed_ranks > 0);
+  overflowed_ranks = 0;
   if (settings.eval_every > 0 && trainer->optimizer_steps() % settings.eval_every == 0) evaluate_held_out();
   report_window(window_samples, step);
   last_batch_done = clock::now();  // the allreduce and the step are not data wait
@@ -469,6 +475,12 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   report.lr = step.lr;
   last_lr = step.lr;
   report.grad_norm = step.grad_norm;
+  report.loss_scale = step.loss_scale;
+  report.skipped_step = step.skipped;
+  if (step.skipped && settings.rank == 0)
+    spdlog::info("step {}: the fp16 gradient overflowed at loss scale {}; step skipped, scale now {} (DeepSpeed's "
+                 "dynamic loss scaling)",
+                 trainer->optimizer_steps(), step.loss_scale, trainer->loss_scale()->scale);
   report.optimizer_seconds = step.optimizer_seconds;
   report.samples = window_samples;
   report.loss = loss_weighted_sum / static_cast<double>(local_samples);

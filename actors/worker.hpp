@@ -106,6 +106,7 @@ struct worker_state {
   bool sentence_order = false;                      ///< the trainer reported SOP (ALBERT)
   double sentence_order_loss_weighted_sum = 0;      ///< SOP loss × samples
   double sentence_order_correct = 0;                ///< SOP right guesses
+  int64_t overflowed_ranks = 0;  ///< fp16: ranks whose gradient overflowed in the window (reduced statistics)
   int64_t local_samples = 0;
   double last_lr = 0;
   compute::staging_buffer parameter_staging, optimizer_staging;

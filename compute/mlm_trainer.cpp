@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include <chrono>
+#include <limits>
 
 #include "compute/autocast_scope.hpp"
 #include "compute/masked_lm.hpp"
@@ -72,6 +73,7 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
   parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters(), options.gradient_buffer);
   optimizer_ = make_optimizer(options.optimizer);
+  if (options.loss_scaling) scaler_ = std::make_unique<loss_scaler>(*options.loss_scaling);
 }
 
 mlm_trainer::~mlm_trainer() = default;
@@ -82,7 +84,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
   auto start = std::chrono::steady_clock::now();
   at::Tensor loss;
   {
-    autocast_scope autocast(device_, options_.bf16);
+    autocast_scope autocast(device_, autocast_dtype());
     model_->begin_dropout(batch.sample_keys);
     const auto on_device = to_device(batch, device_);
     if (teacher_) {
@@ -111,8 +113,10 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
   result.forward_seconds = seconds_since(start);
   if (before_backward) before_backward();
   start = std::chrono::steady_clock::now();
-  // Weight by samples so the window's gradient is a per-sample average (DESIGN §4).
-  (loss * static_cast<double>(batch.samples)).backward();
+  // Weight by samples so the window's gradient is a per-sample average (DESIGN §4); under loss
+  // scaling also by the scale, divided out again in finish_window.
+  const double scale = scaler_ ? scaler_->scale() : 1.0;
+  (loss * (static_cast<double>(batch.samples) * scale)).backward();
   result.loss = loss.item<double>();
   result.backward_seconds = seconds_since(start);
   return result;
@@ -123,7 +127,7 @@ nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {
   model_->eval();
   nll_sum sum;
   {
-    autocast_scope autocast(device_, options_.bf16);
+    autocast_scope autocast(device_, autocast_dtype());
     const auto on_device = to_device(batch, device_);
     auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
     auto logits = model_->predict(hidden, on_device.masked_positions);
@@ -134,12 +138,30 @@ nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {
   return sum;
 }
 
-window_step_result mlm_trainer::finish_window(int64_t window_samples) {
+// Under loss scaling the window first asks the scaler (compute/loss_scaler.hpp): an overflow
+// anywhere skips the step — the gradient is dropped, the optimizer and the schedule stay where
+// they were, the job's step still advances. Otherwise the gradient is divided by the window's
+// samples and by the scale its backward passes used, then clipped, as without scaling.
+window_step_result mlm_trainer::finish_window(int64_t window_samples, bool overflow_elsewhere) {
   TROUPE_ENFORCE(window_samples > 0, "window_samples=", window_samples);
   auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   window_step_result result;
-  parameters_->gradients().div_(static_cast<double>(window_samples));
+  double unscale = 1.0;
+  if (scaler_) {
+    result.loss_scale = scaler_->scale();
+    const bool overflow = overflow_elsewhere || gradient_overflowed();
+    if (!scaler_->update(overflow)) {
+      result.skipped = true;
+      result.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      result.lr = learning_rate(options_.schedule, options_.optimizer.lr, optimizer_->steps());
+      discard_window();
+      result.optimizer_seconds = seconds_since(start);
+      return result;
+    }
+    unscale = result.loss_scale;
+  }
+  parameters_->gradients().div_(static_cast<double>(window_samples) * unscale);
   result.grad_norm = clip_gradient_norm(parameters_->gradients(), options_.gradient_clipping);
   result.lr = learning_rate(options_.schedule, options_.optimizer.lr, optimizer_->steps());
   optimizer_->step(*parameters_, result.lr);
@@ -161,7 +183,7 @@ std::vector<at::Tensor> mlm_trainer::state_buffers() {
   return buffers;
 }
 
-void mlm_trainer::set_optimizer_steps(int64_t steps) { optimizer_->set_steps(steps); }
+void mlm_trainer::set_optimizer_steps(int64_t steps) { optimizer_->set_steps(steps - skipped_steps()); }
 
 uint64_t mlm_trainer::dropout_seed() const { return model_->dropout_state()->seed; }
 
@@ -182,7 +204,27 @@ void mlm_trainer::restore_banked_gradient() {
   banked_gradient_.zero_();
 }
 
-int64_t mlm_trainer::optimizer_steps() const { return optimizer_->steps(); }
+int64_t mlm_trainer::skipped_steps() const { return scaler_ ? scaler_->state().skipped_steps : 0; }
+
+int64_t mlm_trainer::optimizer_steps() const { return optimizer_->steps() + skipped_steps(); }
+
+bool mlm_trainer::gradient_overflowed() const {
+  if (!scaler_) return false;
+  torch::NoGradGuard no_grad;
+  // min and max propagate NaN and reach ±inf: finite extremes mean a finite gradient.
+  const auto [low, high] = at::aminmax(parameters_->gradients());
+  return !at::isfinite(at::stack({low, high})).all().item<bool>();
+}
+
+std::optional<loss_scale_state> mlm_trainer::loss_scale() const {
+  if (!scaler_) return std::nullopt;
+  return scaler_->state();
+}
+
+c10::ScalarType mlm_trainer::autocast_dtype() const {
+  if (options_.fp16) return at::kHalf;
+  return options_.bf16 ? at::kBFloat16 : at::kFloat;
+}
 
 named_tensors mlm_trainer::named_parameters() const {
   named_tensors named;
@@ -202,9 +244,11 @@ named_tensors mlm_trainer::optimizer_buffers() {
   return optimizer_->state();
 }
 
-void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps) {
+void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps,
+                       const std::optional<loss_scale_state>& loss_scale) {
   assign_named_tensors(named_parameters(), parameters, "checkpoint model");
-  if (!state.empty()) optimizer_->load_state(*parameters_, state, optimizer_steps);
+  if (scaler_ && loss_scale) scaler_->restore(*loss_scale);
+  if (!state.empty()) optimizer_->load_state(*parameters_, state, optimizer_steps - skipped_steps());
 }
 
 }  // namespace troupe::compute

@@ -6,12 +6,14 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "compute/bert_config.hpp"
 #include "compute/distillation_config.hpp"
+#include "compute/loss_scaler.hpp"
 #include "compute/mlm_batch.hpp"
 #include "compute/mlm_evaluation.hpp"
 #include "compute/named_tensors.hpp"
@@ -35,7 +37,11 @@ struct trainer_options {
   optimizer_config optimizer;
   schedule_config schedule;
   double gradient_clipping = 1.0;
-  bool bf16 = false;
+  bool bf16 = false;  ///< bf16 autocast
+  bool fp16 = false;  ///< fp16 autocast (CUDA only; the job config refuses it on CPU)
+  /// Loss scaling (the `fp16` block): set with fp16; also usable in fp32, where a scale above
+  /// 2^127 overflows for real (the tests' way to reach the overflow path on a CPU).
+  std::optional<loss_scale_config> loss_scaling;
   std::string device = "cpu";
   uint64_t seed = 42;
   int64_t rank = 0;     ///< for messages (dropout is keyed by sample, not by rank)
@@ -70,8 +76,10 @@ struct micro_step_result {
 
 /// What the optimizer step at a window's end did.
 struct window_step_result {
-  double grad_norm = 0.0;  ///< global norm of the averaged gradient, before clipping
+  double grad_norm = 0.0;  ///< global norm of the averaged gradient, before clipping (NaN: skipped)
   double lr = 0.0;
+  double loss_scale = 0.0;  ///< the scale this window's backward passes used (0: no loss scaling)
+  bool skipped = false;     ///< the gradient overflowed: no optimizer step (the step still counts)
   double optimizer_seconds = 0.0;
 };
 
@@ -87,8 +95,15 @@ class mlm_trainer {
   /// injection's "backward" phase).
   micro_step_result micro_step(const mlm_batch& batch, const std::function<void()>& before_backward = {});
   /// Call once the flat gradient holds the sum over `window_samples` samples (after any
-  /// allreduce). Zeroes the gradient for the next window.
-  window_step_result finish_window(int64_t window_samples);
+  /// allreduce). Zeroes the gradient for the next window. Under loss scaling the step is
+  /// skipped when the gradient holds an inf or NaN, or when `overflow_elsewhere` (another
+  /// rank's gradient overflowed before the sum, as the window's statistics say).
+  window_step_result finish_window(int64_t window_samples, bool overflow_elsewhere = false);
+  /// Under loss scaling: whether this rank's flat gradient holds an inf or NaN (one reduction
+  /// on the device, one byte to the host); false without loss scaling.
+  bool gradient_overflowed() const;
+  /// The loss scaler's state (checkpoints); none without loss scaling.
+  std::optional<loss_scale_state> loss_scale() const;
   /// The masked-LM NLL of `batch` under the current parameters, without dropout or gradients
   /// (the periodic held-out evaluation between windows).
   nll_sum evaluate(const mlm_batch& batch);
@@ -110,6 +125,8 @@ class mlm_trainer {
   /// (allocated now when no step has run). Copying them and the step count from another
   /// replica makes this one equal to it (how a node joining a running job gets its state).
   std::vector<at::Tensor> state_buffers();
+  /// Windows stepped, skipped ones included (the job's step); the optimizer's own count (its
+  /// bias correction) and the learning-rate schedule advance only with applied steps.
   void set_optimizer_steps(int64_t steps);
   int64_t optimizer_steps() const;
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
@@ -118,8 +135,11 @@ class mlm_trainer {
   /// The optimizer moments, allocated now if no step has run yet. With named_parameters(): where
   /// a checkpoint can be read in place; load() given these same tensors copies nothing.
   named_tensors optimizer_buffers();
-  /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments.
-  void load(const named_tensors& parameters, const named_tensors& optimizer_state, int64_t optimizer_steps);
+  /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments;
+  /// `loss_scale`, when given and this trainer scales, the scaler (before the step count, which
+  /// counts its skipped steps).
+  void load(const named_tensors& parameters, const named_tensors& optimizer_state, int64_t optimizer_steps,
+            const std::optional<loss_scale_state>& loss_scale = std::nullopt);
   c10::Device device() const { return device_; }
   /// The seed dropout masks are keyed with (with each sample and site; recorded in checkpoints).
   uint64_t dropout_seed() const;
@@ -131,7 +151,11 @@ class mlm_trainer {
   std::shared_ptr<masked_lm_impl> teacher_;  ///< distillation's, frozen; null without
   std::unique_ptr<flat_parameters> parameters_;
   std::unique_ptr<optimizer> optimizer_;
+  std::unique_ptr<loss_scaler> scaler_;  ///< null without loss scaling
   at::Tensor banked_gradient_;
+
+  int64_t skipped_steps() const;
+  c10::ScalarType autocast_dtype() const;
 };
 
 }  // namespace troupe::compute

@@ -55,6 +55,8 @@ void write_window(schema::WindowReport::Builder out, const window_report& r) {
   out.setSentenceOrder(r.sentence_order);
   out.setLossSop(r.loss_sop);
   out.setSopAccuracy(r.sop_accuracy);
+  out.setLossScale(r.loss_scale);
+  out.setSkippedStep(r.skipped_step);
 }
 
 window_report read_window(schema::WindowReport::Reader in) {
@@ -96,6 +98,8 @@ window_report read_window(schema::WindowReport::Reader in) {
   r.sentence_order = in.getSentenceOrder();
   r.loss_sop = in.getLossSop();
   r.sop_accuracy = in.getSopAccuracy();
+  r.loss_scale = in.getLossScale();
+  r.skipped_step = in.getSkippedStep();
   return r;
 }
 

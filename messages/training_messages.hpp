@@ -30,7 +30,8 @@ typename Inspector::result_type inspect(Inspector& f, window_report& x) {
            x.optimizer_seconds, x.epoch, x.next_position, x.checkpoint_stall_seconds, x.checkpoints_skipped, x.parameter_hash,
            x.world_size, x.allreduce_seconds, x.straggler_rank, x.straggler_lateness_seconds, x.lateness_seconds,
            x.ring_seconds, x.ring_bytes, x.eval_loss_sum, x.eval_tokens, x.eval_seconds, x.distilled, x.loss_ce,
-           x.loss_mlm, x.loss_cos, x.loss_mse, x.teacher_seconds, x.sentence_order, x.loss_sop, x.sop_accuracy);
+           x.loss_mlm, x.loss_cos, x.loss_mse, x.teacher_seconds, x.sentence_order, x.loss_sop, x.sop_accuracy,
+           x.loss_scale, x.skipped_step);
 }
 
 template <class Inspector>

@@ -46,6 +46,8 @@ struct window_report {
   bool sentence_order = false;  ///< an ALBERT window with SOP: loss = loss_mlm + loss_sop
   double loss_sop = 0;          ///< sentence-order cross-entropy, per-sample mean over all ranks
   double sop_accuracy = 0;      ///< share of the window's samples whose order was guessed right
+  double loss_scale = 0;        ///< fp16: the loss scale this window's backward passes used (0: none)
+  bool skipped_step = false;    ///< fp16: the gradient overflowed on some rank; no optimizer step
 };
 
 }  // namespace troupe::messages

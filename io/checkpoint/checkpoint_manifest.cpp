@@ -31,10 +31,16 @@ std::vector<std::byte> encode_manifest(const checkpoint_manifest& m) {
   scheduler.setStep(m.scheduler_step);
   scheduler.setLastLr(m.last_lr);
   auto scaler = out.initLossScaler();
-  scaler.setEnabled(m.loss_scaler_enabled);
-  scaler.setScale(m.loss_scale);
-  scaler.setGoodSteps(m.loss_scaler_good_steps);
-  scaler.setHysteresis(m.loss_scaler_hysteresis);
+  scaler.setEnabled(m.loss_scaler.has_value());
+  if (m.loss_scaler) {
+    const auto& l = *m.loss_scaler;
+    scaler.setScale(l.scale);
+    scaler.setGoodSteps(l.iteration - l.last_overflow_iteration - 1);
+    scaler.setHysteresis(l.hysteresis_left);
+    scaler.setIteration(l.iteration);
+    scaler.setLastOverflowIteration(l.last_overflow_iteration);
+    scaler.setSkippedSteps(l.skipped_steps);
+  }
   out.setWorldSize(m.world_size);
   out.setJobConfig(m.job_config);
   out.setJobConfigHash(m.job_config_hash);
@@ -76,10 +82,20 @@ checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, con
     m.scheduler_kind = in.getScheduler().getKind().cStr();
     m.scheduler_step = in.getScheduler().getStep();
     m.last_lr = in.getScheduler().getLastLr();
-    m.loss_scaler_enabled = in.getLossScaler().getEnabled();
-    m.loss_scale = in.getLossScaler().getScale();
-    m.loss_scaler_good_steps = in.getLossScaler().getGoodSteps();
-    m.loss_scaler_hysteresis = in.getLossScaler().getHysteresis();
+    if (const auto l = in.getLossScaler(); l.getEnabled()) {
+      compute::loss_scale_state state;
+      state.scale = l.getScale();
+      state.hysteresis_left = l.getHysteresis();
+      state.iteration = l.getIteration();
+      state.last_overflow_iteration = l.getLastOverflowIteration();
+      state.skipped_steps = l.getSkippedSteps();
+      if (!(state.scale > 0) || state.iteration < 0 || state.skipped_steps < 0 || state.skipped_steps > state.iteration ||
+          state.last_overflow_iteration < -1 || state.last_overflow_iteration >= state.iteration || state.hysteresis_left < 1)
+        throw make_error(name, ": the loss scaler's state is inconsistent (scale ", state.scale, ", iteration ",
+                         state.iteration, ", last overflow ", state.last_overflow_iteration, ", skipped ",
+                         state.skipped_steps, ", hysteresis ", state.hysteresis_left, ")");
+      m.loss_scaler = state;
+    }
     m.world_size = in.getWorldSize();
     m.job_config = in.getJobConfig().cStr();
     m.job_config_hash = in.getJobConfigHash().cStr();
@@ -101,6 +117,17 @@ checkpoint_manifest decode_manifest(const std::byte* data, std::size_t size, con
   return m;
 }
 
+nlohmann::json checkpoint_manifest::loss_scaler_json() const {
+  if (!loss_scaler) return {{"enabled", false}};
+  const auto& l = *loss_scaler;
+  return {{"enabled", true},
+          {"scale", l.scale},
+          {"iteration", l.iteration},
+          {"last_overflow_iteration", l.last_overflow_iteration},
+          {"hysteresis", l.hysteresis_left},
+          {"skipped_steps", l.skipped_steps}};
+}
+
 std::string checkpoint_manifest::to_json() const {
   nlohmann::json files_json = nlohmann::json::array();
   for (const auto& f : files) files_json.push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
@@ -114,11 +141,7 @@ std::string checkpoint_manifest::to_json() const {
                         {"data_cursor", {{"seed", seed}, {"epoch", epoch}, {"next_position", next_position}}},
                         {"rng", rng_json},
                         {"scheduler", {{"kind", scheduler_kind}, {"step", scheduler_step}, {"last_lr", last_lr}}},
-                        {"loss_scaler",
-                         {{"enabled", loss_scaler_enabled},
-                          {"scale", loss_scale},
-                          {"good_steps", loss_scaler_good_steps},
-                          {"hysteresis", loss_scaler_hysteresis}}},
+                        {"loss_scaler", loss_scaler_json()},
                         {"world_size", world_size},
                         {"job_config", job.is_discarded() ? nlohmann::json(job_config) : job},
                         {"job_config_hash", job_config_hash},

@@ -3,8 +3,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "compute/loss_scaler.hpp"
 
 namespace troupe::io {
 
@@ -35,10 +40,7 @@ struct checkpoint_manifest {
   std::string scheduler_kind;
   int64_t scheduler_step = 0;
   double last_lr = 0;
-  bool loss_scaler_enabled = false;
-  double loss_scale = 1.0;
-  int64_t loss_scaler_good_steps = 0;
-  int32_t loss_scaler_hysteresis = 0;
+  std::optional<compute::loss_scale_state> loss_scaler;  ///< fp16's; none under bf16 or fp32
   int32_t world_size = 1;
   std::string job_config;  ///< JSON text
   std::string job_config_hash;
@@ -51,6 +53,7 @@ struct checkpoint_manifest {
 
   /// The manifest as one JSON object (`troupe ckpt inspect`).
   std::string to_json() const;
+  nlohmann::json loss_scaler_json() const;
 };
 
 std::vector<std::byte> encode_manifest(const checkpoint_manifest& manifest);

@@ -158,8 +158,11 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   manifest.next_position = s.next_position;
   manifest.rng = s.rng;
   manifest.scheduler_kind = contents.job.value("scheduler", json::object()).value("type", "Constant");
-  manifest.scheduler_step = s.optimizer_steps;
+  // The schedule advances with applied steps only (DeepSpeed skips its scheduler step on an
+  // fp16 overflow, as it skips the optimizer's).
+  manifest.scheduler_step = s.optimizer_steps - (s.loss_scale ? s.loss_scale->skipped_steps : 0);
   manifest.last_lr = s.last_lr;
+  manifest.loss_scaler = s.loss_scale;
   manifest.world_size = static_cast<int32_t>(s.world_size);
   manifest.job_config = contents.job.dump();
   manifest.job_config_hash = hex64(XXH64(manifest.job_config.data(), manifest.job_config.size(), 0));
@@ -261,6 +264,7 @@ checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_
   s.sequence_length = manifest.sequence_length;
   s.rng = manifest.rng;
   s.last_lr = manifest.last_lr;
+  s.loss_scale = manifest.loss_scaler;
   contents.job = json::parse(manifest.job_config, nullptr, false);
   if (contents.job.is_discarded()) throw make_error(dir.string(), ": the manifest's job config is not valid JSON");
   contents.model = model_config_from_hf(parse_json_file(dir / "config.json"), (dir / "config.json").string());

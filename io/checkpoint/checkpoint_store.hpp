@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/bert_config.hpp"
+#include "compute/loss_scaler.hpp"
 #include "compute/named_tensors.hpp"
 #include "io/checkpoint/checkpoint_manifest.hpp"
 #include "io/checkpoint/safetensors.hpp"
@@ -49,6 +50,7 @@ struct training_state {
   uint32_t sequence_length = 0;    ///< the data's max_seq_length
   std::vector<rng_state> rng;   ///< counter-based streams (dropout)
   double last_lr = 0;
+  std::optional<compute::loss_scale_state> loss_scale;  ///< fp16's dynamic loss scaler; none otherwise
 };
 
 struct checkpoint_contents {

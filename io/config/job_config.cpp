@@ -1,5 +1,7 @@
 #include "io/config/job_config.hpp"
 
+#include <cmath>
+
 #include "io/config/json_fields.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
@@ -190,12 +192,20 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   config.bf16 = bf16.boolean("enabled", false);
   bf16.finish();
   auto fp16 = root.object("fp16");
-  bool fp16_enabled = fp16.boolean("enabled", false);
-  for (const char* key : {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"})
-    fp16.number(key, 0, 0, 1e9);
+  config.fp16 = fp16.boolean("enabled", false);
+  auto& scaling = config.loss_scaling;
+  scaling.loss_scale = fp16.number("loss_scale", 0.0, 0.0, 1e30);
+  scaling.initial_scale_power = static_cast<int>(fp16.integer("initial_scale_power", 16, 0, 64));
+  scaling.loss_scale_window = fp16.integer("loss_scale_window", 1000, 1, INT64_MAX);
+  scaling.hysteresis = static_cast<int>(fp16.integer("hysteresis", 2, 1, 1000000));
+  scaling.consecutive_hysteresis = fp16.boolean("consecutive_hysteresis", false);
+  scaling.min_loss_scale = fp16.number("min_loss_scale", 1.0, 1e-30, 1e30);
   fp16.finish();
-  if (fp16_enabled)
-    fp16.fail("enabled", "false: fp16 with loss scaling is not implemented yet; use bf16.enabled on CPU and GPU");
+  if (config.fp16 && config.bf16)
+    fp16.fail("enabled", "false while bf16.enabled is true (one mixed precision at a time)");
+  if (config.fp16 && scaling.dynamic() && std::ldexp(1.0, scaling.initial_scale_power) < scaling.min_loss_scale)
+    fp16.fail("initial_scale_power", "a scale 2^initial_scale_power of at least min_loss_scale " +
+                                         std::to_string(scaling.min_loss_scale));
 
   auto model = root.object("model");
   config.model = parse_model(model);
@@ -244,6 +254,9 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
     runtime.fail("device", "\"cpu\" or \"cuda:N\"");
   config.runtime.threads = runtime.integer("threads", 1, 1, 1024);
   runtime.finish();
+  if (config.fp16 && config.runtime.device == "cpu")
+    fp16.fail("enabled", "false on runtime.device \"cpu\": CPU autocast has no fp16 (use bf16.enabled there); "
+                         "fp16 with loss scaling needs a \"cuda:N\" device");
 
   root.finish();
   return config;

@@ -9,6 +9,7 @@
 
 #include "compute/bert_config.hpp"
 #include "compute/distillation_config.hpp"
+#include "compute/loss_scaler.hpp"
 #include "compute/optimizer_config.hpp"
 
 namespace troupe::io {
@@ -61,6 +62,9 @@ struct job_config {
   uint64_t seed = 42;
   double gradient_clipping = 1.0;  ///< global-norm clip; 0 disables
   bool bf16 = false;
+  /// fp16 autocast with loss scaling (the `fp16` block, DeepSpeed's names); CUDA devices only.
+  bool fp16 = false;
+  compute::loss_scale_config loss_scaling;
   compute::bert_config model;  ///< model.type is model.model_type
   compute::distillation_config distillation;
   compute::optimizer_config optimizer;

@@ -106,6 +106,7 @@ void metrics_store::record(const window_summary& window) {
   const auto& first = window.first();
   ++totals_.windows;
   totals_.samples += first.samples;
+  if (first.skipped_step) ++totals_.skipped_steps;
   observe(totals_.window_seconds_buckets, window_seconds_bounds(), first.window_seconds);
   totals_.window_seconds_sum += first.window_seconds;
   for (const auto& r : window.ranks)

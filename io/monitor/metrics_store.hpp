@@ -99,6 +99,7 @@ class metrics_store {
     double window_seconds_sum = 0;
     std::map<std::pair<int32_t, std::string>, double> phase_seconds;  ///< (rank, phase) → seconds
     int64_t checkpoints_written = 0, checkpoints_skipped = 0;
+    int64_t skipped_steps = 0;  ///< fp16 windows whose step an overflow skipped
     std::vector<double> checkpoint_seconds_buckets;
     double checkpoint_seconds_sum = 0;
     int64_t late_reports = 0, malformed_batches = 0;

@@ -35,6 +35,11 @@ std::string metrics_store::prometheus(double now) const {
     gauge("troupe_perplexity", "exp(masked-LM loss) of the last window.", training_perplexity(r));
     gauge("troupe_learning_rate", "Learning rate of the last optimizer step.", r.lr);
     gauge("troupe_grad_norm", "Global gradient norm of the last window, before clipping.", r.grad_norm);
+    if (r.loss_scale > 0) {
+      gauge("troupe_loss_scale", "fp16: the loss scale of the last window.", r.loss_scale);
+      counter("troupe_skipped_steps_total", "fp16: windows whose optimizer step a gradient overflow skipped.",
+              static_cast<double>(totals_.skipped_steps));
+    }
     gauge("troupe_samples_per_second", "Cluster throughput over the last window.",
           per_second(static_cast<double>(r.samples), r.window_seconds));
     gauge("troupe_tokens_per_second", "Cluster throughput over the last window, real tokens.",

@@ -48,8 +48,11 @@ struct SchedulerState {
 struct LossScalerState {
   enabled @0 :Bool;              # fp16 only; bf16 needs no scaling
   scale @1 :Float64;
-  goodSteps @2 :Int64;
-  hysteresis @3 :Int32;
+  goodSteps @2 :Int64;           # windows since the last overflow (informational)
+  hysteresis @3 :Int32;          # overflows still tolerated before the scale drops
+  iteration @4 :Int64;           # windows the scaler has seen (DeepSpeed's cur_iter)
+  lastOverflowIteration @5 :Int64;
+  skippedSteps @6 :Int64;        # windows whose optimizer step an overflow skipped
 }
 
 struct FileEntry {

@@ -43,6 +43,8 @@ struct WindowReport {
   sentenceOrder @34 :Bool;              # an ALBERT window with SOP: loss = lossMlm + lossSop
   lossSop @35 :Float64;                 # sentence-order cross-entropy (per-sample mean over all ranks)
   sopAccuracy @36 :Float64;             # share of the window's samples whose order was guessed right
+  lossScale @37 :Float64;               # fp16: the loss scale the window's backward passes used (0: none)
+  skippedStep @38 :Bool;                # fp16: the gradient overflowed on some rank; no optimizer step
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

@@ -75,6 +75,12 @@ io::job_config check_job(const cluster::cluster_manifest& manifest, const job_ar
   auto config = io::load_job_config(args.config, manifest.world_size());
   const io::token_dataset data(config.data.dir, "train");
   io::reconcile_with_data(config, data.manifest(), args.config);
+  // A node joining an elastic job copies the replicas' parameters and moments, not yet the
+  // loss scaler's state, and ranks at different scales would sum unlike gradients.
+  if (config.fp16 && manifest.faults.policy == cluster::fault_policy::elastic)
+    throw make_error(args.config, ": fp16.enabled: false with ", manifest.source,
+                     ": faults.policy \"elastic\" (a rejoining node cannot take over the loss scaler's state yet; use "
+                     "bf16, or faults.policy \"abort\" or \"restart\")");
   if (config.distillation.enabled)  // refused here, before any node starts
     io::load_teacher_checkpoint(config.distillation, config.model, data.manifest(), args.config);
   return config;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "compute/tensor_difference.hpp"
+#include "io/checkpoint/checkpoint_manifest.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 #include "tests/support/error_text.hpp"
@@ -66,6 +67,38 @@ TEST(checkpoint_store, save_load_round_trip_with_manifest) {
   EXPECT_EQ(manifest.epoch, 1u);  // 1005 / 600
   EXPECT_EQ(manifest.files.size(), 3u);
   EXPECT_NE(manifest.to_json().find("\"next_position\": 1005"), std::string::npos);
+}
+
+TEST(checkpoint_store, the_loss_scalers_state_round_trips_and_the_schedule_step_leaves_out_skipped_steps) {
+  troupe::testing::temp_dir run;
+  auto saved = sample_contents(9);
+  EXPECT_FALSE(load_checkpoint(save_checkpoint(run.path(), saved, 3)).state.loss_scale.has_value());
+  compute::loss_scale_state scaler;
+  scaler.scale = 8192;
+  scaler.iteration = 9;
+  scaler.last_overflow_iteration = 6;
+  scaler.hysteresis_left = 1;
+  scaler.skipped_steps = 3;
+  saved = sample_contents(10);
+  saved.state.loss_scale = scaler;
+  const auto dir = save_checkpoint(run.path(), saved, 3);
+  const auto loaded = load_checkpoint(dir);
+  ASSERT_TRUE(loaded.state.loss_scale.has_value());
+  EXPECT_TRUE(*loaded.state.loss_scale == scaler);
+  const auto manifest = verify_checkpoint(dir);
+  EXPECT_EQ(manifest.scheduler_step, 7);  // 10 windows, 3 of them skipped
+  const auto json = nlohmann::json::parse(manifest.to_json());
+  EXPECT_EQ(json["loss_scaler"]["scale"], 8192.0);
+  EXPECT_EQ(json["loss_scaler"]["skipped_steps"], 3);
+
+  // A manifest whose scaler state cannot be (more skipped windows than windows) is refused.
+  auto bad = manifest;
+  bad.loss_scaler->skipped_steps = 12;
+  const auto bytes = encode_manifest(bad);
+  write_file_atomically(dir / "manifest.bin", std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  const auto message = error_of([&] { verify_checkpoint(dir); });
+  EXPECT_NE(message.find("manifest.bin: the loss scaler's state is inconsistent"), std::string::npos) << message;
+  EXPECT_NE(message.find("skipped 12"), std::string::npos) << message;
 }
 
 TEST(checkpoint_store, keeps_the_newest_k) {

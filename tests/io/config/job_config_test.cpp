@@ -49,6 +49,63 @@ TEST(job_config, valid_config_parses_with_deepspeed_names) {
   EXPECT_EQ(config.scheduler.total_num_steps, 777);
 }
 
+json fp16_config() {
+  auto config = valid_config();
+  config.erase("bf16");
+  config["fp16"] = {{"enabled", true}};
+  config["runtime"]["device"] = "cuda:0";
+  return config;
+}
+
+TEST(job_config, fp16_takes_deepspeeds_loss_scaling_names_and_defaults) {
+  auto config = parse_job_config(fp16_config(), "job.json");
+  EXPECT_TRUE(config.fp16);
+  EXPECT_FALSE(config.bf16);
+  EXPECT_TRUE(config.loss_scaling.dynamic());
+  EXPECT_EQ(config.loss_scaling.initial_scale_power, 16);
+  EXPECT_EQ(config.loss_scaling.loss_scale_window, 1000);
+  EXPECT_EQ(config.loss_scaling.hysteresis, 2);
+  EXPECT_FALSE(config.loss_scaling.consecutive_hysteresis);
+  EXPECT_EQ(config.loss_scaling.min_loss_scale, 1.0);
+  auto given = fp16_config();
+  given["fp16"] = {{"enabled", true},          {"loss_scale", 0},         {"initial_scale_power", 12},
+                   {"loss_scale_window", 500}, {"hysteresis", 4},         {"consecutive_hysteresis", true},
+                   {"min_loss_scale", 0.25}};
+  config = parse_job_config(given, "job.json");
+  EXPECT_EQ(config.loss_scaling.initial_scale_power, 12);
+  EXPECT_EQ(config.loss_scaling.loss_scale_window, 500);
+  EXPECT_EQ(config.loss_scaling.hysteresis, 4);
+  EXPECT_TRUE(config.loss_scaling.consecutive_hysteresis);
+  EXPECT_EQ(config.loss_scaling.min_loss_scale, 0.25);
+  given["fp16"]["loss_scale"] = 1024;
+  EXPECT_FALSE(parse_job_config(given, "job.json").loss_scaling.dynamic());
+}
+
+TEST(job_config, fp16_refusals_name_the_field) {
+  auto config = fp16_config();
+  config["runtime"]["device"] = "cpu";
+  expect_error(config, {"job.json", "fp16.enabled", "runtime.device \"cpu\"", "bf16.enabled"});
+  config = fp16_config();
+  config["fp16"]["hysteresis"] = 0;
+  expect_error(config, {"fp16.hysteresis"});
+  config = fp16_config();
+  config["fp16"]["loss_scale_window"] = 0;
+  expect_error(config, {"fp16.loss_scale_window"});
+  config = fp16_config();
+  config["fp16"]["min_loss_scale"] = 0;
+  expect_error(config, {"fp16.min_loss_scale"});
+  config = fp16_config();
+  config["fp16"]["initial_scale_power"] = 65;
+  expect_error(config, {"fp16.initial_scale_power"});
+  config = fp16_config();
+  config["fp16"]["initial_scale_power"] = 2;
+  config["fp16"]["min_loss_scale"] = 8;
+  expect_error(config, {"fp16.initial_scale_power", "min_loss_scale"});
+  config = fp16_config();
+  config["fp16"]["loss_scale_windw"] = 10;
+  expect_error(config, {"fp16", "loss_scale_windw"});
+}
+
 TEST(job_config, batch_sizes_are_derived_like_deepspeed) {
   auto config = valid_config();
   config.erase("gradient_accumulation_steps");
@@ -109,7 +166,7 @@ TEST(job_config, out_of_range_values_are_refused) {
   expect_error(config, {"checkpoint.when_busy", "\"wait\", \"skip\""});
   config = valid_config();
   config["fp16"]["enabled"] = true;
-  expect_error(config, {"fp16.enabled", "bf16"});
+  expect_error(config, {"fp16.enabled", "bf16.enabled is true"});
   config = valid_config();
   config["eval_every_windows"] = -1;
   expect_error(config, {"eval_every_windows"});

@@ -1,0 +1,164 @@
+// Loss scaling inside the trainer, on the CPU in fp32 (fp16 autocast needs CUDA; the scaler's
+// arithmetic does not). Multiplying by a power of two is exact in floating point, so a scaled
+// run that never overflows must equal the unscaled run bit for bit; a scale above fp32's range
+// (2^128) overflows for real, which is how the skip path is reached without injecting values.
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "compute/mlm_trainer.hpp"
+#include "compute/sample_order.hpp"
+#include "io/data/mlm_batch_builder.hpp"
+#include "io/data/synthetic_dataset.hpp"
+#include "io/data/token_dataset.hpp"
+#include "tests/support/test_corpus.hpp"
+
+namespace troupe::compute {
+namespace {
+
+constexpr int64_t micro_size = 2;
+constexpr int64_t window_samples = 4;  // 2 micro-batches of 2
+
+trainer_options options(std::optional<loss_scale_config> scaling) {
+  trainer_options o;
+  o.model.vocab_size = 200;
+  o.model.hidden_size = 32;
+  o.model.num_hidden_layers = 2;
+  o.model.num_attention_heads = 2;
+  o.model.intermediate_size = 64;
+  o.model.max_position_embeddings = 32;
+  o.optimizer.lr = 1e-3;
+  o.schedule.kind = schedule_kind::warmup_decay;  // the schedule must pause on skipped steps
+  o.schedule.warmup_max_lr = 1e-3;
+  o.schedule.warmup_num_steps = 5;
+  o.schedule.total_num_steps = 40;
+  o.seed = 5;
+  o.loss_scaling = scaling;
+  return o;
+}
+
+loss_scale_config dynamic(int initial_power, int hysteresis = 1) {
+  loss_scale_config c;
+  c.initial_scale_power = initial_power;
+  c.hysteresis = hysteresis;
+  c.loss_scale_window = 1000;
+  return c;
+}
+
+class loss_scaling_trainer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    io::write_synthetic_dataset(dir_ / "data", 64, 16, 200, 3);
+    data_ = std::make_unique<io::token_dataset>(dir_ / "data", "train");
+    builder_ = std::make_unique<io::mlm_batch_builder>(*data_, 0.15, 5);
+  }
+
+  /// Runs window `w` of the data (micro-batches of its samples) and steps.
+  window_step_result run_window(mlm_trainer& trainer, int w, bool overflow_elsewhere = false) {
+    sample_order order(data_->size(), 5);
+    int64_t position = static_cast<int64_t>(w) * window_samples;
+    for (int m = 0; m < window_samples / micro_size; ++m) {
+      std::vector<sample_ref> samples;
+      for (int64_t i = 0; i < micro_size; ++i) samples.push_back(order.at(static_cast<uint64_t>(position++)));
+      trainer.micro_step(builder_->build(samples));
+    }
+    return trainer.finish_window(window_samples, overflow_elsewhere);
+  }
+
+  troupe::testing::temp_dir dir_;
+  std::unique_ptr<io::token_dataset> data_;
+  std::unique_ptr<io::mlm_batch_builder> builder_;
+};
+
+TEST_F(loss_scaling_trainer, a_scale_that_never_overflows_changes_no_bit_of_training) {
+  mlm_trainer plain(options(std::nullopt)), scaled(options(dynamic(12)));
+  for (int w = 0; w < 6; ++w) {
+    const auto a = run_window(plain, w), b = run_window(scaled, w);
+    EXPECT_FALSE(b.skipped);
+    EXPECT_EQ(b.loss_scale, 4096.0);
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "window " << w;
+    EXPECT_EQ(a.lr, b.lr);
+  }
+  EXPECT_TRUE(torch::equal(plain.parameter_values(), scaled.parameter_values()));
+  EXPECT_EQ(scaled.optimizer_steps(), 6);
+  EXPECT_EQ(scaled.loss_scale()->skipped_steps, 0);
+}
+
+// 2^140 overflows fp32: those windows are skipped — parameters, optimizer and schedule stay,
+// the step count moves — and each halves the scale until the gradient is finite. From then on
+// the run equals an unscaled one that never saw the skipped windows' batches.
+TEST_F(loss_scaling_trainer, overflowed_windows_are_skipped_and_the_rest_equals_a_run_without_them) {
+  mlm_trainer scaled(options(dynamic(140)));
+  const auto initial = scaled.parameter_values().clone();
+  int skipped = 0;
+  double expected_scale = std::ldexp(1.0, 140);
+  for (int w = 0; w < 30; ++w) {
+    const auto step = run_window(scaled, w);
+    EXPECT_EQ(step.loss_scale, expected_scale) << "window " << w;
+    if (!step.skipped) break;
+    ++skipped;
+    expected_scale /= 2;
+    EXPECT_TRUE(std::isnan(step.grad_norm));
+    EXPECT_TRUE(torch::equal(scaled.parameter_values(), initial)) << "a skipped window moved the parameters";
+    EXPECT_EQ(scaled.optimizer_steps(), w + 1);
+    EXPECT_EQ(scaled.loss_scale()->skipped_steps, w + 1);
+  }
+  ASSERT_GE(skipped, 12) << "2^140 down to 2^128 must all overflow in fp32";
+  ASSERT_LT(skipped, 30) << "the scale never came down to a finite gradient";
+  std::printf("%d windows skipped before the scale (now 2^%d) gave a finite gradient\n", skipped,
+              static_cast<int>(std::log2(scaled.loss_scale()->scale)));
+
+  mlm_trainer plain(options(std::nullopt));
+  for (int w = skipped; w <= skipped + 4; ++w) run_window(plain, w);
+  for (int w = skipped + 1; w <= skipped + 4; ++w) run_window(scaled, w);
+  const double difference = (plain.parameter_values() - scaled.parameter_values()).abs().max().item<double>();
+  EXPECT_LE(difference, 1e-6) << "the scaled run after its skips differs from the plain run";
+  EXPECT_EQ(scaled.optimizer_steps(), skipped + 5);
+}
+
+TEST_F(loss_scaling_trainer, another_ranks_overflow_skips_this_ranks_finite_step) {
+  mlm_trainer scaled(options(dynamic(8, 2)));
+  const auto before = scaled.parameter_values().clone();
+  auto step = run_window(scaled, 0, /*overflow_elsewhere=*/true);
+  EXPECT_TRUE(step.skipped);
+  EXPECT_TRUE(torch::equal(scaled.parameter_values(), before));
+  EXPECT_EQ(scaled.loss_scale()->scale, 256.0);  // hysteresis 2: the first overflow keeps the scale
+  EXPECT_EQ(scaled.loss_scale()->hysteresis_left, 1);
+  step = run_window(scaled, 1, true);
+  EXPECT_EQ(scaled.loss_scale()->scale, 128.0);
+  step = run_window(scaled, 2);
+  EXPECT_FALSE(step.skipped);
+  EXPECT_EQ(step.lr, 0.0);  // the warm-up's first step: the schedule waited through the skips
+  step = run_window(scaled, 3);
+  EXPECT_EQ(step.lr, 2e-4);
+  EXPECT_FALSE(torch::equal(scaled.parameter_values(), before));
+  EXPECT_EQ(scaled.optimizer_steps(), 4);
+}
+
+// What resume does: parameters, optimizer moments, the step count and the scaler's state into a
+// fresh trainer, which then continues exactly as the uninterrupted one.
+TEST_F(loss_scaling_trainer, a_trainer_loaded_mid_run_continues_bit_for_bit) {
+  mlm_trainer straight(options(dynamic(124)));
+  for (int w = 0; w < 6; ++w) run_window(straight, w);
+  ASSERT_GT(straight.loss_scale()->skipped_steps, 0);
+  named_tensors parameters, moments;
+  for (const auto& [name, t] : straight.named_parameters()) parameters.emplace_back(name, t.clone());
+  for (const auto& [name, t] : straight.optimizer_state()) moments.emplace_back(name, t.clone());
+  mlm_trainer resumed(options(dynamic(124)));
+  resumed.load(parameters, moments, straight.optimizer_steps(), straight.loss_scale());
+  EXPECT_EQ(resumed.optimizer_steps(), straight.optimizer_steps());
+  for (int w = 6; w < 10; ++w) {
+    const auto a = run_window(straight, w), b = run_window(resumed, w);
+    EXPECT_EQ(a.lr, b.lr);
+    EXPECT_EQ(a.loss_scale, b.loss_scale);
+  }
+  EXPECT_TRUE(torch::equal(straight.parameter_values(), resumed.parameter_values()));
+  EXPECT_TRUE(*straight.loss_scale() == *resumed.loss_scale());
+  EXPECT_GE(straight.optimizer_steps() - straight.loss_scale()->skipped_steps, 6) << "too few applied steps to compare";
+}
+
+}  // namespace
+}  // namespace troupe::compute
