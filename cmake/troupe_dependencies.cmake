@@ -86,3 +86,27 @@ if(TROUPE_ENABLE_TESTS)
   troupe_require_package(GTest_FOUND "GoogleTest" "libgtest-dev")
   include(GoogleTest)
 endif()
+
+# NCCL and CUDA's runtime (the reducer rings' GPU transport, io/comm/nccl): optional. Looked for
+# in $CUDA_HOME, /usr/local/cuda and the system. When both are there the transport is compiled
+# in every build, GPU or not, so it cannot rot on the machines that have none; without them
+# troupe builds without it and `troupe --version` says so.
+option(TROUPE_WITH_NCCL "Build the NCCL transport when NCCL and the CUDA runtime are found" ON)
+set(TROUPE_HAS_NCCL FALSE)
+if(TROUPE_WITH_NCCL)
+  set(cuda_hints $ENV{CUDA_HOME} /usr/local/cuda)
+  find_path(TROUPE_NCCL_INCLUDE_DIR nccl.h HINTS ${cuda_hints} PATH_SUFFIXES include)
+  find_library(TROUPE_NCCL_LIBRARY nccl HINTS ${cuda_hints} PATH_SUFFIXES lib lib64)
+  find_path(TROUPE_CUDART_INCLUDE_DIR cuda_runtime_api.h HINTS ${cuda_hints} PATH_SUFFIXES include)
+  find_library(TROUPE_CUDART_LIBRARY cudart HINTS ${cuda_hints} PATH_SUFFIXES lib64 lib)
+  if(TROUPE_NCCL_INCLUDE_DIR AND TROUPE_NCCL_LIBRARY AND TROUPE_CUDART_INCLUDE_DIR AND TROUPE_CUDART_LIBRARY)
+    set(TROUPE_HAS_NCCL TRUE)
+    add_library(troupe_nccl_libraries INTERFACE)
+    target_include_directories(troupe_nccl_libraries SYSTEM INTERFACE ${TROUPE_NCCL_INCLUDE_DIR}
+                                                                       ${TROUPE_CUDART_INCLUDE_DIR})
+    target_link_libraries(troupe_nccl_libraries INTERFACE ${TROUPE_NCCL_LIBRARY} ${TROUPE_CUDART_LIBRARY})
+    troupe_report_found("NCCL (${TROUPE_NCCL_LIBRARY}) and the CUDA runtime: the NCCL transport is built")
+  else()
+    message(STATUS "troupe: NCCL or the CUDA runtime not found: the NCCL transport is not built")
+  endif()
+endif()

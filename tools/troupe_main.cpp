@@ -8,6 +8,7 @@
 
 #include "compute/host_memory.hpp"
 #include "messages/error.hpp"
+#include "tools/build_info.hpp"
 #include "tools/commands/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   troupe::compute::keep_freed_memory_mapped();
   CLI::App app{"troupe: actor-model data-parallel training for BERT-family models"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "troupe 0.1.0");
+  app.set_version_flag("--version", [] { return troupe::tools::build_description(); });
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "debug logging");
   app.parse_complete_callback([&] {

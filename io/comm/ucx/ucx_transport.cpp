@@ -424,4 +424,6 @@ void ucx_transport::wait(transport_request request, clock::time_point deadline, 
 
 void ucx_transport::progress() { ucp_worker_progress(impl_->worker); }
 
+std::string ucx_version() { return ucp_get_version_string(); }
+
 }  // namespace troupe::io

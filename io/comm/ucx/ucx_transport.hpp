@@ -102,4 +102,7 @@ class ucx_transport : public transport {
   std::unique_ptr<impl> impl_;
 };
 
+/// The UCX library's version ("1.13.1"), as linked.
+std::string ucx_version();
+
 }  // namespace troupe::io
