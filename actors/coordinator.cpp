@@ -43,6 +43,7 @@ cluster::cluster_plan make_plan(const cluster::cluster_manifest& manifest,
                          ? cluster::auto_ring_orders(plan.world, static_cast<int>(manifest.rings.count))
                          : manifest.rings.orders;
   plan.chunk_bytes = static_cast<uint64_t>(manifest.rings.chunk_bytes);
+  if (!plan.members.empty()) plan.nccl_ids = joins.at(plan.members.front().node).nccl_ids;
   return plan;
 }
 
@@ -73,6 +74,9 @@ std::string coordinator_state::check_join(const cluster::join_request& join) con
   if (static_cast<int64_t>(join.workers.size()) != m.nodes[index].workers)
     return detail::concat("node ", join.node, " brought ", join.workers.size(), " workers, the manifest says ",
                           m.nodes[index].workers);
+  if (!join.nccl_ids.empty() && m.transport != "nccl")
+    return detail::concat("node ", join.node, " brought NCCL communicator ids, but the manifest's transport is \"",
+                          m.transport, "\"");
   for (const auto& worker : join.workers)
     if (static_cast<int64_t>(worker.size()) != m.rings.count)
       return detail::concat("node ", join.node, " brought ", worker.size(), " ring endpoints per worker, the manifest says ",

@@ -90,6 +90,29 @@ std::vector<std::vector<int>> auto_ring_orders(int world, int rings) {
   return orders;
 }
 
+namespace {
+
+void set_nccl_ids(capnp::List<capnp::Data>::Builder out, const std::vector<nccl_id>& ids) {
+  for (std::size_t r = 0; r < ids.size(); ++r) out.set(static_cast<unsigned>(r), kj::arrayPtr(ids[r].data(), ids[r].size()));
+}
+
+/// None, or exactly one id of exactly nccl_id's size per ring.
+std::vector<nccl_id> get_nccl_ids(capnp::List<capnp::Data>::Reader in, std::size_t rings, const std::string& where) {
+  std::vector<nccl_id> ids;
+  if (in.size() == 0) return ids;
+  if (in.size() != rings) throw make_error(where, ": ", in.size(), " NCCL ids for ", rings, " rings");
+  for (auto bytes : in) {
+    if (bytes.size() != std::tuple_size<nccl_id>::value)
+      throw make_error(where, ": an NCCL id of ", bytes.size(), " bytes (expected ", std::tuple_size<nccl_id>::value, ")");
+    nccl_id id;
+    std::copy(bytes.begin(), bytes.end(), id.begin());
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+}  // namespace
+
 std::string encode_join(const join_request& join) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::JoinRequest>();
@@ -102,6 +125,7 @@ std::string encode_join(const join_request& join) {
   out.setCommittedSteps(join.committed_steps);
   out.setRestarted(join.restarted);
   out.setSecret(kj::arrayPtr(reinterpret_cast<const kj::byte*>(join.secret.data()), join.secret.size()));
+  set_nccl_ids(out.initNcclIds(join.nccl_ids.size()), join.nccl_ids);
   return messages::flat_message_bytes<std::string>(message);
 }
 
@@ -126,6 +150,7 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
     if (in.getSecret().size() > max_address_bytes)
       throw make_error("join request from ", sender, ": a secret of ", in.getSecret().size(), " bytes");
     join.secret.assign(reinterpret_cast<const char*>(in.getSecret().begin()), in.getSecret().size());
+    join.nccl_ids = get_nccl_ids(in.getNcclIds(), rings, "join request from " + sender);
     if (join.committed_steps < 0)
       throw make_error("join request from ", sender, ": ", join.committed_steps, " committed steps (expected ≥ 0)");
     return join;
@@ -146,6 +171,7 @@ std::string encode_plan(const cluster_plan& plan) {
   set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
   out.setGeneration(plan.generation);
   out.setStartSteps(plan.start_steps);
+  set_nccl_ids(out.initNcclIds(plan.nccl_ids.size()), plan.nccl_ids);
   auto members = out.initMembers(plan.members.size());
   for (std::size_t i = 0; i < plan.members.size(); ++i) {
     members[i].setNode(plan.members[i].node);
@@ -185,6 +211,7 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     plan.endpoints = get_endpoints(in.getEndpoints(), plan.ring_orders.size(), where);
     plan.generation = in.getGeneration();
     plan.start_steps = in.getStartSteps();
+    plan.nccl_ids = get_nccl_ids(in.getNcclIds(), plan.ring_orders.size(), where);
     if (plan.start_steps < 0) throw make_error(where, ": start at step ", plan.start_steps, " (expected ≥ 0)");
     // Members tile the ranks in order: each starts where the previous one ended.
     uint32_t next_rank = 0;

@@ -3,6 +3,7 @@
 /// the join request each node sends to build it. Both cross nodes as Cap'n Proto messages
 /// (messages/schemas/cluster.capnp); decoding checks every size, as for any network input.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ inline constexpr uint32_t cluster_protocol_version = 2;  ///< 2: generations and
 
 /// endpoints[w][r]: worker w's reducer address for ring r.
 using worker_endpoints = std::vector<std::vector<io::transport_address>>;
+/// An ncclUniqueId's bytes (io::nccl_unique_id, spelled here without the NCCL component).
+using nccl_id = std::array<std::uint8_t, 128>;
 
 struct join_request {
   uint32_t protocol_version = cluster_protocol_version;
@@ -26,6 +29,7 @@ struct join_request {
   int64_t committed_steps = 0;  ///< optimizer steps the node's workers completed (the most of any)
   bool restarted = false;       ///< a node restarted after it was lost: it joins the next generation
   std::string secret;           ///< the job's secret (job_secret_variable), or empty
+  std::vector<nccl_id> nccl_ids;  ///< transport "nccl": one per ring, made by this node; else empty
 };
 
 /// TROUPE_JOB_SECRET: a random value `troupe launch` generates per job and hands its nodes in
@@ -49,6 +53,9 @@ struct cluster_plan {
   uint64_t generation = 0;                    ///< see docs/faults.md: nothing of an older one is applied
   std::vector<plan_member> members;           ///< in rank order; their workers add up to `world`
   int64_t start_steps = 0;  ///< generations after the first: every replica starts from this step
+  /// Transport "nccl": ring r's communicator id, taken from the join of the member holding rank 0
+  /// (its process hosts NCCL's bootstrap for the ring); empty for the UCX transport.
+  std::vector<nccl_id> nccl_ids;
 
   /// The member called `node`; throws troupe::error when this generation does not have it.
   const plan_member& member(const std::string& node) const;

@@ -21,6 +21,8 @@ struct JoinRequest {
   committedSteps @6 :Int64;    # optimizer steps its workers have completed (the most of any)
   restarted @7 :Bool;          # a restarted node: admitted into the next generation, state copied to it
   secret @8 :Data;             # the job's secret (TROUPE_JOB_SECRET, from the launcher); empty without one
+  ncclIds @9 :List(Data);      # transport "nccl": one 128-byte ncclUniqueId per ring, made by this node
+                               # (whose process then hosts that ring's NCCL bootstrap); empty otherwise
 }
 
 struct RingOrder {
@@ -36,6 +38,7 @@ struct ClusterPlan {
   generation @5 :UInt64;       # bumped each time the coordinator re-plans without a lost node
   members @6 :List(PlanMember);  # the nodes of this generation, in rank order
   startSteps @7 :Int64;        # generations after the first: the step every replica starts from
+  ncclIds @8 :List(Data);      # transport "nccl": ring r's ncclUniqueId, those of the node holding rank 0
 }
 
 struct PlanMember {

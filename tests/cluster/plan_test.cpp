@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "messages/capnp_message.hpp"
 #include "messages/error.hpp"
+#include "messages/schemas/cluster.capnp.h"
 #include "tests/support/error_text.hpp"
 
 namespace troupe::cluster {
@@ -17,6 +23,51 @@ TEST(plan, auto_rings_alternate_direction) {
   EXPECT_EQ(orders[0], (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(orders[1], (std::vector<int>{3, 2, 1, 0}));
   EXPECT_EQ(orders[2], (std::vector<int>{1, 2, 3, 0}));
+}
+
+nccl_id id_filled_with(std::uint8_t value) {
+  nccl_id id;
+  id.fill(value);
+  id[0] = 0;
+  return id;
+}
+
+// Transport "nccl": each joining node brings one communicator id per ring; the plan carries
+// those of the member holding rank 0, byte for byte, and a decoder refuses a wrong count or size.
+TEST(plan, nccl_ids_travel_in_joins_and_plans_and_malformed_ones_are_refused) {
+  join_request join;
+  join.node = "a";
+  join.workers = {{{1}, {2}}};
+  join.nccl_ids = {id_filled_with(7), id_filled_with(9)};
+  EXPECT_EQ(decode_join(encode_join(join), "a").nccl_ids, join.nccl_ids);
+  join.nccl_ids.pop_back();
+  expect_error([&] { decode_join(encode_join(join), "a"); }, "join request from a: 1 NCCL ids for 2 rings");
+
+  cluster_plan plan;
+  plan.world = 2;
+  plan.ring_orders = auto_ring_orders(2, 2);
+  plan.chunk_bytes = 1 << 20;
+  plan.endpoints = {{{1}, {2}}, {{3}, {4}}};
+  plan.members = {{"a", 0, 1}, {"b", 1, 1}};
+  EXPECT_TRUE(decode_plan(encode_plan(plan), "test").nccl_ids.empty());  // the UCX transport's plans
+  plan.nccl_ids = {id_filled_with(1), id_filled_with(2)};
+  EXPECT_EQ(decode_plan(encode_plan(plan), "test").nccl_ids, plan.nccl_ids);
+
+  // An id of the wrong size, written by hand (the encoder cannot).
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::ClusterPlan>();
+  const auto good = encode_plan(plan);
+  auto words = kj::heapArray<capnp::word>(good.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), good.data(), good.size());
+  capnp::FlatArrayMessageReader reader(words);
+  message.setRoot(reader.getRoot<schema::ClusterPlan>());
+  out = message.getRoot<schema::ClusterPlan>();
+  auto ids = out.initNcclIds(2);
+  const std::uint8_t short_id[16] = {};
+  ids.set(0, kj::arrayPtr(short_id, sizeof short_id));
+  ids.set(1, kj::arrayPtr(short_id, sizeof short_id));
+  const auto bytes = messages::flat_message_bytes<std::string>(message);
+  expect_error([&] { decode_plan(bytes, "test"); }, "cluster plan from test: an NCCL id of 16 bytes (expected 128)");
 }
 
 TEST(plan, encodes_and_decodes_and_refuses_garbage) {
