@@ -168,6 +168,12 @@ class training_run {
     dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
     compute::check_device(config_.runtime.device, "config: runtime.device");
+    // No ring reads device memory yet (neither the NCCL transport nor staging through host
+    // buffers is wired into the reducers): a GPU trains one worker alone.
+    if (config_.runtime.device != "cpu" && world_ > 1)
+      throw make_error("config: runtime.device: \"", config_.runtime.device, "\" with ", world_,
+                       " workers: GPU workers cannot sum their gradients yet (the NCCL transport is not wired into "
+                       "the reducer rings); train one worker on a GPU, or use \"cpu\"");
     if (config_.data.mlm_smoothing > 0)  // counted once, shared by this process's loaders
       masking_weights_ = io::smoothed_masking_weights(*dataset_, config_.data.mlm_smoothing);
     // The teacher is read once per process; a later generation's trainers carry it.

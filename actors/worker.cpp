@@ -12,6 +12,7 @@
 #include "actors/event_log.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/ring_schedule.hpp"
+#include "compute/tensor_hash.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -53,8 +54,11 @@ constexpr std::size_t sentence_order_loss_slot = 8, sentence_order_correct_slot 
 constexpr int hash_parts = 4;
 constexpr int slots_per_rank = hash_parts + 1;
 
+/// xxh64 of the parameters' bytes on the CPU; on a GPU the device-side fingerprint (only its 8
+/// bytes cross to the host). Every rank of a world trains on the same kind of device.
 uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
   const auto& values = trainer.parameter_values();
+  if (!values.is_cpu()) return compute::tensor_fingerprint(values);
   return io::xxh64(values.data_ptr(), static_cast<std::size_t>(values.numel()) * values.element_size());
 }
 

@@ -1,5 +1,7 @@
 #include "io/monitor/window_summary.hpp"
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -118,7 +120,9 @@ window_summary window_from_json(const nlohmann::json& line) {
   cluster.step = window.step;
   cluster.loss = line.value("loss", 0.0);
   cluster.lr = line.value("lr", 0.0);
-  cluster.grad_norm = line.value("grad_norm", 0.0);
+  // null: an fp16 window whose overflow skipped the step (JSON has no NaN).
+  if (const auto norm = line.find("grad_norm"); norm != line.end())
+    cluster.grad_norm = norm->is_null() ? std::numeric_limits<double>::quiet_NaN() : norm->get<double>();
   cluster.samples = line.value("samples", int64_t{0});
   cluster.tokens = line.value("tokens", int64_t{0});
   cluster.masked_tokens = line.value("masked_tokens", int64_t{0});

@@ -107,6 +107,32 @@ TEST(metrics_store, window_json_holds_cluster_numbers_ranks_and_rings_and_reads_
   EXPECT_EQ(window_json(back).dump(), line.dump());
 }
 
+// fp16: a window whose overflow skipped the step has no gradient norm (null in JSON) and says
+// so in `fp16`; the line reads back, and Prometheus counts the skip and shows the scale.
+TEST(metrics_store, an_fp16_skipped_window_round_trips_and_is_counted) {
+  job_description job;
+  job.world_size = 1;
+  metrics_store store(job, store_limits{});
+  auto skipped = report(1, 0, 1);
+  skipped.loss_scale = 65536;
+  skipped.skipped_step = true;
+  skipped.grad_norm = std::nan("");
+  store.add_batch(batch("a", {skipped}), 1000);
+  const auto window = store.take_due(1000, false).at(0);
+  const auto line = window_json(window);
+  EXPECT_TRUE(nlohmann::json::parse(line.dump())["grad_norm"].is_null());  // NaN is written as null
+  EXPECT_EQ(line["fp16"]["loss_scale"], 65536.0);
+  EXPECT_EQ(line["fp16"]["skipped_step"], true);
+  const auto back = window_from_json(nlohmann::json::parse(line.dump()));
+  EXPECT_TRUE(std::isnan(back.first().grad_norm));
+  EXPECT_TRUE(back.first().skipped_step);
+  EXPECT_EQ(window_json(back).dump(), line.dump());
+  const auto text = store.prometheus(1000);
+  EXPECT_NE(text.find("troupe_loss_scale 65536"), std::string::npos) << text;
+  EXPECT_NE(text.find("troupe_skipped_steps_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("troupe_grad_norm NaN"), std::string::npos) << text;
+}
+
 TEST(metrics_store, lines_written_before_ranks_existed_read_as_one_rank) {
   const auto window = window_from_json(nlohmann::json::parse(
       R"({"step": 3, "loss": 1.5, "samples": 32, "window_s": 0.25, "time_forward_s": 0.1, "rank": 0})"));
