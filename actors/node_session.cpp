@@ -91,11 +91,13 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
   const auto& spec = m.nodes[index];
+  if (m.transport == "nccl")
+    throw make_error(m.source, ": transport: \"nccl\": this troupe builds the NCCL communicator (troupe --version) but "
+                     "its reducer rings do not run over it yet; GPU workers cannot train in a cluster job");
   for (const auto& device : spec.devices)
     if (device != "cpu")
       throw make_error(m.source, ": nodes[", spec.name, "].devices: ", device,
-                       ": the ucx transport reduces host memory; GPU workers need transport \"nccl\", which is "
-                       "not implemented yet");
+                       ": the ucx transport reduces host memory; GPU workers need transport \"nccl\"");
   is_head_ = spec.name == m.head_node;
 
   ucx_ = std::make_unique<io::ucx_context>();

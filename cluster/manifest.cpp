@@ -89,6 +89,25 @@ void check_capacity(const cluster_manifest& m) {
                      " cores; lower them or set \"oversubscribe\": true");
 }
 
+/// NCCL sums device memory and puts one rank on a GPU: every worker of an "nccl" job names its
+/// own CUDA device (oversubscription cannot help: NCCL itself refuses a shared GPU).
+void check_nccl_devices(const cluster_manifest& m) {
+  for (const auto& node : m.nodes) {
+    if (node.devices.empty())
+      throw make_error(m.source, ": nodes[", node.name, "].devices: transport \"nccl\" needs a \"cuda:N\" device for "
+                       "each of its ", node.workers, " workers (none given: all \"cpu\")");
+    std::set<std::string> seen;
+    for (const auto& device : node.devices) {
+      if (device.rfind("cuda", 0) != 0)
+        throw make_error(m.source, ": nodes[", node.name, "].devices: \"", device,
+                         "\" with transport \"nccl\" (NCCL reduces GPU memory: every worker needs \"cuda:N\")");
+      if (!seen.insert(device).second)
+        throw make_error(m.source, ": nodes[", node.name, "].devices: \"", device, "\" is given to two workers; NCCL "
+                         "runs one rank per GPU (give each worker its own device, or fewer workers)");
+    }
+  }
+}
+
 }  // namespace
 
 int64_t cluster_manifest::world_size() const {
@@ -170,9 +189,8 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   rings.finish();
 
   m.transport = root.string("transport", m.transport);
-  if (m.transport == "nccl")
-    root.fail("transport", "\"ucx\" (the NCCL transport is not implemented yet)");
-  if (m.transport != "ucx") root.fail("transport", "\"ucx\"");
+  if (m.transport != "ucx" && m.transport != "nccl") root.fail("transport", "\"ucx\" or \"nccl\"");
+  if (m.transport == "nccl") check_nccl_devices(m);
 
   auto timeouts = root.object("timeouts");
   m.timeouts.join = std::chrono::seconds(timeouts.integer("join_s", m.timeouts.join.count(), 1, 86400));

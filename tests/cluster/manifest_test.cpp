@@ -98,12 +98,30 @@ TEST(manifest, workers_sharing_a_gpu_need_an_override) {
   expect_error(m, {"nodes[0].devices", "one device per worker"});
 }
 
+// NCCL reduces GPU memory with one rank per GPU: each worker of an "nccl" job names its own
+// CUDA device, and oversubscription does not lift that (NCCL itself refuses a shared GPU).
+TEST(manifest, nccl_needs_one_cuda_device_per_worker) {
+  auto m = troupe::testing::two_node_manifest();
+  m["transport"] = "nccl";
+  expect_error(m, {"m.json: nodes[a].devices: transport \"nccl\" needs a \"cuda:N\" device for each of its"});
+  m["nodes"][0]["devices"] = json::array();
+  m["nodes"][1]["devices"] = json::array();
+  for (int64_t w = 0; w < m["nodes"][0].value("workers", 1); ++w) m["nodes"][0]["devices"].push_back("cuda:" + std::to_string(w));
+  for (int64_t w = 0; w < m["nodes"][1].value("workers", 1); ++w) m["nodes"][1]["devices"].push_back("cuda:" + std::to_string(w));
+  EXPECT_EQ(parse_manifest(m, "m.json").transport, "nccl");
+  m["nodes"][1]["devices"][0] = "cpu";
+  expect_error(m, {"nodes[b].devices: \"cpu\" with transport \"nccl\""});
+  m["nodes"][1]["devices"][0] = "cuda:0";
+  m["nodes"][0]["workers"] = 2;
+  m["nodes"][0]["devices"] = json::parse(R"(["cuda:1", "cuda:1"])");
+  m["oversubscribe"] = true;
+  expect_error(m, {"nodes[a].devices: \"cuda:1\" is given to two workers; NCCL runs one rank per GPU"});
+}
+
 TEST(manifest, unknown_transport_and_fields_are_refused) {
   auto m = troupe::testing::two_node_manifest();
   m["transport"] = "carrier-pigeon";
-  expect_error(m, {"transport", "\"ucx\""});
-  m["transport"] = "nccl";
-  expect_error(m, {"transport", "not implemented"});
+  expect_error(m, {"transport", "\"ucx\" or \"nccl\""});
   m = troupe::testing::two_node_manifest();
   m["rings"]["cout"] = 2;
   expect_error(m, {"rings.cout", "count"});

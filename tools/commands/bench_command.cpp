@@ -7,11 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/training_session.hpp"
+#include "compute/training_flops.hpp"
 #include "cluster/launcher.hpp"
 #include "io/config/byte_count.hpp"
 #include "io/config/job_config.hpp"
 #include "io/config/json_fields.hpp"
 #include "io/data/synthetic_dataset.hpp"
+#include "io/data/token_dataset.hpp"
 #include "io/os/child_process.hpp"
 #include "io/os/file_util.hpp"
 #include "io/os/scratch_directory.hpp"
@@ -22,6 +24,7 @@
 #include "tools/commands/bench_job.hpp"
 #include "tools/commands/bench_recovery.hpp"
 #include "tools/commands/commands.hpp"
+#include "tools/device_name.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -33,7 +36,36 @@ struct bench_train_arguments {
   uint32_t sequence_length = 128;
   bool json = false;
   std::string manifest;  ///< run as a launched job on these nodes
+  double peak_tflops = 0;  ///< the devices' peak for MFU; 0: from the GPU's name, or none
 };
+
+/// Model FLOPs utilisation (compute/training_flops.hpp): the achieved model TFLOP/s over all
+/// workers, and their share of the workers' peak when one is known (a GPU named in the peak
+/// table, or --peak-tflops per worker). CPUs have no entry: their peak depends on the SKU and
+/// the kernels LibTorch picks, so MFU is left out there unless given.
+nlohmann::json mfu_fields(const io::job_config& config, uint32_t sequence_length, double tokens_per_second,
+                          int64_t world, double peak_per_worker) {
+  const double per_token = compute::training_flops_per_token(config.model, sequence_length, config.data.mask_probability);
+  const double achieved = per_token * tokens_per_second / 1e12;
+  nlohmann::json fields = {{"sequence_length", sequence_length},
+                           {"model_flops_per_token", per_token},
+                           {"model_tflops_per_s", achieved}};
+  std::string device_name;
+  if (peak_per_worker <= 0 && config.runtime.device.rfind("cuda", 0) == 0) {
+    const auto colon = config.runtime.device.find(':');
+    device_name = cuda_device_name(colon == std::string::npos ? 0 : std::stoi(config.runtime.device.substr(colon + 1)));
+    peak_per_worker = compute::gpu_peak_tflops(device_name.c_str(), config.fp16 ? "fp16" : config.bf16 ? "bf16" : "fp32");
+    fields["device_name"] = device_name;
+  }
+  if (peak_per_worker > 0) {
+    fields["peak_tflops"] = peak_per_worker * static_cast<double>(world);
+    fields["mfu"] = achieved / (peak_per_worker * static_cast<double>(world));
+  } else {
+    fields["peak_tflops"] = nullptr;
+    fields["mfu"] = nullptr;
+  }
+  return fields;
+}
 
 /// Runs the training pipeline through the actors without checkpoints or metrics files; the
 /// first window is warm-up, samples/s is measured over the rest.
@@ -44,6 +76,7 @@ void bench_train(const bench_train_arguments& args) {
   auto config = config_for_world(args.config, world);
   const io::scratch_directory scratch("troupe-bench-train");
   if (args.synthetic) use_synthetic_data(config, args.steps, args.sequence_length, scratch);
+  const uint32_t sequence_length = io::token_dataset(config.data.dir, "train").manifest().max_seq_length;
   messages::training_summary summary;
   if (args.manifest.empty()) {
     actors::session_options options;
@@ -77,6 +110,7 @@ void bench_train(const bench_train_arguments& args) {
                            {"timed_windows", args.steps},
                            {"samples_per_s", summary.samples_per_second},
                            {"tokens_per_s", summary.tokens_per_second}};
+  result.update(mfu_fields(config, sequence_length, summary.tokens_per_second, world, args.peak_tflops));
   std::printf("%s\n", args.json ? result.dump().c_str() : result.dump(2).c_str());
 }
 
@@ -97,6 +131,9 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(8, 65535));
   train->add_flag("--json", args->json, "print one JSON line");
   train->add_option("--manifest", args->manifest, "run as a launched job on this cluster manifest");
+  train->add_option("--peak-tflops", args->peak_tflops,
+                    "one worker's peak TFLOP/s for MFU (default: from a known GPU's name; none on CPUs)")
+      ->check(CLI::PositiveNumber);
   train->callback([args] { bench_train(*args); });
 
   struct ckpt_arguments {
