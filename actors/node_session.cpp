@@ -10,6 +10,9 @@
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/plan.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
+#ifdef TROUPE_HAS_NCCL
+#include "io/comm/nccl/nccl_communicator.hpp"
+#endif
 #include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -91,13 +94,16 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
   const auto& spec = m.nodes[index];
+#ifndef TROUPE_HAS_NCCL
   if (m.transport == "nccl")
-    throw make_error(m.source, ": transport: \"nccl\": this troupe builds the NCCL communicator (troupe --version) but "
-                     "its reducer rings do not run over it yet; GPU workers cannot train in a cluster job");
-  for (const auto& device : spec.devices)
-    if (device != "cpu")
-      throw make_error(m.source, ": nodes[", spec.name, "].devices: ", device,
-                       ": the ucx transport reduces host memory; GPU workers need transport \"nccl\"");
+    throw make_error(m.source, ": transport: \"nccl\": this troupe was built without NCCL (troupe --version says which "
+                     "transports are built; NCCL and the CUDA runtime must be found when it is configured)");
+#endif
+  if (m.transport == "ucx")
+    for (const auto& device : spec.devices)
+      if (device != "cpu")
+        throw make_error(m.source, ": nodes[", spec.name, "].devices: ", device,
+                         ": the ucx transport reduces host memory; GPU workers need transport \"nccl\"");
   is_head_ = spec.name == m.head_node;
 
   ucx_ = std::make_unique<io::ucx_context>();
@@ -156,15 +162,27 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   join.committed_steps = committed_steps;
   join.restarted = restarted;
   if (const char* secret = std::getenv(cluster::job_secret_variable)) join.secret = secret;
+  const bool nccl = m.transport == "nccl";
   for (std::size_t local = 0; local < transports.size(); ++local) {
     auto& worker = transports[local];
     std::vector<io::transport_address> addresses;
     for (int64_t ring = 0; ring < m.rings.count; ++ring) {
+      if (nccl) {  // NCCL finds its peers itself: the "address" names the worker's device, for messages
+        const auto& device = spec.devices[local];
+        addresses.emplace_back(device.begin(), device.end());
+        continue;
+      }
       worker.push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
       addresses.push_back(worker.back()->local_address());
     }
     join.workers.push_back(std::move(addresses));
   }
+#ifdef TROUPE_HAS_NCCL
+  // Every node makes its rings' ids (each hosts a bootstrap for them); the plan carries those of
+  // the node that holds rank 0.
+  if (nccl)
+    for (int64_t ring = 0; ring < m.rings.count; ++ring) join.nccl_ids.push_back(io::make_nccl_unique_id());
+#endif
 
   std::string plan_bytes, failure;
   self->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
@@ -196,6 +214,14 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   role_.partitioned = partitioned_;
   role_.head = head_address(m);
   role_.transports.assign(transports.size(), {});
+  role_.nccl_ids = plan.nccl_ids;
+  role_.cuda_devices.clear();
+  if (nccl) {
+    if (plan.nccl_ids.size() != static_cast<std::size_t>(m.rings.count))
+      throw make_error("the head at ", head_address(m), " sent a plan with ", plan.nccl_ids.size(),
+                       " NCCL ids for ", m.rings.count, " rings");
+    for (const auto& device : spec.devices) role_.cuda_devices.push_back(std::stoi(device.substr(device.find(':') + 1)));
+  }
   for (std::size_t local = 0; local < transports.size(); ++local) {
     const int rank = role_.first_rank + static_cast<int>(local);
     for (std::size_t ring = 0; ring < transports[local].size(); ++ring) {

@@ -12,6 +12,9 @@
 #include "actors/metrics.hpp"
 #include "actors/metrics_hub.hpp"
 #include "actors/reducer.hpp"
+#ifdef TROUPE_HAS_NCCL
+#include "actors/nccl_reducer.hpp"
+#endif
 #include "actors/worker.hpp"
 #include "cluster/fault_injection.hpp"
 #include "compute/bert_config.hpp"
@@ -167,13 +170,19 @@ class training_run {
     if (options_.steps) config_.set_train_steps(*options_.steps);
     dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
     io::reconcile_with_data(config_, dataset_->manifest(), "config");
-    compute::check_device(config_.runtime.device, "config: runtime.device");
-    // No ring reads device memory yet (neither the NCCL transport nor staging through host
-    // buffers is wired into the reducers): a GPU trains one worker alone.
-    if (config_.runtime.device != "cpu" && world_ > 1)
-      throw make_error("config: runtime.device: \"", config_.runtime.device, "\" with ", world_,
-                       " workers: GPU workers cannot sum their gradients yet (the NCCL transport is not wired into "
-                       "the reducer rings); train one worker on a GPU, or use \"cpu\"");
+    if (nccl()) {
+      // The manifest's devices place the workers (transport "nccl"); the config's runtime.device
+      // is for single-process runs.
+      for (int device : role_->cuda_devices)
+        compute::check_device("cuda:" + std::to_string(device), "manifest: nodes[" + role_->node + "].devices");
+    } else {
+      compute::check_device(config_.runtime.device, "config: runtime.device");
+      // Over UCX or shared memory the rings sum host memory: a GPU trains one worker alone.
+      if (config_.runtime.device != "cpu" && world_ > 1)
+        throw make_error("config: runtime.device: \"", config_.runtime.device, "\" with ", world_,
+                         " workers: the ucx transport sums host memory; GPU workers need the manifest's transport "
+                         "\"nccl\" with a cuda device per worker (nodes[].devices)");
+    }
     if (config_.data.mlm_smoothing > 0)  // counted once, shared by this process's loaders
       masking_weights_ = io::smoothed_masking_weights(*dataset_, config_.data.mlm_smoothing);
     // The teacher is read once per process; a later generation's trainers carry it.
@@ -210,7 +219,8 @@ class training_run {
     for (int local = 0; local < local_workers_; ++local) {
       auto trainer = trainer_options_of(config_, teacher_);
       trainer.rank = first_rank_ + local;
-      if (!continuing_ && role_ && role_->shared_memory && world_ > 1 && config_.runtime.device == "cpu") {
+      if (nccl()) trainer.device = "cuda:" + std::to_string(role_->cuda_devices[static_cast<std::size_t>(local)]);
+      if (!continuing_ && role_ && role_->shared_memory && world_ > 1 && trainer.device == "cpu") {
         try {
           auto region = std::make_shared<io::shared_region>(
               static_cast<std::size_t>(compute::parameter_count(config_.model)) * sizeof(float),
@@ -349,6 +359,7 @@ class training_run {
   }
 
   std::vector<caf::actor> spawn_reducers(int local, int rank) {
+    if (nccl()) return spawn_nccl_reducers(local, rank);
     std::vector<caf::actor> reducers;
     for (std::size_t ring = 0; ring < role_->ring_orders.size(); ++ring) {
       reducer_settings r;
@@ -362,6 +373,34 @@ class training_run {
       spawned_.push_back(reducers.back());
       reducers_.insert(reducers.back().address());
     }
+    return reducers;
+  }
+
+  bool nccl() const { return role_ != nullptr && !role_->nccl_ids.empty(); }
+
+  /// One NCCL communicator per ring per worker (transport "nccl"), each reducing its ring's
+  /// slice of the worker's gradient on the worker's GPU.
+  std::vector<caf::actor> spawn_nccl_reducers(int local, int rank) {
+    std::vector<caf::actor> reducers;
+#ifdef TROUPE_HAS_NCCL
+    for (std::size_t ring = 0; ring < role_->nccl_ids.size(); ++ring) {
+      nccl_reducer_settings r;
+      r.id = role_->nccl_ids[ring];
+      r.world = world_;
+      r.rank = rank;
+      r.device = role_->cuda_devices[static_cast<std::size_t>(local)];
+      r.ring_index = static_cast<int>(ring);
+      r.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_->collective_timeout);
+      r.faults = seams_.faults;
+      reducers.push_back(system_.spawn<caf::detached>(nccl_reducer, r));
+      spawned_.push_back(reducers.back());
+      reducers_.insert(reducers.back().address());
+    }
+#else
+    (void)local;
+    (void)rank;
+    throw error("transport \"nccl\": this troupe was built without NCCL");
+#endif
     return reducers;
   }
 

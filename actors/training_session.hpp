@@ -3,6 +3,7 @@
 
 #include <caf/actor.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -62,8 +63,13 @@ struct cluster_role {
   std::chrono::milliseconds heartbeat{1500};  ///< how long the head takes to declare a node lost
   int first_rank = 0;  ///< global rank of this process's first worker
   int world = 1;
-  /// transports[w][r]: local worker w's transport for ring r, connected to its neighbours.
+  /// transports[w][r]: local worker w's transport for ring r, connected to its neighbours; under
+  /// transport "nccl" one empty list per local worker.
   std::vector<std::vector<std::shared_ptr<io::transport>>> transports;
+  /// Transport "nccl": ring r's communicator id (the plan's), and local worker w's CUDA device
+  /// (the manifest's nodes[].devices); both empty under "ucx".
+  std::vector<std::array<std::uint8_t, 128>> nccl_ids;
+  std::vector<int> cuda_devices;
   std::vector<std::vector<int>> ring_orders;
   std::size_t chunk_bytes = 1 << 20;
   bool shared_memory = true;  ///< the manifest's rings.shared_memory, and every node on this host

@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 #include <spdlog/spdlog.h>
+#include <torch/cuda.h>
 
 #include "actors/event_log.hpp"
 #include "compute/named_tensors.hpp"
@@ -333,6 +334,10 @@ void worker_state::fill_statistics() {
 void worker_state::reduce(carrying what, std::function<void()> then) {
   const bool with_gradient = what != carrying::statistics, with_statistics = what != carrying::gradient;
   const auto& gradients = trainer->gradients();
+  // On a GPU the reducers' NCCL streams read the gradient next: the backward passes queued on
+  // this worker's stream must have run. (A host wait; an event the NCCL stream waits on would
+  // keep the host free, see docs/cluster.md.)
+  if (gradients.is_cuda()) torch::cuda::synchronize(gradients.device().index());
   float* data = gradients.data_ptr<float>();
   const auto count = static_cast<std::size_t>(gradients.numel());
   const int rings = static_cast<int>(settings.reducers.size());

@@ -15,6 +15,7 @@
 #include "io/data/synthetic_dataset.hpp"
 #include "io/data/token_dataset.hpp"
 #include "tests/support/test_corpus.hpp"
+#include "tests/support/tiny_bert.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -24,12 +25,7 @@ constexpr int64_t window_samples = 4;  // 2 micro-batches of 2
 
 trainer_options options(std::optional<loss_scale_config> scaling) {
   trainer_options o;
-  o.model.vocab_size = 200;
-  o.model.hidden_size = 32;
-  o.model.num_hidden_layers = 2;
-  o.model.num_attention_heads = 2;
-  o.model.intermediate_size = 64;
-  o.model.max_position_embeddings = 32;
+  o.model = troupe::testing::tiny_bert();
   o.optimizer.lr = 1e-3;
   o.schedule.kind = schedule_kind::warmup_decay;  // the schedule must pause on skipped steps
   o.schedule.warmup_max_lr = 1e-3;

@@ -21,6 +21,7 @@
 #include "io/data/synthetic_dataset.hpp"
 #include "io/data/token_dataset.hpp"
 #include "tests/support/test_corpus.hpp"
+#include "tests/support/tiny_bert.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -31,14 +32,7 @@ constexpr int windows = 5;
 
 trainer_options options(double dropout = 0.1) {
   trainer_options o;
-  o.model.vocab_size = 200;
-  o.model.hidden_size = 32;
-  o.model.num_hidden_layers = 2;
-  o.model.num_attention_heads = 2;
-  o.model.intermediate_size = 64;
-  o.model.max_position_embeddings = 32;
-  o.model.hidden_dropout_prob = dropout;
-  o.model.attention_probs_dropout_prob = dropout;
+  o.model = troupe::testing::tiny_bert(dropout);
   o.optimizer.lr = 1e-3;
   o.seed = 5;
   return o;

@@ -182,6 +182,36 @@ TEST_F(cluster_e2e, injected_kill_and_hang_end_an_abort_policy_job_naming_the_no
   EXPECT_FALSE(std::filesystem::exists(*dir_ / "never-injected"));
 }
 
+// transport "nccl" on this CPU machine: each node makes its rings' NCCL ids and joins, the plan
+// carries rank 0's to both, and each worker then stops before training on its manifest device,
+// which this LibTorch does not have (a build without NCCL says so instead). On a machine with
+// GPUs and a CUDA LibTorch the same job trains. Elastic NCCL jobs are refused before any node starts.
+TEST_F(cluster_e2e, an_nccl_job_passes_its_ids_through_the_plan_and_names_the_missing_gpu) {
+  const auto path = write_manifest(2, "nccl.json", "abort");
+  auto m = json::parse(io_text(path));
+  m["transport"] = "nccl";
+  for (auto& node : m["nodes"]) node["devices"] = json::array({"cuda:0"});
+  testing::write_text(path, m.dump(2));
+  auto result = launch(path, write_config(3), "nccl");
+  const bool trained = result.status == 0;
+  if (!trained) {
+    const bool no_gpu = result.output.find("manifest: nodes[a].devices: \"cuda:0\" requested, but this LibTorch") !=
+                        std::string::npos;
+    const bool no_nccl = result.output.find("this troupe was built without NCCL") != std::string::npos;
+    EXPECT_TRUE(no_gpu || no_nccl) << result.output;
+    EXPECT_EQ(result.output.find("NCCL ids for"), std::string::npos) << result.output;
+    EXPECT_FALSE(std::filesystem::exists(*dir_ / "nccl" / "metrics.jsonl") &&
+                 !io_text((*dir_ / "nccl" / "metrics.jsonl").string()).empty());
+  } else {
+    EXPECT_EQ(read_metrics("nccl").size(), 3u);
+  }
+  m["faults"]["policy"] = "elastic";
+  testing::write_text(path, m.dump(2));
+  auto elastic = launch(path, write_config(3), "nccl-elastic");
+  EXPECT_NE(elastic.status, 0);
+  EXPECT_NE(elastic.output.find("transport: \"nccl\" with faults.policy \"elastic\""), std::string::npos) << elastic.output;
+}
+
 // A frozen node (SIGSTOP) is a dead node: the launcher fences it at once and the job stops
 // naming it, instead of waiting out the collective timeout.
 TEST_F(cluster_e2e, a_frozen_node_is_fenced_and_named) {

@@ -81,6 +81,10 @@ io::job_config check_job(const cluster::cluster_manifest& manifest, const job_ar
     throw make_error(args.config, ": fp16.enabled: false with ", manifest.source,
                      ": faults.policy \"elastic\" (a rejoining node cannot take over the loss scaler's state yet; use "
                      "bf16, or faults.policy \"abort\" or \"restart\")");
+  // A new generation would need every survivor's communicators rebuilt mid-run; not yet.
+  if (manifest.transport == "nccl" && manifest.faults.policy == cluster::fault_policy::elastic)
+    throw make_error(manifest.source, ": transport: \"nccl\" with faults.policy \"elastic\" (NCCL rings are not re-planned "
+                     "after a node loss yet; use faults.policy \"abort\" or \"restart\")");
   if (config.distillation.enabled)  // refused here, before any node starts
     io::load_teacher_checkpoint(config.distillation, config.model, data.manifest(), args.config);
   return config;

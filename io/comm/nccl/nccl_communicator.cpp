@@ -46,6 +46,8 @@ struct nccl_communicator::state {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;
+  double* scratch = nullptr;  ///< device memory for allreduce_host_doubles
+  std::size_t scratch_count = 0;
   int device = 0, rank = 0, world = 0;
   std::string ring;
   std::mutex mutex;
@@ -64,6 +66,17 @@ struct nccl_communicator::state {
 
   void check_cuda(cudaError_t error, const std::string& what) {
     if (error != cudaSuccess) fail(what, std::string("CUDA: ") + cudaGetErrorString(error));
+  }
+
+  /// Waits (polling) until everything enqueued on the stream so far has run.
+  void wait_for_stream(clock::time_point deadline, const std::string& what) {
+    check_cuda(cudaEventRecord(done, stream), what);
+    poll(deadline, what, [&] {
+      const auto query = cudaEventQuery(done);
+      if (query == cudaErrorNotReady) return false;
+      check_cuda(query, what);
+      return true;
+    });
   }
 
   std::string aborted() {
@@ -128,6 +141,7 @@ nccl_communicator::~nccl_communicator() {
     else
       ncclCommAbort(s.comm);
   }
+  if (s.scratch != nullptr) cudaFree(s.scratch);
   if (s.done != nullptr) cudaEventDestroy(s.done);
   if (s.stream != nullptr) cudaStreamDestroy(s.stream);
 }
@@ -141,13 +155,28 @@ void nccl_communicator::allreduce_sum(float* data, std::size_t count, void* read
   const auto result = ncclAllReduce(data, data, count, ncclFloat32, ncclSum, s.comm, s.stream);
   if (result != ncclSuccess && result != ncclInProgress) s.fail(what, nccl_text(result, s.comm));
   s.poll(deadline, what, [] { return true; });  // a non-blocking communicator may still be enqueuing
-  s.check_cuda(cudaEventRecord(s.done, s.stream), what);
-  s.poll(deadline, what, [&] {
-    const auto query = cudaEventQuery(s.done);
-    if (query == cudaErrorNotReady) return false;
-    s.check_cuda(query, what);
-    return true;
-  });
+  s.wait_for_stream(deadline, what);
+}
+
+void nccl_communicator::allreduce_host_doubles(double* values, std::size_t count, clock::time_point deadline,
+                                               const std::string& what) {
+  auto& s = *state_;
+  s.check_cuda(cudaSetDevice(s.device), what);
+  if (s.scratch_count < count) {
+    if (s.scratch != nullptr) cudaFree(s.scratch);
+    s.scratch = nullptr;
+    s.scratch_count = 0;
+    s.check_cuda(cudaMalloc(reinterpret_cast<void**>(&s.scratch), count * sizeof(double)), what);
+    s.scratch_count = count;
+  }
+  const auto bytes = count * sizeof(double);
+  s.check_cuda(cudaMemcpyAsync(s.scratch, values, bytes, cudaMemcpyHostToDevice, s.stream), what);
+  if (s.comm == nullptr) s.fail(what, "the communicator was aborted earlier");
+  const auto result = ncclAllReduce(s.scratch, s.scratch, count, ncclFloat64, ncclSum, s.comm, s.stream);
+  if (result != ncclSuccess && result != ncclInProgress) s.fail(what, nccl_text(result, s.comm));
+  s.poll(deadline, what, [] { return true; });
+  s.check_cuda(cudaMemcpyAsync(values, s.scratch, bytes, cudaMemcpyDeviceToHost, s.stream), what);
+  s.wait_for_stream(deadline, what);
 }
 
 void nccl_communicator::abort(const std::string& reason) {

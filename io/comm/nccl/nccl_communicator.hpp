@@ -46,6 +46,10 @@ class nccl_communicator {
   /// stream once the gradient is complete; null: at once) and this call returns when it is done.
   void allreduce_sum(float* data, std::size_t count, void* ready, clock::time_point deadline, const std::string& what);
 
+  /// Sums `count` doubles in host memory over every rank, in place (the window's statistics):
+  /// through a device buffer of the communicator's, in fp64 so integers below 2^53 stay exact.
+  void allreduce_host_doubles(double* values, std::size_t count, clock::time_point deadline, const std::string& what);
+
   /// From any thread: makes the current and every later wait fail with `reason`.
   void abort(const std::string& reason);
 
