@@ -258,6 +258,30 @@
     return { ranks: ids, data: [windows.map((w) => w.step), ...columns] };
   }
 
+  /** The parts of the loss a window line may carry beyond the total (metrics.jsonl): distillation's
+   *  `loss_parts`, ALBERT's `sop` and fp16's `fp16`. Each entry: label, the value from a line
+   *  (undefined when the line lacks it), and its axis ("loss", "share" 0–1, or "scale" log). */
+  const LOSS_PART_SERIES = [
+    { label: "soft-target KL", axis: "loss", get: (w) => w.loss_parts && w.loss_parts.ce },
+    { label: "masked-LM", axis: "loss", get: (w) => (w.loss_parts ? w.loss_parts.mlm : w.sop && w.sop.mlm_loss) },
+    { label: "cosine", axis: "loss", get: (w) => w.loss_parts && w.loss_parts.cos },
+    { label: "logit MSE", axis: "loss", get: (w) => w.loss_parts && w.loss_parts.mse },
+    { label: "sentence order", axis: "loss", get: (w) => w.sop && w.sop.loss },
+    { label: "SOP accuracy", axis: "share", get: (w) => w.sop && w.sop.accuracy },
+    { label: "fp16 loss scale", axis: "scale", get: (w) => w.fp16 && w.fp16.loss_scale },
+  ];
+
+  /** uPlot data for the loss-parts chart over the recent windows: {series: [the LOSS_PART_SERIES
+   *  entries some window has], data: [step, column per series]} (null where a window lacks it);
+   *  no series when the job reports none (plain BERT in fp32 or bf16). */
+  function lossPartsChartData(windows) {
+    const list = windows || [];
+    const present = LOSS_PART_SERIES.filter((s) => list.some((w) => toNumber(s.get(w)) !== null));
+    const data = [list.map((w) => w.step)];
+    for (const s of present) data.push(list.map((w) => toNumber(s.get(w))));
+    return { series: present, data };
+  }
+
   /** At most about `max` evenly spaced entries of a sorted list (axis ticks for many ranks). */
   function thinTicks(values, max) {
     const every = Math.max(1, Math.ceil(values.length / max));
@@ -381,7 +405,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, lossPartsChartData, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -978,6 +1002,21 @@
     };
   }
 
+  /** The loss parts (left), SOP accuracy (right, 0–1) and the fp16 loss scale (right, log), as
+   *  far as the job reports them. */
+  function lossPartsChartOptions(series) {
+    const scales = { x: { time: false }, loss: {}, share: { range: [0, 1] }, scale: { distr: 3 } };
+    const axes = [stepAxis(), { scale: "loss", label: "loss", size: 55 }];
+    if (series.some((s) => s.axis === "share")) axes.push({ scale: "share", label: "accuracy", side: 1, size: 50, grid: { show: false } });
+    if (series.some((s) => s.axis === "scale")) axes.push({ scale: "scale", label: "loss scale (log)", side: 1, size: 60, grid: { show: false } });
+    return {
+      scales,
+      series: [stepSeries(), ...series.map((s, k) => ({ label: s.label, scale: s.axis, stroke: PALETTE[k % PALETTE.length],
+                                                         width: 1.5, spanGaps: true, value: legendValue }))],
+      axes,
+    };
+  }
+
   /** Redraws every chart from the model (each on its own, so one failure spares the rest), and
    *  records the number of loss points plotted on #loss-chart. */
   function renderCharts() {
@@ -1006,6 +1045,13 @@
         const { rings, data } = ringChartData(recent);
         setChartData(ensureChart("ring-chart", rings.join(","), () => ringChartOptions(rings)), data);
       });
+      draw("loss parts", () => {
+        const { series, data } = lossPartsChartData(recent);
+        $("loss-parts-card").hidden = series.length === 0;
+        if (series.length === 0) return;
+        const signature = series.map((s) => s.label).join(",");
+        setChartData(ensureChart("loss-parts-chart", signature, () => lossPartsChartOptions(series)), data);
+      });
       draw("lateness", () => {
         const { ranks, data } = latenessChartData(recent);
         const signature = `${ranks.join(",")}|${straggler}`;
@@ -1024,7 +1070,8 @@
         if (chart.plot.width !== size.width) chart.plot.setSize(size);
       }
     });
-    for (const id of ["loss-chart", "throughput-chart", "time-split-chart", "ring-chart", "lateness-chart"]) {
+    for (const id of ["loss-chart", "throughput-chart", "time-split-chart", "ring-chart", "loss-parts-chart",
+                      "lateness-chart"]) {
       observer.observe($(id));
     }
   }

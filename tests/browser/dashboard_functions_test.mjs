@@ -1,0 +1,48 @@
+// The dashboard page's data functions (tools/dashboard/dashboard.js exports them to node):
+// what the charts are given from the server's JSON, checked without a browser.
+//   node tests/browser/dashboard_functions_test.mjs tools/dashboard/dashboard.js
+import { createRequire } from "node:module";
+import test from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+
+const require = createRequire(import.meta.url);
+const page = require(path.resolve(process.argv[2]));
+
+test("a plain BERT job has no loss parts to chart", () => {
+  const { series, data } = page.lossPartsChartData([{ step: 1, loss: 3 }, { step: 2, loss: 2.5 }]);
+  assert.equal(series.length, 0);
+  assert.deepEqual(data, [[1, 2]]);
+});
+
+test("distillation charts the four parts its lines carry", () => {
+  const windows = [
+    { step: 4, loss_parts: { ce: 1.5, mlm: 4.0, cos: 0.25, mse: 0 } },
+    { step: 5, loss_parts: { ce: 1.25, mlm: 3.5, cos: 0.2, mse: 0 } },
+  ];
+  const { series, data } = page.lossPartsChartData(windows);
+  assert.deepEqual(series.map((s) => s.label), ["soft-target KL", "masked-LM", "cosine", "logit MSE"]);
+  assert.deepEqual(data, [[4, 5], [1.5, 1.25], [4.0, 3.5], [0.25, 0.2], [0, 0]]);
+});
+
+test("ALBERT's sentence order and fp16's loss scale get their own axes, gaps stay null", () => {
+  const windows = [
+    { step: 1, sop: { loss: 0.69, accuracy: 0.5, mlm_loss: 9.5 }, fp16: { loss_scale: 65536, skipped_step: true } },
+    { step: 2, sop: { loss: 0.6, accuracy: 0.75, mlm_loss: 9.0 } },
+  ];
+  const { series, data } = page.lossPartsChartData(windows);
+  assert.deepEqual(series.map((s) => [s.label, s.axis]),
+                   [["masked-LM", "loss"], ["sentence order", "loss"], ["SOP accuracy", "share"],
+                    ["fp16 loss scale", "scale"]]);
+  assert.deepEqual(data, [[1, 2], [9.5, 9.0], [0.69, 0.6], [0.5, 0.75], [65536, null]]);
+});
+
+test("the loss chart merges training and evaluation steps on one axis", () => {
+  const series = { step: [1, 2, 4], loss: [3, 2, 1], perplexity: [20, 7.4, 2.7], eval_step: [2, 3],
+                   eval_perplexity: [8, 6] };
+  const [x, loss, ppl, evalPpl] = page.lossChartData(series);
+  assert.deepEqual(x, [1, 2, 3, 4]);
+  assert.deepEqual(loss, [3, 2, null, 1]);
+  assert.deepEqual(ppl, [20, 7.4, null, 2.7]);
+  assert.deepEqual(evalPpl, [null, 8, 6, null]);
+});
