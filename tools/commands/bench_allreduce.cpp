@@ -28,6 +28,7 @@ struct allreduce_arguments {
   std::string chunk = "1M";
   bool shared_memory = true;
   bool json_output = false;
+  std::string transport = "ucx";
 };
 
 /// The driver: a local manifest with `world` single-worker nodes, one rank process each.
@@ -36,13 +37,19 @@ void run_driver(const allreduce_arguments& args) {
   if (args.world < 1 || args.world > 64) throw error("--world: expected 1..64");
   if (args.rings < 1 || args.rings > compute::max_rings) throw make_error("--rings: expected 1..", compute::max_rings);
   const auto chunk = io::parse_byte_count(args.chunk, "--chunk-bytes");
+  const bool nccl = args.transport == "nccl";
+  if (nccl && args.rings != 1) throw error("--rings: 1 with --transport nccl (one communicator; NCCL picks its own rings)");
   const io::scratch_directory scratch("troupe-bench-allreduce");
   json manifest = {{"head", {{"host", "127.0.0.1"}, {"port", io::free_local_port()}}},
                    {"rings", {{"count", args.rings}, {"chunk_bytes", chunk}, {"shared_memory", args.shared_memory}}},
                    {"timeouts", {{"join_s", 60}, {"collective_s", 60}}},
-                   {"oversubscribe", true}};
-  for (int r = 0; r < args.world; ++r)
+                   {"oversubscribe", true},
+                   {"faults", {{"policy", "abort"}}},
+                   {"transport", args.transport}};
+  for (int r = 0; r < args.world; ++r) {
     manifest["nodes"].push_back({{"name", "rank" + std::to_string(r)}, {"host", "127.0.0.1"}, {"workers", 1}});
+    if (nccl) manifest["nodes"].back()["devices"] = json::array({"cuda:" + std::to_string(r)});  // one GPU per rank
+  }
   io::write_file_atomically(scratch / "manifest.json", manifest.dump(2));
   const auto binary = io::current_executable().string();
   std::vector<cluster::node_command> commands;
@@ -69,6 +76,10 @@ void add_bench_allreduce(CLI::App* bench) {
   driver->add_option("--chunk-bytes", args->chunk, "pipeline chunk of the ring")->capture_default_str();
   driver->add_option("--shared-memory", args->shared_memory,
                      "sums read neighbours' buffers in place on this host (false: every byte over UCX)")
+      ->capture_default_str();
+  driver->add_option("--transport", args->transport,
+                     "ucx (host memory, one process per rank) or nccl (rank r on cuda:r, in device memory)")
+      ->check(CLI::IsMember({"ucx", "nccl"}))
       ->capture_default_str();
   driver->add_flag("--json", args->json_output, "print one JSON line");
   driver->callback([args] { run_driver(*args); });

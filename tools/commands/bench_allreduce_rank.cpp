@@ -22,6 +22,11 @@
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
 #include "messages/training_messages.hpp"
+#ifdef TROUPE_HAS_NCCL
+#include <cuda_runtime_api.h>
+
+#include "io/comm/nccl/nccl_communicator.hpp"
+#endif
 
 namespace troupe::tools {
 
@@ -129,11 +134,15 @@ class ring_threads {
 };
 
 /// One way of summing: `sum(data, count)` over all rings, `barrier()`, and `gather(values)`
-/// (an element-wise sum of a few doubles over all ranks).
+/// (an element-wise sum of a few doubles over all ranks). A method whose values live in device
+/// memory also says how to `load` the pattern there and how many elements came back `wrong`;
+/// by default both work on `data` in host memory.
 struct summing_method {
   std::function<void(float*, std::size_t)> sum;
   std::function<void()> barrier;
   std::function<void(std::vector<double>&)> gather;
+  std::function<void(const std::vector<float>&)> load;
+  std::function<std::size_t(std::size_t count, int world)> wrong;
 };
 
 /// The pattern and its check (see the prose above).
@@ -162,14 +171,17 @@ measurement measure(const summing_method& method, float* data, std::size_t count
   double timed_seconds = 0;
   std::size_t wrong = 0;
   for (int i = 0; i < warm_up + iterations; ++i) {
-    if (!private_source) std::copy(pattern.begin(), pattern.end(), data);
+    if (method.load)
+      method.load(pattern);
+    else if (!private_source)
+      std::copy(pattern.begin(), pattern.end(), data);
     method.barrier();
     const auto start = clock::now();
     if (private_source) std::copy(private_source, private_source + count, data);
     method.sum(data, count);
     const auto seconds = std::chrono::duration<double>(clock::now() - start).count();
     if (i >= warm_up) timed_seconds += seconds;
-    wrong += wrong_elements(data, count, world);
+    wrong += method.wrong ? method.wrong(count, world) : wrong_elements(data, count, world);
   }
   std::vector<double> gathered(static_cast<std::size_t>(world) + 1, 0.0);
   gathered[static_cast<std::size_t>(rank)] = timed_seconds / iterations;
@@ -188,6 +200,48 @@ json figures(uint64_t bytes, const measurement& m, int world) {
 }
 
 int iterations_for(uint64_t bytes) { return bytes >= (16u << 20) ? 10 : bytes >= (1u << 20) ? 50 : 1000; }
+
+#ifdef TROUPE_HAS_NCCL
+/// Transport "nccl": each size summed in place in device memory by the ring-0 communicator, as
+/// a worker's NCCL reducer sums its slice (the pattern goes in and the check reads back outside
+/// the timed sum); the barrier and the gather are fp64 sums through the same communicator.
+json measure_nccl(const actors::cluster_role& role, const std::vector<uint64_t>& sizes, json results) {
+  const int rank = role.first_rank, world = role.world;
+  const auto deadline = [&] { return clock::now() + role.collective_timeout; };
+  io::nccl_communicator communicator(role.nccl_ids[0], world, rank, role.cuda_devices[0], "ring 0", deadline());
+  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  float* device = nullptr;
+  if (cudaMalloc(reinterpret_cast<void**>(&device), largest) != cudaSuccess)
+    throw make_error("bench allreduce: cannot allocate ", largest, " bytes on cuda:", role.cuda_devices[0]);
+  const std::unique_ptr<float, decltype(&cudaFree)> owned(device, &cudaFree);
+  const auto copy = [](void* to, const void* from, std::size_t bytes, cudaMemcpyKind kind) {
+    if (cudaMemcpy(to, from, bytes, kind) != cudaSuccess) throw error("bench allreduce: a CUDA copy failed");
+  };
+  summing_method nccl;
+  nccl.sum = [&](float*, std::size_t count) { communicator.allreduce_sum(device, count, nullptr, deadline(), "bench"); };
+  nccl.barrier = [&] {
+    double one = 1.0;
+    communicator.allreduce_host_doubles(&one, 1, deadline(), "bench barrier");
+  };
+  nccl.gather = [&](std::vector<double>& values) {
+    communicator.allreduce_host_doubles(values.data(), values.size(), deadline(), "bench gather");
+  };
+  nccl.load = [&](const std::vector<float>& pattern) {
+    copy(device, pattern.data(), pattern.size() * sizeof(float), cudaMemcpyHostToDevice);
+  };
+  nccl.wrong = [&](std::size_t count, int ranks) {
+    std::vector<float> back(count);
+    copy(back.data(), device, count * sizeof(float), cudaMemcpyDeviceToHost);
+    return wrong_elements(back.data(), count, ranks);
+  };
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const auto count = static_cast<std::size_t>(sizes[k] / sizeof(float));
+    results[k]["in_place"] = figures(sizes[k], measure(nccl, nullptr, count, iterations_for(sizes[k]), rank, world), world);
+    for (const char* key : {"time_us", "algbw_GBs", "busbw_GBs", "correct"}) results[k][key] = results[k]["in_place"][key];
+  }
+  return results;
+}
+#endif
 
 }  // namespace
 
@@ -213,6 +267,23 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   const int rank = role.first_rank;
   const int world = role.world;
   const int rings = static_cast<int>(role.ring_orders.size());
+  if (!role.nccl_ids.empty()) {
+#ifdef TROUPE_HAS_NCCL
+    json results = json::array();
+    for (const auto bytes : sizes) results.push_back({{"bytes", bytes}, {"iterations", iterations_for(bytes)}});
+    results = measure_nccl(role, sizes, std::move(results));
+    bool correct = true;
+    for (const auto& result : results) correct = correct && result["correct"].get<bool>();
+    membership.finish();
+    if (rank == 0)
+      io::write_file_atomically(options.out, json{{"benchmark", "allreduce"}, {"world", world}, {"rings", 1},
+                                                  {"transport", "nccl"}, {"nccl_version", io::nccl_version()},
+                                                  {"correct", correct}, {"results", results}}
+                                                 .dump());
+    if (!correct) throw error("bench allreduce: some sums were wrong (see wrong_elements in the result)");
+    return;
+#endif
+  }
   // The buffer lives in a shared region (as a worker's gradient does), which the rings use
   // when the manifest allows and every rank can map its neighbours'.
   const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
