@@ -68,6 +68,16 @@ struct nccl_communicator::state {
     if (error != cudaSuccess) fail(what, std::string("CUDA: ") + cudaGetErrorString(error));
   }
 
+  /// Enqueues an in-place sum of `count` values at device address `buffer` on the stream (a
+  /// non-blocking communicator may still be enqueuing when ncclAllReduce returns: polled).
+  void enqueue_sum(void* buffer, std::size_t count, ncclDataType_t type, clock::time_point deadline,
+                   const std::string& what) {
+    if (comm == nullptr) fail(what, "the communicator was aborted earlier");
+    const auto result = ncclAllReduce(buffer, buffer, count, type, ncclSum, comm, stream);
+    if (result != ncclSuccess && result != ncclInProgress) fail(what, nccl_text(result, comm));
+    poll(deadline, what, [] { return true; });
+  }
+
   /// Waits (polling) until everything enqueued on the stream so far has run.
   void wait_for_stream(clock::time_point deadline, const std::string& what) {
     check_cuda(cudaEventRecord(done, stream), what);
@@ -151,10 +161,7 @@ void nccl_communicator::allreduce_sum(float* data, std::size_t count, void* read
   auto& s = *state_;
   s.check_cuda(cudaSetDevice(s.device), what);
   if (ready != nullptr) s.check_cuda(cudaStreamWaitEvent(s.stream, static_cast<cudaEvent_t>(ready), 0), what);
-  if (s.comm == nullptr) s.fail(what, "the communicator was aborted earlier");
-  const auto result = ncclAllReduce(data, data, count, ncclFloat32, ncclSum, s.comm, s.stream);
-  if (result != ncclSuccess && result != ncclInProgress) s.fail(what, nccl_text(result, s.comm));
-  s.poll(deadline, what, [] { return true; });  // a non-blocking communicator may still be enqueuing
+  s.enqueue_sum(data, count, ncclFloat32, deadline, what);
   s.wait_for_stream(deadline, what);
 }
 
@@ -171,10 +178,7 @@ void nccl_communicator::allreduce_host_doubles(double* values, std::size_t count
   }
   const auto bytes = count * sizeof(double);
   s.check_cuda(cudaMemcpyAsync(s.scratch, values, bytes, cudaMemcpyHostToDevice, s.stream), what);
-  if (s.comm == nullptr) s.fail(what, "the communicator was aborted earlier");
-  const auto result = ncclAllReduce(s.scratch, s.scratch, count, ncclFloat64, ncclSum, s.comm, s.stream);
-  if (result != ncclSuccess && result != ncclInProgress) s.fail(what, nccl_text(result, s.comm));
-  s.poll(deadline, what, [] { return true; });
+  s.enqueue_sum(s.scratch, count, ncclFloat64, deadline, what);
   s.check_cuda(cudaMemcpyAsync(values, s.scratch, bytes, cudaMemcpyDeviceToHost, s.stream), what);
   s.wait_for_stream(deadline, what);
 }
