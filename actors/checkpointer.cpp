@@ -9,14 +9,15 @@
 #include "actors/event_log.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/checkpoint_request.hpp"
+#include "messages/report_inspection.hpp"
 
 namespace troupe::actors {
 caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults,
                            caf::actor metrics) {
   auto first_failure = std::make_shared<caf::error>();
   return {
-      [=](messages::save_atom, const messages::checkpoint_request& request) -> caf::result<std::string> {
+      [=](messages::save_atom, const checkpoint_request& request) -> caf::result<std::string> {
         try {
           const auto started = std::chrono::steady_clock::now();
           const auto step = request.contents.state.optimizer_steps;

@@ -4,7 +4,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/micro_batch.hpp"
 
 namespace troupe::actors {
 
@@ -34,7 +34,7 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
                 s.sample_log << range.first + i << ' ' << samples.back().epoch << ' ' << samples.back().sample_id << '\n';
             }
             if (s.sample_log.is_open()) s.sample_log.flush();
-            messages::micro_batch batch;
+            micro_batch batch;
             if (!samples.empty()) batch.batch = s.builder->build(samples);  // empty: a tiny window's spare slot
             batch.window = s.next_window;
             batch.micro = static_cast<uint32_t>(s.next_micro);

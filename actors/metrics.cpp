@@ -8,7 +8,7 @@
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
 #include "messages/metrics_batch_codec.hpp"
-#include "messages/training_messages.hpp"
+#include "messages/report_inspection.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/reduce_request.hpp"
 
 namespace troupe::actors {
 
@@ -20,7 +20,7 @@ caf::behavior nccl_reducer(caf::stateful_actor<nccl_reducer_state>* self, nccl_r
   }
   return {
       [self, ring, ring_index = settings.ring_index, faults = settings.faults, timeout = settings.timeout](
-          messages::reduce_atom, const messages::reduce_request& request) -> caf::result<double> {
+          messages::reduce_atom, const reduce_request& request) -> caf::result<double> {
         auto& communicator = *self->state.communicator;
         const auto step = static_cast<int64_t>(request.window);
         if (ring_index == 0 && request.gradient_count > 0) faults.at(cluster::fault_phase::allreduce, step);

@@ -148,12 +148,25 @@ void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps) {
 }
 
 void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool restarted) {
+  local_transports transports;
+  auto request = join_request_for(generation, committed_steps, restarted, transports);
+  const auto plan = request_plan(request);
+  const auto& m = node_.manifest;
+  const auto& me = plan.member(node_.name);
+  if (plan.generation < generation || me.workers != m.nodes[m.node_index(node_.name)].workers)
+    throw make_error("the head at ", head_address(m), " answered the join of generation ", generation,
+                     " with a plan of generation ", plan.generation, " giving node ", node_.name, " ", me.workers,
+                     " workers");
+  take_place_in(plan, transports);
+}
+
+/// One transport per local worker per ring (none under NCCL, which finds its peers itself);
+/// their addresses go to the head with the join.
+cluster::join_request cluster_membership::join_request_for(uint64_t generation, int64_t committed_steps,
+                                                           bool restarted, local_transports& transports) {
   const auto& m = node_.manifest;
   const auto& spec = m.nodes[m.node_index(node_.name)];
-  auto& system = *system_;
-  auto& self = *self_;
-  // One transport per local worker per ring; their addresses go to the head with the join.
-  std::vector<std::vector<std::shared_ptr<io::ucx_transport>>> transports(static_cast<std::size_t>(spec.workers));
+  transports.assign(static_cast<std::size_t>(spec.workers), {});
   cluster::join_request join;
   join.node = spec.name;
   join.manifest_hash = m.file_hash;
@@ -167,7 +180,7 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
     auto& worker = transports[local];
     std::vector<io::transport_address> addresses;
     for (int64_t ring = 0; ring < m.rings.count; ++ring) {
-      if (nccl) {  // NCCL finds its peers itself: the "address" names the worker's device, for messages
+      if (nccl) {  // the "address" names the worker's device, for messages
         const auto& device = spec.devices[local];
         addresses.emplace_back(device.begin(), device.end());
         continue;
@@ -183,26 +196,32 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   if (nccl)
     for (int64_t ring = 0; ring < m.rings.count; ++ring) join.nccl_ids.push_back(io::make_nccl_unique_id());
 #endif
+  return join;
+}
 
+/// Sends the join and waits (timeouts.join and some) for the coordinator's plan.
+cluster::cluster_plan cluster_membership::request_plan(const cluster::join_request& join) {
+  const auto& m = node_.manifest;
   std::string plan_bytes, failure;
-  self->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
-                cluster::encode_join(join))
+  (*self_)->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
+                    cluster::encode_join(join))
       .receive([&](const std::string& bytes) { plan_bytes = bytes; },
-               [&](caf::error& e) { failure = "joining the head at " + head_address(m) + ": " + system.render(e); });
+               [&](caf::error& e) { failure = "joining the head at " + head_address(m) + ": " + system_->render(e); });
   if (!failure.empty()) throw error(failure);
-  const auto plan = cluster::decode_plan(plan_bytes, "the head at " + head_address(m));
-  const auto& me = plan.member(spec.name);
-  if (plan.generation < generation || me.workers != spec.workers)
-    throw make_error("the head at ", head_address(m), " answered the join of generation ", generation,
-                     " with a plan of generation ", plan.generation, " giving node ", spec.name, " ", me.workers,
-                     " workers");
+  return cluster::decode_plan(plan_bytes, "the head at " + head_address(m));
+}
 
+/// The role the plan gives this node, and its transports connected to their ring neighbours.
+void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_transports& transports) {
+  const auto& m = node_.manifest;
+  const auto& spec = m.nodes[m.node_index(node_.name)];
+  const bool nccl = m.transport == "nccl";
   role_.node = spec.name;
   role_.generation = plan.generation;
   role_.start_steps = plan.start_steps;
   role_.restarted = node_.restarted;
   role_.elastic = m.faults.policy == cluster::fault_policy::elastic;
-  role_.first_rank = me.first_rank;
+  role_.first_rank = plan.member(spec.name).first_rank;
   role_.world = plan.world;
   role_.ring_orders = plan.ring_orders;
   role_.chunk_bytes = plan.chunk_bytes;
@@ -322,7 +341,7 @@ uint64_t job_config_hash(const io::job_config& config) {
   return io::xxh64(text.data(), text.size());
 }
 
-messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
+training_summary run_node(const node_identity& node, io::job_config config, const session_options& options) {
   config.runtime.threads = node.manifest.nodes[node.manifest.node_index(node.name)].threads_per_worker;
   cluster_membership membership(node, job_config_hash(config),
                                 options.write_metrics ? options.run_dir / "events.jsonl" : std::filesystem::path(),
@@ -330,7 +349,7 @@ messages::training_summary run_node(const node_identity& node, io::job_config co
                                     ? std::optional(hub_settings_for(config, options, node.manifest.world_size()))
                                     : std::nullopt);
   carried_state carried;
-  messages::training_summary earlier;  // the windows of the generations before the last
+  training_summary earlier;  // the windows of the generations before the last
   while (true) {
     generation_outcome outcome;
     try {

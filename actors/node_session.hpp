@@ -11,10 +11,12 @@
 #include "actors/metrics_hub.hpp"
 #include "actors/training_session.hpp"
 #include "cluster/manifest.hpp"
+#include "cluster/plan.hpp"
 #include "io/config/job_config.hpp"
 
 namespace troupe::io {
 class ucx_context;
+class ucx_transport;
 }
 
 namespace troupe::actors {
@@ -60,6 +62,12 @@ class cluster_membership {
   /// Opens this node's transports, joins the coordinator with their addresses and takes its
   /// place in the plan it answers with.
   void join(uint64_t generation, int64_t committed_steps, bool restarted);
+  /// transports[w][r]: local worker w's transport for ring r.
+  using local_transports = std::vector<std::vector<std::shared_ptr<io::ucx_transport>>>;
+  cluster::join_request join_request_for(uint64_t generation, int64_t committed_steps, bool restarted,
+                                         local_transports& transports);
+  cluster::cluster_plan request_plan(const cluster::join_request& join);
+  void take_place_in(const cluster::cluster_plan& plan, local_transports& transports);
 
   node_identity node_;
   uint64_t job_hash_ = 0;
@@ -101,6 +109,6 @@ uint64_t job_config_hash(const io::job_config& config);
 /// `config` must have been parsed for the manifest's world size. Throws troupe::error on any
 /// failure; the caller should exit the process (a reducer may still be blocked in a transport
 /// until its collective timeout).
-messages::training_summary run_node(const node_identity& node, io::job_config config, const session_options& options);
+training_summary run_node(const node_identity& node, io::job_config config, const session_options& options);
 
 }  // namespace troupe::actors

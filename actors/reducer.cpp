@@ -5,7 +5,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/reduce_request.hpp"
 
 namespace troupe::actors {
 
@@ -22,7 +22,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
   }
   return {
       [self, ring_index, faults = settings.faults, session = settings.session, timeout = settings.ring.timeout](
-          messages::reduce_atom, const messages::reduce_request& request) -> caf::result<double> {
+          messages::reduce_atom, const reduce_request& request) -> caf::result<double> {
         auto& ring = *self->state.ring;
         const auto step = static_cast<int64_t>(request.window);
         if (ring_index == 0 && request.gradient_count > 0) faults.at(cluster::fault_phase::allreduce, step);

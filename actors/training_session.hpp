@@ -16,7 +16,8 @@
 #include "io/comm/transport.hpp"
 #include "io/config/job_config.hpp"
 #include "io/monitor/dashboard_server.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/training_summary.hpp"
+#include "messages/report_inspection.hpp"
 
 namespace troupe::compute {
 class mlm_trainer;
@@ -97,7 +98,7 @@ struct cluster_role {
 /// with nothing written. Throws troupe::error with the first failure (an actor's reason, an
 /// abort from the coordinator, the head going down), or when no window finishes within
 /// `window_timeout`. Returns global rank 0's summary, or this process's first worker's.
-messages::training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
+training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
                                         io::job_config config, const session_options& options,
                                         const cluster_role* role);
 
@@ -116,7 +117,7 @@ struct carried_state {
 
 /// How one generation ended: with the run's summary, or with the coordinator's new generation.
 struct generation_outcome {
-  std::optional<messages::training_summary> summary;
+  std::optional<training_summary> summary;
   uint64_t next_generation = 0;
   std::string reason;  ///< why the coordinator re-planned
 };
@@ -131,7 +132,7 @@ generation_outcome run_generation(caf::actor_system& system, caf::scoped_actor& 
                                   const session_options& options, const cluster_role& role, carried_state& carried);
 
 /// A single-process run with its own actor system.
-messages::training_summary run_training(io::job_config config, const session_options& options);
+training_summary run_training(io::job_config config, const session_options& options);
 
 /// The CAF settings every troupe process uses (scheduler threads, quiet logger, message types).
 void configure_actor_system(caf::actor_system_config& config);

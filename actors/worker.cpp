@@ -11,9 +11,11 @@
 #include <torch/cuda.h>
 
 #include "actors/event_log.hpp"
+#include "actors/request_failure.hpp"
 #include "compute/named_tensors.hpp"
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "compute/tensor_hash.hpp"
+#include "compute/window_statistics.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -26,52 +28,12 @@ using clock = std::chrono::steady_clock;
 
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-/// A failed request as the worker ends with it: CAF's bare request_timeout becomes
-/// errc::timed_out naming what was awaited and for how long; other errors pass through.
-caf::error explained(caf::error failure, const std::string& awaited, std::chrono::seconds timeout) {
-  if (failure != caf::sec::request_timeout) return failure;
-  return messages::make_error(messages::errc::timed_out,
-                              awaited + " did not answer within " + std::to_string(timeout.count()) + " s");
-}
-
-// Window statistics travel with ring 0's slice, so every rank reports the cluster's numbers
-// and checks that the replicas agree (DESIGN §4):
-//   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
-//   [4 .. 7]               distillation: Σ part × samples for the ce, mlm, cos and mse parts
-//                          (SOP: the mlm part)
-//   [8] Σ SOP loss × samples   [9] SOP right guesses
-//   [10] ranks whose own gradient overflowed (fp16 loss scaling): above 0, every rank skips
-//        the window's step, whatever its summed gradient looks like
-//   [11+5r .. 11+5r+3]     rank r's parameter hash in four 16-bit parts, zero elsewhere;
-//                          after the sum every rank holds every rank's hash exactly (doubles
-//                          add integers below 2^53 exactly).
-//   [11+5r+4]              the wall-clock second (system clock, µs resolution) at which rank r
-//                          finished the window's compute and entered the allreduce: every rank
-//                          learns who came last and by how much (the straggler); across hosts
-//                          this is as good as their clocks agree.
-constexpr std::size_t statistics_header = 11;
-constexpr std::size_t first_loss_part = 4;
-constexpr std::size_t sentence_order_loss_slot = 8, sentence_order_correct_slot = 9, overflow_slot = 10;
-constexpr int hash_parts = 4;
-constexpr int slots_per_rank = hash_parts + 1;
-
 /// xxh64 of the parameters' bytes on the CPU; on a GPU the device-side fingerprint (only its 8
 /// bytes cross to the host). Every rank of a world trains on the same kind of device.
 uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
   const auto& values = trainer.parameter_values();
   if (!values.is_cpu()) return compute::tensor_fingerprint(values);
   return io::xxh64(values.data_ptr(), static_cast<std::size_t>(values.numel()) * values.element_size());
-}
-
-uint64_t hash_of_rank(const std::vector<double>& statistics, int64_t rank) {
-  uint64_t hash = 0;
-  for (int part = 0; part < hash_parts; ++part)
-    hash |= static_cast<uint64_t>(statistics[statistics_header + slots_per_rank * rank + part]) << (16 * part);
-  return hash;
-}
-
-double ready_time_of_rank(const std::vector<double>& statistics, int64_t rank) {
-  return statistics[statistics_header + slots_per_rank * rank + hash_parts];
 }
 
 /// "A:B" → {A, B}; throws troupe::error naming the variable otherwise.
@@ -134,50 +96,7 @@ void worker_state::start(const caf::actor& data_loader) {
     begin();
 }
 
-// Replicas after a membership change (docs/faults.md): survivors may stand one window apart (a
-// node lost during an allreduce that some ranks finished), and a node that joins has no state.
-// Every rank first sums a flag per rank, "my replica is at the generation's start step" (the
-// coordinator's maximum over the nodes' committed steps); the lowest flagged rank is the donor.
-// Then each state buffer (parameters, the optimizer's moments) is carried in the gradient buffer
-// through the rings: the donor puts its values in, every other rank zeros, and after the sum
-// (x + 0 + … = x exactly) every rank copies the result out. Finally every replica takes the
-// donor's step count and zeroes the gradient. Costs three allreduces of the parameter size.
-void worker_state::synchronise_replicas(std::function<void()> then) {
-  auto& flags = *statistics;
-  flags.assign(static_cast<std::size_t>(settings.world), 0.0);
-  flags[static_cast<std::size_t>(settings.rank)] = trainer->optimizer_steps() == settings.synchronise_to_steps ? 1 : 0;
-  reduce(carrying::statistics, [this, then] {
-    const auto& summed = *statistics;
-    const auto donor = std::find(summed.begin(), summed.end(), 1.0) - summed.begin();
-    if (donor == static_cast<std::ptrdiff_t>(summed.size()))
-      throw make_error("no replica stands at step ", settings.synchronise_to_steps, " to copy the state from");
-    if (trainer->optimizer_steps() != settings.synchronise_to_steps)
-      spdlog::info("rank {} copies the state of step {} from rank {} (it stood at step {})", settings.rank,
-                   settings.synchronise_to_steps, donor, trainer->optimizer_steps());
-    copy_state_from(donor, 0, then);
-  });
-}
-
-void worker_state::copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then) {
-  auto buffers = trainer->state_buffers();
-  const auto& carrier = trainer->gradients();
-  if (buffer == buffers.size()) {
-    trainer->discard_window();
-    trainer->set_optimizer_steps(settings.synchronise_to_steps);
-    then();
-    return;
-  }
-  if (settings.rank == donor)
-    carrier.copy_(buffers[buffer]);
-  else
-    carrier.zero_();
-  reduce(carrying::gradient, [this, donor, buffer, then] {
-    trainer->state_buffers()[buffer].copy_(trainer->gradients());
-    copy_state_from(donor, buffer + 1, then);
-  });
-}
-
-void worker_state::on_batch(messages::micro_batch& batch) {
+void worker_state::on_batch(micro_batch& batch) {
   try {
     if (micro_in_window == 0 && windows_done + 1 == settings.seams.stall_window)
       std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.stall_seconds));
@@ -199,7 +118,7 @@ void worker_state::on_batch(messages::micro_batch& batch) {
 }
 
 /// Forward and backward of one micro-batch into the flat gradient, and its numbers.
-void worker_state::run_micro_batch(const messages::micro_batch& batch) {
+void worker_state::run_micro_batch(const micro_batch& batch) {
   current.data_wait_seconds += seconds(clock::now() - last_batch_done);
   const auto result = trainer->micro_step(batch.batch, [this] {
     if (micro_in_window == 0) settings.seams.faults.at(cluster::fault_phase::backward, step_in_flight());
@@ -207,18 +126,18 @@ void worker_state::run_micro_batch(const messages::micro_batch& batch) {
   current.forward_seconds += result.forward_seconds - result.teacher_seconds;
   current.teacher_seconds += result.teacher_seconds;
   current.backward_seconds += result.backward_seconds;
-  current.tokens += batch.batch.tokens;
-  current.masked_tokens += result.masked_tokens;
-  loss_weighted_sum += result.loss * static_cast<double>(batch.batch.samples);
+  const auto samples = static_cast<double>(batch.batch.samples);
+  totals.tokens += batch.batch.tokens;
+  totals.masked_tokens += result.masked_tokens;
+  totals.loss_sum += result.loss * samples;
   const double parts[] = {result.parts.ce, result.parts.mlm, result.parts.cos, result.parts.mse};
-  for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p)
-    loss_parts_weighted_sum[p] += parts[p] * static_cast<double>(batch.batch.samples);
+  for (std::size_t p = 0; p < totals.loss_part_sums.size(); ++p) totals.loss_part_sums[p] += parts[p] * samples;
   if (result.sentence_order) {
     sentence_order = true;
-    sentence_order_loss_weighted_sum += result.sentence_order_loss * static_cast<double>(batch.batch.samples);
-    sentence_order_correct += static_cast<double>(result.sentence_order_correct);
+    totals.sentence_order_loss_sum += result.sentence_order_loss * samples;
+    totals.sentence_order_correct += result.sentence_order_correct;
   }
-  local_samples += batch.batch.samples;
+  totals.samples += batch.batch.samples;
   if (settings.start.dataset_size > 0) current.epoch = batch.batch.first_position / settings.start.dataset_size;
 }
 
@@ -243,89 +162,15 @@ void worker_state::synchronise(bool window_full) {
   }
 }
 
-// Background checkpointing. The worker stalls only to copy its state into the staging buffers;
-// the checkpointer writes them while training goes on. At most one save is in flight (so
-// staging holds one copy): when the next is due before the previous one is written, the worker
-// waits for it (a flush request queued behind the save) or, with when_busy = "skip", skips this
-// one, logged and counted in metrics. The run's last save is awaited before `done`.
-void worker_state::checkpoint(bool last) {
-  if (saves_started == saves_finished) {
-    stage_and_send(last);
-  } else if (settings.skip_checkpoint_when_busy && !last) {
-    ++current.checkpoints_skipped;
-    spdlog::warn("checkpoint of step {} skipped: the previous one is still being written", trainer->optimizer_steps());
-    if (metrics) {
-      messages::checkpoint_report skipped;
-      skipped.step = trainer->optimizer_steps();
-      skipped.unix_seconds = unix_seconds();
-      skipped.skipped = true;
-      self->send(metrics, messages::saved_atom::value, skipped);
-    }
-  } else {
-    const auto waiting_since = clock::now();
-    self->request(checkpointer, settings.checkpoint_timeout, messages::flush_atom::value)
-        .await(
-            [this, waiting_since, last] {
-              current.checkpoint_stall_seconds += seconds(clock::now() - waiting_since);
-              stage_and_send(last);
-            },
-            [this](caf::error& failure) {
-              self->quit(explained(std::move(failure), "the checkpointer", settings.checkpoint_timeout));
-            });
-  }
-}
-
-void worker_state::stage_and_send(bool last) {
-  const auto staging_since = clock::now();
-  messages::checkpoint_request request;
-  request.keep = settings.checkpoint_keep;
-  request.contents.state = settings.start;
-  request.contents.state.optimizer_steps = trainer->optimizer_steps();
-  request.contents.state.next_position = summary.next_position;
-  request.contents.state.last_lr = last_lr;
-  request.contents.state.loss_scale = trainer->loss_scale();
-  // Dropout is keyed by sample: its seed is all a resume needs (no per-rank stream position).
-  request.contents.state.rng = {{io::dropout_keys_name, trainer->dropout_seed(), 0}};
-  request.contents.model = settings.trainer.model;
-  request.contents.parameters = parameter_staging.stage(trainer->named_parameters());
-  request.contents.optimizer = optimizer_staging.stage(trainer->optimizer_state());
-  request.contents.job = settings.job;
-  current.checkpoint_stall_seconds += seconds(clock::now() - staging_since);
-  ++saves_started;
-  auto on_saved = [this, last](const std::string& path) {
-    ++saves_finished;
-    summary.last_checkpoint = path;
-    if (last) finish();
-  };
-  auto on_failed = [this](caf::error& failure) {
-    self->quit(explained(std::move(failure), "the checkpointer", settings.checkpoint_timeout));
-  };
-  auto handle = self->request(checkpointer, settings.checkpoint_timeout, messages::save_atom::value, std::move(request));
-  if (last)
-    handle.await(on_saved, on_failed);
-  else
-    handle.then(on_saved, on_failed);
-}
-
-/// Fills the statistics this rank contributes to the window's allreduce.
+/// Fills the statistics this rank contributes to the window's allreduce
+/// (compute/window_statistics.hpp).
 void worker_state::fill_statistics() {
-  auto& stats = *statistics;
-  stats.assign(statistics_header + slots_per_rank * static_cast<std::size_t>(settings.world), 0.0);
-  stats[0] = loss_weighted_sum;
-  stats[1] = static_cast<double>(local_samples);
-  stats[2] = static_cast<double>(current.tokens);
-  stats[3] = static_cast<double>(current.masked_tokens);
-  for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) stats[first_loss_part + p] = loss_parts_weighted_sum[p];
-  stats[sentence_order_loss_slot] = sentence_order_loss_weighted_sum;
-  stats[sentence_order_correct_slot] = sentence_order_correct;
-  stats[overflow_slot] = trainer->gradient_overflowed() ? 1.0 : 0.0;
+  auto mine = totals;
+  mine.overflowed_ranks = trainer->gradient_overflowed() ? 1 : 0;
   if (settings.rank == settings.seams.perturb_rank && trainer->optimizer_steps() + 1 == settings.seams.perturb_step)
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
-  const uint64_t hash = parameter_hash(*trainer);
-  const std::size_t mine = statistics_header + slots_per_rank * static_cast<std::size_t>(settings.rank);
-  for (int part = 0; part < hash_parts; ++part)
-    stats[mine + static_cast<std::size_t>(part)] = static_cast<double>((hash >> (16 * part)) & 0xffff);
-  stats[mine + hash_parts] = unix_seconds();
+  *statistics = compute::window_statistics::pack(mine, {parameter_hash(*trainer), unix_seconds()}, settings.rank,
+                                                 settings.world);
 }
 
 /// Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and
@@ -349,8 +194,8 @@ void worker_state::reduce(carrying what, std::function<void()> then) {
   // The ring's own timeout (naming the peer) fires first; this one is a backstop.
   const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
   for (int r = 0; r < rings; ++r) {
-    messages::reduce_request request;
-    const auto slice = compute::ring_slice(count, rings, r);
+    reduce_request request;
+    const auto slice = io::ring_slice(count, rings, r);
     request.gradient = data + slice.begin;
     request.gradient_owner = trainer;
     request.gradient_count = with_gradient ? slice.size() : 0;
@@ -386,51 +231,34 @@ void worker_state::reduce(carrying what, std::function<void()> then) {
 /// After an allreduce: the window's numbers over all ranks, and the check that every replica
 /// started the window from the same parameters. Every rank compares every rank's hash with rank
 /// 0's (the writer's), so all of them report the same diverged rank, whichever reports first.
-/// Returns the window's samples over all ranks.
-int64_t worker_state::take_reduced_statistics() {
-  const auto& stats = *statistics;
-  loss_weighted_sum = stats[0];
-  local_samples = static_cast<int64_t>(stats[1]);
-  current.tokens = static_cast<int64_t>(stats[2]);
-  current.masked_tokens = static_cast<int64_t>(stats[3]);
-  for (std::size_t p = 0; p < loss_parts_weighted_sum.size(); ++p) loss_parts_weighted_sum[p] = stats[first_loss_part + p];
-  sentence_order_loss_weighted_sum = stats[sentence_order_loss_slot];
-  sentence_order_correct = stats[sentence_order_correct_slot];
-  overflowed_ranks = static_cast<int64_t>(stats[overflow_slot]);
-  current.parameter_hash = hash_of_rank(stats, settings.rank);
-  // The straggler: the rank that entered the allreduce last, and how long after the first.
-  double first = ready_time_of_rank(stats, 0), last = first;
-  current.straggler_rank = 0;
-  for (int64_t rank = 1; rank < settings.world; ++rank) {
-    const double ready = ready_time_of_rank(stats, rank);
-    first = std::min(first, ready);
-    if (ready > last) {
-      last = ready;
-      current.straggler_rank = static_cast<int32_t>(rank);
-    }
+void worker_state::take_reduced_statistics() {
+  const auto summed = compute::window_statistics::unpack(*statistics, settings.world);
+  totals = summed.totals;
+  const auto& mine = summed.ranks[static_cast<std::size_t>(settings.rank)];
+  current.parameter_hash = mine.parameter_hash;
+  const auto slowest = summed.slowest();
+  current.straggler_rank = slowest.rank;
+  current.straggler_lateness_seconds = slowest.lateness_seconds;
+  current.lateness_seconds = mine.ready_unix_seconds - slowest.first_ready_unix_seconds;
+  if (const auto diverged = summed.first_diverged_rank()) {
+    const uint64_t theirs = summed.ranks[static_cast<std::size_t>(*diverged)].parameter_hash;
+    throw make_error("replicas diverged before step ", trainer->optimizer_steps() + 1, ": rank ", *diverged,
+                     "'s parameters hash to ", io::hex64(theirs), ", rank 0's to ", io::hex64(summed.ranks[0].parameter_hash));
   }
-  current.straggler_lateness_seconds = last - first;
-  current.lateness_seconds = ready_time_of_rank(stats, settings.rank) - first;
-  const uint64_t writer = hash_of_rank(stats, 0);
-  for (int64_t rank = 1; rank < settings.world; ++rank)
-    if (hash_of_rank(stats, rank) != writer)
-      throw make_error("replicas diverged before step ", trainer->optimizer_steps() + 1, ": rank ", rank,
-                       "'s parameters hash to ", io::hex64(hash_of_rank(stats, rank)), ", rank 0's to ",
-                       io::hex64(writer));
-  return local_samples;
 }
 
 /// The window's optimizer step (averaged over its samples, clipped), its report, and the
 /// checkpoint or the end of the run when due.
 void worker_state::end_window() {
-  int64_t window_samples = static_cast<int64_t>(settings.window_samples);
   if (settings.reducers.empty())
     current.parameter_hash = parameter_hash(*trainer);
   else
-    window_samples = take_reduced_statistics();
+    take_reduced_statistics();
+  // Alone, the window is the configured one; over rings, the samples all ranks processed.
+  const int64_t window_samples =
+      settings.reducers.empty() ? static_cast<int64_t>(settings.window_samples) : totals.samples;
   settings.seams.faults.at(cluster::fault_phase::optimizer, step_in_flight());
-  const auto step = trainer->finish_window(window_samples, overflowed_ranks > 0);
-  overflowed_ranks = 0;
+  const auto step = trainer->finish_window(window_samples, totals.overflowed_ranks > 0);
   if (settings.eval_every > 0 && trainer->optimizer_steps() % settings.eval_every == 0) evaluate_held_out();
   report_window(window_samples, step);
   last_batch_done = clock::now();  // the allreduce and the step are not data wait
@@ -492,21 +320,22 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
                  trainer->optimizer_steps(), step.loss_scale, trainer->loss_scale()->scale);
   report.optimizer_seconds = step.optimizer_seconds;
   report.samples = window_samples;
-  report.loss = loss_weighted_sum / static_cast<double>(local_samples);
+  report.tokens = totals.tokens;
+  report.masked_tokens = totals.masked_tokens;
+  const double samples = static_cast<double>(totals.samples);
+  report.loss = totals.loss_sum / samples;
   if (settings.distilling) {
-    const double samples = static_cast<double>(local_samples);
     report.distilled = true;
-    report.loss_ce = loss_parts_weighted_sum[0] / samples;
-    report.loss_mlm = loss_parts_weighted_sum[1] / samples;
-    report.loss_cos = loss_parts_weighted_sum[2] / samples;
-    report.loss_mse = loss_parts_weighted_sum[3] / samples;
+    report.loss_ce = totals.loss_part_sums[0] / samples;
+    report.loss_mlm = totals.loss_part_sums[1] / samples;
+    report.loss_cos = totals.loss_part_sums[2] / samples;
+    report.loss_mse = totals.loss_part_sums[3] / samples;
   }
   if (sentence_order) {
-    const double samples = static_cast<double>(local_samples);
     report.sentence_order = true;
-    report.loss_mlm = loss_parts_weighted_sum[1] / samples;
-    report.loss_sop = sentence_order_loss_weighted_sum / samples;
-    report.sop_accuracy = sentence_order_correct / samples;
+    report.loss_mlm = totals.loss_part_sums[1] / samples;
+    report.loss_sop = totals.sentence_order_loss_sum / samples;
+    report.sop_accuracy = static_cast<double>(totals.sentence_order_correct) / samples;
   }
   const auto now = clock::now();
   report.window_seconds = seconds(now - window_start);
@@ -526,11 +355,7 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   const int64_t skipped = report.checkpoints_skipped;
   report = messages::window_report{};
   report.checkpoints_skipped = skipped;
-  loss_weighted_sum = 0;
-  loss_parts_weighted_sum = {};
-  sentence_order_loss_weighted_sum = 0;
-  sentence_order_correct = 0;
-  local_samples = 0;
+  totals = {};
   micro_in_window = 0;
 }
 
@@ -563,7 +388,7 @@ caf::behavior worker(caf::stateful_actor<worker_state>* self, worker_settings se
   s.settings = std::move(settings);
   return {
       [self](messages::start_atom, const caf::actor& loader) { self->state.start(loader); },
-      [self](messages::batch_atom, messages::micro_batch& batch) { self->state.on_batch(batch); },
+      [self](messages::batch_atom, micro_batch& batch) { self->state.on_batch(batch); },
   };
 }
 

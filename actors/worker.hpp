@@ -16,10 +16,15 @@
 #include "actors/fault_trigger.hpp"
 #include "compute/mlm_trainer.hpp"
 #include "compute/staging_buffer.hpp"
+#include "compute/window_statistics.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/data/mlm_batch_builder.hpp"
 #include "messages/error_code.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/checkpoint_request.hpp"
+#include "actors/protocol/micro_batch.hpp"
+#include "actors/protocol/reduce_request.hpp"
+#include "actors/protocol/training_summary.hpp"
+#include "messages/report_inspection.hpp"
 
 namespace troupe::actors {
 
@@ -101,28 +106,24 @@ struct worker_state {
   int64_t windows_done = 0;
   uint32_t micro_in_window = 0;
   messages::window_report current;
-  double loss_weighted_sum = 0;
-  std::array<double, 4> loss_parts_weighted_sum{};  ///< distillation's ce, mlm, cos, mse × samples
-  bool sentence_order = false;                      ///< the trainer reported SOP (ALBERT)
-  double sentence_order_loss_weighted_sum = 0;      ///< SOP loss × samples
-  double sentence_order_correct = 0;                ///< SOP right guesses
-  int64_t overflowed_ranks = 0;  ///< fp16: ranks whose gradient overflowed in the window (reduced statistics)
-  int64_t local_samples = 0;
+  /// This rank's sums over the window so far; after an allreduce, every rank's.
+  compute::window_totals totals;
+  bool sentence_order = false;  ///< the trainer reported SOP (ALBERT)
   double last_lr = 0;
   compute::staging_buffer parameter_staging, optimizer_staging;
   uint64_t saves_started = 0, saves_finished = 0;
   std::chrono::steady_clock::time_point window_start, last_batch_done;
   std::chrono::steady_clock::time_point timed_start;  ///< end of the first (warm-up) window
   int64_t timed_samples = 0, timed_tokens = 0;
-  messages::training_summary summary;
-  /// Summed over all ranks with the gradient (see window_statistics in worker.cpp).
+  training_summary summary;
+  /// Summed over all ranks with the gradient (compute/window_statistics.hpp).
   std::shared_ptr<std::vector<double>> statistics = std::make_shared<std::vector<double>>();
   uint64_t reduces = 0;  ///< sequence number of the next allreduce
 
   // The protocol's steps, in the order a window runs them.
   void start(const caf::actor& data_loader);
-  void on_batch(messages::micro_batch& batch);
-  void run_micro_batch(const messages::micro_batch& batch);
+  void on_batch(micro_batch& batch);
+  void run_micro_batch(const micro_batch& batch);
   void synchronise(bool window_full);
   void fill_statistics();
   /// What an allreduce carries: the flat gradient, the statistics (on ring 0), or both.
@@ -132,7 +133,7 @@ struct worker_state {
   void copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then);
   void end_window();
   void evaluate_held_out();
-  int64_t take_reduced_statistics();
+  void take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);
   void checkpoint(bool last);
   void stage_and_send(bool last);

@@ -105,6 +105,19 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   return fault;
 }
 
+std::string injection_for_local_nodes(const cluster_manifest& manifest, const std::vector<std::string>& specs) {
+  std::string joined;
+  for (const auto& spec : specs) {
+    const auto fault = parse_fault(spec, &manifest);
+    const auto& node = manifest.nodes[manifest.node_index(fault.node)];
+    if (!is_local_host(node.host))
+      throw make_error("--inject ", spec, ": node ", node.name, " runs on ", node.host,
+                       "; injection reaches nodes on this host (set ", inject_variable, " where a remote node starts)");
+    joined += (joined.empty() ? "" : ";") + spec;
+  }
+  return joined;
+}
+
 std::vector<injected_fault> faults_for_node(const std::string& node) {
   std::vector<injected_fault> faults;
   const char* text = std::getenv(inject_variable);

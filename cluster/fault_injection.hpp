@@ -60,6 +60,11 @@ struct injected_fault {
 /// expected, or the unknown node (when `manifest` is given).
 injected_fault parse_fault(const std::string& spec, const cluster_manifest* manifest = nullptr);
 
+/// `--inject` values checked against the manifest, joined as TROUPE_INJECT for the launcher's
+/// local children (which inherit it). ssh and srun do not carry the environment, so a fault for
+/// a node on another host is refused (set TROUPE_INJECT where that node starts).
+std::string injection_for_local_nodes(const cluster_manifest& manifest, const std::vector<std::string>& specs);
+
 /// The faults of TROUPE_INJECT (`;`-separated specs) that concern `node`; none when unset.
 std::vector<injected_fault> faults_for_node(const std::string& node);
 

@@ -54,9 +54,6 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
 /// prints which node failed first and how, and returns 1.
 int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace);
 
-/// A new random job secret (cluster::job_secret_variable): 32 hex digits from the OS.
-std::string make_job_secret();
-
 /// A command line as a shell would need it quoted (for --dry-run and ssh).
 std::string shell_quote(const std::vector<std::string>& argv);
 

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "io/config/json_fields.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
@@ -58,7 +58,7 @@ std::vector<std::vector<int>> parse_orders(const io::json_fields& rings, const j
                          " (each exactly once), got ", ring.dump(), ": ", rank.dump(), " is not a rank");
       order.push_back(rank.get<int>());
     }
-    if (const auto problem = compute::ring_order_problem(order, world); !problem.empty())
+    if (const auto problem = io::ring_order_problem(order, world); !problem.empty())
       throw make_error(source, ": ", where, ": expected a permutation of the ranks 0..", world - 1,
                        " (each exactly once), got ", ring.dump(), ": ", problem);
     orders.push_back(std::move(order));
@@ -175,7 +175,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   if (names.count(m.head_node) == 0) head.fail("node", "the name of one of the nodes");
 
   auto rings = root.object("rings");
-  m.rings.count = rings.integer("count", 1, 1, compute::max_rings);
+  m.rings.count = rings.integer("count", 1, 1, io::max_rings);
   m.rings.chunk_bytes = rings.integer("chunk_bytes", m.rings.chunk_bytes, 4096, int64_t{1} << 30);
   m.rings.shared_memory = rings.boolean("shared_memory", m.rings.shared_memory);
   const json order = rings.raw("order");

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "messages/capnp_message.hpp"
 #include "messages/error.hpp"
 #include "messages/schemas/cluster.capnp.h"
@@ -141,8 +141,8 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
       throw make_error("join request from ", sender, ": ", in.getWorkers().size(), " workers (expected 1..", max_world,
                        ")");
     const auto rings = in.getWorkers()[0].getRings().size();
-    if (rings == 0 || rings > static_cast<uint32_t>(compute::max_rings))
-      throw make_error("join request from ", sender, ": ", rings, " rings (expected 1..", compute::max_rings, ")");
+    if (rings == 0 || rings > static_cast<uint32_t>(io::max_rings))
+      throw make_error("join request from ", sender, ": ", rings, " rings (expected 1..", io::max_rings, ")");
     join.workers = get_endpoints(in.getWorkers(), rings, "join request from " + sender);
     join.generation = in.getGeneration();
     join.committed_steps = in.getCommittedSteps();
@@ -190,8 +190,8 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     plan.world = static_cast<int>(in.getWorld());
     if (in.getWorld() == 0 || in.getWorld() > max_world)
       throw make_error(where, ": world size ", in.getWorld(), " (expected 1..", max_world, ")");
-    if (in.getRings().size() == 0 || in.getRings().size() > static_cast<uint32_t>(compute::max_rings))
-      throw make_error(where, ": ", in.getRings().size(), " rings (expected 1..", compute::max_rings, ")");
+    if (in.getRings().size() == 0 || in.getRings().size() > static_cast<uint32_t>(io::max_rings))
+      throw make_error(where, ": ", in.getRings().size(), " rings (expected 1..", io::max_rings, ")");
     for (auto ring : in.getRings()) {
       if (ring.getRanks().size() != in.getWorld()) throw make_error(where, ": a ring order does not list every rank");
       std::vector<int> order;
@@ -200,7 +200,7 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
           throw make_error(where, ": a ring order names rank ", rank, " in a world of ", in.getWorld());
         order.push_back(static_cast<int>(rank));
       }
-      if (const auto problem = compute::ring_order_problem(order, plan.world); !problem.empty())
+      if (const auto problem = io::ring_order_problem(order, plan.world); !problem.empty())
         throw make_error(where, ": a ring order is not a permutation of the ranks: ", problem);
       plan.ring_orders.push_back(std::move(order));
     }

@@ -1,5 +1,5 @@
 #pragma once
-/// Dropout masks keyed by sample (DESIGN §4): a sample's masks depend only on the run's seed,
+/// Dropout masks keyed by sample (docs/architecture.md#contracts): a sample's masks depend only on the run's seed,
 /// the sample (its epoch and id) and the dropout site, never on the rank, the batch it shares
 /// or how many calls came before. So a window's gradient does not depend on how its samples are
 /// split among workers, and a resumed or re-planned run draws the same masks.

@@ -41,7 +41,7 @@ struct masked_position {
 /// replacement, position p with probability proportional to the weight of its token
 /// (Efraimidis–Spirakis: the positions with the largest u_p^(1/w_p), u_p the same keyed draw);
 /// the corruption is the same 80/10/10. HF draws its ⌈0.15 · tokens⌉ per batch; per sample keeps
-/// the mask independent of the batch (DESIGN §4).
+/// the mask independent of the batch (docs/architecture.md#contracts).
 ///
 /// With max_ngram > 1, ⌈probability · maskable⌉ positions are covered by spans: start positions
 /// are taken in the order of their keyed draws, each with a length n ∝ 1/n (shortened to what

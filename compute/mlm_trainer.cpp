@@ -69,7 +69,7 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   }
   model_->to(device_);
   model_->train();
-  // Keyed by sample, not by rank: every replica draws a sample's masks alike (DESIGN §4).
+  // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
   parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters(), options.gradient_buffer);
   optimizer_ = make_optimizer(options.optimizer);
@@ -113,7 +113,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
   result.forward_seconds = seconds_since(start);
   if (before_backward) before_backward();
   start = std::chrono::steady_clock::now();
-  // Weight by samples so the window's gradient is a per-sample average (DESIGN §4); under loss
+  // Weight by samples so the window's gradient is a per-sample average (docs/architecture.md#contracts); under loss
   // scaling also by the scale, divided out again in finish_window.
   const double scale = scaler_ ? scaler_->scale() : 1.0;
   (loss * (static_cast<double>(batch.samples) * scale)).backward();

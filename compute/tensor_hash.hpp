@@ -7,7 +7,7 @@
 
 namespace troupe::compute {
 
-// Replicas check every window that they hold the same parameters (DESIGN §4). On a GPU the
+// Replicas check every window that they hold the same parameters (docs/architecture.md#contracts). On a GPU the
 // flat parameter buffer must not be read from the host each window, so the fingerprint is
 // computed with tensor operations on its device and only its 8 bytes cross: the values' bit
 // patterns (as signed 32-bit integers) are weighted by odd position weights 2i + 1 and summed

@@ -1,7 +1,7 @@
 #include "messages/type_registration.hpp"
 
 #include "messages/error_code.hpp"
-#include "messages/training_messages.hpp"
+#include "messages/report_inspection.hpp"
 
 namespace troupe::messages {
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_add.hpp"
 #include "io/comm/ring_shared_path.hpp"
 #include "io/comm/ring_tag.hpp"
@@ -75,7 +75,7 @@ namespace troupe::io {
 
 namespace {
 
-using compute::element_range;
+using io::element_range;
 using ring_tags::allgather;
 using ring_tags::reduce_scatter;
 using ring_tags::ring_tag;
@@ -148,10 +148,10 @@ struct ring_allreduce::schedule {
     reduce_scatter_send_start.assign(n - 1, 0);
     largest_chunk = 0;
     auto add_units = [&](std::vector<unit>& units, int phase, int step, int segment) {
-      const element_range range = compute::ring_segment(count, n, segment);
-      const std::size_t chunks = compute::chunk_count(range.size(), chunk_elements);
+      const element_range range = io::ring_segment(count, n, segment);
+      const std::size_t chunks = io::chunk_count(range.size(), chunk_elements);
       for (std::size_t c = 0; c < chunks; ++c) {
-        const element_range piece = compute::chunk_range(range.size(), chunk_elements, c);
+        const element_range piece = io::chunk_range(range.size(), chunk_elements, c);
         unit u;
         u.begin = range.begin + piece.begin;
         u.size = piece.size();
@@ -165,18 +165,18 @@ struct ring_allreduce::schedule {
     };
     for (int s = 0; s + 1 < n; ++s) {
       reduce_scatter_send_start[s] = sends.size();
-      add_units(sends, reduce_scatter, s, compute::reduce_scatter_send_segment(n, p, s));
+      add_units(sends, reduce_scatter, s, io::reduce_scatter_send_segment(n, p, s));
     }
-    for (int s = 0; s + 1 < n; ++s) add_units(sends, allgather, s, compute::allgather_send_segment(n, p, s));
-    for (int s = 0; s + 1 < n; ++s) add_units(receives, reduce_scatter, s, compute::reduce_scatter_receive_segment(n, p, s));
+    for (int s = 0; s + 1 < n; ++s) add_units(sends, allgather, s, io::allgather_send_segment(n, p, s));
+    for (int s = 0; s + 1 < n; ++s) add_units(receives, reduce_scatter, s, io::reduce_scatter_receive_segment(n, p, s));
     for (int s = 0; s + 1 < n; ++s) {
       const std::size_t first = receives.size();
-      add_units(receives, allgather, s, compute::allgather_receive_segment(n, p, s));
+      add_units(receives, allgather, s, io::allgather_receive_segment(n, p, s));
       // The reduce-scatter send of step s read the same segment (p − s) that this step overwrites.
       for (std::size_t i = first; i < receives.size(); ++i) receives[i].after_send = reduce_scatter_send_start[s] + receives[i].chunk;
     }
-    first_sends = compute::chunk_count(
-        compute::ring_segment(count, n, compute::reduce_scatter_send_segment(n, p, 0)).size(), chunk_elements);
+    first_sends = io::chunk_count(
+        io::ring_segment(count, n, io::reduce_scatter_send_segment(n, p, 0)).size(), chunk_elements);
     free_slots.clear();
     for (int slot = static_cast<int>(pipeline_depth) - 1; slot >= 0; --slot) free_slots.push_back(slot);
   }
@@ -321,14 +321,14 @@ ring_allreduce::ring_allreduce(transport& t, int my_rank, ring_settings settings
   const auto& order = settings_.order;
   const std::string context = "ring_settings (ring " + std::to_string(settings_.ring_index) + ", order " +
                               order_text(order) + ", rank " + std::to_string(my_rank) + ")";
-  if (const auto problem = compute::ring_order_problem(order, std::numeric_limits<int>::max()); !problem.empty())
+  if (const auto problem = io::ring_order_problem(order, std::numeric_limits<int>::max()); !problem.empty())
     throw std::invalid_argument(context + ": " + problem);
   const auto mine = std::find(order.begin(), order.end(), my_rank);
   if (mine == order.end())
     throw std::invalid_argument(context + ": rank " + std::to_string(my_rank) + " is not in the order");
   position_ = static_cast<int>(mine - order.begin());
-  if (settings_.ring_index < 0 || settings_.ring_index >= compute::max_rings)
-    throw std::invalid_argument(context + ": ring_index must be in 0 … " + std::to_string(compute::max_rings - 1));
+  if (settings_.ring_index < 0 || settings_.ring_index >= io::max_rings)
+    throw std::invalid_argument(context + ": ring_index must be in 0 … " + std::to_string(io::max_rings - 1));
   if (settings_.chunk_bytes == 0) throw std::invalid_argument(context + ": chunk_bytes must be positive");
   if (settings_.timeout.count() <= 0) throw std::invalid_argument(context + ": timeout must be positive");
 }
@@ -337,13 +337,13 @@ ring_allreduce::~ring_allreduce() = default;
 
 int ring_allreduce::world() const { return static_cast<int>(settings_.order.size()); }
 int ring_allreduce::position() const { return position_; }
-int ring_allreduce::next() const { return settings_.order[compute::ring_wrap(position_ + 1, world())]; }
-int ring_allreduce::previous() const { return settings_.order[compute::ring_wrap(position_ - 1, world())]; }
+int ring_allreduce::next() const { return settings_.order[io::ring_wrap(position_ + 1, world())]; }
+int ring_allreduce::previous() const { return settings_.order[io::ring_wrap(position_ - 1, world())]; }
 const ring_settings& ring_allreduce::settings() const { return settings_; }
 
 std::size_t ring_allreduce::chunk_elements(std::size_t element_bytes) const {
   std::size_t elements = std::max<std::size_t>(1, settings_.chunk_bytes / element_bytes);
-  if (elements >= compute::ring_alignment_elements) elements -= elements % compute::ring_alignment_elements;
+  if (elements >= io::ring_alignment_elements) elements -= elements % io::ring_alignment_elements;
   return elements;
 }
 
@@ -358,7 +358,7 @@ void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequenc
   schedule& plan = *schedule_;
   plan.gathered.resize(bytes * static_cast<std::size_t>(n));
   T* contributions = reinterpret_cast<T*>(plan.gathered.data());
-  auto slot = [&](int position) { return contributions + static_cast<std::size_t>(compute::ring_wrap(position, n)) * count; };
+  auto slot = [&](int position) { return contributions + static_cast<std::size_t>(io::ring_wrap(position, n)) * count; };
   std::copy(data, data + count, slot(p));
   auto deadline = [&] { return transport::clock::now() + settings_.timeout; };
   // The description of the wait under way is built only when something fails: at 4 KiB the

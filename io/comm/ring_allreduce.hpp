@@ -2,7 +2,7 @@
 /// Pipelined ring allreduce (sum, in place) over the transport interface: reduce-scatter then
 /// allgather round one ring of ranks, as in gloo's and NCCL's rings. The algorithm and the tag
 /// layout are described in io/comm/ring_allreduce.cpp; the segment arithmetic is in
-/// compute/ring_schedule.hpp.
+/// io/comm/ring_schedule.hpp.
 
 #include <chrono>
 #include <cstddef>
@@ -83,6 +83,8 @@ class ring_allreduce {
 
   struct schedule;
   struct shared_path;
+  template <class T>
+  struct shared_sum;
 
  private:
   template <class T>

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "io/comm/idle_backoff.hpp"
 #include "io/comm/ring_add.hpp"
 #include "io/comm/ring_allreduce.hpp"
@@ -207,81 +207,95 @@ void ring_allreduce::negotiate_shared_memory(std::uint64_t sequence) {
   shared_ = std::move(path);
 }
 
+/// One sum over shared memory (see the prose above): its constants, and the steps it takes.
 template <class T>
-void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequence) {
-  const int n = world();
-  const int p = position_;
-  const int ring = settings_.ring_index;
-  shared_path& path = *shared_;
+struct ring_allreduce::shared_sum {
+  ring_allreduce& ring;
+  T* const data;
+  const std::size_t count;
+  const std::uint64_t sequence;
+  const int n = ring.world();
+  const int p = ring.position_;
+  const int ring_index = ring.settings_.ring_index;
+  shared_path& path = *ring.shared_;
   const std::size_t bytes = count * sizeof(T);
-  auto fail = [&](int peer, const std::string& what) {
-    broken_ = true;
-    throw transport_error(peer, "ring " + std::to_string(ring) + " sequence " + std::to_string(sequence) + " " + what);
-  };
-  const bool in_scratch = reinterpret_cast<std::byte*>(data) == region_->scratch(ring);
-  if (!region_->in_data(data, bytes) && !in_scratch)
-    fail(-1, "(shared memory): the buffer is not inside the region given to share_memory()");
-
-  const std::size_t chunk_elements = this->chunk_elements(sizeof(T));
-  std::size_t chunks = 0;  // C: the most chunks of any segment
-  for (int segment = 0; segment < n; ++segment)
-    chunks = std::max(chunks, compute::chunk_count(compute::ring_segment(count, n, segment).size(), chunk_elements));
+  const std::size_t chunk_elements = ring.chunk_elements(sizeof(T));
+  const std::size_t chunks = most_chunks();  ///< C: the most chunks of any segment
   const std::uint64_t units = 1 + 2 * static_cast<std::uint64_t>(n - 1) * chunks;
-  // What this sum is. Neighbours that disagreed would number their units differently and read
-  // chunks before they are written, so each rank checks its previous neighbour's on entering.
+  /// What this sum is. Neighbours that disagreed would number their units differently and read
+  /// chunks before they are written, so each rank checks its previous neighbour's on entering.
   const std::uint64_t call = xxh64_of({sequence, count, sizeof(T), chunk_elements});
-  auto unit_done = [&](int step, std::size_t chunk) { return 1 + static_cast<std::uint64_t>(step) * chunks + chunk + 1; };
+  shared_ring_control& mine = ring.region_->control(ring_index);
+  const shared_ring_control& from = path.previous_region->control(ring_index);
+  const shared_ring_control& to = path.next_view().control(ring_index);
 
-  auto& mine = region_->control(ring);
-  const auto& from = path.previous_region->control(ring);
-  const auto& to = path.next_view().control(ring);
+  std::size_t most_chunks() const {
+    std::size_t most = 0;
+    for (int segment = 0; segment < n; ++segment)
+      most = std::max(most, io::chunk_count(io::ring_segment(count, n, segment).size(), chunk_elements));
+    return most;
+  }
 
-  // Waits until `control` (rank `peer`'s) reaches `target`; see the prose above.
-  auto wait_for = [&](const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
-                      const char* step_name, int step, std::size_t chunk) {
-    const progress_wait wait{control, target, peer, pid, path.spin, settings_.timeout, transport_,
-                             settings_.generation};
+  std::uint64_t unit_done(int step, std::size_t chunk) const {
+    return 1 + static_cast<std::uint64_t>(step) * chunks + chunk + 1;
+  }
+
+  [[noreturn]] void fail(int peer, const std::string& what) {
+    ring.broken_ = true;
+    throw transport_error(peer, "ring " + std::to_string(ring_index) + " sequence " + std::to_string(sequence) + " " +
+                                    what);
+  }
+
+  /// Waits until `control` (rank `peer`'s) reaches `target`.
+  void wait_for(const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
+                const char* step_name, int step, std::size_t chunk) {
+    const progress_wait wait{control, target, peer, pid, path.spin, ring.settings_.timeout, ring.transport_,
+                             ring.settings_.generation};
     if (const auto problem = wait.run(); !problem.empty()) {
       char where[96];
       std::snprintf(where, sizeof where, "%s step %d chunk %zu: ", step_name, step, chunk);
       fail(peer, where + problem);
     }
-  };
+  }
 
-  // Entering: publish this sum's signature and buffer, wait for the previous rank to do the
-  // same, check it is the same sum, and find its buffer in its region.
-  auto enter = [&]() -> const T* {
-    mine.offset.store(region_->offset_of(data), std::memory_order_relaxed);
+  /// Entering: publish this sum's signature and buffer, wait for the previous rank to do the
+  /// same, check it is the same sum, and find its buffer in its region.
+  const T* enter() {
+    const bool in_scratch = reinterpret_cast<std::byte*>(data) == ring.region_->scratch(ring_index);
+    if (!ring.region_->in_data(data, bytes) && !in_scratch)
+      fail(-1, "(shared memory): the buffer is not inside the region given to share_memory()");
+    const int previous = ring.previous();
+    mine.offset.store(ring.region_->offset_of(data), std::memory_order_relaxed);
     mine.call.store(call, std::memory_order_relaxed);
     mine.progress.store(path.mine + 1, std::memory_order_release);
-    wait_for(from, path.previous + 1, previous(), path.previous_pid, "entering", 0, 0);
+    wait_for(from, path.previous + 1, previous, path.previous_pid, "entering", 0, 0);
     if (from.call.load(std::memory_order_relaxed) != call)
-      fail(previous(), "(shared memory): rank " + std::to_string(previous()) +
-                           " entered a different sum (sequence, element count, type or chunk size differ)");
+      fail(previous, "(shared memory): rank " + std::to_string(previous) +
+                         " entered a different sum (sequence, element count, type or chunk size differ)");
     const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
     const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
     if (!previous_buffer)
-      fail(previous(), "(shared memory): rank " + std::to_string(previous()) + "'s buffer at offset " +
-                           std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
+      fail(previous, "(shared memory): rank " + std::to_string(previous) + "'s buffer at offset " +
+                         std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
     return reinterpret_cast<const T*>(previous_buffer);
-  };
+  }
 
-  // One step of the schedule: each chunk of the segment this position receives is pulled from
-  // the previous rank's buffer (added in reduce-scatter, copied in allgather) once that rank has
-  // finished it at the step before, then this rank's progress moves past it.
-  auto pull_step = [&](const T* source, int step) {
+  /// One step of the schedule: each chunk of the segment this position receives is pulled from
+  /// the previous rank's buffer (added in reduce-scatter, copied in allgather) once that rank has
+  /// finished it at the step before, then this rank's progress moves past it.
+  void pull_step(const T* source, int step) {
     const bool reducing = step < n - 1;
     const int phase_step = reducing ? step : step - (n - 1);
-    const int segment = reducing ? compute::reduce_scatter_receive_segment(n, p, phase_step)
-                                 : compute::allgather_receive_segment(n, p, phase_step);
-    const compute::element_range range = compute::ring_segment(count, n, segment);
-    const std::size_t segment_chunks = compute::chunk_count(range.size(), chunk_elements);
+    const int segment = reducing ? io::reduce_scatter_receive_segment(n, p, phase_step)
+                                 : io::allgather_receive_segment(n, p, phase_step);
+    const io::element_range range = io::ring_segment(count, n, segment);
+    const std::size_t segment_chunks = io::chunk_count(range.size(), chunk_elements);
     for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
       if (step > 0)
-        wait_for(from, path.previous + unit_done(step - 1, chunk), previous(), path.previous_pid,
+        wait_for(from, path.previous + unit_done(step - 1, chunk), ring.previous(), path.previous_pid,
                  reducing ? "reduce-scatter" : "allgather", phase_step, chunk);
       if (chunk < segment_chunks) {
-        const compute::element_range piece = compute::chunk_range(range.size(), chunk_elements, chunk);
+        const io::element_range piece = io::chunk_range(range.size(), chunk_elements, chunk);
         const std::size_t begin = range.begin + piece.begin;
         if (reducing)
           add_into(data + begin, source + begin, piece.size());
@@ -290,20 +304,29 @@ void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequen
       }
       mine.progress.store(path.mine + unit_done(step, chunk), std::memory_order_release);
     }
-  };
+  }
 
-  const T* source = enter();
-  for (int step = 0; step < 2 * (n - 1); ++step) pull_step(source, step);
-  // The next rank reads this buffer until its last unit.
-  wait_for(to, path.next + units, next(), path.next_pid, "finishing", 2 * (n - 1), 0);
-  // Every read of the previous rank's buffer is done: was it still in this generation?
-  std::atomic_thread_fence(std::memory_order_acquire);
-  const progress_wait previous_generation{from, 0, previous(), path.previous_pid, path.spin, settings_.timeout,
-                                          transport_, settings_.generation};
-  if (const auto problem = previous_generation.generation_problem(); !problem.empty()) fail(previous(), "finishing: " + problem);
-  path.mine += units;
-  path.previous += units;
-  path.next += units;
+  /// Waits for the next rank, which reads this buffer until its last unit, then checks that the
+  /// previous rank was still in this generation while this rank read its buffer.
+  void finish() {
+    wait_for(to, path.next + units, ring.next(), path.next_pid, "finishing", 2 * (n - 1), 0);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const progress_wait previous_generation{from, 0, ring.previous(), path.previous_pid, path.spin,
+                                            ring.settings_.timeout, ring.transport_, ring.settings_.generation};
+    if (const auto problem = previous_generation.generation_problem(); !problem.empty())
+      fail(ring.previous(), "finishing: " + problem);
+    path.mine += units;
+    path.previous += units;
+    path.next += units;
+  }
+};
+
+template <class T>
+void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequence) {
+  shared_sum<T> sum{*this, data, count, sequence};
+  const T* source = sum.enter();
+  for (int step = 0; step < 2 * (sum.n - 1); ++step) sum.pull_step(source, step);
+  sum.finish();
 }
 
 template <class T>

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_allreduce.hpp"
 #include "io/comm/transport.hpp"
 
@@ -17,7 +17,7 @@ constexpr int phase_bits = 1;
 constexpr int step_bits = 11;
 constexpr int chunk_bits = 16;
 static_assert(ring_bits + sequence_bits + phase_bits + step_bits + chunk_bits == transport_tag_bits);
-static_assert((1 << ring_bits) == compute::max_rings);
+static_assert((1 << ring_bits) == io::max_rings);
 
 constexpr int reduce_scatter = 0;
 constexpr int allgather = 1;

@@ -169,6 +169,51 @@ void resolve_batch_sizes(job_config& config, json_fields& root, int64_t workers)
   }
 }
 
+void parse_data(json_fields& root, job_config& config) {
+  auto data = root.object("data");
+  config.data.dir = data.string("dir", "");
+  if (config.data.dir.empty()) data.fail("dir", "the path of a directory written by `troupe prepare`");
+  config.data.prefetch = data.integer("prefetch", config.data.prefetch, 1, 1024);
+  config.data.mask_probability = data.number("mask_probability", config.data.mask_probability, 0.01, 0.9);
+  config.data.mlm_smoothing = data.number("mlm_smoothing", 0.0, 0.0, 10.0);
+  config.data.max_ngram = data.integer("max_ngram", 1, 1, 10);
+  if (config.data.max_ngram > 1 && config.data.mlm_smoothing > 0)
+    data.fail("max_ngram", "1 when mlm_smoothing is set (choose frequency-smoothed tokens or n-gram spans)");
+  data.finish();
+}
+
+void parse_checkpoint(json_fields& root, job_config& config) {
+  auto checkpoint = root.object("checkpoint");
+  config.checkpoint.every_windows = checkpoint.integer("every_windows", 0, 0, big);
+  config.checkpoint.keep = checkpoint.integer("keep", 2, 1, 1000);
+  config.checkpoint.max_staging_bytes =
+      checkpoint.integer("max_staging_bytes", config.checkpoint.max_staging_bytes, 1, INT64_MAX);
+  config.checkpoint.skip_when_busy = checkpoint.choice("when_busy", "wait", {"wait", "skip"}) == "skip";
+  checkpoint.finish();
+}
+
+/// DeepSpeed's tensorboard and csv_monitor blocks.
+void parse_monitors(json_fields& root, job_config& config) {
+  for (auto [name, monitor] : {std::pair{"tensorboard", &config.tensorboard}, std::pair{"csv_monitor", &config.csv_monitor}}) {
+    auto block = root.object(name);
+    monitor->enabled = block.boolean("enabled", monitor->enabled);
+    monitor->output_path = block.string("output_path", "");
+    monitor->job_name = block.string("job_name", "");
+    if (monitor->job_name.find('/') != std::string::npos || monitor->job_name == "..")
+      block.fail("job_name", "a folder name (no '/')");
+    block.finish();
+  }
+}
+
+void parse_runtime(json_fields& root, job_config& config) {
+  auto runtime = root.object("runtime");
+  config.runtime.device = runtime.string("device", "cpu");
+  if (config.runtime.device != "cpu" && config.runtime.device.rfind("cuda", 0) != 0)
+    runtime.fail("device", "\"cpu\" or \"cuda:N\"");
+  config.runtime.threads = runtime.integer("threads", 1, 1, 1024);
+  runtime.finish();
+}
+
 }  // namespace
 
 job_config parse_job_config(const nlohmann::json& root_json, const std::string& source, int64_t workers) {
@@ -219,41 +264,10 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   config.schedule_follows_train_steps = !scheduler.object("params").has("total_num_steps");
   config.scheduler = parse_scheduler(scheduler, config.optimizer.lr, config.train_steps);
 
-  auto data = root.object("data");
-  config.data.dir = data.string("dir", "");
-  if (config.data.dir.empty()) data.fail("dir", "the path of a directory written by `troupe prepare`");
-  config.data.prefetch = data.integer("prefetch", config.data.prefetch, 1, 1024);
-  config.data.mask_probability = data.number("mask_probability", config.data.mask_probability, 0.01, 0.9);
-  config.data.mlm_smoothing = data.number("mlm_smoothing", 0.0, 0.0, 10.0);
-  config.data.max_ngram = data.integer("max_ngram", 1, 1, 10);
-  if (config.data.max_ngram > 1 && config.data.mlm_smoothing > 0)
-    data.fail("max_ngram", "1 when mlm_smoothing is set (choose frequency-smoothed tokens or n-gram spans)");
-  data.finish();
-
-  auto checkpoint = root.object("checkpoint");
-  config.checkpoint.every_windows = checkpoint.integer("every_windows", 0, 0, big);
-  config.checkpoint.keep = checkpoint.integer("keep", 2, 1, 1000);
-  config.checkpoint.max_staging_bytes =
-      checkpoint.integer("max_staging_bytes", config.checkpoint.max_staging_bytes, 1, INT64_MAX);
-  config.checkpoint.skip_when_busy = checkpoint.choice("when_busy", "wait", {"wait", "skip"}) == "skip";
-  checkpoint.finish();
-
-  for (auto [name, monitor] : {std::pair{"tensorboard", &config.tensorboard}, std::pair{"csv_monitor", &config.csv_monitor}}) {
-    auto block = root.object(name);
-    monitor->enabled = block.boolean("enabled", monitor->enabled);
-    monitor->output_path = block.string("output_path", "");
-    monitor->job_name = block.string("job_name", "");
-    if (monitor->job_name.find('/') != std::string::npos || monitor->job_name == "..")
-      block.fail("job_name", "a folder name (no '/')");
-    block.finish();
-  }
-
-  auto runtime = root.object("runtime");
-  config.runtime.device = runtime.string("device", "cpu");
-  if (config.runtime.device != "cpu" && config.runtime.device.rfind("cuda", 0) != 0)
-    runtime.fail("device", "\"cpu\" or \"cuda:N\"");
-  config.runtime.threads = runtime.integer("threads", 1, 1, 1024);
-  runtime.finish();
+  parse_data(root, config);
+  parse_checkpoint(root, config);
+  parse_monitors(root, config);
+  parse_runtime(root, config);
   if (config.fp16 && config.runtime.device == "cpu")
     fp16.fail("enabled", "false on runtime.device \"cpu\": CPU autocast has no fp16 (use bf16.enabled there); "
                          "fp16 with loss scaling needs a \"cuda:N\" device");

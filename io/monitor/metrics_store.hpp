@@ -20,6 +20,8 @@
 
 namespace troupe::io {
 
+class prometheus_text;
+
 struct job_description {
   std::string name;       ///< the run directory's name
   std::string run_dir;
@@ -76,6 +78,8 @@ class metrics_store {
   std::string prometheus(double now) const;
 
  private:
+  void prometheus_last_window(prometheus_text& out) const;
+  void prometheus_nodes(prometheus_text& out, double now) const;
   struct node_status {
     std::string state = "training";  ///< training, finished, lost
     uint64_t generation = 0;

@@ -6,72 +6,35 @@
 
 namespace troupe::io {
 
+namespace {
+
+void gauge(prometheus_text& out, const std::string& name, const std::string& help, double value) {
+  out.family(name, "gauge", help);
+  out.sample({}, value);
+}
+
+void counter(prometheus_text& out, const std::string& name, const std::string& help, double value) {
+  out.family(name, "counter", help);
+  out.sample({}, value);
+}
+
+}  // namespace
+
 std::string metrics_store::prometheus(double now) const {
   prometheus_text out;
-  const auto gauge = [&](const std::string& name, const std::string& help, double value) {
-    out.family(name, "gauge", help);
-    out.sample({}, value);
-  };
-  const auto counter = [&](const std::string& name, const std::string& help, double value) {
-    out.family(name, "counter", help);
-    out.sample({}, value);
-  };
   out.family("troupe_job_info", "gauge", "The job this hub reports on (always 1).");
   out.sample({{"run_dir", job_.run_dir}, {"job", job_.name}}, 1);
-  gauge("troupe_job_finished", "1 once every node finished.", finished_ ? 1 : 0);
-  gauge("troupe_total_steps", "Optimizer step the run ends at.", static_cast<double>(job_.total_steps));
-  gauge("troupe_step", "Optimizer steps completed.", static_cast<double>(last_step()));
-  gauge("troupe_membership_generation", "Membership generation (a lost or rejoined node starts a new one).",
+  gauge(out, "troupe_job_finished", "1 once every node finished.", finished_ ? 1 : 0);
+  gauge(out, "troupe_total_steps", "Optimizer step the run ends at.", static_cast<double>(job_.total_steps));
+  gauge(out, "troupe_step", "Optimizer steps completed.", static_cast<double>(last_step()));
+  gauge(out, "troupe_membership_generation", "Membership generation (a lost or rejoined node starts a new one).",
         static_cast<double>(generation_));
-  counter("troupe_windows_total", "Accumulation windows completed.", static_cast<double>(totals_.windows));
-  counter("troupe_samples_total", "Training samples consumed by completed windows.", static_cast<double>(totals_.samples));
+  counter(out, "troupe_windows_total", "Accumulation windows completed.", static_cast<double>(totals_.windows));
+  counter(out, "troupe_samples_total", "Training samples consumed by completed windows.", static_cast<double>(totals_.samples));
   out.family("troupe_window_seconds", "histogram", "Wall time of an accumulation window (compute, allreduce, step).");
   out.histogram({}, window_seconds_bounds(), totals_.window_seconds_buckets, totals_.window_seconds_sum,
                 static_cast<double>(totals_.windows));
-  if (!recent_.empty()) {
-    const auto& window = recent_.back();
-    const auto& r = window.first();
-    gauge("troupe_loss", "Masked-LM loss of the last window (sample-weighted over every rank).", r.loss);
-    gauge("troupe_perplexity", "exp(masked-LM loss) of the last window.", training_perplexity(r));
-    gauge("troupe_learning_rate", "Learning rate of the last optimizer step.", r.lr);
-    gauge("troupe_grad_norm", "Global gradient norm of the last window, before clipping.", r.grad_norm);
-    if (r.loss_scale > 0) {
-      gauge("troupe_loss_scale", "fp16: the loss scale of the last window.", r.loss_scale);
-      counter("troupe_skipped_steps_total", "fp16: windows whose optimizer step a gradient overflow skipped.",
-              static_cast<double>(totals_.skipped_steps));
-    }
-    gauge("troupe_samples_per_second", "Cluster throughput over the last window.",
-          per_second(static_cast<double>(r.samples), r.window_seconds));
-    gauge("troupe_tokens_per_second", "Cluster throughput over the last window, real tokens.",
-          per_second(static_cast<double>(r.tokens), r.window_seconds));
-    gauge("troupe_straggler_rank", "The rank that finished the last window's compute last.", r.straggler_rank);
-    const auto label = [&](const rank_report& rank) -> prometheus_labels {
-      return {{"node", rank.node}, {"worker", std::to_string(rank.report.rank)}};
-    };
-    out.family("troupe_worker_samples_per_second", "gauge", "A worker's samples over its last window's wall time.");
-    for (const auto& rank : window.ranks)
-      out.sample(label(rank), per_second(static_cast<double>(rank.report.samples) / std::max(1, rank.report.world_size),
-                                         rank.report.window_seconds));
-    out.family("troupe_worker_lateness_seconds", "gauge",
-               "How long after the first rank a worker finished the last window's compute.");
-    for (const auto& rank : window.ranks) out.sample(label(rank), rank.report.lateness_seconds);
-    out.family("troupe_worker_phase_seconds", "gauge", "A worker's last window split by phase.");
-    for (const auto& rank : window.ranks)
-      for (std::size_t p = 0; p < std::size(window_phases); ++p) {
-        auto labels = label(rank);
-        labels.emplace_back("phase", window_phases[p]);
-        out.sample(labels, phase_seconds(rank.report, p));
-      }
-    const auto rings = rings_json(window);
-    if (!rings.empty()) {
-      out.family("troupe_ring_allreduce_seconds", "gauge", "A ring's allreduce of the last window (its fastest rank).");
-      for (const auto& ring : rings) out.sample({{"ring", std::to_string(ring["ring"].get<int>())}}, ring["seconds"]);
-      out.family("troupe_ring_bus_bytes_per_second", "gauge",
-                 "A ring's bus bandwidth in the last window (bytes x 2(n-1)/n over its time, as nccl-tests).");
-      for (const auto& ring : rings)
-        out.sample({{"ring", std::to_string(ring["ring"].get<int>())}}, ring["bus_gb_per_s"].get<double>() * 1e9);
-    }
-  }
+  if (!recent_.empty()) prometheus_last_window(out);
   if (!totals_.phase_seconds.empty()) {
     out.family("troupe_worker_phase_seconds_total", "counter", "A worker's time by phase over the run.");
     for (const auto& [key, seconds] : totals_.phase_seconds) {
@@ -83,20 +46,11 @@ std::string metrics_store::prometheus(double now) const {
     }
   }
   if (!evaluations_.empty())
-    gauge("troupe_eval_perplexity", "Held-out perplexity of the last periodic evaluation.", evaluations_.back().second);
-  if (!nodes_.empty()) {
-    out.family("troupe_node_up", "gauge", "1 while a node is a member (training or finished), 0 once lost.");
-    for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, node.state == "lost" ? 0 : 1);
-    out.family("troupe_node_resident_memory_bytes", "gauge", "Resident set size of a node's process.");
-    for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, static_cast<double>(node.resident_bytes));
-    out.family("troupe_node_last_report_age_seconds", "gauge", "Seconds since a node's last metrics batch.");
-    for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, std::max(0.0, now - node.last_seen));
-    out.family("troupe_metrics_dropped_total", "counter", "Reports a node's bounded metrics queue dropped.");
-    for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, static_cast<double>(node.dropped));
-  }
-  counter("troupe_metrics_malformed_batches_total", "Metrics batches the hub could not decode and dropped.",
+    gauge(out, "troupe_eval_perplexity", "Held-out perplexity of the last periodic evaluation.", evaluations_.back().second);
+  if (!nodes_.empty()) prometheus_nodes(out, now);
+  counter(out, "troupe_metrics_malformed_batches_total", "Metrics batches the hub could not decode and dropped.",
           static_cast<double>(totals_.malformed_batches));
-  counter("troupe_metrics_late_reports_total", "Window reports that reached the hub after their window was written.",
+  counter(out, "troupe_metrics_late_reports_total", "Window reports that reached the hub after their window was written.",
           static_cast<double>(totals_.late_reports));
   out.family("troupe_checkpoints_total", "counter", "Checkpoints written or skipped (checkpoint.when_busy = skip).");
   out.sample({{"result", "written"}}, static_cast<double>(totals_.checkpoints_written));
@@ -105,9 +59,67 @@ std::string metrics_store::prometheus(double now) const {
   out.histogram({}, checkpoint_seconds_bounds(), totals_.checkpoint_seconds_buckets, totals_.checkpoint_seconds_sum,
                 static_cast<double>(totals_.checkpoints_written));
   if (!checkpoints_.empty())
-    gauge("troupe_checkpoint_last_bytes", "Size of the last checkpoint written.",
+    gauge(out, "troupe_checkpoint_last_bytes", "Size of the last checkpoint written.",
           static_cast<double>(checkpoints_.back().bytes));
   return out.text();
+}
+
+/// The families of the newest window: the cluster's numbers, then each worker's and ring's.
+void metrics_store::prometheus_last_window(prometheus_text& out) const {
+  const auto& window = recent_.back();
+  const auto& r = window.first();
+  gauge(out, "troupe_loss", "Masked-LM loss of the last window (sample-weighted over every rank).", r.loss);
+  gauge(out, "troupe_perplexity", "exp(masked-LM loss) of the last window.", training_perplexity(r));
+  gauge(out, "troupe_learning_rate", "Learning rate of the last optimizer step.", r.lr);
+  gauge(out, "troupe_grad_norm", "Global gradient norm of the last window, before clipping.", r.grad_norm);
+  if (r.loss_scale > 0) {
+    gauge(out, "troupe_loss_scale", "fp16: the loss scale of the last window.", r.loss_scale);
+    counter(out, "troupe_skipped_steps_total", "fp16: windows whose optimizer step a gradient overflow skipped.",
+            static_cast<double>(totals_.skipped_steps));
+  }
+  gauge(out, "troupe_samples_per_second", "Cluster throughput over the last window.",
+        per_second(static_cast<double>(r.samples), r.window_seconds));
+  gauge(out, "troupe_tokens_per_second", "Cluster throughput over the last window, real tokens.",
+        per_second(static_cast<double>(r.tokens), r.window_seconds));
+  gauge(out, "troupe_straggler_rank", "The rank that finished the last window's compute last.", r.straggler_rank);
+  const auto label = [&](const rank_report& rank) -> prometheus_labels {
+    return {{"node", rank.node}, {"worker", std::to_string(rank.report.rank)}};
+  };
+  out.family("troupe_worker_samples_per_second", "gauge", "A worker's samples over its last window's wall time.");
+  for (const auto& rank : window.ranks)
+    out.sample(label(rank), per_second(static_cast<double>(rank.report.samples) / std::max(1, rank.report.world_size),
+                                       rank.report.window_seconds));
+  out.family("troupe_worker_lateness_seconds", "gauge",
+             "How long after the first rank a worker finished the last window's compute.");
+  for (const auto& rank : window.ranks) out.sample(label(rank), rank.report.lateness_seconds);
+  out.family("troupe_worker_phase_seconds", "gauge", "A worker's last window split by phase.");
+  for (const auto& rank : window.ranks)
+    for (std::size_t p = 0; p < std::size(window_phases); ++p) {
+      auto labels = label(rank);
+      labels.emplace_back("phase", window_phases[p]);
+      out.sample(labels, phase_seconds(rank.report, p));
+    }
+  const auto rings = rings_json(window);
+  if (!rings.empty()) {
+    out.family("troupe_ring_allreduce_seconds", "gauge", "A ring's allreduce of the last window (its fastest rank).");
+    for (const auto& ring : rings) out.sample({{"ring", std::to_string(ring["ring"].get<int>())}}, ring["seconds"]);
+    out.family("troupe_ring_bus_bytes_per_second", "gauge",
+               "A ring's bus bandwidth in the last window (bytes x 2(n-1)/n over its time, as nccl-tests).");
+    for (const auto& ring : rings)
+      out.sample({{"ring", std::to_string(ring["ring"].get<int>())}}, ring["bus_gb_per_s"].get<double>() * 1e9);
+  }
+}
+
+/// One sample per node for each node family.
+void metrics_store::prometheus_nodes(prometheus_text& out, double now) const {
+  out.family("troupe_node_up", "gauge", "1 while a node is a member (training or finished), 0 once lost.");
+  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, node.state == "lost" ? 0 : 1);
+  out.family("troupe_node_resident_memory_bytes", "gauge", "Resident set size of a node's process.");
+  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, static_cast<double>(node.resident_bytes));
+  out.family("troupe_node_last_report_age_seconds", "gauge", "Seconds since a node's last metrics batch.");
+  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, std::max(0.0, now - node.last_seen));
+  out.family("troupe_metrics_dropped_total", "counter", "Reports a node's bounded metrics queue dropped.");
+  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, static_cast<double>(node.dropped));
 }
 
 }  // namespace troupe::io

@@ -9,7 +9,7 @@
 
 #include "io/data/synthetic_dataset.hpp"
 #include "messages/atoms.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/micro_batch.hpp"
 #include "messages/type_registration.hpp"
 #include "tests/support/test_corpus.hpp"
 
@@ -40,9 +40,9 @@ class data_loader_test : public ::testing::Test {
   }
 
   /// Receives one batch or times out (returns false).
-  static bool receive_batch(caf::scoped_actor& self, messages::micro_batch& out, std::chrono::milliseconds wait) {
+  static bool receive_batch(caf::scoped_actor& self, actors::micro_batch& out, std::chrono::milliseconds wait) {
     bool got = false;
-    self->receive([&](messages::batch_atom, messages::micro_batch& batch) { out = std::move(batch), got = true; },
+    self->receive([&](messages::batch_atom, actors::micro_batch& batch) { out = std::move(batch), got = true; },
                   caf::after(wait) >> [] {});
     return got;
   }
@@ -57,7 +57,7 @@ TEST_F(data_loader_test, sends_no_more_than_the_credit_it_was_given) {
   caf::scoped_actor self{*system_};
   auto loader = system_->spawn<caf::detached>(data_loader, settings(0, 1));
   self->send(loader, messages::credit_atom::value, int64_t{3}, caf::actor_cast<caf::actor>(self));
-  messages::micro_batch batch;
+  actors::micro_batch batch;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(receive_batch(self, batch, 10s)) << "batch " << i;
   EXPECT_FALSE(receive_batch(self, batch, 300ms)) << "sent a batch beyond its credit";
   self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
@@ -78,7 +78,7 @@ TEST_F(data_loader_test, two_ranks_cover_each_window_without_overlap) {
   for (uint64_t rank = 0; rank < 2; ++rank) {
     auto loader = system_->spawn<caf::detached>(data_loader, settings(rank, 2));
     self->send(loader, messages::credit_atom::value, int64_t{6}, caf::actor_cast<caf::actor>(self));
-    messages::micro_batch batch;
+    actors::micro_batch batch;
     for (int i = 0; i < 6; ++i) {
       ASSERT_TRUE(receive_batch(self, batch, 10s));
       EXPECT_EQ(batch.batch.samples, 4);

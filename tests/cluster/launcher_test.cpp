@@ -1,4 +1,5 @@
 #include "cluster/launcher.hpp"
+#include "cluster/job_secret.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The invariant that makes recovery exact (DESIGN §4): a window's result does not depend on how
+// The invariant that makes recovery exact (docs/architecture.md#contracts): a window's result does not depend on how
 // its samples are split among workers. Trainers are driven directly (no actors, no transport):
 // each takes its contiguous share of every window as micro-batches, their flat gradients are
 // summed in rank order (what the ring computes, up to float summation order), and every

@@ -47,7 +47,7 @@ class checkpoint_e2e : public ::testing::Test {
   }
 
   /// Runs the 12-step job; `max_windows` stops this session early (with a checkpoint).
-  static messages::training_summary train(const json& c, const std::string& run, int64_t max_windows,
+  static actors::training_summary train(const json& c, const std::string& run, int64_t max_windows,
                                           const std::string& resume = "") {
     actors::session_options options;
     options.run_dir = *dir_ / run;

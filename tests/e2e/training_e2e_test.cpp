@@ -64,7 +64,7 @@ class training_e2e : public ::testing::Test {
     return options;
   }
 
-  static messages::training_summary train(const std::string& run) {
+  static actors::training_summary train(const std::string& run) {
     actors::session_options options;
     options.run_dir = *dir_ / run;
     options.console = false;

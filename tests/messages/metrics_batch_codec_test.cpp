@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "messages/error.hpp"
-#include "messages/training_messages.hpp"
+#include "messages/report_inspection.hpp"
 #include "tests/support/error_text.hpp"
 
 namespace troupe::messages {

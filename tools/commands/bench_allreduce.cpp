@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/launcher.hpp"
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "io/config/byte_count.hpp"
 #include "io/os/child_process.hpp"
 #include "io/os/file_util.hpp"
@@ -35,7 +35,7 @@ struct allreduce_arguments {
 void run_driver(const allreduce_arguments& args) {
   parse_allreduce_sizes(args.bytes);
   if (args.world < 1 || args.world > 64) throw error("--world: expected 1..64");
-  if (args.rings < 1 || args.rings > compute::max_rings) throw make_error("--rings: expected 1..", compute::max_rings);
+  if (args.rings < 1 || args.rings > io::max_rings) throw make_error("--rings: expected 1..", io::max_rings);
   const auto chunk = io::parse_byte_count(args.chunk, "--chunk-bytes");
   const bool nccl = args.transport == "nccl";
   if (nccl && args.rings != 1) throw error("--rings: 1 with --transport nccl (one communicator; NCCL picks its own rings)");

@@ -14,14 +14,14 @@
 
 #include "actors/node_session.hpp"
 #include "actors/reducer.hpp"
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_allreduce.hpp"
 #include "io/comm/shared_region.hpp"
 #include "io/config/byte_count.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
-#include "messages/training_messages.hpp"
+#include "actors/protocol/reduce_request.hpp"
 #ifdef TROUPE_HAS_NCCL
 #include <cuda_runtime_api.h>
 
@@ -243,6 +243,124 @@ json measure_nccl(const actors::cluster_role& role, const std::vector<uint64_t>&
 }
 #endif
 
+/// In place and out of place, the rings called directly (no actors). Returns whether every
+/// ring summed through shared memory.
+bool measure_direct(const actors::cluster_role& role, io::shared_region& region, const std::vector<uint64_t>& sizes,
+                    json& results, uint64_t& sequence) {
+  const int rank = role.first_rank, world = role.world, rings = static_cast<int>(role.ring_orders.size());
+  float* data = reinterpret_cast<float*>(region.data());
+  std::vector<std::unique_ptr<io::ring_allreduce>> ring;
+  for (int r = 0; r < rings; ++r) {
+    ring.push_back(std::make_unique<io::ring_allreduce>(*role.transports[0][static_cast<std::size_t>(r)], rank,
+                                                        role.ring_settings(r)));
+    if (role.shared_memory) ring.back()->share_memory(region);
+  }
+  ring_threads threads(rings);
+  summing_method direct;
+  direct.sum = [&](float* values, std::size_t count) {
+    const uint64_t s = sequence++;
+    threads.run([&](int r) {
+      const auto slice = io::ring_slice(count, rings, r);
+      ring[static_cast<std::size_t>(r)]->sum(values + slice.begin, slice.size(), s);
+    });
+  };
+  direct.barrier = [&] {
+    float one = 1.0f;
+    ring[0]->sum(&one, 1, sequence++);
+  };
+  direct.gather = [&](std::vector<double>& values) { ring[0]->sum(values.data(), values.size(), sequence++); };
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::size_t count = sizes[k] / sizeof(float);
+    results[k]["in_place"] = figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world), world);
+    std::vector<float> source(count);
+    for (std::size_t i = 0; i < count; ++i) source[i] = contribution(rank, i);
+    results[k]["out_of_place"] =
+        figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world, source.data()), world);
+  }
+  return std::all_of(ring.begin(), ring.end(), [](const auto& r) { return r->uses_shared_memory(); });
+}
+
+/// Through the reducer actors, as a training worker drives them.
+void measure_via_reducers(actors::cluster_membership& membership, const std::shared_ptr<io::shared_region>& region,
+                          const std::vector<uint64_t>& sizes, json& results, uint64_t& sequence) {
+  const auto& role = membership.role();
+  const int rank = role.first_rank, world = role.world, rings = static_cast<int>(role.ring_orders.size());
+  float* data = reinterpret_cast<float*>(region->data());
+  auto& system = membership.system();
+  std::vector<caf::actor> reducers;
+  for (int r = 0; r < rings; ++r) {
+    actors::reducer_settings settings;
+    settings.transport = role.transports[0][static_cast<std::size_t>(r)];
+    settings.rank = rank;
+    settings.ring = role.ring_settings(r);
+    if (role.shared_memory) settings.region = region;
+    reducers.push_back(system.spawn<caf::detached>(actors::reducer, settings));
+  }
+  caf::scoped_actor self{system};
+  const auto timeout = role.collective_timeout + std::chrono::seconds(30);
+  auto request = [&](int r, actors::reduce_request request) {
+    self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request)
+        .receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+  };
+  summing_method via_reducers;
+  via_reducers.sum = [&](float* values, std::size_t count) {
+    const uint64_t s = sequence++;
+    // All rings' requests go out before the first answer is awaited, as the worker sends them.
+    std::vector<decltype(self->request(reducers[0], timeout, messages::reduce_atom::value,
+                                       actors::reduce_request{}))>
+        answers;
+    for (int r = 0; r < rings; ++r) {
+      actors::reduce_request request;
+      const auto slice = io::ring_slice(count, rings, r);
+      request.gradient = values + slice.begin;
+      request.gradient_count = slice.size();
+      request.sequence = s;
+      answers.push_back(self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request));
+    }
+    for (auto& answer : answers)
+      answer.receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+  };
+  auto statistics_only = [&](double* values, std::size_t count) {
+    actors::reduce_request r;
+    r.statistics = values;
+    r.statistic_count = count;
+    r.sequence = sequence++;
+    request(0, r);
+  };
+  via_reducers.barrier = [&] {
+    double one = 1.0;
+    statistics_only(&one, 1);
+  };
+  via_reducers.gather = [&](std::vector<double>& values) { statistics_only(values.data(), values.size()); };
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::size_t count = sizes[k] / sizeof(float);
+    results[k]["via_reducers"] =
+        figures(sizes[k], measure(via_reducers, data, count, iterations_for(sizes[k]), rank, world), world);
+  }
+  for (const auto& reducer : reducers) self->send_exit(reducer, caf::exit_reason::user_shutdown);
+}
+
+#ifdef TROUPE_HAS_NCCL
+/// Transport "nccl": the in-place sums of measure_nccl, written by rank 0.
+void run_nccl_rank(actors::cluster_membership& membership, const std::vector<uint64_t>& sizes,
+                   const allreduce_rank_options& options) {
+  const auto& role = membership.role();
+  const int rank = role.first_rank, world = role.world;
+  json results = json::array();
+  for (const auto bytes : sizes) results.push_back({{"bytes", bytes}, {"iterations", iterations_for(bytes)}});
+  results = measure_nccl(role, sizes, std::move(results));
+  bool correct = true;
+  for (const auto& result : results) correct = correct && result["correct"].get<bool>();
+  membership.finish();
+  if (rank == 0)
+    io::write_file_atomically(options.out, json{{"benchmark", "allreduce"}, {"world", world}, {"rings", 1},
+                                                {"transport", "nccl"}, {"nccl_version", io::nccl_version()},
+                                                {"correct", correct}, {"results", results}}
+                                               .dump());
+  if (!correct) throw error("bench allreduce: some sums were wrong (see wrong_elements in the result)");
+}
+#endif
+
 }  // namespace
 
 std::vector<uint64_t> parse_allreduce_sizes(const std::string& list) {
@@ -269,18 +387,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   const int rings = static_cast<int>(role.ring_orders.size());
   if (!role.nccl_ids.empty()) {
 #ifdef TROUPE_HAS_NCCL
-    json results = json::array();
-    for (const auto bytes : sizes) results.push_back({{"bytes", bytes}, {"iterations", iterations_for(bytes)}});
-    results = measure_nccl(role, sizes, std::move(results));
-    bool correct = true;
-    for (const auto& result : results) correct = correct && result["correct"].get<bool>();
-    membership.finish();
-    if (rank == 0)
-      io::write_file_atomically(options.out, json{{"benchmark", "allreduce"}, {"world", world}, {"rings", 1},
-                                                  {"transport", "nccl"}, {"nccl_version", io::nccl_version()},
-                                                  {"correct", correct}, {"results", results}}
-                                                 .dump());
-    if (!correct) throw error("bench allreduce: some sums were wrong (see wrong_elements in the result)");
+    run_nccl_rank(membership, sizes, options);
     return;
 #endif
   }
@@ -288,100 +395,13 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   // when the manifest allows and every rank can map its neighbours'.
   const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
   auto region = std::make_shared<io::shared_region>(largest, "bench allreduce buffer");
-  float* data = reinterpret_cast<float*>(region->data());
   uint64_t sequence = 0;
   json results = json::array();
   for (const auto bytes : sizes) results.push_back({{"bytes", bytes}, {"iterations", iterations_for(bytes)}});
 
-  // In place and out of place, the rings called directly.
-  bool shared = false;
-  {
-    std::vector<std::unique_ptr<io::ring_allreduce>> ring;
-    for (int r = 0; r < rings; ++r) {
-      ring.push_back(std::make_unique<io::ring_allreduce>(*role.transports[0][static_cast<std::size_t>(r)], rank,
-                                                          role.ring_settings(r)));
-      if (role.shared_memory) ring.back()->share_memory(*region);
-    }
-    ring_threads threads(rings);
-    summing_method direct;
-    direct.sum = [&](float* values, std::size_t count) {
-      const uint64_t s = sequence++;
-      threads.run([&](int r) {
-        const auto slice = compute::ring_slice(count, rings, r);
-        ring[static_cast<std::size_t>(r)]->sum(values + slice.begin, slice.size(), s);
-      });
-    };
-    direct.barrier = [&] {
-      float one = 1.0f;
-      ring[0]->sum(&one, 1, sequence++);
-    };
-    direct.gather = [&](std::vector<double>& values) { ring[0]->sum(values.data(), values.size(), sequence++); };
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      const std::size_t count = sizes[k] / sizeof(float);
-      results[k]["in_place"] = figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world), world);
-      std::vector<float> source(count);
-      for (std::size_t i = 0; i < count; ++i) source[i] = contribution(rank, i);
-      results[k]["out_of_place"] =
-          figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world, source.data()), world);
-    }
-    shared = std::all_of(ring.begin(), ring.end(), [](const auto& r) { return r->uses_shared_memory(); });
-  }  // the direct rings go before the reducers' rings use the same transports and region
-
-  // Through the reducer actors, as a training worker drives them.
-  {
-    auto& system = membership.system();
-    std::vector<caf::actor> reducers;
-    for (int r = 0; r < rings; ++r) {
-      actors::reducer_settings settings;
-      settings.transport = role.transports[0][static_cast<std::size_t>(r)];
-      settings.rank = rank;
-      settings.ring = role.ring_settings(r);
-      if (role.shared_memory) settings.region = region;
-      reducers.push_back(system.spawn<caf::detached>(actors::reducer, settings));
-    }
-    caf::scoped_actor self{system};
-    const auto timeout = role.collective_timeout + std::chrono::seconds(30);
-    auto request = [&](int r, messages::reduce_request request) {
-      self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request)
-          .receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
-    };
-    summing_method via_reducers;
-    via_reducers.sum = [&](float* values, std::size_t count) {
-      const uint64_t s = sequence++;
-      // All rings' requests go out before the first answer is awaited, as the worker sends them.
-      std::vector<decltype(self->request(reducers[0], timeout, messages::reduce_atom::value,
-                                         messages::reduce_request{}))>
-          answers;
-      for (int r = 0; r < rings; ++r) {
-        messages::reduce_request request;
-        const auto slice = compute::ring_slice(count, rings, r);
-        request.gradient = values + slice.begin;
-        request.gradient_count = slice.size();
-        request.sequence = s;
-        answers.push_back(self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request));
-      }
-      for (auto& answer : answers)
-        answer.receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
-    };
-    auto statistics_only = [&](double* values, std::size_t count) {
-      messages::reduce_request r;
-      r.statistics = values;
-      r.statistic_count = count;
-      r.sequence = sequence++;
-      request(0, r);
-    };
-    via_reducers.barrier = [&] {
-      double one = 1.0;
-      statistics_only(&one, 1);
-    };
-    via_reducers.gather = [&](std::vector<double>& values) { statistics_only(values.data(), values.size()); };
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      const std::size_t count = sizes[k] / sizeof(float);
-      results[k]["via_reducers"] =
-          figures(sizes[k], measure(via_reducers, data, count, iterations_for(sizes[k]), rank, world), world);
-    }
-    for (const auto& reducer : reducers) self->send_exit(reducer, caf::exit_reason::user_shutdown);
-  }
+  const bool shared = measure_direct(role, *region, sizes, results, sequence);
+  // The direct rings are gone before the reducers' rings use the same transports and region.
+  measure_via_reducers(membership, region, sizes, results, sequence);
 
   bool correct = true;
   for (auto& result : results) {

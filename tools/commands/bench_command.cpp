@@ -77,7 +77,7 @@ void bench_train(const bench_train_arguments& args) {
   const io::scratch_directory scratch("troupe-bench-train");
   if (args.synthetic) use_synthetic_data(config, args.steps, args.sequence_length, scratch);
   const uint32_t sequence_length = io::token_dataset(config.data.dir, "train").manifest().max_seq_length;
-  messages::training_summary summary;
+  actors::training_summary summary;
   if (args.manifest.empty()) {
     actors::session_options options;
     options.run_dir = scratch / "run";

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "compute/ring_schedule.hpp"
+#include "io/comm/ring_schedule.hpp"
 #include "io/comm/shared_region.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 
@@ -34,7 +34,7 @@ namespace troupe::io {
 namespace {
 
 using namespace std::chrono_literals;
-using compute::element_range;
+using io::element_range;
 
 // ---------------------------------------------------------------------------------------------
 // Schedule arithmetic.
@@ -45,17 +45,17 @@ TEST(ring_schedule, slices_cover_every_element_once_on_aligned_boundaries) {
       std::size_t expected_begin = 0;
       std::size_t largest = 0, smallest = SIZE_MAX;
       for (int part = 0; part < parts; ++part) {
-        const element_range r = compute::ring_slice(count, parts, part);
+        const element_range r = io::ring_slice(count, parts, part);
         EXPECT_EQ(r.begin, expected_begin) << "count " << count << " parts " << parts << " part " << part;
         EXPECT_LE(r.begin, r.end);
-        if (r.end != count) EXPECT_EQ(r.end % compute::ring_alignment_elements, 0u);
+        if (r.end != count) EXPECT_EQ(r.end % io::ring_alignment_elements, 0u);
         expected_begin = r.end;
         largest = std::max(largest, r.size());
         smallest = std::min(smallest, r.size());
       }
       EXPECT_EQ(expected_begin, count) << "count " << count << " parts " << parts;
       // Balanced to within one 16-element block.
-      EXPECT_LE(largest - smallest, compute::ring_alignment_elements) << "count " << count << " parts " << parts;
+      EXPECT_LE(largest - smallest, io::ring_alignment_elements) << "count " << count << " parts " << parts;
     }
   }
   // Worked by hand: ceil(count / 16) blocks dealt out evenly, the last blocks % parts ranges
@@ -77,8 +77,8 @@ TEST(ring_schedule, slices_cover_every_element_once_on_aligned_boundaries) {
     ASSERT_EQ(c.ranges.size(), static_cast<std::size_t>(c.parts));
     for (int part = 0; part < c.parts; ++part) {
       const auto& expected = c.ranges[static_cast<std::size_t>(part)];
-      const element_range slice = compute::ring_slice(c.count, c.parts, part);
-      const element_range segment = compute::ring_segment(c.count, c.parts, part);
+      const element_range slice = io::ring_slice(c.count, c.parts, part);
+      const element_range segment = io::ring_segment(c.count, c.parts, part);
       EXPECT_EQ(slice.begin, expected.first) << "count " << c.count << " parts " << c.parts << " part " << part;
       EXPECT_EQ(slice.end, expected.second) << "count " << c.count << " parts " << c.parts << " part " << part;
       EXPECT_EQ(segment.begin, expected.first) << "count " << c.count << " parts " << c.parts << " part " << part;
@@ -90,25 +90,25 @@ TEST(ring_schedule, slices_cover_every_element_once_on_aligned_boundaries) {
 TEST(ring_schedule, neighbours_agree_on_the_segment_of_every_step) {
   for (int world = 1; world <= 8; ++world) {
     for (int p = 0; p < world; ++p) {
-      const int previous = compute::ring_wrap(p - 1, world);
+      const int previous = io::ring_wrap(p - 1, world);
       for (int s = 0; s + 1 < world; ++s) {
-        EXPECT_EQ(compute::reduce_scatter_receive_segment(world, p, s),
-                  compute::reduce_scatter_send_segment(world, previous, s));
-        EXPECT_EQ(compute::allgather_receive_segment(world, p, s), compute::allgather_send_segment(world, previous, s));
+        EXPECT_EQ(io::reduce_scatter_receive_segment(world, p, s),
+                  io::reduce_scatter_send_segment(world, previous, s));
+        EXPECT_EQ(io::allgather_receive_segment(world, p, s), io::allgather_send_segment(world, previous, s));
         if (s > 0)  // what is sent at step s was received (and reduced) at step s-1
-          EXPECT_EQ(compute::reduce_scatter_send_segment(world, p, s),
-                    compute::reduce_scatter_receive_segment(world, p, s - 1));
+          EXPECT_EQ(io::reduce_scatter_send_segment(world, p, s),
+                    io::reduce_scatter_receive_segment(world, p, s - 1));
       }
       if (world > 1) {
-        EXPECT_EQ(compute::owned_segment(world, p), compute::reduce_scatter_receive_segment(world, p, world - 2));
-        EXPECT_EQ(compute::allgather_send_segment(world, p, 0), compute::owned_segment(world, p));
+        EXPECT_EQ(io::owned_segment(world, p), io::reduce_scatter_receive_segment(world, p, world - 2));
+        EXPECT_EQ(io::allgather_send_segment(world, p, 0), io::owned_segment(world, p));
       }
     }
   }
-  EXPECT_EQ(compute::chunk_count(0, 4), 0u);
-  EXPECT_EQ(compute::chunk_count(9, 4), 3u);
-  EXPECT_EQ(compute::chunk_range(9, 4, 2).begin, 8u);
-  EXPECT_EQ(compute::chunk_range(9, 4, 2).end, 9u);
+  EXPECT_EQ(io::chunk_count(0, 4), 0u);
+  EXPECT_EQ(io::chunk_count(9, 4), 3u);
+  EXPECT_EQ(io::chunk_range(9, 4, 2).begin, 8u);
+  EXPECT_EQ(io::chunk_range(9, 4, 2).end, 9u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ T reference_sum(const std::vector<int>& order, std::size_t count, std::size_t sl
   // Small sums over the transport add every rank's value in ring order from position 0 (the
   // latency path); over shared memory they are cut into segments like large ones.
   if (shared_memory || count * sizeof(T) > io::ring_allreduce::small_message_bytes)
-    while (compute::ring_segment(count, world, segment).end <= i) ++segment;
+    while (io::ring_segment(count, world, segment).end <= i) ++segment;
   T partial = random_input<T>(order[segment], slice_begin + i, seed);
   for (int hop = 1; hop < world; ++hop)
     partial = random_input<T>(order[(segment + hop) % world], slice_begin + i, seed) + partial;
@@ -281,7 +281,7 @@ template <class T>
 void check_sums(const rank_context& ctx, const std::vector<T*>& buffers, std::size_t count, std::uint64_t sequence,
                 std::size_t chunk_bytes) {
   const int world = static_cast<int>(ctx.order.size());
-  const element_range slice = compute::ring_slice(count, ctx.rings, ctx.ring);
+  const element_range slice = io::ring_slice(count, ctx.rings, ctx.ring);
   T* data = buffers[ctx.rank] + slice.begin;
   ring_settings settings;
   settings.order = ctx.order;

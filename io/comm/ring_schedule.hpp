@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace troupe::compute {
+namespace troupe::io {
 
 /// Half-open range [begin, end) of element indices.
 struct element_range {
@@ -138,4 +138,4 @@ inline element_range chunk_range(std::size_t elements, std::size_t chunk_element
   return {begin, end < elements ? end : elements};
 }
 
-}  // namespace troupe::compute
+}  // namespace troupe::io

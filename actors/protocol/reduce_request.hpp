@@ -1,0 +1,30 @@
+#pragma once
+/// One reducer's share of a window's allreduce (worker → reducer, node-local).
+
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace troupe::actors {
+
+/// Its ring's slice of the worker's flat gradient and, for ring 0, the window statistics
+/// (compute/window_statistics.hpp). Raw pointers into the worker's buffers, which the worker
+/// leaves alone until the reducer replies.
+struct reduce_request {
+  float* gradient = nullptr;
+  std::size_t gradient_count = 0;
+  double* statistics = nullptr;
+  std::size_t statistic_count = 0;
+  uint64_t sequence = 0;  ///< distinguishes successive reduces on the ring
+  int64_t window = 0;     ///< for messages
+  /// Keep `gradient` and `statistics` alive while a reducer works on them: a worker that stops
+  /// (another ring failed) may be gone before this reducer's sum returns.
+  std::shared_ptr<const void> gradient_owner;
+  std::shared_ptr<const void> statistics_owner;
+};
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::reduce_request)

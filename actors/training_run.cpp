@@ -1,0 +1,203 @@
+#include "actors/training_run.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "actors/checkpointer.hpp"
+#include "actors/metrics.hpp"
+#include "actors/metrics_hub.hpp"
+#include "actors/reducer.hpp"
+#ifdef TROUPE_HAS_NCCL
+#include "actors/nccl_reducer.hpp"
+#endif
+#include "actors/warning_log.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::actors {
+
+training_run::training_run(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
+                           const session_options& options, const cluster_role* role, carried_state* carried)
+    : carried_(carried),
+      continuing_(carried != nullptr && !carried->trainers.empty()),
+      system_(system),
+      supervisor_(supervisor),
+      config_(std::move(config)),
+      options_(options),
+      role_(role),
+      world_(role ? role->world : 1),
+      first_rank_(role ? role->first_rank : 0),
+      local_workers_(role ? static_cast<int>(role->transports.size()) : 1),
+      reports_(first_rank_ == 0) {}  // global rank 0 writes checkpoints
+
+generation_outcome training_run::execute() {
+  check_inputs();
+  prepare_trainers();
+  check_staging_fits();
+  // A resume is checked (and loaded) before the run directory is taken, so a refused resume
+  // leaves nothing behind; a fresh start takes it first, to check it holds no older run. A
+  // new membership generation goes on from the trainers it carries, in the same directory.
+  if (!continuing_) {
+    // A later generation's replicas copy their state from a live one: nothing to read.
+    if (!options_.resume.empty() && !later_generation())
+      resumed_ = resume_trainers(config_, options_, *dataset_, trainers_);
+    hold_run_directory();
+  }
+  set_start_state();
+  spawn_reporters();
+  for (int local = 0; local < local_workers_; ++local) spawn_rank(local);
+  for (const auto& actor : {metrics_actor_, checkpoint_actor_, hub_})
+    if (actor) spawned_.push_back(actor);
+  for (const auto& actor : spawned_) supervisor_->monitor(actor);
+  if (role_ && role_->coordinator) supervisor_->monitor(role_->coordinator);
+  generation_outcome outcome;
+  outcome.summary = await_summaries();
+  if (next_generation_ && failure_.empty()) {
+    hand_over();
+    outcome.summary.reset();
+    outcome.next_generation = *next_generation_;
+    outcome.reason = replan_reason_;
+    return outcome;
+  }
+  stop();
+  if (!failure_.empty()) throw error(failure_);
+  return outcome;
+}
+
+/// The node's metrics actor (its batches go to the head's hub through the coordinator, or to
+/// this run's own hub), and global rank 0's checkpointer.
+void training_run::spawn_reporters() {
+  if (!options_.metrics_wanted()) {
+    if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, caf::actor{});
+    return;
+  }
+  if (!role_) {
+    hub_ = start_metrics_hub(system_, hub_settings_for(config_, options_, world_)).actor;
+  }
+  metrics_settings metric_options;
+  metric_options.route = role_ ? role_->coordinator : hub_;
+  metric_options.local_workers = local_workers_;
+  metric_options.warnings = warning_log::attach();
+  if (role_) {
+    metric_options.node = role_->node;
+    metric_options.generation = role_->generation;
+  }
+  metrics_actor_ = system_.spawn(metrics, metric_options);
+  if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, metrics_actor_);
+}
+
+/// One local worker: its reducers (one per ring), the worker, its data loader.
+void training_run::spawn_rank(int local) {
+  const int rank = first_rank_ + local;
+  worker_settings w;
+  w.trainer = trainers_[static_cast<std::size_t>(local)];
+  w.rank = rank;
+  w.world = world_;
+  w.prefetch = config_.data.prefetch;
+  w.windows = windows_;
+  w.checkpoint_every = config_.checkpoint.every_windows;
+  w.checkpoint_keep = config_.checkpoint.keep;
+  w.reports = reports_ && local == 0;
+  w.save_checkpoints = options_.save_checkpoints && w.reports;
+  w.skip_checkpoint_when_busy = config_.checkpoint.skip_when_busy;
+  w.checkpoint_timeout = options_.checkpoint_timeout;
+  w.start = start_;
+  w.window_samples = static_cast<uint64_t>(config_.train_batch_size);
+  w.job = config_.source;
+  if (continuing_)
+    w.resumed_trainer = carried_->trainers[static_cast<std::size_t>(local)];
+  else if (resumed_.contents)
+    w.resumed_trainer = std::move(resumed_.trainers[static_cast<std::size_t>(local)]);
+  w.trainer_handoff = std::make_shared<std::shared_ptr<compute::mlm_trainer>>();
+  handoffs_.push_back(w.trainer_handoff);
+  w.sync_every_micro_batch = config_.sync_every_micro_batch;
+  w.distilling = config_.distillation.enabled;
+  if (eval_batches_) {
+    w.eval_every = config_.eval_every_windows;
+    w.eval_samples = std::min<uint64_t>(static_cast<uint64_t>(config_.eval_samples), validation_->size());
+    w.eval_micro_size = config_.micro_batch_size;
+    w.eval_batches = eval_batches_;
+  }
+  w.seams = seams_;
+  if (role_) {
+    if (later_generation()) w.synchronise_to_steps = role_->start_steps;
+    w.collective_timeout = role_->collective_timeout;
+    w.reducers = spawn_reducers(local, rank);
+  }
+  auto worker_actor = system_.spawn<caf::detached>(worker, w, metrics_actor_,
+                                                   w.save_checkpoints ? checkpoint_actor_ : caf::actor{},
+                                                   caf::actor_cast<caf::actor>(supervisor_));
+  auto loader_actor = system_.spawn<caf::detached>(data_loader, loader_settings(rank));
+  spawned_.push_back(worker_actor);
+  spawned_.push_back(loader_actor);
+  supervisor_->send(worker_actor, messages::start_atom::value, loader_actor);
+}
+
+std::vector<caf::actor> training_run::spawn_reducers(int local, int rank) {
+  if (nccl()) return spawn_nccl_reducers(local, rank);
+  std::vector<caf::actor> reducers;
+  for (std::size_t ring = 0; ring < role_->ring_orders.size(); ++ring) {
+    reducer_settings r;
+    r.transport = role_->transports[static_cast<std::size_t>(local)][ring];
+    r.rank = rank;
+    r.ring = role_->ring_settings(static_cast<int>(ring));
+    r.region = regions_[static_cast<std::size_t>(local)];
+    r.faults = seams_.faults;
+    r.session = caf::actor_cast<caf::actor>(supervisor_);
+    reducers.push_back(system_.spawn<caf::detached>(reducer, r));
+    spawned_.push_back(reducers.back());
+    reducers_.insert(reducers.back().address());
+  }
+  return reducers;
+}
+
+/// One NCCL communicator per ring per worker (transport "nccl"), each reducing its ring's
+/// slice of the worker's gradient on the worker's GPU.
+std::vector<caf::actor> training_run::spawn_nccl_reducers(int local, int rank) {
+  std::vector<caf::actor> reducers;
+#ifdef TROUPE_HAS_NCCL
+  for (std::size_t ring = 0; ring < role_->nccl_ids.size(); ++ring) {
+    nccl_reducer_settings r;
+    r.id = role_->nccl_ids[ring];
+    r.world = world_;
+    r.rank = rank;
+    r.device = role_->cuda_devices[static_cast<std::size_t>(local)];
+    r.ring_index = static_cast<int>(ring);
+    r.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_->collective_timeout);
+    r.faults = seams_.faults;
+    reducers.push_back(system_.spawn<caf::detached>(nccl_reducer, r));
+    spawned_.push_back(reducers.back());
+    reducers_.insert(reducers.back().address());
+  }
+#else
+  (void)local;
+  (void)rank;
+  throw error("transport \"nccl\": this troupe was built without NCCL");
+#endif
+  return reducers;
+}
+
+data_loader_settings training_run::loader_settings(int rank) const {
+  data_loader_settings d;
+  d.dataset = dataset_;
+  d.mask_probability = config_.data.mask_probability;
+  d.token_weights = masking_weights_;
+  d.max_ngram = static_cast<int32_t>(config_.data.max_ngram);
+  d.seed = config_.seed;
+  d.rank = static_cast<uint64_t>(rank);
+  d.world = static_cast<uint64_t>(world_);
+  d.micro_size = static_cast<uint64_t>(config_.micro_batch_size);
+  d.window_samples = static_cast<uint64_t>(config_.train_batch_size);
+  d.start_position = start_.next_position;
+  d.windows = static_cast<uint64_t>(windows_);
+  d.start_step = start_.optimizer_steps;
+  d.faults = seams_.faults;
+  if (const char* record = std::getenv("TROUPE_TEST_RECORD_SAMPLES"))
+    d.sample_log = std::filesystem::path(record) /
+                   ("rank-" + std::to_string(rank) + "-pid-" + std::to_string(::getpid()) + ".txt");
+  return d;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,121 @@
+#pragma once
+/// One run of run_training (actors/training_session.hpp), as named steps over the state they
+/// share: check the inputs, prepare the trainers, take the run directory, resume, spawn the
+/// actors, wait, and stop (or hand the trainers over to the next membership generation).
+/// Private to actors/: training_run.cpp spawns, training_run_inputs.cpp checks and prepares,
+/// training_run_ending.cpp waits and ends.
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/data_loader.hpp"
+#include "actors/training_session.hpp"
+#include "actors/worker.hpp"
+#include "cluster/fault_injection.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/checkpoint/run_directory.hpp"
+#include "io/data/token_dataset.hpp"
+
+namespace troupe::actors {
+
+/// What resuming prepared: the checkpoint's contents and every local worker's trainer holding it.
+struct resumed_run {
+  std::shared_ptr<io::checkpoint_contents> contents;
+  std::vector<std::shared_ptr<compute::mlm_trainer>> trainers;  ///< by local worker
+};
+
+/// Builds the local workers' trainers and reads the checkpoint of `options.resume` into them,
+/// after checking it fits the data and the config (training_session.cpp); empty without resume.
+resumed_run resume_trainers(const io::job_config& config, const session_options& options, const io::token_dataset& data,
+                            const std::vector<compute::trainer_options>& workers);
+
+/// The trainer options a config gives every worker (before its rank and device).
+compute::trainer_options trainer_options_of(const io::job_config& config,
+                                            std::shared_ptr<const compute::teacher_setup> teacher);
+
+class training_run {
+ public:
+  training_run(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
+               const session_options& options, const cluster_role* role, carried_state* carried);
+
+  generation_outcome execute();
+
+ private:
+  // Before any actor starts (training_run_inputs.cpp).
+  void check_inputs();
+  void prepare_trainers();
+  void check_staging_fits() const;
+  void hold_run_directory();
+  void set_start_state();
+  void log_teacher() const;
+
+  // Spawning (training_run.cpp).
+  void spawn_reporters();
+  void spawn_rank(int local);
+  std::vector<caf::actor> spawn_reducers(int local, int rank);
+  std::vector<caf::actor> spawn_nccl_reducers(int local, int rank);
+  data_loader_settings loader_settings(int rank) const;
+
+  // Waiting and ending (training_run_ending.cpp).
+  std::optional<training_summary> await_summaries();
+  void note_window(const messages::window_report& report, int64_t& last_step);
+  void await_lost_node(const std::string& failure);
+  std::chrono::milliseconds next_wait() const;
+  void hand_over();
+  void abort_transports(const std::string& reason);
+  void stop();
+
+  bool nccl() const { return role_ != nullptr && !role_->nccl_ids.empty(); }
+  bool later_generation() const { return role_ && role_->generation > 0; }
+  // Under faults.policy "elastic" a ring that fails because a peer died is not yet the job's
+  // failure: the head declares the node lost within its heartbeat timeout and announces the
+  // next generation. The session waits that long (twice, plus slack) before it gives up.
+  std::chrono::milliseconds lost_peer_wait() const { return 2 * role_->heartbeat + std::chrono::seconds(5); }
+
+  carried_state* carried_;  ///< between generations of a cluster job; null for one process
+  const bool continuing_;   ///< carried_ holds a previous generation's trainers
+  caf::actor_system& system_;
+  caf::scoped_actor& supervisor_;
+  io::job_config config_;
+  const session_options& options_;
+  const cluster_role* role_;
+  const int world_;
+  const int first_rank_;
+  const int local_workers_;
+  const bool reports_;
+
+  std::shared_ptr<const io::token_dataset> dataset_;
+  std::shared_ptr<const io::token_dataset> validation_;        ///< eval_every_windows' held-out data
+  std::shared_ptr<const io::mlm_batch_builder> eval_batches_;  ///< (uses validation_)
+  worker_test_seams seams_;
+  std::vector<compute::trainer_options> trainers_;
+  std::vector<std::shared_ptr<io::shared_region>> regions_;
+  std::shared_ptr<const compute::teacher_setup> teacher_;  ///< distillation's, read by check_inputs
+  std::shared_ptr<const std::vector<double>> masking_weights_;  ///< data.mlm_smoothing's, or null
+  std::optional<io::run_directory_lock> run_directory_;
+  resumed_run resumed_;
+  io::training_state start_;
+  int64_t run_start_steps_ = 0;  ///< the step this process's run began at (before any generation)
+  std::vector<cluster::injected_fault> faults_;  ///< this node's, from TROUPE_INJECT
+  int64_t windows_ = 0;
+  caf::actor metrics_actor_, checkpoint_actor_;
+  caf::actor hub_;  ///< a single-process run's own metrics hub (a cluster's is on the head)
+  std::vector<caf::actor> spawned_;  ///< every actor of the run: monitored, and stopped at the end
+  std::vector<std::shared_ptr<std::shared_ptr<compute::mlm_trainer>>> handoffs_;  ///< by local worker
+  std::vector<double> losses_;  ///< of this process's first worker's windows
+  std::string failure_;
+  std::optional<uint64_t> next_generation_;  ///< announced by the coordinator
+  std::string replan_reason_;
+  std::set<caf::actor_addr> gone_;  ///< actors whose down message the session has read
+  std::set<caf::actor_addr> reducers_;  ///< this generation's reducers (whose suspicions count)
+  std::string lost_peer_failure_;  ///< a ring failed; waiting for the head to name the lost node
+  std::chrono::steady_clock::time_point lost_peer_deadline_;
+};
+
+}  // namespace troupe::actors

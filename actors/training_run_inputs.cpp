@@ -1,0 +1,149 @@
+#include "actors/training_run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "compute/bert_config.hpp"
+#include "compute/borrowed_tensor.hpp"
+#include "compute/device_check.hpp"
+#include "io/checkpoint/teacher_checkpoint.hpp"
+#include "io/comm/shared_region.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::actors {
+
+/// The config against the data and the device, before anything is built.
+void training_run::check_inputs() {
+  if (options_.steps) config_.set_train_steps(*options_.steps);
+  dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
+  io::reconcile_with_data(config_, dataset_->manifest(), "config");
+  if (nccl()) {
+    // The manifest's devices place the workers (transport "nccl"); the config's runtime.device
+    // is for single-process runs.
+    for (int device : role_->cuda_devices)
+      compute::check_device("cuda:" + std::to_string(device), "manifest: nodes[" + role_->node + "].devices");
+  } else {
+    compute::check_device(config_.runtime.device, "config: runtime.device");
+    // Over UCX or shared memory the rings sum host memory: a GPU trains one worker alone.
+    if (config_.runtime.device != "cpu" && world_ > 1)
+      throw make_error("config: runtime.device: \"", config_.runtime.device, "\" with ", world_,
+                       " workers: the ucx transport sums host memory; GPU workers need the manifest's transport "
+                       "\"nccl\" with a cuda device per worker (nodes[].devices)");
+  }
+  if (config_.data.mlm_smoothing > 0)  // counted once, shared by this process's loaders
+    masking_weights_ = io::smoothed_masking_weights(*dataset_, config_.data.mlm_smoothing);
+  // The teacher is read once per process; a later generation's trainers carry it.
+  if (config_.distillation.enabled && !continuing_) {
+    teacher_ = io::load_teacher_checkpoint(config_.distillation, config_.model, dataset_->manifest(), "config");
+    log_teacher();
+  }
+  if (config_.eval_every_windows > 0) {
+    const auto* held_out = dataset_->manifest().find_split("validation");
+    if (held_out == nullptr || held_out->sequences == 0)
+      throw make_error("config: eval_every_windows: ", config_.data.dir.string(),
+                       " has no validation split to evaluate on (prepare the data with --validation-fraction, or "
+                       "set 0)");
+    validation_ = std::make_shared<const io::token_dataset>(config_.data.dir, "validation");
+    eval_batches_ = std::make_shared<const io::mlm_batch_builder>(*validation_, config_.data.mask_probability, config_.seed);
+  }
+  seams_ = worker_test_seams::from_environment();
+  if (role_ && !role_->restarted) {  // a restarted node runs without the faults of its first run
+    faults_ = cluster::faults_for_node(role_->node);
+    for (const auto& fault : faults_) {
+      if (fault.kind == cluster::fault_kind::slow && !fault.phase_given) {
+        seams_.slow_window = fault.window;
+        seams_.slow_seconds = static_cast<double>(fault.slow_ms) / 1000.0;
+      }
+    }
+  }
+}
+
+/// Each local worker's trainer options; with rings on one host, its gradient lives in a shared
+/// region that its reducers offer to their rings (io/comm/ring_allreduce_shared.cpp).
+void training_run::prepare_trainers() {
+  regions_.resize(static_cast<std::size_t>(local_workers_));
+  if (continuing_) regions_ = carried_->regions;  // the trainers' gradients live in them
+  for (int local = 0; local < local_workers_; ++local) {
+    auto trainer = trainer_options_of(config_, teacher_);
+    trainer.rank = first_rank_ + local;
+    if (nccl()) trainer.device = "cuda:" + std::to_string(role_->cuda_devices[static_cast<std::size_t>(local)]);
+    if (!continuing_ && role_ && role_->shared_memory && world_ > 1 && trainer.device == "cpu") {
+      try {
+        auto region = std::make_shared<io::shared_region>(
+            static_cast<std::size_t>(compute::parameter_count(config_.model)) * sizeof(float),
+            "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
+        trainer.gradient_buffer = [region](int64_t numel) {
+          return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
+        };
+        regions_[static_cast<std::size_t>(local)] = std::move(region);
+      } catch (const std::exception& e) {  // the rings agree on the transport instead
+        spdlog::warn("{}; gradients go over the transport", e.what());
+      }
+    }
+    trainers_.push_back(std::move(trainer));
+  }
+}
+
+/// fp32 parameters and two optimizer moments are staged for each checkpoint.
+void training_run::check_staging_fits() const {
+  const int64_t staged_bytes = 12 * compute::parameter_count(config_.model);
+  if (options_.save_checkpoints && staged_bytes > config_.checkpoint.max_staging_bytes)
+    throw make_error("config: checkpoint.max_staging_bytes: ", config_.checkpoint.max_staging_bytes,
+                     " bytes cannot hold one staged copy of the parameters and optimizer moments (", staged_bytes,
+                     " bytes)");
+}
+
+/// Everything the user could get wrong has been checked: from here on the run directory is
+/// this job's (see session_options::own_run_directory).
+void training_run::hold_run_directory() {
+  if (!reports_) return;
+  if (options_.own_run_directory) {
+    run_directory_.emplace(options_.run_dir);
+    if (options_.resume.empty()) io::prepare_fresh_run(options_.run_dir, options_.overwrite);
+  }
+  std::filesystem::create_directories(options_.run_dir);
+}
+
+/// Where training starts: the data's identity, and the resumed step and cursor.
+void training_run::set_start_state() {
+  start_.seed = config_.seed;
+  start_.world_size = world_;
+  start_.vocab_hash = dataset_->manifest().vocab_hash;
+  start_.dataset_size = dataset_->size();
+  start_.data_identity = dataset_->identity();
+  start_.sequence_length = dataset_->manifest().max_seq_length;
+  if (continuing_) {
+    start_.optimizer_steps = carried_->optimizer_steps;
+    start_.next_position = carried_->next_position;
+  } else if (resumed_.contents) {
+    start_.optimizer_steps = resumed_.contents->state.optimizer_steps;
+    start_.next_position = resumed_.contents->state.next_position;
+  }
+  // Injected faults count windows from where this process's run began.
+  run_start_steps_ = continuing_ ? carried_->run_start_steps : start_.optimizer_steps;
+  if (later_generation()) {
+    // Every replica starts from the plan's step (copying a live replica's state); the data
+    // cursor moves with it, one window of train_batch_size per step.
+    const int64_t ahead = role_->start_steps - start_.optimizer_steps;
+    start_.next_position += static_cast<uint64_t>(ahead) * static_cast<uint64_t>(config_.train_batch_size);
+    start_.optimizer_steps = role_->start_steps;
+  }
+  windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
+  if (role_)
+    seams_.faults = fault_trigger(faults_, role_->node, options_.run_dir / "events.jsonl", run_start_steps_,
+                                  role_->heartbeats_to_drop, role_->partitioned);
+  if (options_.max_windows)
+    windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
+}
+
+/// What the teacher costs each worker: its memory here, its time in every window's report.
+void training_run::log_teacher() const {
+  int64_t bytes = 0;
+  for (const auto& [name, tensor] : teacher_->parameters) bytes += tensor.numel() * tensor.element_size();
+  spdlog::info("distilling from {} ({} {}-layer, {:.1f} MB of parameters per worker, frozen)",
+               config_.distillation.teacher, teacher_->model.model_type, teacher_->model.num_hidden_layers,
+               static_cast<double>(bytes) / 1e6);
+}
+
+}  // namespace troupe::actors

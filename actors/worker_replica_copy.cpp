@@ -1,0 +1,54 @@
+#include "actors/worker.hpp"
+
+#include <caf/all.hpp>
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+#include "messages/error.hpp"
+
+namespace troupe::actors {
+
+// Replicas after a membership change (docs/faults.md): survivors may stand one window apart (a
+// node lost during an allreduce that some ranks finished), and a node that joins has no state.
+// Every rank first sums a flag per rank, "my replica is at the generation's start step" (the
+// coordinator's maximum over the nodes' committed steps); the lowest flagged rank is the donor.
+// Then each state buffer (parameters, the optimizer's moments) is carried in the gradient buffer
+// through the rings: the donor puts its values in, every other rank zeros, and after the sum
+// (x + 0 + … = x exactly) every rank copies the result out. Finally every replica takes the
+// donor's step count and zeroes the gradient. Costs three allreduces of the parameter size.
+void worker_state::synchronise_replicas(std::function<void()> then) {
+  auto& flags = *statistics;
+  flags.assign(static_cast<std::size_t>(settings.world), 0.0);
+  flags[static_cast<std::size_t>(settings.rank)] = trainer->optimizer_steps() == settings.synchronise_to_steps ? 1 : 0;
+  reduce(carrying::statistics, [this, then] {
+    const auto& summed = *statistics;
+    const auto donor = std::find(summed.begin(), summed.end(), 1.0) - summed.begin();
+    if (donor == static_cast<std::ptrdiff_t>(summed.size()))
+      throw make_error("no replica stands at step ", settings.synchronise_to_steps, " to copy the state from");
+    if (trainer->optimizer_steps() != settings.synchronise_to_steps)
+      spdlog::info("rank {} copies the state of step {} from rank {} (it stood at step {})", settings.rank,
+                   settings.synchronise_to_steps, donor, trainer->optimizer_steps());
+    copy_state_from(donor, 0, then);
+  });
+}
+
+void worker_state::copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then) {
+  auto buffers = trainer->state_buffers();
+  const auto& carrier = trainer->gradients();
+  if (buffer == buffers.size()) {
+    trainer->discard_window();
+    trainer->set_optimizer_steps(settings.synchronise_to_steps);
+    then();
+    return;
+  }
+  if (settings.rank == donor)
+    carrier.copy_(buffers[buffer]);
+  else
+    carrier.zero_();
+  reduce(carrying::gradient, [this, donor, buffer, then] {
+    trainer->state_buffers()[buffer].copy_(trainer->gradients());
+    copy_state_from(donor, buffer + 1, then);
+  });
+}
+
+}  // namespace troupe::actors

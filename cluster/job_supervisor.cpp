@@ -1,0 +1,56 @@
+#include "cluster/job_supervisor.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "cluster/fault_injection.hpp"
+#include "cluster/job_secret.hpp"
+#include "cluster/plan.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/checkpoint/run_directory.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+bool restart_allowed(const cluster_manifest& manifest, int status, int64_t restart) {
+  return status != 0 && status != 130 && manifest.faults.policy == fault_policy::restart &&
+         restart <= manifest.faults.max_restarts;
+}
+
+}  // namespace
+
+int supervise_job(const cluster_manifest& manifest, supervised_job job) {
+  auto& options = job.launch;
+  const io::run_directory_lock lock(options.run_dir);
+  if (!job.resuming) io::prepare_fresh_run(options.run_dir, job.overwrite);
+  options.job_secret = make_job_secret();
+  ::setenv(job_secret_variable, options.job_secret.c_str(), 1);
+  const published_job_secret secret_file(options.run_dir, options.job_secret);
+  spdlog::info("launching {} node(s), {} worker(s), head {}:{}", manifest.nodes.size(), manifest.world_size(),
+               manifest.head_host, manifest.head_port);
+  if (!job.injection.empty()) {
+    spdlog::warn("injecting faults: {}", job.injection);
+    ::setenv(inject_variable, job.injection.c_str(), 1);
+  }
+  const auto grace = manifest.timeouts.collective + manifest.timeouts.join;
+  int status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace);
+  for (int64_t restart = 1; restart_allowed(manifest, status, restart); ++restart) {
+    const bool has_checkpoint = !io::committed_checkpoints(options.run_dir).empty();
+    const auto backoff = std::chrono::seconds(std::min<int64_t>(30, int64_t{1} << (restart - 1)));
+    spdlog::warn("the job failed; starting every node again {} in {} s (restart {} of {}, faults.policy restart)",
+                 has_checkpoint ? "from the latest checkpoint" : "from the start", backoff.count(), restart,
+                 manifest.faults.max_restarts);
+    std::this_thread::sleep_for(backoff);
+    ::unsetenv(inject_variable);  // injected faults belong to the first run
+    if (!has_checkpoint) io::prepare_fresh_run(options.run_dir, true);
+    options.node_arguments = job.arguments_for_restart(has_checkpoint ? "latest" : "");
+    status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace);
+  }
+  return status;
+}
+
+}  // namespace troupe::cluster

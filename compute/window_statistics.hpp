@@ -1,0 +1,69 @@
+#pragma once
+/// The window statistics: what every rank adds to ring 0's allreduce besides the gradient, so
+/// that after the sum every rank holds the cluster's numbers for the window and can check that
+/// the replicas agree (docs/architecture.md#contracts). Plain doubles on the wire, laid out as
+///
+///   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
+///   [4 .. 7]   Σ part × samples for distillation's ce, mlm, cos and mse parts (SOP: the mlm part)
+///   [8] Σ SOP loss × samples   [9] SOP right guesses
+///   [10]       ranks whose own gradient overflowed (fp16 loss scaling): above 0, every rank
+///              skips the window's step, whatever its summed gradient looks like
+///   [11+5r .. 11+5r+3]  rank r's parameter hash in four 16-bit parts, zero in every other
+///              rank's contribution, so after the sum every rank holds every rank's hash exactly
+///              (doubles add integers below 2^53 exactly)
+///   [11+5r+4]  the wall-clock second at which rank r entered the allreduce: every rank learns
+///              who came last and by how much (as good as the hosts' clocks agree)
+///
+/// Counts travel as doubles and come back exact while they stay below 2^53.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace troupe::compute {
+
+/// What a window adds up over its ranks.
+struct window_totals {
+  double loss_sum = 0;  ///< Σ loss × samples
+  int64_t samples = 0;
+  int64_t tokens = 0;
+  int64_t masked_tokens = 0;
+  std::array<double, 4> loss_part_sums{};  ///< distillation's ce, mlm, cos, mse × samples (SOP: mlm)
+  double sentence_order_loss_sum = 0;      ///< SOP loss × samples
+  int64_t sentence_order_correct = 0;      ///< SOP right guesses
+  int64_t overflowed_ranks = 0;            ///< fp16: ranks whose own gradient overflowed
+};
+
+/// What each rank stamps into its own slots.
+struct rank_stamp {
+  uint64_t parameter_hash = 0;    ///< of the parameters the window started from
+  double ready_unix_seconds = 0;  ///< when the rank finished its compute and entered the allreduce
+};
+
+/// The rank that entered the allreduce last, and how long after the first.
+struct straggler {
+  int32_t rank = 0;
+  double lateness_seconds = 0;
+  double first_ready_unix_seconds = 0;
+};
+
+/// The statistics of a world of `world` ranks, before (one rank's share) or after the sum.
+struct window_statistics {
+  window_totals totals;
+  std::vector<rank_stamp> ranks;  ///< one per rank; before the sum only the own one is set
+
+  /// Doubles a world of `world` ranks allreduces.
+  static std::size_t size(int64_t world);
+  /// One rank's contribution: its totals, its stamp in its own slots, zeros in the others'.
+  static std::vector<double> pack(const window_totals& mine, const rank_stamp& stamp, int64_t rank, int64_t world);
+  /// Reads a summed buffer; throws troupe::error when its size does not fit `world`.
+  static window_statistics unpack(const std::vector<double>& summed, int64_t world);
+
+  straggler slowest() const;
+  /// The first rank whose parameter hash differs from rank 0's, if any.
+  std::optional<int64_t> first_diverged_rank() const;
+};
+
+}  // namespace troupe::compute

@@ -1,0 +1,144 @@
+// `troupe node`: one node of a launched job (started by `troupe launch`, or by hand with --join).
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/node_session.hpp"
+#include "cluster/job_check.hpp"
+#include "cluster/job_secret.hpp"
+#include "cluster/manifest.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
+#include "tools/commands/commands.hpp"
+#include "tools/commands/job_arguments.hpp"
+
+namespace troupe::tools {
+namespace {
+
+/// What `troupe node` takes beyond the job's options.
+struct node_arguments {
+  std::string name;
+  bool from_slurm = false;
+  bool watch_stdin = false;
+  bool rejoin = false;
+  bool progress_lines = false;
+  bool bench_monitor = false;
+};
+
+std::string node_from_slurm(const cluster::cluster_manifest& manifest) {
+  const char* procid = std::getenv("SLURM_PROCID");
+  if (procid == nullptr) throw error("--node-from-slurm: SLURM_PROCID is not set (run under srun)");
+  const long index = std::strtol(procid, nullptr, 10);
+  if (index < 0 || static_cast<std::size_t>(index) >= manifest.nodes.size())
+    throw make_error("--node-from-slurm: SLURM_PROCID=", procid, " but the manifest has ", manifest.nodes.size(),
+                     " nodes");
+  return manifest.nodes[static_cast<std::size_t>(index)].name;
+}
+
+/// `--watch-stdin`: a thread that reads stdin until it closes — an ssh node's stdin is its
+/// launcher's pipe, so that happens when the launcher or the ssh session ends — and then ends
+/// this process, so no node outlives its launcher on another host.
+void watch_for_end_of_input() {
+  std::thread([] {
+    char buffer[256];
+    while (true) {
+      const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      spdlog::error("stdin closed: the launcher or its ssh session ended; stopping this node");
+      std::_Exit(1);
+    }
+  }).detach();
+}
+
+actors::node_identity identify_node(const job_arguments& args, const node_arguments& node_args) {
+  actors::node_identity node;
+  node.manifest = cluster::load_manifest(args.manifest);
+  node.name = node_args.from_slurm ? node_from_slurm(node.manifest) : node_args.name;
+  node.restarted = node_args.rejoin;
+  if (node.restarted) cluster::adopt_published_job_secret(args.run_dir);
+  if (node.restarted && node.manifest.faults.policy != cluster::fault_policy::elastic)
+    throw make_error("--rejoin: ", node.manifest.source, ": faults.policy is \"abort\"; a node can only rejoin an elastic job");
+  if (node.name.empty()) throw error("node: give --node NAME or --node-from-slurm");
+  node.manifest.node_index(node.name);
+  return node;
+}
+
+actors::session_options session_options_for(const job_arguments& args, const node_arguments& node_args,
+                                            const cluster::cluster_manifest& manifest) {
+  actors::session_options options;
+  options.own_run_directory = false;  // the launcher holds it
+  options.run_dir = args.run_dir;
+  if (args.steps > 0) options.steps = args.steps;
+  options.resume = args.resume;
+  if (args.max_windows > 0) options.max_windows = args.max_windows;
+  options.window_timeout = manifest.timeouts.window;
+  options.checkpoint_timeout = manifest.timeouts.checkpoint;
+  options.progress_lines = node_args.progress_lines;
+  options.dashboard = dashboard_options_of(args.dashboard);
+  if (!args.bench_out.empty()) {
+    options.save_checkpoints = false;
+    options.console = false;
+    options.progress_lines = false;
+    if (!node_args.bench_monitor) {  // no metrics actors, no hub: the baseline troupe bench dashboard compares with
+      options.write_metrics = false;
+      options.dashboard.reset();
+    }
+  }
+  return options;
+}
+
+void run_this_node(const job_arguments& args, const node_arguments& node_args) {
+  if (node_args.watch_stdin) watch_for_end_of_input();
+  const auto node = identify_node(args, node_args);
+  auto config = cluster::check_job(node.manifest, args.config);
+  const auto options = session_options_for(args, node_args, node.manifest);
+  try {
+    auto summary = actors::run_node(node, std::move(config), options);
+    if (!args.bench_out.empty() && node.manifest.first_rank(node.manifest.node_index(node.name)) == 0)
+      io::write_file_atomically(args.bench_out, nlohmann::json{{"samples_per_s", summary.samples_per_second},
+                                                               {"tokens_per_s", summary.tokens_per_second},
+                                                               {"windows", summary.windows}}
+                                                    .dump());
+    if (summary.windows > 0)
+      spdlog::info("trained {} windows (step {}), {:.1f} samples/s over the cluster; final loss {:.4f}",
+                   summary.windows, summary.optimizer_steps, summary.samples_per_second, summary.losses.back());
+  } catch (const std::exception& e) {
+    // A reducer may still be blocked in its transport until the collective timeout; the
+    // process ends here rather than wait for it (checkpoints on disk are always complete).
+    std::fprintf(stderr, "troupe: error: node %s: %s\n", node.name.c_str(), e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+}  // namespace
+
+void add_node_command(CLI::App& app) {
+  auto args = std::make_shared<job_arguments>();
+  auto node_args = std::make_shared<node_arguments>();
+  auto* command = app.add_subcommand("node", "one node of a launched job (started by `troupe launch`)");
+  add_job_options(command, *args);
+  command->add_option("--node", node_args->name, "this node's name in the manifest");
+  command->add_flag("--node-from-slurm", node_args->from_slurm, "take the node from SLURM_PROCID (node index)");
+  command->add_flag("--watch-stdin", node_args->watch_stdin,
+                    "stop when stdin closes (the launcher's ssh session ended; troupe launch passes it to ssh nodes)");
+  command->add_flag("--rejoin,--join", node_args->rejoin,
+                    "this node was lost and is started again, here or on another host: join the running job's next "
+                    "generation (faults.policy elastic; the job's secret is read from RUN_DIR/job-secret when "
+                    "TROUPE_JOB_SECRET is not set)");
+  command->add_flag("--progress-lines", node_args->progress_lines,
+                    "rank 0 prints a progress record per window for the launcher");
+  command->add_option("--bench-out", args->bench_out,
+                      "benchmark mode (no checkpoints, no metrics files); rank 0 writes its summary here as JSON");
+  command->add_flag("--bench-monitor", node_args->bench_monitor,
+                    "with --bench-out: keep the metrics hub, its files and the dashboard (troupe bench dashboard)");
+  command->callback([args, node_args] { run_this_node(*args, *node_args); });
+}
+
+}  // namespace troupe::tools
