@@ -3,57 +3,61 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/protocol/reduce_request.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
-#include "actors/protocol/reduce_request.hpp"
 
 namespace troupe::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// The window's sums, and what the gradient's took; throws what the collective throws.
+double sum_request(reducer_state& state, const reduce_request& request, int ring) {
+  auto& collective = *state.collective;
+  const auto started = clock::now();
+  if (request.gradient_count > 0) collective.sum(request.gradient, request.gradient_count, request.sequence);
+  const double gradient_seconds = std::chrono::duration<double>(clock::now() - started).count();
+  if (!state.said_transport && request.gradient_count > 0) {
+    state.said_transport = true;
+    if (collective.position() == 0 && collective.transport_name() == "shared memory")
+      spdlog::info("ring {}: every rank is on this host; gradients are summed through shared memory", ring);
+  }
+  if (request.statistic_count > 0) collective.sum_host(request.statistics, request.statistic_count, request.sequence);
+  return request.gradient_count > 0 ? gradient_seconds : 0.0;
+}
+
+}  // namespace
 
 caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings settings) {
-  const int ring_index = settings.ring.ring_index;
   try {
-    self->state.transport = settings.transport;
-    self->state.region = settings.region;
-    self->state.ring = std::make_unique<io::ring_allreduce>(*settings.transport, settings.rank, settings.ring);
-    if (settings.region) self->state.ring->share_memory(*settings.region);
+    self->state.collective = settings.open();
   } catch (const std::exception& e) {
     self->quit(messages::make_error(messages::errc::collective_failed, e.what()));
     return {};
   }
   return {
-      [self, ring_index, faults = settings.faults, session = settings.session, timeout = settings.ring.timeout](
-          messages::reduce_atom, const reduce_request& request) -> caf::result<double> {
-        auto& ring = *self->state.ring;
+      [self, settings](messages::reduce_atom, const reduce_request& request) -> caf::result<double> {
+        auto& collective = *self->state.collective;
         const auto step = static_cast<int64_t>(request.window);
-        if (ring_index == 0 && request.gradient_count > 0) faults.at(cluster::fault_phase::allreduce, step);
-        if (request.gradient_count > 0 && faults.take_partition(step)) {
-          spdlog::warn("ring {}: dropping what this rank sends to rank {} from now on (injected partition)", ring_index,
-                       ring.next());
-          self->state.transport->drop_sends_to(ring.next());
+        const int ring = settings.ring_index;
+        if (ring == 0 && request.gradient_count > 0) settings.faults.at(cluster::fault_phase::allreduce, step);
+        if (request.gradient_count > 0 && settings.faults.take_partition(step)) {
+          const int successor = collective.cut_link_to_successor();
+          spdlog::warn("ring {}: dropping what this rank sends to rank {} from now on (injected partition)", ring,
+                       successor);
         }
-        const auto started = std::chrono::steady_clock::now();
+        const auto started = clock::now();
+        const std::string where = "ring " + std::to_string(ring) + ", window " + std::to_string(request.window) + ": ";
         try {
-          if (request.gradient_count > 0) ring.sum(request.gradient, request.gradient_count, 2 * request.sequence);
-          const double gradient_seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-          if (ring.uses_shared_memory() && !self->state.said_shared_memory) {
-            self->state.said_shared_memory = true;
-            if (ring.position() == 0)
-              spdlog::info("ring {}: every rank is on this host; gradients are summed through shared memory", ring_index);
-          }
-          if (request.statistic_count > 0)
-            ring.sum(request.statistics, request.statistic_count, 2 * request.sequence + 1);
-          return request.gradient_count > 0 ? gradient_seconds : 0.0;
+          return sum_request(self->state, request, ring);
         } catch (const io::transport_error& e) {
-          const std::string what = "ring " + std::to_string(ring_index) + ", window " + std::to_string(request.window) +
-                                   ": " + e.what();
-          if (e.peer() >= 0 && session && std::chrono::steady_clock::now() - started >= timeout)
-            self->send(session, messages::suspect_atom::value, static_cast<int32_t>(e.peer()), what);
-          return messages::make_error(messages::errc::collective_failed, what);
+          if (e.peer() >= 0 && collective.names_silent_peers() && settings.session &&
+              clock::now() - started >= settings.timeout)
+            self->send(settings.session, messages::suspect_atom::value, static_cast<int32_t>(e.peer()), where + e.what());
+          return messages::make_error(messages::errc::collective_failed, where + e.what());
         } catch (const std::exception& e) {
-          return messages::make_error(messages::errc::collective_failed,
-                                      "ring " + std::to_string(ring_index) + ", window " +
-                                          std::to_string(request.window) + ": " + e.what());
+          return messages::make_error(messages::errc::collective_failed, where + e.what());
         }
       },
   };

@@ -9,8 +9,9 @@
 #include "actors/metrics.hpp"
 #include "actors/metrics_hub.hpp"
 #include "actors/reducer.hpp"
+#include "io/comm/ring_collective.hpp"
 #ifdef TROUPE_HAS_NCCL
-#include "actors/nccl_reducer.hpp"
+#include "io/comm/nccl/nccl_collective.hpp"
 #endif
 #include "actors/warning_log.hpp"
 #include "messages/atoms.hpp"
@@ -19,7 +20,7 @@
 namespace troupe::actors {
 
 training_run::training_run(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
-                           const session_options& options, const cluster_role* role, carried_state* carried)
+                           const session_options& options, const cluster_role& role, carried_state* carried)
     : carried_(carried),
       continuing_(carried != nullptr && !carried->trainers.empty()),
       system_(system),
@@ -27,9 +28,9 @@ training_run::training_run(caf::actor_system& system, caf::scoped_actor& supervi
       config_(std::move(config)),
       options_(options),
       role_(role),
-      world_(role ? role->world : 1),
-      first_rank_(role ? role->first_rank : 0),
-      local_workers_(role ? static_cast<int>(role->transports.size()) : 1),
+      world_(role.world),
+      first_rank_(role.first_rank),
+      local_workers_(static_cast<int>(role.transports.size())),
       reports_(first_rank_ == 0) {}  // global rank 0 writes checkpoints
 
 generation_outcome training_run::execute() {
@@ -51,7 +52,7 @@ generation_outcome training_run::execute() {
   for (const auto& actor : {metrics_actor_, checkpoint_actor_, hub_})
     if (actor) spawned_.push_back(actor);
   for (const auto& actor : spawned_) supervisor_->monitor(actor);
-  if (role_ && role_->coordinator) supervisor_->monitor(role_->coordinator);
+  if (role_.coordinator) supervisor_->monitor(role_.coordinator);
   generation_outcome outcome;
   outcome.summary = await_summaries();
   if (next_generation_ && failure_.empty()) {
@@ -73,17 +74,13 @@ void training_run::spawn_reporters() {
     if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, caf::actor{});
     return;
   }
-  if (!role_) {
-    hub_ = start_metrics_hub(system_, hub_settings_for(config_, options_, world_)).actor;
-  }
+  if (own_hub()) hub_ = start_metrics_hub(system_, hub_settings_for(config_, options_, world_)).actor;
   metrics_settings metric_options;
-  metric_options.route = role_ ? role_->coordinator : hub_;
+  metric_options.route = own_hub() ? hub_ : role_.coordinator;
   metric_options.local_workers = local_workers_;
   metric_options.warnings = warning_log::attach();
-  if (role_) {
-    metric_options.node = role_->node;
-    metric_options.generation = role_->generation;
-  }
+  metric_options.node = role_.node;
+  metric_options.generation = role_.generation;
   metrics_actor_ = system_.spawn(metrics, metric_options);
   if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, metrics_actor_);
 }
@@ -121,11 +118,9 @@ void training_run::spawn_rank(int local) {
     w.eval_batches = eval_batches_;
   }
   w.seams = seams_;
-  if (role_) {
-    if (later_generation()) w.synchronise_to_steps = role_->start_steps;
-    w.collective_timeout = role_->collective_timeout;
-    w.reducers = spawn_reducers(local, rank);
-  }
+  if (later_generation()) w.synchronise_to_steps = role_.start_steps;
+  w.collective_timeout = role_.collective_timeout;
+  w.reducers = spawn_reducers(local, rank);  // none in a world of one
   auto worker_actor = system_.spawn<caf::detached>(worker, w, metrics_actor_,
                                                    w.save_checkpoints ? checkpoint_actor_ : caf::actor{},
                                                    caf::actor_cast<caf::actor>(supervisor_));
@@ -135,15 +130,15 @@ void training_run::spawn_rank(int local) {
   supervisor_->send(worker_actor, messages::start_atom::value, loader_actor);
 }
 
+/// One reducer per ring for local worker `local`, each over its ring's collective.
 std::vector<caf::actor> training_run::spawn_reducers(int local, int rank) {
-  if (nccl()) return spawn_nccl_reducers(local, rank);
   std::vector<caf::actor> reducers;
-  for (std::size_t ring = 0; ring < role_->ring_orders.size(); ++ring) {
+  const std::size_t rings = nccl() ? role_.nccl_ids.size() : role_.ring_orders.size();
+  for (std::size_t ring = 0; ring < rings; ++ring) {
     reducer_settings r;
-    r.transport = role_->transports[static_cast<std::size_t>(local)][ring];
-    r.rank = rank;
-    r.ring = role_->ring_settings(static_cast<int>(ring));
-    r.region = regions_[static_cast<std::size_t>(local)];
+    r.open = collective_opener(local, rank, static_cast<int>(ring));
+    r.ring_index = static_cast<int>(ring);
+    r.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_.collective_timeout);
     r.faults = seams_.faults;
     r.session = caf::actor_cast<caf::actor>(supervisor_);
     reducers.push_back(system_.spawn<caf::detached>(reducer, r));
@@ -153,30 +148,26 @@ std::vector<caf::actor> training_run::spawn_reducers(int local, int rank) {
   return reducers;
 }
 
-/// One NCCL communicator per ring per worker (transport "nccl"), each reducing its ring's
-/// slice of the worker's gradient on the worker's GPU.
-std::vector<caf::actor> training_run::spawn_nccl_reducers(int local, int rank) {
-  std::vector<caf::actor> reducers;
+/// How ring `ring` of local worker `local` opens its collective: over the plan's transport
+/// (UCX, or shared memory when the worker's gradient lives in a shared region), or, under
+/// transport "nccl", as a NCCL communicator on the worker's GPU.
+std::function<std::unique_ptr<io::collective>()> training_run::collective_opener(int local, int rank, int ring) const {
+  const auto index = static_cast<std::size_t>(local);
+  if (nccl()) {
 #ifdef TROUPE_HAS_NCCL
-  for (std::size_t ring = 0; ring < role_->nccl_ids.size(); ++ring) {
-    nccl_reducer_settings r;
-    r.id = role_->nccl_ids[ring];
-    r.world = world_;
-    r.rank = rank;
-    r.device = role_->cuda_devices[static_cast<std::size_t>(local)];
-    r.ring_index = static_cast<int>(ring);
-    r.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_->collective_timeout);
-    r.faults = seams_.faults;
-    reducers.push_back(system_.spawn<caf::detached>(nccl_reducer, r));
-    spawned_.push_back(reducers.back());
-    reducers_.insert(reducers.back().address());
-  }
+    return [id = role_.nccl_ids[static_cast<std::size_t>(ring)], world = world_, rank,
+            device = role_.cuda_devices[index], ring,
+            timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_.collective_timeout)] {
+      return std::make_unique<io::nccl_collective>(id, world, rank, device, ring, timeout);
+    };
 #else
-  (void)local;
-  (void)rank;
-  throw error("transport \"nccl\": this troupe was built without NCCL");
+    throw error("transport \"nccl\": this troupe was built without NCCL");
 #endif
-  return reducers;
+  }
+  return [transport = role_.transports[index][static_cast<std::size_t>(ring)], rank,
+          settings = role_.ring_settings(ring), region = regions_[index]] {
+    return std::make_unique<io::ring_collective>(transport, rank, settings, region);
+  };
 }
 
 data_loader_settings training_run::loader_settings(int rank) const {

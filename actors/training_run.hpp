@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -18,6 +19,7 @@
 #include "actors/training_session.hpp"
 #include "actors/worker.hpp"
 #include "cluster/fault_injection.hpp"
+#include "io/comm/collective.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/checkpoint/run_directory.hpp"
 #include "io/data/token_dataset.hpp"
@@ -42,7 +44,7 @@ compute::trainer_options trainer_options_of(const io::job_config& config,
 class training_run {
  public:
   training_run(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
-               const session_options& options, const cluster_role* role, carried_state* carried);
+               const session_options& options, const cluster_role& role, carried_state* carried);
 
   generation_outcome execute();
 
@@ -59,7 +61,7 @@ class training_run {
   void spawn_reporters();
   void spawn_rank(int local);
   std::vector<caf::actor> spawn_reducers(int local, int rank);
-  std::vector<caf::actor> spawn_nccl_reducers(int local, int rank);
+  std::function<std::unique_ptr<io::collective>()> collective_opener(int local, int rank, int ring) const;
   data_loader_settings loader_settings(int rank) const;
 
   // Waiting and ending (training_run_ending.cpp).
@@ -71,12 +73,14 @@ class training_run {
   void abort_transports(const std::string& reason);
   void stop();
 
-  bool nccl() const { return role_ != nullptr && !role_->nccl_ids.empty(); }
-  bool later_generation() const { return role_ && role_->generation > 0; }
+  bool nccl() const { return !role_.nccl_ids.empty(); }
+  bool later_generation() const { return role_.generation > 0; }
+  /// A process alone (`troupe train`) runs its own metrics hub; a cluster's is on the head.
+  bool own_hub() const { return !role_.coordinator; }
   // Under faults.policy "elastic" a ring that fails because a peer died is not yet the job's
   // failure: the head declares the node lost within its heartbeat timeout and announces the
   // next generation. The session waits that long (twice, plus slack) before it gives up.
-  std::chrono::milliseconds lost_peer_wait() const { return 2 * role_->heartbeat + std::chrono::seconds(5); }
+  std::chrono::milliseconds lost_peer_wait() const { return 2 * role_.heartbeat + std::chrono::seconds(5); }
 
   carried_state* carried_;  ///< between generations of a cluster job; null for one process
   const bool continuing_;   ///< carried_ holds a previous generation's trainers
@@ -84,7 +88,7 @@ class training_run {
   caf::scoped_actor& supervisor_;
   io::job_config config_;
   const session_options& options_;
-  const cluster_role* role_;
+  const cluster_role& role_;  ///< a world of one (cluster_role::alone()) for `troupe train`
   const int world_;
   const int first_rank_;
   const int local_workers_;

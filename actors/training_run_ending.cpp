@@ -36,21 +36,21 @@ std::optional<training_summary> training_run::await_summaries() {
           // the head decide; under "abort" the ring's own failure stops the job anyway. Only
           // this generation's reducers speak for it (ranks are renumbered in the next).
           if (reducers_.count(caf::actor_cast<caf::actor_addr>(supervisor_->current_sender())) == 0) return;
-          if (role_ && role_->elastic && role_->coordinator)
-            supervisor_->send(role_->coordinator, messages::suspect_atom::value, role_->node, role_->generation, peer,
+          if (role_.elastic && role_.coordinator)
+            supervisor_->send(role_.coordinator, messages::suspect_atom::value, role_.node, role_.generation, peer,
                               reason);
         },
         [&](messages::membership_atom, uint64_t generation, const std::string& reason) {
-          if (!role_ || generation <= role_->generation) return;  // an older generation's news
+          if (generation <= role_.generation) return;  // an older generation's news
           next_generation_ = generation;
           replan_reason_ = reason;
         },
         [&](caf::down_msg& down) {
           gone_.insert(down.source);
-          if (role_ && down.source == role_->coordinator)
+          if (role_.coordinator && down.source == role_.coordinator)
             failure_ =
-                "the head node's coordinator at " + role_->head + " went down (" + system_.render(down.reason) + ")";
-          else if (down.reason && role_ && role_->elastic && is_collective_failure(down.reason))
+                "the head node's coordinator at " + role_.head + " went down (" + system_.render(down.reason) + ")";
+          else if (down.reason && role_.elastic && is_collective_failure(down.reason))
             await_lost_node(system_.render(down.reason));
           else if (down.reason)
             failure_ = system_.render(down.reason);
@@ -99,7 +99,7 @@ std::chrono::milliseconds training_run::next_wait() const {
 /// (none may touch a trainer or a transport afterwards), and leaves the trainers, discarded
 /// of the window in flight, to `carried_`.
 void training_run::hand_over() {
-  abort_transports("membership generation " + std::to_string(role_->generation) + " ended: " + replan_reason_);
+  abort_transports("membership generation " + std::to_string(role_.generation) + " ended: " + replan_reason_);
   std::set<caf::actor_addr> running;
   for (const auto& actor : spawned_) {
     if (gone_.count(actor.address()) == 0) running.insert(actor.address());  // its down was read already
@@ -112,7 +112,7 @@ void training_run::hand_over() {
   while (!running.empty()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
-      throw make_error("ending membership generation ", role_->generation, ": ", running.size(),
+      throw make_error("ending membership generation ", role_.generation, ": ", running.size(),
                        " actor(s) did not stop within ", limit.count(), " s");
     supervisor_->receive([&](caf::down_msg& down) { running.erase(down.source); },
                          [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
@@ -121,13 +121,13 @@ void training_run::hand_over() {
                          [&](messages::suspect_atom, int32_t, const std::string&) {},  // this generation's: moot
                          caf::after(left) >> [] {});
   }
-  if (role_->coordinator) supervisor_->demonitor(role_->coordinator);
+  if (role_.coordinator) supervisor_->demonitor(role_.coordinator);
   if (!aborted.empty()) throw error(aborted);
   carried_->trainers.clear();
   for (std::size_t local = 0; local < handoffs_.size(); ++local) {
     auto& trainer = *handoffs_[local];
     if (!trainer)
-      throw make_error("ending membership generation ", role_->generation, ": the worker of rank ",
+      throw make_error("ending membership generation ", role_.generation, ": the worker of rank ",
                        first_rank_ + static_cast<int>(local), " never built its model");
     trainer->discard_window();
     carried_->trainers.push_back(trainer);
@@ -135,7 +135,7 @@ void training_run::hand_over() {
   const int64_t steps = carried_->trainers.front()->optimizer_steps();
   for (std::size_t local = 1; local < carried_->trainers.size(); ++local)
     if (carried_->trainers[local]->optimizer_steps() != steps)
-      throw make_error("ending membership generation ", role_->generation, ": the workers of node ", role_->node,
+      throw make_error("ending membership generation ", role_.generation, ": the workers of node ", role_.node,
                        " stopped at different steps (", steps, " and ", carried_->trainers[local]->optimizer_steps(),
                        "): the lost node failed during an allreduce that some ranks finished");
   carried_->regions = regions_;
@@ -149,18 +149,18 @@ void training_run::hand_over() {
 
 /// Makes every wait on this process's ring transports fail now, naming `reason`.
 void training_run::abort_transports(const std::string& reason) {
-  for (const auto& worker : role_->transports)
+  for (const auto& worker : role_.transports)
     for (const auto& transport : worker) transport->abort(reason);
 }
 
 void training_run::stop() {
   // Reducers blocked on a peer that failed would wait out the collective timeout before they
   // see their exit: aborting the transports ends those waits now.
-  if (role_ && !failure_.empty()) abort_transports(failure_);
+  if (!failure_.empty()) abort_transports(failure_);
   if (hub_ && !failure_.empty())  // the windows finished before the failure keep their lines
     supervisor_->request(hub_, std::chrono::seconds(3), messages::flush_atom::value).receive([] {}, [](caf::error&) {});
   for (const auto& actor : spawned_) supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
-  if (role_ && role_->coordinator) supervisor_->demonitor(role_->coordinator);
+  if (role_.coordinator) supervisor_->demonitor(role_.coordinator);
 }
 
 }  // namespace troupe::actors

@@ -21,8 +21,8 @@ void training_run::check_inputs() {
   if (nccl()) {
     // The manifest's devices place the workers (transport "nccl"); the config's runtime.device
     // is for single-process runs.
-    for (int device : role_->cuda_devices)
-      compute::check_device("cuda:" + std::to_string(device), "manifest: nodes[" + role_->node + "].devices");
+    for (int device : role_.cuda_devices)
+      compute::check_device("cuda:" + std::to_string(device), "manifest: nodes[" + role_.node + "].devices");
   } else {
     compute::check_device(config_.runtime.device, "config: runtime.device");
     // Over UCX or shared memory the rings sum host memory: a GPU trains one worker alone.
@@ -48,8 +48,8 @@ void training_run::check_inputs() {
     eval_batches_ = std::make_shared<const io::mlm_batch_builder>(*validation_, config_.data.mask_probability, config_.seed);
   }
   seams_ = worker_test_seams::from_environment();
-  if (role_ && !role_->restarted) {  // a restarted node runs without the faults of its first run
-    faults_ = cluster::faults_for_node(role_->node);
+  if (!role_.restarted) {  // a restarted node runs without the faults of its first run
+    faults_ = cluster::faults_for_node(role_.node);
     for (const auto& fault : faults_) {
       if (fault.kind == cluster::fault_kind::slow && !fault.phase_given) {
         seams_.slow_window = fault.window;
@@ -67,8 +67,8 @@ void training_run::prepare_trainers() {
   for (int local = 0; local < local_workers_; ++local) {
     auto trainer = trainer_options_of(config_, teacher_);
     trainer.rank = first_rank_ + local;
-    if (nccl()) trainer.device = "cuda:" + std::to_string(role_->cuda_devices[static_cast<std::size_t>(local)]);
-    if (!continuing_ && role_ && role_->shared_memory && world_ > 1 && trainer.device == "cpu") {
+    if (nccl()) trainer.device = "cuda:" + std::to_string(role_.cuda_devices[static_cast<std::size_t>(local)]);
+    if (!continuing_ && role_.shared_memory && world_ > 1 && trainer.device == "cpu") {
       try {
         auto region = std::make_shared<io::shared_region>(
             static_cast<std::size_t>(compute::parameter_count(config_.model)) * sizeof(float),
@@ -125,14 +125,13 @@ void training_run::set_start_state() {
   if (later_generation()) {
     // Every replica starts from the plan's step (copying a live replica's state); the data
     // cursor moves with it, one window of train_batch_size per step.
-    const int64_t ahead = role_->start_steps - start_.optimizer_steps;
+    const int64_t ahead = role_.start_steps - start_.optimizer_steps;
     start_.next_position += static_cast<uint64_t>(ahead) * static_cast<uint64_t>(config_.train_batch_size);
-    start_.optimizer_steps = role_->start_steps;
+    start_.optimizer_steps = role_.start_steps;
   }
   windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
-  if (role_)
-    seams_.faults = fault_trigger(faults_, role_->node, options_.run_dir / "events.jsonl", run_start_steps_,
-                                  role_->heartbeats_to_drop, role_->partitioned);
+  seams_.faults = fault_trigger(faults_, role_.node, options_.run_dir / "events.jsonl", run_start_steps_,
+                                  role_.heartbeats_to_drop, role_.partitioned);
   if (options_.max_windows)
     windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
 }

@@ -66,7 +66,13 @@ training_summary run_training(io::job_config config, const session_options& opti
   configure_actor_system(system_config);
   caf::actor_system system{system_config};
   caf::scoped_actor supervisor{system};
-  return run_training(system, supervisor, std::move(config), options, nullptr);
+  return run_training(system, supervisor, std::move(config), options, cluster_role::alone());
+}
+
+cluster_role cluster_role::alone() {
+  cluster_role role;
+  role.transports.resize(1);  // one local worker, no rings
+  return role;
 }
 
 io::ring_settings cluster_role::ring_settings(int ring) const {
@@ -80,7 +86,7 @@ io::ring_settings cluster_role::ring_settings(int ring) const {
 }
 
 training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
-                              const session_options& options, const cluster_role* role) {
+                              const session_options& options, const cluster_role& role) {
   auto outcome = training_run(system, supervisor, std::move(config), options, role, nullptr).execute();
   TROUPE_ENFORCE(outcome.summary.has_value(), "a run without a membership generation ended without a summary");
   return *outcome.summary;
@@ -88,7 +94,7 @@ training_summary run_training(caf::actor_system& system, caf::scoped_actor& supe
 
 generation_outcome run_generation(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
                                   const session_options& options, const cluster_role& role, carried_state& carried) {
-  return training_run(system, supervisor, std::move(config), options, &role, &carried).execute();
+  return training_run(system, supervisor, std::move(config), options, role, &carried).execute();
 }
 
 }  // namespace troupe::actors

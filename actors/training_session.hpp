@@ -53,10 +53,14 @@ struct session_options {
   bool metrics_wanted() const { return write_metrics || console || progress_lines || dashboard.has_value(); }
 };
 
-/// This process's part in a multi-node job, set up by the node after rendezvous
-/// (actors/node_session.cpp, run by `troupe node`).
+/// This process's part in a job: for a node of a launched job, set up after rendezvous
+/// (actors/node_session.cpp, run by `troupe node`); for `troupe train`, alone(): a world of one
+/// on the same path, with no head and no rings.
 struct cluster_role {
-  std::string node;    ///< this node's name in the manifest
+  /// One process, one worker, no rings, no coordinator: its run has its own metrics hub.
+  static cluster_role alone();
+
+  std::string node = "local";  ///< this node's name in the manifest
   uint64_t generation = 0;  ///< the membership generation of the plan (docs/faults.md)
   int64_t start_steps = 0;  ///< generations after the first: the step every replica starts from
   bool restarted = false;   ///< this process was restarted after its node was lost
@@ -75,7 +79,7 @@ struct cluster_role {
   std::size_t chunk_bytes = 1 << 20;
   bool shared_memory = true;  ///< the manifest's rings.shared_memory, and every node on this host
   std::chrono::seconds collective_timeout{120};
-  caf::actor coordinator;  ///< sends (abort_atom, reason); its going down means the head died
+  caf::actor coordinator;  ///< sends (abort_atom, reason); its going down means the head died; none alone
   /// The node's heartbeat sender skips this many heartbeats (fault injection: drop:N).
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop;
   std::shared_ptr<std::atomic<bool>> partitioned;  ///< an injected partition fired (once per process)
@@ -86,8 +90,8 @@ struct cluster_role {
 };
 
 /// Runs `config` (already parsed) in `system`, with one data_loader and one worker per local
-/// worker, a reducer per ring per worker when `role` is given, the node's metrics actor, (on
-/// global rank 0) the checkpointer, and without `role` the run's own metrics hub:
+/// worker, a reducer per ring per worker, the node's metrics actor, (on global rank 0) the
+/// checkpointer, and alone (no coordinator in `role`) the run's own metrics hub:
 ///
 ///   data_loader --batch--> worker --window_report--> metrics --batch--> hub (or the coordinator)
 ///        ^--------credit------'  |\--save (awaited)--> checkpointer --saved--> metrics  (rank 0)
@@ -98,9 +102,8 @@ struct cluster_role {
 /// with nothing written. Throws troupe::error with the first failure (an actor's reason, an
 /// abort from the coordinator, the head going down), or when no window finishes within
 /// `window_timeout`. Returns global rank 0's summary, or this process's first worker's.
-training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor,
-                                        io::job_config config, const session_options& options,
-                                        const cluster_role* role);
+training_summary run_training(caf::actor_system& system, caf::scoped_actor& supervisor, io::job_config config,
+                              const session_options& options, const cluster_role& role);
 
 /// What a node carries from one membership generation of an elastic job to the next: its
 /// workers' trainers (parameters and optimizer state as the last finished window left them),

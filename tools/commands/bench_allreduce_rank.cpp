@@ -14,6 +14,7 @@
 
 #include "actors/node_session.hpp"
 #include "actors/reducer.hpp"
+#include "io/comm/ring_collective.hpp"
 #include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_allreduce.hpp"
 #include "io/comm/shared_region.hpp"
@@ -290,10 +291,12 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
   std::vector<caf::actor> reducers;
   for (int r = 0; r < rings; ++r) {
     actors::reducer_settings settings;
-    settings.transport = role.transports[0][static_cast<std::size_t>(r)];
-    settings.rank = rank;
-    settings.ring = role.ring_settings(r);
-    if (role.shared_memory) settings.region = region;
+    settings.open = [transport = role.transports[0][static_cast<std::size_t>(r)], rank, ring = role.ring_settings(r),
+                     shared = role.shared_memory ? region : nullptr] {
+      return std::make_unique<io::ring_collective>(transport, rank, ring, shared);
+    };
+    settings.ring_index = r;
+    settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role.collective_timeout);
     reducers.push_back(system.spawn<caf::detached>(actors::reducer, settings));
   }
   caf::scoped_actor self{system};

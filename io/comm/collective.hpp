@@ -1,0 +1,48 @@
+#pragma once
+/// One ring's collective, whatever moves its bytes: "sum this slice over the ring's ranks, in
+/// place". The reducer actor (actors/reducer.hpp) drives any implementation the same way:
+///
+///   ring_collective   the ring algorithm (io/comm/ring_allreduce.hpp) over a transport: UCX
+///                     between hosts, or shared memory when every rank is on one host
+///   nccl_collective   a NCCL communicator summing device memory (io/comm/nccl/, where NCCL is)
+///
+/// A sum blocks the calling thread until every rank has the result, fails with
+/// transport_error (naming the peer at fault when the implementation knows it, -1 otherwise)
+/// when a peer fails, the ring's timeout passes or abort() was called. One thread (a
+/// reducer's) drives a collective; abort() may come from any thread.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "io/comm/transport.hpp"
+
+namespace troupe::io {
+
+class collective {
+ public:
+  virtual ~collective() = default;
+
+  /// Sums `count` floats at `data` (the gradient slice: host memory, or device memory for
+  /// NCCL) over every rank, in place. `sequence` numbers the sums of this ring, equal on every
+  /// rank for the same sum.
+  virtual void sum(float* data, std::size_t count, std::uint64_t sequence) = 0;
+  /// Sums `count` doubles in host memory (the window statistics) over every rank, in place.
+  virtual void sum_host(double* values, std::size_t count, std::uint64_t sequence) = 0;
+  /// Makes the current and every later sum fail soon, naming `reason`. Thread-safe.
+  virtual void abort(const std::string& reason) = 0;
+
+  /// What moves the bytes: "ucx", "shared memory" (known after the first sum) or "nccl".
+  virtual std::string transport_name() const = 0;
+  /// This rank's position in the ring's order (0 says things once per ring).
+  virtual int position() const = 0;
+  /// Whether a sum that timed out names the silent peer (transport_error::peer), so the node
+  /// can report it to the head; NCCL does not say which peer failed.
+  virtual bool names_silent_peers() const = 0;
+  /// Fault injection (`--inject partition`): from now on, what this rank sends to its ring
+  /// successor is dropped, as over a broken link. Returns that successor's rank, or -1 where
+  /// the transport cannot drop sends (NCCL).
+  virtual int cut_link_to_successor() { return -1; }
+};
+
+}  // namespace troupe::io
