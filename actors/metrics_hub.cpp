@@ -9,8 +9,10 @@
 #include "actors/event_log.hpp"
 #include "io/config/job_config.hpp"
 #include "io/monitor/csv_monitor.hpp"
+#include "io/monitor/job_file.hpp"
+#include "io/monitor/monitor_scalars.hpp"
+#include "io/monitor/progress_text.hpp"
 #include "io/monitor/tfevents_writer.hpp"
-#include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
 #include "messages/error_code.hpp"
@@ -22,16 +24,6 @@ namespace {
 
 using self_pointer = caf::stateful_actor<metrics_hub_state>*;
 
-std::string format_duration(double seconds) {
-  auto s = static_cast<long long>(seconds + 0.5);
-  char text[32];
-  if (s >= 3600)
-    std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, (s / 60) % 60);
-  else
-    std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
-  return text;
-}
-
 std::filesystem::path monitor_folder(const io::monitor_config& monitor, const std::filesystem::path& run_dir,
                                      const char* default_folder) {
   auto folder = monitor.output_path.empty() ? run_dir / default_folder
@@ -40,42 +32,14 @@ std::filesystem::path monitor_folder(const io::monitor_config& monitor, const st
   return monitor.job_name.empty() ? folder : folder / monitor.job_name;
 }
 
-// DeepSpeed's monitor tags (engine.py: Train/Samples/*, steps counted in samples), so dashboards
-// and habits built on DeepSpeed's TensorBoard output carry over; troupe's own series beside them.
+/// The window's scalars into the TensorBoard and csv_monitor logs (io/monitor/monitor_scalars.hpp),
+/// at DeepSpeed's step: samples seen.
 void write_scalars(metrics_hub_state& s, const metrics_hub_settings& settings, const io::window_summary& window) {
   if (s.scalar_logs.empty()) return;
-  const auto& r = window.first();
   const int64_t samples = window.step * settings.samples_per_step;
-  const double wall = window.unix_seconds;
-  const double window_s = r.window_seconds > 0 ? r.window_seconds : 1.0;
-  const std::pair<const char*, double> scalars[] = {
-      {"Train/Samples/train_loss", r.loss},
-      {"Train/Samples/lr", r.lr},
-      {"Train/Samples/perplexity", io::training_perplexity(r)},
-      {"Train/Samples/grad_norm", r.grad_norm},
-      {"Train/Samples/samples_per_second", static_cast<double>(r.samples) / window_s},
-      {"Train/Samples/tokens_per_second", static_cast<double>(r.tokens) / window_s},
-      {"Train/Samples/elapsed_time_ms_forward", r.forward_seconds * 1e3},
-      {"Train/Samples/elapsed_time_ms_backward", r.backward_seconds * 1e3},
-      {"Train/Samples/elapsed_time_ms_backward_allreduce", r.allreduce_seconds * 1e3},
-      {"Train/Samples/elapsed_time_ms_step", r.optimizer_seconds * 1e3},
-      {"Train/Samples/straggler_lateness_s", r.straggler_lateness_seconds},
-  };
+  const auto scalars = io::monitor_scalars(window);
   for (auto& log : s.scalar_logs) {
-    for (const auto& [tag, value] : scalars) log->scalar(tag, samples, value, wall);
-    if (window.eval_perplexity) log->scalar("Eval/Samples/perplexity", samples, *window.eval_perplexity, wall);
-    if (r.distilled) {  // HF distiller.py's names for the parts
-      for (const auto& [tag, value] : {std::pair{"Train/Samples/loss_ce", r.loss_ce}, {"Train/Samples/loss_mlm", r.loss_mlm},
-                                       {"Train/Samples/loss_cos", r.loss_cos}, {"Train/Samples/loss_mse", r.loss_mse},
-                                       {"Train/Samples/elapsed_time_ms_teacher", r.teacher_seconds * 1e3}})
-        log->scalar(tag, samples, value, wall);
-    }
-    if (r.loss_scale > 0) log->scalar("Train/Samples/loss_scale", samples, r.loss_scale, wall);  // DeepSpeed's tag
-    if (r.sentence_order) {
-      log->scalar("Train/Samples/loss_mlm", samples, r.loss_mlm, wall);
-      log->scalar("Train/Samples/loss_sop", samples, r.loss_sop, wall);
-      log->scalar("Train/Samples/sop_accuracy", samples, r.sop_accuracy, wall);
-    }
+    for (const auto& scalar : scalars) log->scalar(scalar.tag, samples, scalar.value, window.unix_seconds);
     log->flush();
   }
 }
@@ -94,11 +58,8 @@ void print_progress(metrics_hub_state& s, const metrics_hub_settings& settings, 
   const auto done = static_cast<double>(window.step - s.first_step);
   const auto total = settings.job.total_steps;
   const double eta = done > 0 ? elapsed / done * static_cast<double>(total - window.step) : 0.0;
-  const double samples_per_s = r.window_seconds > 0 ? r.samples / r.window_seconds : 0.0;
-  char line[256];
-  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.1f samples/s  ETA %s",
-                static_cast<long long>(window.step), static_cast<long long>(total), r.loss, r.lr, r.grad_norm,
-                samples_per_s, format_duration(eta).c_str());
+  const std::string text = io::progress_text(window, total, eta);
+  const char* line = text.c_str();
   if (settings.progress_lines) std::fprintf(stderr, "%s%s\n", messages::progress_line_marker, line);
   if (settings.console && s.tty) {
     std::fprintf(stderr, "\r\033[K%s", line);
@@ -220,7 +181,7 @@ metrics_hub_settings hub_settings_for(const io::job_config& config, const sessio
 }
 
 caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_hub_settings settings,
-                          std::shared_ptr<shared_metrics> shared, std::shared_ptr<io::dashboard_server> server) {
+                          std::shared_ptr<io::shared_metrics> shared, std::shared_ptr<io::dashboard_server> server) {
   auto& s = self->state;
   s.shared = std::move(shared);
   s.server = std::move(server);
@@ -294,67 +255,20 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
   };
 }
 
-io::dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& shared) {
-  io::dashboard_routes routes;
-  routes.state = [shared] {
-    std::lock_guard lock(shared->mutex);
-    return shared->store.state_json(unix_seconds()).dump();
-  };
-  routes.series = [shared] {
-    std::lock_guard lock(shared->mutex);
-    return shared->store.series_json().dump();
-  };
-  routes.windows = [shared](std::size_t last) {
-    std::lock_guard lock(shared->mutex);
-    return shared->store.windows_json(last).dump();
-  };
-  routes.prometheus = [shared] {
-    std::lock_guard lock(shared->mutex);
-    return shared->store.prometheus(unix_seconds());
-  };
-  return routes;
-}
-
-void write_job_description(const std::filesystem::path& file, const io::job_description& job) {
-  try {
-    std::filesystem::create_directories(file.parent_path());
-    io::write_file_atomically(file, nlohmann::json{{"name", job.name},
-                                                   {"run_dir", job.run_dir},
-                                                   {"total_steps", job.total_steps},
-                                                   {"world_size", job.world_size},
-                                                   {"started_unix_s", job.started_unix_seconds},
-                                                   {"config", job.config}}
-                                        .dump(2));
-  } catch (const std::exception& e) {  // for `troupe dashboard` later; not worth stopping training for
-    spdlog::warn("metrics hub: {} (troupe dashboard will not know the job's config)", e.what());
-  }
-}
-
-io::job_description read_job_description(const std::filesystem::path& file) {
-  io::job_description job;
-  const auto text = io::read_whole_file(file);
-  try {
-    const auto j = nlohmann::json::parse(text);
-    job.name = j.value("name", std::string());
-    job.run_dir = j.value("run_dir", std::string());
-    job.total_steps = j.value("total_steps", int64_t{0});
-    job.world_size = j.value("world_size", int64_t{1});
-    job.started_unix_seconds = j.value("started_unix_s", 0.0);
-    job.config = j.value("config", nlohmann::json::object());
-  } catch (const nlohmann::json::exception& e) {
-    throw make_error(file.string(), ": not the job description a metrics hub writes: ", e.what());
-  }
-  return job;
-}
-
 metrics_hub_handle start_metrics_hub(caf::actor_system& system, metrics_hub_settings settings) {
-  auto shared = std::make_shared<shared_metrics>(io::metrics_store(settings.job, settings.limits));
+  auto shared = std::make_shared<io::shared_metrics>(io::metrics_store(settings.job, settings.limits));
   std::shared_ptr<io::dashboard_server> server;
   metrics_hub_handle handle;
-  if (!settings.jsonl.empty()) write_job_description(settings.jsonl.parent_path() / "job.json", settings.job);
+  if (!settings.jsonl.empty()) {
+    try {
+      io::write_job_file(settings.jsonl.parent_path() / "job.json", settings.job);
+    } catch (const std::exception& e) {  // for `troupe dashboard` later; not worth stopping training for
+      spdlog::warn("metrics hub: {} (troupe dashboard will not know the job's config)", e.what());
+    }
+  }
   if (settings.dashboard) {
     try {
-      server = std::make_shared<io::dashboard_server>(*settings.dashboard, dashboard_routes_for(shared));
+      server = std::make_shared<io::dashboard_server>(*settings.dashboard, io::dashboard_routes_for(shared));
     } catch (const std::exception& e) {
       throw make_error(e.what(), "; choose another with --dashboard-port / --dashboard-bind, or --no-dashboard");
     }

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "io/monitor/dashboard_server.hpp"
 #include "io/monitor/json_lines_follower.hpp"
 #include "io/monitor/metrics_store.hpp"
+#include "io/monitor/shared_metrics.hpp"
 #include "io/monitor/scalar_log.hpp"
 
 namespace troupe::io {
@@ -51,16 +51,9 @@ struct metrics_hub_settings {
 /// progress lines, dashboard; files only with write_metrics) on `world_size` workers.
 metrics_hub_settings hub_settings_for(const io::job_config& config, const session_options& options, int64_t world_size);
 
-/// What the HTTP threads read while the hub writes: the store behind a mutex.
-struct shared_metrics {
-  std::mutex mutex;
-  io::metrics_store store;
-  explicit shared_metrics(io::metrics_store s) : store(std::move(s)) {}
-};
-
 struct metrics_hub_state {
   static inline const char* name = "metrics_hub";
-  std::shared_ptr<shared_metrics> shared;
+  std::shared_ptr<io::shared_metrics> shared;
   std::shared_ptr<io::dashboard_server> server;  ///< declared after `shared`: stopped first
   std::ofstream jsonl;
   std::vector<std::unique_ptr<io::scalar_log>> scalar_logs;
@@ -93,16 +86,7 @@ struct metrics_hub_state {
 /// `limits.window_grace_seconds` (see io::metrics_store::take_due). Spawned detached: disk
 /// writes and HTTP rendering never occupy the scheduler threads the workers' messages use.
 caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_hub_settings settings,
-                          std::shared_ptr<shared_metrics> shared, std::shared_ptr<io::dashboard_server> server);
-
-/// The dashboard's routes over a store (the hub's, or `troupe dashboard`'s rebuilt from files).
-io::dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& shared);
-
-/// RUN_DIR/job.json: what the page shows of the job (name, steps, world, config), written by the
-/// hub when it starts (a failure to write is logged), read by `troupe dashboard RUN_DIR`. Reading
-/// throws troupe::error naming the file when it is missing or not JSON.
-void write_job_description(const std::filesystem::path& file, const io::job_description& job);
-io::job_description read_job_description(const std::filesystem::path& file);
+                          std::shared_ptr<io::shared_metrics> shared, std::shared_ptr<io::dashboard_server> server);
 
 /// A started hub and where its dashboard is.
 struct metrics_hub_handle {

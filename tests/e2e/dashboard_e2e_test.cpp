@@ -217,8 +217,8 @@ TEST_F(dashboard_e2e, a_finished_run_is_summarised_and_served_again_from_its_fil
   const int port = io::free_local_port();
   testing::command_result served;
   std::thread server([&] {
-    served = testing::run_command(troupe_binary() + " dashboard " + run.string() + " --dashboard-port " +
-                                  std::to_string(port) + " --exit-after 6");
+    served = testing::run_command(troupe_binary() + " dashboard " + run.string() + " --port " +
+                                  std::to_string(port) + " --bind 127.0.0.1 --exit-after 6");
   });
   httplib::Client client("127.0.0.1", port);
   json state;

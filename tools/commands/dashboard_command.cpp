@@ -6,21 +6,22 @@
 #include <ctime>
 #include <memory>
 
-#include "actors/event_log.hpp"
-#include "actors/metrics_hub.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
+#include "io/monitor/dashboard_server.hpp"
+#include "io/monitor/job_file.hpp"
+#include "io/monitor/json_lines_follower.hpp"
+#include "io/monitor/shared_metrics.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
-#include "tools/commands/dashboard_arguments.hpp"
-#include "io/monitor/json_lines_follower.hpp"
 
 namespace troupe::tools {
 namespace {
 
 struct dashboard_command_arguments {
   std::string run_dir;
-  dashboard_arguments dashboard;
-  double exit_after = 0;  ///< seconds; 0: until interrupted
+  int port = 6006;              ///< TensorBoard's default, as `tensorboard --logdir` users expect
+  std::string bind = "127.0.0.1";
+  double exit_after = 0;        ///< seconds; 0: until interrupted
 };
 
 /// Serves RUN_DIR's files as the live hub would (tensorboard --logdir's habit): the windows of
@@ -31,13 +32,13 @@ void serve_run_directory(const dashboard_command_arguments& args) {
   const auto first = io::read_windows(run_dir);  // refuses a directory without windows
   io::job_description job;
   if (std::filesystem::exists(run_dir / "job.json")) {
-    job = actors::read_job_description(run_dir / "job.json");
+    job = io::read_job_file(run_dir / "job.json");
   } else {  // written before the hub kept job.json: what the lines say
     job.name = std::filesystem::absolute(run_dir).lexically_normal().filename().string();
     job.run_dir = std::filesystem::absolute(run_dir).lexically_normal().string();
     job.world_size = first.back().first().world_size;
   }
-  auto shared = std::make_shared<actors::shared_metrics>(io::metrics_store(job, io::store_limits{}));
+  auto shared = std::make_shared<io::shared_metrics>(io::metrics_store(job, io::store_limits{}));
   // The checkpoints on disk (step-NNNNNNNN: their steps and sizes; when and how fast they were
   // written is not kept).
   for (const auto& dir : io::committed_checkpoints(run_dir)) {
@@ -47,13 +48,15 @@ void serve_run_directory(const dashboard_command_arguments& args) {
     shared->store.add_checkpoint(checkpoint);
   }
   io::json_lines_follower metrics(run_dir / "metrics.jsonl"), events(run_dir / "events.jsonl");
-  auto options = dashboard_options_of(args.dashboard);
-  if (!options) throw error("dashboard: --no-dashboard leaves nothing to serve");
+  io::dashboard_options options;
+  options.port = args.port;
+  options.bind = args.bind;
+  options.assets = io::default_dashboard_assets();
   std::unique_ptr<io::dashboard_server> server;
   try {
-    server = std::make_unique<io::dashboard_server>(*options, actors::dashboard_routes_for(shared));
+    server = std::make_unique<io::dashboard_server>(options, io::dashboard_routes_for(shared));
   } catch (const std::exception& e) {
-    throw make_error(e.what(), "; choose another with --dashboard-port / --dashboard-bind");
+    throw make_error(e.what(), "; choose another with --port / --bind");
   }
   std::fprintf(stderr, "dashboard: %s\n", server->url().c_str());
   std::fflush(stderr);
@@ -105,7 +108,12 @@ void add_dashboard_command(CLI::App& app) {
   auto* command = app.add_subcommand(
       "dashboard", "serve the dashboard of a run directory, finished or still running (as tensorboard --logdir)");
   command->add_option("run_dir", args->run_dir, "the run directory (holds metrics.jsonl)")->required();
-  add_dashboard_options(command, args->dashboard);
+  command->add_option("--port", args->port, "the HTTP port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  command->add_option("--bind", args->bind, "address to listen on (0.0.0.0: every interface; mind who can reach it)")
+      ->capture_default_str()
+      ->check(CLI::ValidIPV4);
   command->add_option("--exit-after", args->exit_after, "stop serving after this many seconds (0: at Ctrl-C)")
       ->check(CLI::NonNegativeNumber);
   command->callback([args] { serve_run_directory(*args); });
