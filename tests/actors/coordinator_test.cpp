@@ -1,0 +1,190 @@
+// The coordinator as an actor in a real actor system, driven as the nodes drive it: each node's
+// side of the rendezvous is a scoped actor that joins, heartbeats, finishes or goes away. What
+// it must get right: every member gets one plan, a lost member starts the next membership
+// generation for the survivors, nothing of an older generation is applied, waits end at their
+// timeouts naming who is missing, and a node declared lost is fenced.
+
+#include "actors/coordinator.hpp"
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "messages/atoms.hpp"
+#include "messages/type_registration.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+/// Three nodes of one worker and one ring; elastic down to one node.
+json three_nodes(int join_s = 5, int heartbeat_ms = 60000) {
+  return {{"head", {{"host", "127.0.0.1"}, {"port", 29611}}},
+          {"nodes", json::array({{{"name", "a"}, {"host", "127.0.0.1"}, {"workers", 1}},
+                                 {{"name", "b"}, {"host", "127.0.0.1"}, {"workers", 1}},
+                                 {{"name", "c"}, {"host", "127.0.0.1"}, {"workers", 1}}})},
+          {"rings", {{"count", 1}}},
+          {"oversubscribe", true},
+          {"timeouts", {{"join_s", join_s}, {"heartbeat_period_ms", 20}, {"heartbeat_ms", heartbeat_ms}}},
+          {"faults", {{"policy", "elastic"}, {"min_nodes", 1}}}};
+}
+
+std::string join_bytes(const std::string& node, uint64_t generation, int64_t committed_steps = 0) {
+  cluster::join_request join;
+  join.node = node;
+  join.generation = generation;
+  join.committed_steps = committed_steps;
+  join.workers = {{io::transport_address{static_cast<uint8_t>(node[0])}}};
+  return cluster::encode_join(join);
+}
+
+class coordinator_test : public ::testing::Test {
+ protected:
+  void start(const json& manifest) {
+    messages::register_types(config_);
+    system_ = std::make_unique<caf::actor_system>(config_);
+    coordinator_settings settings;
+    settings.manifest = cluster::parse_manifest(manifest, "m.json");
+    coordinator_ = system_->spawn(coordinator, settings);
+    for (const char* name : {"a", "b", "c"}) nodes_.emplace(name, std::make_unique<caf::scoped_actor>(*system_));
+  }
+  void TearDown() override {
+    if (coordinator_) caf::anon_send_exit(coordinator_, caf::exit_reason::user_shutdown);
+  }
+
+  caf::scoped_actor& node(const std::string& name) { return *nodes_.at(name); }
+
+  /// Every named node joins `generation` at once; the plan each got, or the error's text.
+  std::map<std::string, std::string> join_all(const std::vector<std::string>& names, uint64_t generation,
+                                              int64_t committed_steps = 0) {
+    std::map<std::string, std::string> answers;
+    std::vector<std::pair<std::string, decltype(node("a")->request(coordinator_, 1s, messages::join_atom::value,
+                                                                   std::string()))>>
+        pending;
+    for (const auto& name : names)
+      pending.emplace_back(name, node(name)->request(coordinator_, 10s, messages::join_atom::value,
+                                                     join_bytes(name, generation, committed_steps)));
+    for (auto& [name, handle] : pending)
+      handle.receive([&, n = name](const std::string& plan) { answers[n] = plan; },
+                     [&, n = name](caf::error& e) { answers[n] = "error: " + system_->render(e); });
+    return answers;
+  }
+
+  /// The generation of the next membership message `name` receives within `wait`, if any.
+  std::optional<uint64_t> membership_news(const std::string& name, std::chrono::milliseconds wait = 3000ms) {
+    std::optional<uint64_t> generation;
+    node(name)->receive([&](messages::membership_atom, uint64_t g, const std::string&) { generation = g; },
+                        caf::after(wait) >> [] {});
+    return generation;
+  }
+
+  caf::actor_system_config config_;
+  std::unique_ptr<caf::actor_system> system_;
+  caf::actor coordinator_;
+  std::map<std::string, std::unique_ptr<caf::scoped_actor>> nodes_;
+};
+
+TEST_F(coordinator_test, every_member_gets_one_plan_once_all_have_joined) {
+  start(three_nodes());
+  const auto answers = join_all({"a", "b", "c"}, 0);
+  ASSERT_EQ(answers.size(), 3u);
+  for (const auto& [name, bytes] : answers) {
+    ASSERT_EQ(bytes.rfind("error", 0), std::string::npos) << name << ": " << bytes;
+    const auto plan = cluster::decode_plan(bytes, "the head");
+    EXPECT_EQ(plan.generation, 0u);
+    EXPECT_EQ(plan.world, 3);
+    EXPECT_EQ(plan.member(name).first_rank, name[0] - 'a');  // manifest order
+    EXPECT_EQ(plan.endpoints.at(static_cast<std::size_t>(name[0] - 'a')).at(0).at(0), static_cast<uint8_t>(name[0]));
+  }
+}
+
+TEST_F(coordinator_test, a_lost_member_starts_the_next_generation_and_older_news_is_refused) {
+  start(three_nodes());
+  join_all({"a", "b", "c"}, 0);
+  nodes_.erase("c");  // its side of the rendezvous goes down: the node is lost
+  EXPECT_EQ(membership_news("a"), 1u);
+  EXPECT_EQ(membership_news("b"), 1u);
+
+  // A join for the generation that ended is refused, naming both generations.
+  std::string refused;
+  node("b")->request(coordinator_, 5s, messages::join_atom::value, join_bytes("b", 0))
+      .receive([](const std::string&) {}, [&](caf::error& e) { refused = system_->render(e); });
+  EXPECT_NE(refused.find("joined generation 0, the job is at generation 1"), std::string::npos) << refused;
+
+  // The survivors go on from the furthest step any of them finished.
+  std::map<std::string, std::string> answers;
+  auto a = node("a")->request(coordinator_, 10s, messages::join_atom::value, join_bytes("a", 1, 5));
+  auto b = node("b")->request(coordinator_, 10s, messages::join_atom::value, join_bytes("b", 1, 4));
+  a.receive([&](const std::string& plan) { answers["a"] = plan; }, [](caf::error&) {});
+  b.receive([&](const std::string& plan) { answers["b"] = plan; }, [](caf::error&) {});
+  ASSERT_EQ(answers.size(), 2u);
+  const auto plan = cluster::decode_plan(answers["a"], "the head");
+  EXPECT_EQ(plan.generation, 1u);
+  EXPECT_EQ(plan.world, 2);
+  EXPECT_EQ(plan.start_steps, 5);
+  ASSERT_EQ(plan.members.size(), 2u);
+  EXPECT_EQ(plan.members[1].node, "b");
+
+  // A finish of the old generation is ignored; both finishing the current one releases both.
+  node("b")->send(coordinator_, messages::finished_atom::value, std::string("b"), uint64_t{0});
+  node("a")->send(coordinator_, messages::finished_atom::value, std::string("a"), uint64_t{1});
+  bool early_release = false;
+  node("a")->receive([&](messages::release_atom) { early_release = true; }, caf::after(300ms) >> [] {});
+  EXPECT_FALSE(early_release) << "a finish of generation 0 counted in generation 1";
+  node("b")->send(coordinator_, messages::finished_atom::value, std::string("b"), uint64_t{1});
+  for (const char* name : {"a", "b"}) {
+    bool released = false;
+    node(name)->receive([&](messages::release_atom) { released = true; }, caf::after(3s) >> [] {});
+    EXPECT_TRUE(released) << name;
+  }
+}
+
+TEST_F(coordinator_test, a_member_that_never_joins_fails_the_waiting_joins_at_the_join_timeout) {
+  start(three_nodes(/*join_s=*/1));
+  const auto started = std::chrono::steady_clock::now();
+  const auto answers = join_all({"a", "b"}, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 8s);
+  for (const auto& [name, text] : answers) {
+    EXPECT_NE(text.find("nodes c (127.0.0.1) did not join"), std::string::npos) << name << ": " << text;
+    EXPECT_NE(text.find("timeouts.join_s"), std::string::npos) << text;
+  }
+}
+
+TEST_F(coordinator_test, a_silent_member_is_lost_and_its_heartbeats_are_then_refused) {
+  start(three_nodes(5, /*heartbeat_ms=*/300));
+  join_all({"a", "b", "c"}, 0);
+  // a and b keep beating; c beats once, then falls silent.
+  node("c")->request(coordinator_, 2s, messages::heartbeat_atom::value, std::string("c")).receive([] {}, [](caf::error&) {});
+  std::optional<uint64_t> news;
+  for (int i = 0; i < 100 && !news; ++i) {
+    for (const char* name : {"a", "b"})
+      node(name)->request(coordinator_, 2s, messages::heartbeat_atom::value, std::string(name))
+          .receive([] {}, [](caf::error&) {});
+    news = membership_news("a", 50ms);
+  }
+  ASSERT_EQ(news, 1u) << "c was never declared lost";
+  std::string fenced;
+  node("c")->request(coordinator_, 2s, messages::heartbeat_atom::value, std::string("c"))
+      .receive([] {}, [&](caf::error& e) { fenced = system_->render(e); });
+  EXPECT_NE(fenced.find("node c is no longer part of the job"), std::string::npos) << fenced;
+}
+
+TEST_F(coordinator_test, a_join_from_a_lost_node_is_refused) {
+  start(three_nodes());
+  join_all({"a", "b", "c"}, 0);
+  nodes_.erase("c");
+  ASSERT_EQ(membership_news("a"), 1u);
+  nodes_.emplace("c", std::make_unique<caf::scoped_actor>(*system_));
+  std::string refused;
+  node("c")->request(coordinator_, 5s, messages::join_atom::value, join_bytes("c", 1))
+      .receive([](const std::string&) {}, [&](caf::error& e) { refused = system_->render(e); });
+  EXPECT_NE(refused.find("node c was lost from the job before generation 1"), std::string::npos) << refused;
+}
+
+}  // namespace
+}  // namespace troupe::actors

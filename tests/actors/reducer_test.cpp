@@ -1,0 +1,183 @@
+// The reducer's window protocol as an actor in a real actor system, over a scripted collective
+// (io/comm/collective.hpp; the rings themselves are tested in tests/io/comm): what it sums for a
+// request, what it answers, when it reports a silent peer to the session and when not, and how
+// it fails when its collective cannot be opened.
+
+#include "actors/reducer.hpp"
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "actors/protocol/reduce_request.hpp"
+#include "messages/atoms.hpp"
+#include "messages/type_registration.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// What the scripted collective saw and how it behaves; shared with the test.
+struct script {
+  std::mutex mutex;
+  std::vector<std::string> calls;        ///< "sum 12 @3", "host 4 @3"
+  std::chrono::milliseconds delay{0};    ///< each sum takes this long
+  int fail_with_peer = -2;               ///< -2: no failure; else sums throw transport_error(peer)
+  bool names_peers = true;
+  std::atomic<int> cut_links{0};
+};
+
+class scripted_collective final : public io::collective {
+ public:
+  explicit scripted_collective(std::shared_ptr<script> s) : script_(std::move(s)) {}
+  void sum(float* data, std::size_t count, std::uint64_t sequence) override {
+    run("sum " + std::to_string(count) + " @" + std::to_string(sequence));
+    for (std::size_t i = 0; i < count; ++i) data[i] *= 2;  // as two equal ranks would
+  }
+  void sum_host(double* values, std::size_t count, std::uint64_t sequence) override {
+    run("host " + std::to_string(count) + " @" + std::to_string(sequence));
+    for (std::size_t i = 0; i < count; ++i) values[i] *= 2;
+  }
+  void abort(const std::string&) override {}
+  std::string transport_name() const override { return "scripted"; }
+  int position() const override { return 0; }
+  bool names_silent_peers() const override { return script_->names_peers; }
+  int cut_link_to_successor() override {
+    ++script_->cut_links;
+    return 1;
+  }
+
+ private:
+  void run(const std::string& call) {
+    std::this_thread::sleep_for(script_->delay);
+    {
+      std::lock_guard lock(script_->mutex);
+      script_->calls.push_back(call);
+    }
+    if (script_->fail_with_peer != -2) throw io::transport_error(script_->fail_with_peer, "peer silent");
+  }
+  std::shared_ptr<script> script_;
+};
+
+class reducer_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    messages::register_types(config_);
+    system_ = std::make_unique<caf::actor_system>(config_);
+    self_ = std::make_unique<caf::scoped_actor>(*system_);
+  }
+
+  caf::actor spawn(reducer_settings settings = {}) {
+    if (!settings.open) settings.open = [s = script_] { return std::make_unique<scripted_collective>(s); };
+    settings.session = caf::actor_cast<caf::actor>(*self_);
+    if (settings.timeout == std::chrono::milliseconds(120000)) settings.timeout = 100ms;
+    return system_->spawn<caf::detached>(reducer, settings);
+  }
+
+  /// Sends one window's request; the answer's seconds, or the error's text.
+  std::variant<double, std::string> reduce(const caf::actor& reducer, std::vector<float>& gradient,
+                                           std::vector<double>& statistics, uint64_t sequence) {
+    reduce_request request;
+    request.gradient = gradient.data();
+    request.gradient_count = gradient.size();
+    request.statistics = statistics.data();
+    request.statistic_count = statistics.size();
+    request.sequence = sequence;
+    request.window = 7;
+    std::variant<double, std::string> answer = std::string("no answer");
+    (*self_)->request(reducer, 5s, messages::reduce_atom::value, request)
+        .receive([&](double seconds) { answer = seconds; }, [&](caf::error& e) { answer = system_->render(e); });
+    return answer;
+  }
+
+  /// Whether the session heard (suspect_atom, peer, …) within `wait`.
+  std::optional<int32_t> suspected(std::chrono::milliseconds wait = 300ms) {
+    std::optional<int32_t> peer;
+    (*self_)->receive([&](messages::suspect_atom, int32_t p, const std::string&) { peer = p; },
+                      caf::after(wait) >> [] {});
+    return peer;
+  }
+
+  std::shared_ptr<script> script_ = std::make_shared<script>();
+  caf::actor_system_config config_;
+  std::unique_ptr<caf::actor_system> system_;
+  std::unique_ptr<caf::scoped_actor> self_;
+};
+
+TEST_F(reducer_test, sums_the_gradient_then_the_statistics_and_answers_the_gradients_time) {
+  auto reducer = spawn();
+  std::vector<float> gradient{1, 2, 3};
+  std::vector<double> statistics{0.5, 4};
+  script_->delay = 20ms;
+  const auto answer = reduce(reducer, gradient, statistics, 3);
+  ASSERT_TRUE(std::holds_alternative<double>(answer)) << std::get<std::string>(answer);
+  EXPECT_GE(std::get<double>(answer), 0.015);
+  EXPECT_EQ(gradient, (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(statistics, (std::vector<double>{1, 8}));
+  std::lock_guard lock(script_->mutex);
+  EXPECT_EQ(script_->calls, (std::vector<std::string>{"sum 3 @3", "host 2 @3"}));
+}
+
+TEST_F(reducer_test, a_peer_silent_for_the_whole_timeout_is_reported_to_the_session) {
+  auto reducer = spawn();
+  script_->delay = 150ms;  // past the 100 ms ring timeout
+  script_->fail_with_peer = 2;
+  std::vector<float> gradient{1};
+  std::vector<double> statistics;
+  const auto answer = reduce(reducer, gradient, statistics, 0);
+  ASSERT_TRUE(std::holds_alternative<std::string>(answer));
+  EXPECT_NE(std::get<std::string>(answer).find("ring 0, window 7: peer silent"), std::string::npos)
+      << std::get<std::string>(answer);
+  EXPECT_EQ(suspected(), 2);
+}
+
+TEST_F(reducer_test, a_quick_failure_or_a_collective_that_names_no_peer_reports_no_suspect) {
+  script_->fail_with_peer = 1;  // fails at once: the peer died, the head finds that itself
+  auto quick = spawn();
+  std::vector<float> gradient{1};
+  std::vector<double> statistics;
+  EXPECT_TRUE(std::holds_alternative<std::string>(reduce(quick, gradient, statistics, 0)));
+  EXPECT_FALSE(suspected());
+
+  script_->delay = 150ms;  // silent for the whole timeout, but NCCL-like: no peer named
+  script_->names_peers = false;
+  auto anonymous = spawn();
+  EXPECT_TRUE(std::holds_alternative<std::string>(reduce(anonymous, gradient, statistics, 0)));
+  EXPECT_FALSE(suspected());
+}
+
+TEST_F(reducer_test, a_collective_that_cannot_open_ends_the_reducer_with_its_reason) {
+  reducer_settings settings;
+  settings.open = []() -> std::unique_ptr<io::collective> { throw std::runtime_error("no such device"); };
+  auto reducer = spawn(settings);
+  (*self_)->monitor(reducer);
+  std::string reason;
+  (*self_)->receive([&](caf::down_msg& down) { reason = system_->render(down.reason); }, caf::after(5s) >> [] {});
+  EXPECT_NE(reason.find("no such device"), std::string::npos) << reason;
+}
+
+TEST_F(reducer_test, an_injected_partition_cuts_the_link_once_from_its_window) {
+  cluster::injected_fault partition;
+  partition.kind = cluster::fault_kind::partition;
+  partition.node = "a";
+  partition.window = 7;
+  partition.phase = cluster::fault_phase::allreduce;
+  reducer_settings settings;
+  settings.faults = fault_trigger({partition}, "a", {}, 0, nullptr, std::make_shared<std::atomic<bool>>(false));
+  auto reducer = spawn(settings);
+  std::vector<float> gradient{1};
+  std::vector<double> statistics;
+  reduce(reducer, gradient, statistics, 0);
+  reduce(reducer, gradient, statistics, 1);
+  EXPECT_EQ(script_->cut_links.load(), 1);
+}
+
+}  // namespace
+}  // namespace troupe::actors
