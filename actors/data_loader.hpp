@@ -28,8 +28,9 @@ struct data_loader_settings {
   uint64_t windows = 0;         ///< windows to produce
   int64_t start_step = 0;       ///< optimizer steps done before the first window (for faults)
   fault_trigger faults;         ///< injected kills and hangs of the "data" phase
-  /// Test seam (TROUPE_TEST_RECORD_SAMPLES): when set, one line "position epoch sample_id" per
-  /// sample sent is appended here, so tests can check that no sample is skipped or repeated.
+  /// --record-samples (session_options::record_samples): when set, one line "position epoch
+  /// sample_id" per sample sent is appended here, so a run can show that no sample was skipped
+  /// or repeated.
   std::filesystem::path sample_log;
 };
 

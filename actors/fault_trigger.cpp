@@ -32,9 +32,9 @@ void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {
       continue;
     }
     if (fault.phase != phase || start_steps_ + fault.window != step) continue;
-    if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc ||
-        fault.kind == cluster::fault_kind::partition)
-      continue;
+    if (fault.kind != cluster::fault_kind::kill && fault.kind != cluster::fault_kind::hang &&
+        fault.kind != cluster::fault_kind::drop)
+      continue;  // these fire where their own moment comes (checkpoint writing, replica check, rings)
     const bool kill = fault.kind == cluster::fault_kind::kill, drop = fault.kind == cluster::fault_kind::drop;
     record(fault, step);
     if (drop) {
@@ -68,6 +68,15 @@ bool fault_trigger::take_partition(int64_t step) const {
   return false;
 }
 
+bool fault_trigger::diverges(int64_t step) const {
+  for (const auto& fault : faults_) {
+    if (fault.kind != cluster::fault_kind::diverge || start_steps_ + fault.window != step) continue;
+    record(fault, step);
+    return true;
+  }
+  return false;
+}
+
 io::checkpoint_write_faults fault_trigger::checkpoint_faults(int64_t step) const {
   io::checkpoint_write_faults faults;
   for (const auto& fault : faults_) {
@@ -75,6 +84,13 @@ io::checkpoint_write_faults fault_trigger::checkpoint_faults(int64_t step) const
     if (fault.kind == cluster::fault_kind::corrupt_checkpoint || fault.kind == cluster::fault_kind::enospc) {
       record(fault, step);
       (fault.kind == cluster::fault_kind::enospc ? faults.enospc : faults.corrupt) = true;
+    } else if (fault.kind == cluster::fault_kind::stall_checkpoint) {
+      record(fault, step);
+      faults.stall_after_bytes = static_cast<std::size_t>(fault.stall_bytes);
+    } else if (fault.kind == cluster::fault_kind::slow_checkpoint) {
+      record(fault, step);
+      faults.stall_after_bytes = 1;
+      faults.stall_seconds = static_cast<double>(fault.slow_ms) / 1000.0;
     } else if (fault.phase == cluster::fault_phase::checkpoint) {
       faults.after_model = [trigger = *this, step] { trigger.at(cluster::fault_phase::checkpoint, step); };
     }

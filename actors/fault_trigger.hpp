@@ -32,12 +32,16 @@ class fault_trigger {
 
   /// Fires what is due at `phase` of the window that ends with optimizer step `step`.
   void at(cluster::fault_phase phase, int64_t step) const;
-  /// The faults for writing the checkpoint of `step`: corrupt-checkpoint, enospc, and kills,
-  /// hangs and drops of the checkpoint phase (fired once model.safetensors is written).
+  /// The faults for writing the checkpoint of `step`: corrupt-checkpoint, enospc,
+  /// stall-checkpoint, slow-checkpoint, and kills, hangs and drops of the checkpoint phase (fired
+  /// once model.safetensors is written).
   io::checkpoint_write_faults checkpoint_faults(int64_t step) const;
   /// True once, in the whole process (the flag is shared by copies and generations), when a
   /// partition fault is due at or before `step`; records the event.
   bool take_partition(int64_t step) const;
+  /// True when a diverge fault is due in the window of `step` (the worker then nudges its
+  /// replica before the window's replica check); records the event.
+  bool diverges(int64_t step) const;
 
  private:
   /// A "fault" event for `fault`, firing in the window of `step`.

@@ -71,7 +71,7 @@ generation_outcome training_run::execute() {
 /// this run's own hub), and global rank 0's checkpointer.
 void training_run::spawn_reporters() {
   if (!options_.metrics_wanted()) {
-    if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, caf::actor{});
+    if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, caf::actor{});
     return;
   }
   if (own_hub()) hub_ = start_metrics_hub(system_, hub_settings_for(config_, options_, world_)).actor;
@@ -82,7 +82,7 @@ void training_run::spawn_reporters() {
   metric_options.node = role_.node;
   metric_options.generation = role_.generation;
   metrics_actor_ = system_.spawn(metrics, metric_options);
-  if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, seams_.faults, metrics_actor_);
+  if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, metrics_actor_);
 }
 
 /// One local worker: its reducers (one per ring), the worker, its data loader.
@@ -117,7 +117,7 @@ void training_run::spawn_rank(int local) {
     w.eval_micro_size = config_.micro_batch_size;
     w.eval_batches = eval_batches_;
   }
-  w.seams = seams_;
+  w.faults = worker_faults_;
   if (later_generation()) w.synchronise_to_steps = role_.start_steps;
   w.collective_timeout = role_.collective_timeout;
   w.reducers = spawn_reducers(local, rank);  // none in a world of one
@@ -139,7 +139,7 @@ std::vector<caf::actor> training_run::spawn_reducers(int local, int rank) {
     r.open = collective_opener(local, rank, static_cast<int>(ring));
     r.ring_index = static_cast<int>(ring);
     r.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_.collective_timeout);
-    r.faults = seams_.faults;
+    r.faults = worker_faults_.trigger;
     r.session = caf::actor_cast<caf::actor>(supervisor_);
     reducers.push_back(system_.spawn<caf::detached>(reducer, r));
     spawned_.push_back(reducers.back());
@@ -184,9 +184,9 @@ data_loader_settings training_run::loader_settings(int rank) const {
   d.start_position = start_.next_position;
   d.windows = static_cast<uint64_t>(windows_);
   d.start_step = start_.optimizer_steps;
-  d.faults = seams_.faults;
-  if (const char* record = std::getenv("TROUPE_TEST_RECORD_SAMPLES"))
-    d.sample_log = std::filesystem::path(record) /
+  d.faults = worker_faults_.trigger;
+  if (!options_.record_samples.empty())
+    d.sample_log = options_.record_samples /
                    ("rank-" + std::to_string(rank) + "-pid-" + std::to_string(::getpid()) + ".txt");
   return d;
 }

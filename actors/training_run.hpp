@@ -97,7 +97,7 @@ class training_run {
   std::shared_ptr<const io::token_dataset> dataset_;
   std::shared_ptr<const io::token_dataset> validation_;        ///< eval_every_windows' held-out data
   std::shared_ptr<const io::mlm_batch_builder> eval_batches_;  ///< (uses validation_)
-  worker_test_seams seams_;
+  worker_faults worker_faults_;  ///< the injected faults the workers and the other actors fire
   std::vector<compute::trainer_options> trainers_;
   std::vector<std::shared_ptr<io::shared_region>> regions_;
   std::shared_ptr<const compute::teacher_setup> teacher_;  ///< distillation's, read by check_inputs
@@ -106,7 +106,6 @@ class training_run {
   resumed_run resumed_;
   io::training_state start_;
   int64_t run_start_steps_ = 0;  ///< the step this process's run began at (before any generation)
-  std::vector<cluster::injected_fault> faults_;  ///< this node's, from TROUPE_INJECT
   int64_t windows_ = 0;
   caf::actor metrics_actor_, checkpoint_actor_;
   caf::actor hub_;  ///< a single-process run's own metrics hub (a cluster's is on the head)

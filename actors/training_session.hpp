@@ -14,6 +14,7 @@
 
 #include "io/comm/ring_allreduce.hpp"
 #include "io/comm/transport.hpp"
+#include "cluster/fault_injection.hpp"
 #include "io/config/job_config.hpp"
 #include "io/monitor/dashboard_server.hpp"
 #include "actors/protocol/training_summary.hpp"
@@ -44,6 +45,12 @@ struct session_options {
   /// the nodes of a launched job: the launcher holds the directory and has checked it.
   bool own_run_directory = true;
   bool overwrite = false;
+  /// Faults to inject into this run (`--inject`, cluster/fault_injection.hpp): this node's, for
+  /// its first process (a restarted node runs without them).
+  std::vector<cluster::injected_fault> injected_faults;
+  /// --record-samples DIR: every data loader appends "position epoch sample_id" per sample it
+  /// sends to DIR/rank-R-pid-P.txt (which samples a run consumed; docs/data.md). Empty: none.
+  std::filesystem::path record_samples;
   /// A single-process run's dashboard (a cluster job's is the head's: cluster_membership);
   /// none: no HTTP server (metrics.jsonl and the console are written all the same).
   std::optional<io::dashboard_options> dashboard;

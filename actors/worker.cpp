@@ -36,41 +36,15 @@ uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
   return io::xxh64(values.data_ptr(), static_cast<std::size_t>(values.numel()) * values.element_size());
 }
 
-/// "A:B" → {A, B}; throws troupe::error naming the variable otherwise.
-std::pair<double, double> seam_pair(const char* variable) {
-  const char* text = std::getenv(variable);
-  if (text == nullptr) return {0, 0};
-  char* end = nullptr;
-  const double first = std::strtod(text, &end);
-  if (end == text || *end != ':') throw make_error(variable, "=", text, ": expected A:B");
-  const char* second_text = end + 1;
-  const double second = std::strtod(second_text, &end);
-  if (end == second_text || *end != '\0') throw make_error(variable, "=", text, ": expected A:B");
-  return {first, second};
-}
-
 }  // namespace
-
-worker_test_seams worker_test_seams::from_environment() {
-  worker_test_seams seams;
-  const auto [window, seconds] = seam_pair(stall_window_variable);
-  seams.stall_window = static_cast<int64_t>(window);
-  seams.stall_seconds = seconds;
-  if (std::getenv(perturb_parameters_variable) != nullptr) {
-    const auto [rank, step] = seam_pair(perturb_parameters_variable);
-    seams.perturb_rank = static_cast<int64_t>(rank);
-    seams.perturb_step = static_cast<int64_t>(step);
-  }
-  return seams;
-}
 
 /// The faults `troupe launch --inject` put into this node, at the start of a micro-batch.
 void worker_state::inject_faults() {
-  const auto& seams = settings.seams;
+  const auto& faults = settings.faults;
   const int64_t window = windows_done + 1;
-  if (micro_in_window == 0) seams.faults.at(cluster::fault_phase::forward, step_in_flight());
-  if (seams.slow_window > 0 && window >= seams.slow_window)
-    std::this_thread::sleep_for(std::chrono::duration<double>(seams.slow_seconds));
+  if (micro_in_window == 0) faults.trigger.at(cluster::fault_phase::forward, step_in_flight());
+  if (faults.slow_window > 0 && window >= faults.slow_window)
+    std::this_thread::sleep_for(std::chrono::duration<double>(faults.slow_seconds));
 }
 
 int64_t worker_state::step_in_flight() const { return settings.start.optimizer_steps + windows_done + 1; }
@@ -98,8 +72,6 @@ void worker_state::start(const caf::actor& data_loader) {
 
 void worker_state::on_batch(micro_batch& batch) {
   try {
-    if (micro_in_window == 0 && windows_done + 1 == settings.seams.stall_window)
-      std::this_thread::sleep_for(std::chrono::duration<double>(settings.seams.stall_seconds));
     inject_faults();
     if (batch.batch.samples > 0) run_micro_batch(batch);  // an empty one only keeps the ranks in step
     self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
@@ -121,7 +93,7 @@ void worker_state::on_batch(micro_batch& batch) {
 void worker_state::run_micro_batch(const micro_batch& batch) {
   current.data_wait_seconds += seconds(clock::now() - last_batch_done);
   const auto result = trainer->micro_step(batch.batch, [this] {
-    if (micro_in_window == 0) settings.seams.faults.at(cluster::fault_phase::backward, step_in_flight());
+    if (micro_in_window == 0) settings.faults.trigger.at(cluster::fault_phase::backward, step_in_flight());
   });
   current.forward_seconds += result.forward_seconds - result.teacher_seconds;
   current.teacher_seconds += result.teacher_seconds;
@@ -167,7 +139,7 @@ void worker_state::synchronise(bool window_full) {
 void worker_state::fill_statistics() {
   auto mine = totals;
   mine.overflowed_ranks = trainer->gradient_overflowed() ? 1 : 0;
-  if (settings.rank == settings.seams.perturb_rank && trainer->optimizer_steps() + 1 == settings.seams.perturb_step)
+  if (settings.faults.trigger.diverges(step_in_flight()))  // injected: this replica goes its own way
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
   *statistics = compute::window_statistics::pack(mine, {parameter_hash(*trainer), unix_seconds()}, settings.rank,
                                                  settings.world);
@@ -257,7 +229,7 @@ void worker_state::end_window() {
   // Alone, the window is the configured one; over rings, the samples all ranks processed.
   const int64_t window_samples =
       settings.reducers.empty() ? static_cast<int64_t>(settings.window_samples) : totals.samples;
-  settings.seams.faults.at(cluster::fault_phase::optimizer, step_in_flight());
+  settings.faults.trigger.at(cluster::fault_phase::optimizer, step_in_flight());
   const auto step = trainer->finish_window(window_samples, totals.overflowed_ranks > 0);
   if (settings.eval_every > 0 && trainer->optimizer_steps() % settings.eval_every == 0) evaluate_held_out();
   report_window(window_samples, step);

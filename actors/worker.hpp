@@ -28,27 +28,11 @@
 
 namespace troupe::actors {
 
-/// TROUPE_TEST_STALL_WINDOW="WINDOW:SECONDS" — test seam: every worker sleeps SECONDS before
-/// the first micro-batch of window WINDOW (1-based, counted within this run), so a test can make
-/// a window overrun the run's window timeout. Unset in normal use.
-inline constexpr const char* stall_window_variable = "TROUPE_TEST_STALL_WINDOW";
-/// TROUPE_TEST_PERTURB_PARAMETERS="RANK:STEP" — test seam: the worker of global rank RANK adds
-/// 1 to its first parameter just before it hashes its parameters for step STEP, so its replica
-/// differs from the others and the replica check must stop the job. Unset in normal use.
-inline constexpr const char* perturb_parameters_variable = "TROUPE_TEST_PERTURB_PARAMETERS";
-
-/// The test seams above, read from the environment once per run (zeros: off), and the faults
-/// injected into this node (`troupe launch --inject`, cluster/fault_injection.hpp).
-struct worker_test_seams {
-  int64_t stall_window = 0;
-  double stall_seconds = 0;
-  int64_t perturb_rank = -1;
-  int64_t perturb_step = 0;
-  int64_t slow_window = 0;  ///< from this window on, sleep slow_seconds per micro-batch
+/// The faults injected into this node that a worker fires (`--inject`, cluster/fault_injection.hpp).
+struct worker_faults {
+  int64_t slow_window = 0;  ///< slow:MS without a phase: from this window on, sleep slow_seconds per micro-batch
   double slow_seconds = 0;
-  fault_trigger faults;     ///< injected kills and hangs
-
-  static worker_test_seams from_environment();
+  fault_trigger trigger;    ///< kills, hangs and drops at their phases, diverge at the replica check
 };
 
 struct worker_settings {
@@ -87,7 +71,7 @@ struct worker_settings {
   uint64_t eval_samples = 0;
   int64_t eval_micro_size = 8;
   std::shared_ptr<const io::mlm_batch_builder> eval_batches;
-  worker_test_seams seams;
+  worker_faults faults;
 };
 
 /// The worker's state and the steps of its protocol (below), each a named member function; the

@@ -16,6 +16,58 @@ int64_t positive(const std::string& text) {
   return value > 0 ? value : -1;
 }
 
+constexpr const char* kinds_expected =
+    "kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc, partition, stall-checkpoint:BYTES, slow-checkpoint:MS or "
+    "diverge";
+
+/// Kinds that fire at a moment of their own (the window's checkpoint, its replica check).
+bool applies_to_a_moment(const std::string& kind) {
+  return kind == "corrupt-checkpoint" || kind == "enospc" || kind.rfind("stall-checkpoint:", 0) == 0 ||
+         kind.rfind("slow-checkpoint:", 0) == 0 || kind == "diverge";
+}
+
+/// KIND[:PARAMETER] into `fault`; false when it is none of the kinds.
+bool read_kind(const std::string& kind, injected_fault& fault) {
+  const auto parameter = [&](const char* prefix) {
+    const std::string p = prefix;
+    return kind.rfind(p, 0) == 0 ? positive(kind.substr(p.size())) : -1;
+  };
+  const auto at_checkpoint = [&](fault_kind k) {
+    fault.kind = k;
+    fault.phase = fault_phase::checkpoint;
+    return true;
+  };
+  if (kind == "kill") {
+    fault.kind = fault_kind::kill;
+  } else if (kind == "hang") {
+    fault.kind = fault_kind::hang;
+  } else if (const auto ms = parameter("slow:"); ms > 0) {
+    fault.kind = fault_kind::slow;
+    fault.slow_ms = ms;
+  } else if (const auto count = parameter("drop:"); count > 0) {
+    fault.kind = fault_kind::drop;
+    fault.drop_count = count;
+  } else if (kind == "corrupt-checkpoint") {
+    return at_checkpoint(fault_kind::corrupt_checkpoint);
+  } else if (kind == "enospc") {
+    return at_checkpoint(fault_kind::enospc);
+  } else if (const auto bytes = parameter("stall-checkpoint:"); bytes > 0) {
+    fault.stall_bytes = bytes;
+    return at_checkpoint(fault_kind::stall_checkpoint);
+  } else if (const auto pause = parameter("slow-checkpoint:"); pause > 0) {
+    fault.slow_ms = pause;
+    return at_checkpoint(fault_kind::slow_checkpoint);
+  } else if (kind == "diverge") {
+    fault.kind = fault_kind::diverge;
+  } else if (kind == "partition") {
+    fault.kind = fault_kind::partition;
+    if (!fault.phase_given) fault.phase = fault_phase::allreduce;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 constexpr fault_phase phases[] = {fault_phase::data,      fault_phase::forward,   fault_phase::backward,
                                   fault_phase::allreduce, fault_phase::optimizer, fault_phase::checkpoint};
 
@@ -42,6 +94,9 @@ const char* to_string(fault_kind kind) {
     case fault_kind::corrupt_checkpoint: return "corrupt-checkpoint";
     case fault_kind::enospc: return "enospc";
     case fault_kind::partition: return "partition";
+    case fault_kind::stall_checkpoint: return "stall-checkpoint";
+    case fault_kind::slow_checkpoint: return "slow-checkpoint";
+    case fault_kind::diverge: return "diverge";
   }
   return "?";
 }
@@ -53,7 +108,7 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   const auto at = spec.rfind('@');
   const auto colon = at == std::string::npos ? std::string::npos : spec.rfind(':', at);
   if (at == std::string::npos || colon == std::string::npos)
-    throw refuse("KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition");
+    throw refuse("KIND:NODE@WINDOW with KIND " + std::string(kinds_expected));
   injected_fault fault;
   const std::string kind = spec.substr(0, colon);
   fault.node = spec.substr(colon + 1, at - colon - 1);
@@ -65,34 +120,14 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     if (known == std::end(phases))
       throw refuse("PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got '" +
                    phase + "'");
-    if (kind == "corrupt-checkpoint" || kind == "enospc")
-      throw refuse("no PHASE for " + kind + " (it applies to the window's checkpoint)");
+    if (applies_to_a_moment(kind)) throw refuse("no PHASE for " + kind + " (it has its own moment in the window)");
     fault.phase = *known;
     fault.phase_given = true;
   }
   fault.window = positive(window);
-  if (kind == "kill") {
-    fault.kind = fault_kind::kill;
-  } else if (kind == "hang") {
-    fault.kind = fault_kind::hang;
-  } else if (kind.rfind("slow:", 0) == 0 && (fault.slow_ms = positive(kind.substr(5))) > 0) {
-    fault.kind = fault_kind::slow;
-  } else if (kind.rfind("drop:", 0) == 0 && (fault.drop_count = positive(kind.substr(5))) > 0) {
-    fault.kind = fault_kind::drop;
-  } else if (kind == "corrupt-checkpoint") {
-    fault.kind = fault_kind::corrupt_checkpoint;
-    fault.phase = fault_phase::checkpoint;
-  } else if (kind == "enospc") {
-    fault.kind = fault_kind::enospc;
-    fault.phase = fault_phase::checkpoint;
-  } else if (kind == "partition") {
-    fault.kind = fault_kind::partition;
-    if (!fault.phase_given) fault.phase = fault_phase::allreduce;
-  } else {
-    throw refuse("KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition (MS milliseconds, N heartbeats, "
-                 "whole numbers), got '" +
+  if (!read_kind(kind, fault))
+    throw refuse("KIND " + std::string(kinds_expected) + " (MS milliseconds, N heartbeats, BYTES bytes, whole numbers), got '" +
                  kind + "'");
-  }
   if (fault.node.empty()) throw refuse("a node name before '@'");
   if (fault.window < 1) throw refuse("a window number ≥ 1 after '@'");
   if (manifest) {
@@ -118,10 +153,8 @@ std::string injection_for_local_nodes(const cluster_manifest& manifest, const st
   return joined;
 }
 
-std::vector<injected_fault> faults_for_node(const std::string& node) {
+std::vector<injected_fault> faults_for_node(const std::string& text, const std::string& node) {
   std::vector<injected_fault> faults;
-  const char* text = std::getenv(inject_variable);
-  if (text == nullptr) return faults;
   std::stringstream specs(text);
   for (std::string spec; std::getline(specs, spec, ';');) {
     if (spec.empty()) continue;

@@ -96,21 +96,16 @@ void flip_a_byte(const std::filesystem::path& file) {
   spdlog::warn("{}: flipped a byte after its checksum was taken (injected corrupt-checkpoint)", file.string());
 }
 
-/// The stall seam (see stall_checkpoint_variable): a progress callback that never returns once
-/// the configured byte count is reached while writing the configured step.
-write_progress stall_seam(int64_t step) {
-  const char* spec = std::getenv(stall_checkpoint_variable);
-  if (spec == nullptr) return {};
-  long long stall_step = -1;
-  unsigned long long stall_bytes = 0;
-  double stall_seconds = -1;
-  if (std::sscanf(spec, "%lld:%llu:%lf", &stall_step, &stall_bytes, &stall_seconds) < 2 || stall_step != step)
-    return {};
+/// stall-checkpoint / slow-checkpoint (checkpoint_write_faults): a progress callback that pauses
+/// once the fault's byte count is reached, for its seconds or for good.
+write_progress stalled_disk(const checkpoint_write_faults& faults) {
+  if (!faults.stall_after_bytes) return {};
   auto done = std::make_shared<bool>(false);
-  return [stall_bytes, stall_seconds, done](std::size_t written) {
+  return [stall_bytes = *faults.stall_after_bytes, stall_seconds = faults.stall_seconds, done](std::size_t written) {
     if (written < stall_bytes || *done) return;
     *done = true;
-    spdlog::warn("{}: stalling mid-file for a test", stall_checkpoint_variable);
+    spdlog::warn("stalling mid-file after {} bytes (injected {})", written,
+                 stall_seconds < 0 ? "stall-checkpoint" : "slow-checkpoint");
     if (stall_seconds >= 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(stall_seconds));
       return;
@@ -139,7 +134,7 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
 
   std::map<std::string, uint64_t> hashes;
   const auto model_file = temporary / "model.safetensors";
-  auto progress = stall_seam(s.optimizer_steps);
+  auto progress = stalled_disk(faults);
   if (faults.enospc) progress = full_disk_at_half(contents.parameters, model_file);
   hashes["model.safetensors"] = write_safetensors(model_file, contents.parameters, {{"format", "pt"}}, progress);
   if (faults.corrupt) flip_a_byte(model_file);

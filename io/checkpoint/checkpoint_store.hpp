@@ -33,11 +33,6 @@
 
 namespace troupe::io {
 
-/// TROUPE_TEST_STALL_CHECKPOINT="STEP:BYTES[:SECONDS]" — test seam: while writing the
-/// checkpoint of step STEP, pause once BYTES bytes of model.safetensors are written — forever
-/// (so a test can SIGKILL the process mid-file) or for SECONDS (a slow disk). Unset in normal use.
-inline constexpr const char* stall_checkpoint_variable = "TROUPE_TEST_STALL_CHECKPOINT";
-
 /// Where training stands; enough to continue exactly.
 struct training_state {
   int64_t optimizer_steps = 0;  ///< windows completed
@@ -68,6 +63,11 @@ struct checkpoint_write_faults {
   bool enospc = false;   ///< writing model.safetensors fails halfway as on a full disk (ENOSPC)
   bool corrupt = false;  ///< a byte of model.safetensors is flipped after its checksum was taken
   std::function<void()> after_model;  ///< runs once model.safetensors is written (kill, hang)
+  /// stall-checkpoint / slow-checkpoint: once this many bytes of model.safetensors are written,
+  /// pause for `stall_seconds`, or for good when it is negative (a hung disk: the process is
+  /// then only ever killed mid-file).
+  std::optional<std::size_t> stall_after_bytes;
+  double stall_seconds = -1;
 };
 
 /// Writes a checkpoint under `run_dir/checkpoints` with the commit protocol above, then keeps

@@ -195,11 +195,22 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_EQ(slow.kind, fault_kind::slow);
   EXPECT_EQ(slow.slow_ms, 250);
   EXPECT_EQ(slow.node, "a");
+  const auto stall = parse_fault("stall-checkpoint:4096:a@10", &manifest);
+  EXPECT_EQ(stall.kind, fault_kind::stall_checkpoint);
+  EXPECT_EQ(stall.stall_bytes, 4096);
+  EXPECT_EQ(stall.phase, fault_phase::checkpoint);
+  const auto slow_disk = parse_fault("slow-checkpoint:2000:a@2", &manifest);
+  EXPECT_EQ(slow_disk.kind, fault_kind::slow_checkpoint);
+  EXPECT_EQ(slow_disk.slow_ms, 2000);
+  EXPECT_EQ(parse_fault("diverge:b@3", &manifest).kind, fault_kind::diverge);
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc or partition"},
+      {"kill", "--inject kill: expected KIND:NODE@WINDOW with KIND kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc, "
+               "partition, stall-checkpoint:BYTES, slow-checkpoint:MS or diverge"},
       {"enospc:b@3:data", "expected no PHASE for enospc"},
-      {"explode:b@3", "or partition (MS milliseconds, N heartbeats, whole numbers), got 'explode'"},
-      {"enospc:a@2:data", "expected no PHASE for enospc (it applies to the window's checkpoint)"},
+      {"explode:b@3", "or diverge (MS milliseconds, N heartbeats, BYTES bytes, whole numbers), got 'explode'"},
+      {"enospc:a@2:data", "expected no PHASE for enospc (it has its own moment in the window)"},
+      {"diverge:a@2:forward", "expected no PHASE for diverge"},
+      {"stall-checkpoint:0:a@2", "got 'stall-checkpoint:0'"},
       {"drop:0:b@3", "got 'drop:0'"},
       {"slow:fast:b@3", "got 'slow:fast'"},
       {"kill:@3", "expected a node name before '@'"},
@@ -217,9 +228,7 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << spec << ": " << e.what();
     }
   }
-  ::setenv(inject_variable, "hang:b@2;slow:10:a@1;kill:b@5", 1);
-  const auto for_b = faults_for_node("b");
-  ::unsetenv(inject_variable);
+  const auto for_b = faults_for_node("hang:b@2;slow:10:a@1;kill:b@5", "b");
   ASSERT_EQ(for_b.size(), 2u);
   EXPECT_EQ(for_b[0].kind, fault_kind::hang);
   EXPECT_EQ(for_b[1].window, 5);

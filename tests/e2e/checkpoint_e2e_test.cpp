@@ -99,13 +99,12 @@ TEST_F(checkpoint_e2e, sigkill_while_writing_leaves_the_previous_checkpoint_late
   const auto run = *dir_ / "killed";
   const auto partial = run / "checkpoints" / "step-00000010.tmp" / "model.safetensors.tmp";
   {
-    ::setenv(io::stall_checkpoint_variable, "10:4096", 1);
+    // The checkpoint of step 10 stops for good after 4096 bytes of model.safetensors.
     io::child_process trainer({troupe_binary(), "train", "--config", (*dir_ / "kill.json").string(), "--run-dir",
-                               run.string(), "--steps", "10"});
-    ::unsetenv(io::stall_checkpoint_variable);
+                               run.string(), "--steps", "10", "--inject", "stall-checkpoint:4096:local@10"});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (!(std::filesystem::exists(partial) && std::filesystem::file_size(partial) >= 4096)) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the trainer never reached the stall seam";
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the trainer never reached the stalled write";
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }  // the child_process destructor sends SIGKILL and reaps it
@@ -130,13 +129,12 @@ TEST_F(checkpoint_e2e, sigkill_while_writing_leaves_the_previous_checkpoint_late
 
 /// Runs 8 windows with a checkpoint after each, the one of step 2 taking 2 extra seconds.
 std::vector<json> run_with_slow_checkpoint(const std::string& run, const json& c) {
-  ::setenv(io::stall_checkpoint_variable, "2:1:2", 1);
   actors::session_options options;
+  options.injected_faults = {cluster::parse_fault("slow-checkpoint:2000:local@2")};
   options.run_dir = run;
   options.console = false;
   options.max_windows = 8;
   actors::run_training(io::parse_job_config(c, "slow.json"), options);
-  ::unsetenv(io::stall_checkpoint_variable);
   std::vector<json> records;
   std::ifstream metrics(std::filesystem::path(run) / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) records.push_back(json::parse(line));

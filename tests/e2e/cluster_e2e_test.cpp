@@ -128,13 +128,13 @@ TEST_F(cluster_e2e, no_node_outlives_a_launcher_killed_with_sigkill) {
   run_command("pkill -KILL -f -- \"" + pattern + " .*--node [abc]\"", 10);  // never leave one behind
 }
 
-// The replica check in the failing direction: rank 1's parameters are nudged before step 3
-// (a test seam), so the hashes summed with that window's gradient disagree and every rank stops
-// the job naming the diverged rank and the step.
+// The replica check in the failing direction: node b's replica (rank 1) is nudged before step 3
+// (`--inject diverge:b@3`), so the hashes summed with that window's gradient disagree and every
+// rank stops the job naming the diverged rank and the step.
 TEST_F(cluster_e2e, a_diverged_replica_stops_the_job_naming_the_rank_and_step) {
-  const std::string perturb = "env TROUPE_TEST_PERTURB_PARAMETERS=1:3 ";  // actors/worker.hpp
-  auto diverged = run_command(perturb + troupe_binary() + " launch --manifest " + write_manifest(2, "diverge.json") +
-                                  " --config " + write_config(6) + " --run-dir " + (*dir_ / "diverged").string(),
+  auto diverged = run_command(troupe_binary() + " launch --manifest " + write_manifest(2, "diverge.json") +
+                                  " --config " + write_config(6) + " --run-dir " + (*dir_ / "diverged").string() +
+                                  " --inject diverge:b@3",
                               300);
   EXPECT_NE(diverged.status, 0) << diverged.output;
   EXPECT_NE(diverged.output.find("replicas diverged before step 3: rank 1's parameters hash to"), std::string::npos)
@@ -237,9 +237,9 @@ TEST_F(cluster_e2e, elastic_survivors_redo_the_window_and_match_the_uninterrupte
     const auto log_dir = *dir_ / (run + "-samples");
     std::filesystem::create_directories(log_dir);
     const auto start = std::chrono::steady_clock::now();
-    auto result = run_command("env TROUPE_TEST_RECORD_SAMPLES=" + log_dir.string() + " " + troupe_binary() +
-                                  " launch --manifest " + write_manifest(3, run + ".json") + " --config " + config +
-                                  " --run-dir " + (*dir_ / run).string() + " --inject " + kind + ":c@3",
+    auto result = run_command(troupe_binary() + " launch --manifest " + write_manifest(3, run + ".json") +
+                                  " --config " + config + " --run-dir " + (*dir_ / run).string() + " --inject " +
+                                  kind + ":c@3 --record-samples " + log_dir.string(),
                               300);
     std::printf("%s: the 3-node job with node c lost at window 3 took %.1f s\n", kind.c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -537,18 +537,18 @@ TEST_F(cluster_e2e, a_silent_head_is_noticed_by_the_unanswered_heartbeats) {
 TEST_F(cluster_e2e, resume_on_a_different_number_of_workers_consumes_each_sample_once) {
   const auto log_dir = *dir_ / "samples";
   std::filesystem::create_directories(log_dir);
-  const std::string record = "env TROUPE_TEST_RECORD_SAMPLES=" + log_dir.string() + " ";
+  const std::string record = " --record-samples " + log_dir.string();
   const auto config = write_config(8);
   const auto manifest = write_manifest(2, "resume.json");
   const auto run = (*dir_ / "resumed").string();
-  auto first = run_command(record + troupe_binary() + " launch --manifest " + manifest + " --config " + config +
-                           " --run-dir " + run + " --max-windows 3");
+  auto first = run_command(troupe_binary() + " launch --manifest " + manifest + " --config " + config +
+                           " --run-dir " + run + " --max-windows 3" + record);
   ASSERT_EQ(first.status, 0) << first.output;
-  auto second = run_command(record + troupe_binary() + " train --config " + config + " --run-dir " + run +
-                            " --resume latest --max-windows 3");
+  auto second = run_command(troupe_binary() + " train --config " + config + " --run-dir " + run +
+                            " --resume latest --max-windows 3" + record);
   ASSERT_EQ(second.status, 0) << second.output;
-  auto third = run_command(record + troupe_binary() + " launch --manifest " + manifest + " --config " + config +
-                           " --run-dir " + run + " --resume latest");
+  auto third = run_command(troupe_binary() + " launch --manifest " + manifest + " --config " + config +
+                           " --run-dir " + run + " --resume latest" + record);
   ASSERT_EQ(third.status, 0) << third.output;
 
   std::map<uint64_t, int> positions;

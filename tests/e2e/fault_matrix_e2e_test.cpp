@@ -36,7 +36,7 @@ int64_t generation_start(const std::filesystem::path& events) {
   return -1;
 }
 
-/// How often each global position was sent by the loaders (TROUPE_TEST_RECORD_SAMPLES logs).
+/// How often each global position was sent by the loaders (--record-samples logs).
 std::map<uint64_t, int> positions_sent(const std::filesystem::path& log_dir) {
   std::map<uint64_t, int> sent;
   for (const auto& file : std::filesystem::directory_iterator(log_dir)) {
@@ -80,9 +80,9 @@ class fault_matrix : public cluster_job_test {
     const auto log_dir = *dir_ / (run + "-samples");
     std::filesystem::create_directories(log_dir);
     const auto start = std::chrono::steady_clock::now();
-    auto result = run_command("env TROUPE_TEST_RECORD_SAMPLES=" + log_dir.string() + " " + troupe_binary() +
-                                  " launch --manifest " + manifest.string() + " --config " + config + " --run-dir " +
-                                  (*dir_ / run).string() + " " + inject,
+    auto result = run_command(troupe_binary() + " launch --manifest " + manifest.string() + " --config " + config +
+                                  " --run-dir " + (*dir_ / run).string() + " " + inject + " --record-samples " +
+                                  log_dir.string(),
                               300);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("%s: %.1f s\n", inject.c_str(), seconds);

@@ -126,14 +126,13 @@ TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
 }
 
 TEST_F(training_e2e, a_stalled_window_ends_the_run_naming_the_step_and_the_timeout) {
-  const auto options = quiet_run("run-stall", 10, std::chrono::seconds(1));
-  ::setenv(actors::stall_window_variable, "3:5", 1);  // window 3 sleeps 5 s, past the 1 s timeout
+  auto options = quiet_run("run-stall", 10, std::chrono::seconds(1));
+  // From window 3 on, the worker sleeps 5 s at the window's start: past the 1 s timeout.
+  options.injected_faults = {cluster::parse_fault("slow:5000:local@3:forward")};
   try {
     actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
-    ::unsetenv(actors::stall_window_variable);
     FAIL() << "a window stalled for 5 s did not trip a 1 s window timeout";
   } catch (const troupe::error& e) {
-    ::unsetenv(actors::stall_window_variable);
     EXPECT_NE(std::string(e.what()).find("the window of step 3 did not finish within the window timeout of 1 s"),
               std::string::npos)
         << e.what();

@@ -1,5 +1,7 @@
 #include "tools/commands/job_arguments.hpp"
 
+#include <filesystem>
+
 namespace troupe::tools {
 
 void add_job_options(CLI::App* command, job_arguments& args) {
@@ -12,6 +14,8 @@ void add_job_options(CLI::App* command, job_arguments& args) {
   command->add_option("--resume", args.resume, "latest, or a checkpoint or run directory");
   command->add_option("--max-windows", args.max_windows, "stop after this many windows, with a checkpoint")
       ->check(CLI::PositiveNumber);
+  command->add_option("--record-samples", args.record_samples,
+                      "every data loader appends the samples it sends to DIR/rank-R-pid-P.txt (docs/data.md)");
   add_dashboard_options(command, args.dashboard);
 }
 
@@ -20,6 +24,8 @@ std::vector<std::string> pass_through(const job_arguments& args) {
   if (args.steps > 0) out.insert(out.end(), {"--steps", std::to_string(args.steps)});
   if (!args.resume.empty()) out.insert(out.end(), {"--resume", args.resume});
   if (args.max_windows > 0) out.insert(out.end(), {"--max-windows", std::to_string(args.max_windows)});
+  if (!args.record_samples.empty())
+    out.insert(out.end(), {"--record-samples", std::filesystem::absolute(args.record_samples).string()});
   out.push_back("--progress-lines");  // for the launcher's status line
   const auto dashboard = dashboard_pass_through(args.dashboard);
   out.insert(out.end(), dashboard.begin(), dashboard.end());

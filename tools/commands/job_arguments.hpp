@@ -20,6 +20,7 @@ struct job_arguments {
   int64_t max_windows = 0;
   std::string bench_out;  ///< node only: benchmark mode, rank 0 writes its summary here
   bool overwrite = false;  ///< launch only: start over in a run directory with checkpoints
+  std::string record_samples;  ///< --record-samples DIR: every loader's samples (docs/data.md)
   dashboard_arguments dashboard;  ///< served by the head node
 };
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/node_session.hpp"
+#include "cluster/fault_injection.hpp"
 #include "cluster/job_check.hpp"
 #include "cluster/job_secret.hpp"
 #include "cluster/manifest.hpp"
@@ -81,6 +82,7 @@ actors::session_options session_options_for(const job_arguments& args, const nod
   options.checkpoint_timeout = manifest.timeouts.checkpoint;
   options.progress_lines = node_args.progress_lines;
   options.dashboard = dashboard_options_of(args.dashboard);
+  options.record_samples = args.record_samples;
   if (!args.bench_out.empty()) {
     options.save_checkpoints = false;
     options.console = false;
@@ -97,7 +99,11 @@ void run_this_node(const job_arguments& args, const node_arguments& node_args) {
   if (node_args.watch_stdin) watch_for_end_of_input();
   const auto node = identify_node(args, node_args);
   auto config = cluster::check_job(node.manifest, args.config);
-  const auto options = session_options_for(args, node_args, node.manifest);
+  auto options = session_options_for(args, node_args, node.manifest);
+  // The launcher hands its local children the injected faults in the environment; a restarted
+  // node runs without the faults of its first run.
+  const char* injected = std::getenv(cluster::inject_variable);
+  if (injected != nullptr && !node.restarted) options.injected_faults = cluster::faults_for_node(injected, node.name);
   try {
     auto summary = actors::run_node(node, std::move(config), options);
     if (!args.bench_out.empty() && node.manifest.first_rank(node.manifest.node_index(node.name)) == 0)

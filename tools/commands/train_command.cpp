@@ -4,7 +4,9 @@
 #include <memory>
 
 #include "actors/training_session.hpp"
+#include "cluster/fault_injection.hpp"
 #include "io/config/job_config.hpp"
+#include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/dashboard_arguments.hpp"
 
@@ -20,8 +22,21 @@ struct train_arguments {
   bool overwrite = false;
   int64_t window_timeout = 900;
   int64_t checkpoint_timeout = 600;
+  std::vector<std::string> inject;
+  std::string record_samples;
   dashboard_arguments dashboard;
 };
+
+/// `--inject` for a single process, whose node is called "local".
+std::vector<cluster::injected_fault> faults_of(const std::vector<std::string>& specs) {
+  std::vector<cluster::injected_fault> faults;
+  for (const auto& spec : specs) {
+    faults.push_back(cluster::parse_fault(spec));
+    if (faults.back().node != "local")
+      throw make_error("--inject ", spec, ": troupe train runs one node, called local (KIND:local@WINDOW)");
+  }
+  return faults;
+}
 
 }  // namespace
 
@@ -47,6 +62,11 @@ void add_train_command(CLI::App& app) {
                       "seconds one checkpoint save may take (as a manifest's timeouts.checkpoint_s)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  command->add_option("--inject", args->inject,
+                      "inject a fault (repeatable), as troupe launch does, into node local: e.g. kill:local@3, "
+                      "slow:200:local@2:forward, stall-checkpoint:4096:local@10 (docs/faults.md)");
+  command->add_option("--record-samples", args->record_samples,
+                      "append every sample the data loader sends to DIR/rank-R-pid-P.txt (docs/data.md)");
   add_dashboard_options(command, args->dashboard);
   command->callback([args] {
     auto config = io::load_job_config(args->config);
@@ -59,6 +79,8 @@ void add_train_command(CLI::App& app) {
     options.checkpoint_timeout = std::chrono::seconds(args->checkpoint_timeout);
     if (args->max_windows > 0) options.max_windows = args->max_windows;
     options.dashboard = dashboard_options_of(args->dashboard);
+    options.injected_faults = faults_of(args->inject);
+    options.record_samples = args->record_samples;
     auto summary = actors::run_training(std::move(config), options);
     spdlog::info("trained {} windows (step {}), {:.1f} samples/s; final loss {:.4f}; checkpoint {}", summary.windows,
                  summary.optimizer_steps, summary.samples_per_second,
