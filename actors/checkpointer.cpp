@@ -10,7 +10,7 @@
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
 #include "actors/protocol/checkpoint_request.hpp"
-#include "messages/report_inspection.hpp"
+#include "actors/protocol/reports.hpp"
 
 namespace troupe::actors {
 caf::behavior checkpointer(caf::event_based_actor* self, std::filesystem::path run_dir, fault_trigger faults,

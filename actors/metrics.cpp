@@ -8,7 +8,7 @@
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
 #include "messages/metrics_batch_codec.hpp"
-#include "messages/report_inspection.hpp"
+#include "actors/protocol/reports.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -18,7 +18,7 @@
 #include "io/config/job_config.hpp"
 #include "io/monitor/dashboard_server.hpp"
 #include "actors/protocol/training_summary.hpp"
-#include "messages/report_inspection.hpp"
+#include "actors/protocol/reports.hpp"
 
 namespace troupe::compute {
 class mlm_trainer;

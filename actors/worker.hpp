@@ -24,7 +24,7 @@
 #include "actors/protocol/micro_batch.hpp"
 #include "actors/protocol/reduce_request.hpp"
 #include "actors/protocol/training_summary.hpp"
-#include "messages/report_inspection.hpp"
+#include "actors/protocol/reports.hpp"
 
 namespace troupe::actors {
 

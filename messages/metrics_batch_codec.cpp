@@ -1,6 +1,9 @@
 #include "messages/metrics_batch_codec.hpp"
 
+#include <capnp/dynamic.h>
+
 #include "messages/capnp_message.hpp"
+#include "messages/window_report_fields.hpp"
 #include "messages/schemas/metrics.capnp.h"
 
 namespace troupe::messages {
@@ -15,91 +18,41 @@ capnp::ReaderOptions batch_limits() {
   return limits;
 }
 
+// Every field of a window report goes through its row of window_report_fields(), by its schema
+// name (Cap'n Proto's dynamic API over the generated schema), so the codec lists no field.
+
+template <class T>
+void set_field(capnp::DynamicStruct::Builder& out, const char* name, const T& value) {
+  out.set(name, value);
+}
+
+template <class T>
+void set_field(capnp::DynamicStruct::Builder& out, const char* name, const std::vector<T>& values) {
+  auto list = out.init(name, static_cast<unsigned>(values.size())).template as<capnp::DynamicList>();
+  for (unsigned i = 0; i < list.size(); ++i) list.set(i, values[i]);
+}
+
+template <class T>
+void get_field(const capnp::DynamicStruct::Reader& in, const char* name, T& value) {
+  value = in.get(name).as<T>();
+}
+
+template <class T>
+void get_field(const capnp::DynamicStruct::Reader& in, const char* name, std::vector<T>& values) {
+  for (auto value : in.get(name).as<capnp::DynamicList>()) values.push_back(value.as<T>());
+}
+
 void write_window(schema::WindowReport::Builder out, const window_report& r) {
-  out.setStep(r.step);
-  out.setRank(r.rank);
-  out.setLoss(r.loss);
-  out.setLr(r.lr);
-  out.setGradNorm(r.grad_norm);
-  out.setSamples(r.samples);
-  out.setTokens(r.tokens);
-  out.setMaskedTokens(r.masked_tokens);
-  out.setWindowSeconds(r.window_seconds);
-  out.setDataWaitSeconds(r.data_wait_seconds);
-  out.setForwardSeconds(r.forward_seconds);
-  out.setBackwardSeconds(r.backward_seconds);
-  out.setOptimizerSeconds(r.optimizer_seconds);
-  out.setEpoch(r.epoch);
-  out.setNextPosition(r.next_position);
-  out.setCheckpointStallSeconds(r.checkpoint_stall_seconds);
-  out.setCheckpointsSkipped(r.checkpoints_skipped);
-  out.setParameterHash(r.parameter_hash);
-  out.setWorldSize(r.world_size);
-  out.setAllreduceSeconds(r.allreduce_seconds);
-  out.setStragglerRank(r.straggler_rank);
-  out.setStragglerLatenessSeconds(r.straggler_lateness_seconds);
-  out.setLatenessSeconds(r.lateness_seconds);
-  auto seconds = out.initRingSeconds(static_cast<unsigned>(r.ring_seconds.size()));
-  for (unsigned i = 0; i < seconds.size(); ++i) seconds.set(i, r.ring_seconds[i]);
-  auto bytes = out.initRingBytes(static_cast<unsigned>(r.ring_bytes.size()));
-  for (unsigned i = 0; i < bytes.size(); ++i) bytes.set(i, r.ring_bytes[i]);
-  out.setEvalLossSum(r.eval_loss_sum);
-  out.setEvalTokens(r.eval_tokens);
-  out.setEvalSeconds(r.eval_seconds);
-  out.setDistilled(r.distilled);
-  out.setLossCe(r.loss_ce);
-  out.setLossMlm(r.loss_mlm);
-  out.setLossCos(r.loss_cos);
-  out.setLossMse(r.loss_mse);
-  out.setTeacherSeconds(r.teacher_seconds);
-  out.setSentenceOrder(r.sentence_order);
-  out.setLossSop(r.loss_sop);
-  out.setSopAccuracy(r.sop_accuracy);
-  out.setLossScale(r.loss_scale);
-  out.setSkippedStep(r.skipped_step);
+  capnp::DynamicStruct::Builder dynamic = capnp::toDynamic(out);
+  for (const auto& field : window_report_fields())
+    std::visit([&](auto member) { set_field(dynamic, field.schema_name, r.*member); }, field.member);
 }
 
 window_report read_window(schema::WindowReport::Reader in) {
+  const capnp::DynamicStruct::Reader dynamic = capnp::toDynamic(in);
   window_report r;
-  r.step = in.getStep();
-  r.rank = in.getRank();
-  r.loss = in.getLoss();
-  r.lr = in.getLr();
-  r.grad_norm = in.getGradNorm();
-  r.samples = in.getSamples();
-  r.tokens = in.getTokens();
-  r.masked_tokens = in.getMaskedTokens();
-  r.window_seconds = in.getWindowSeconds();
-  r.data_wait_seconds = in.getDataWaitSeconds();
-  r.forward_seconds = in.getForwardSeconds();
-  r.backward_seconds = in.getBackwardSeconds();
-  r.optimizer_seconds = in.getOptimizerSeconds();
-  r.epoch = in.getEpoch();
-  r.next_position = in.getNextPosition();
-  r.checkpoint_stall_seconds = in.getCheckpointStallSeconds();
-  r.checkpoints_skipped = in.getCheckpointsSkipped();
-  r.parameter_hash = in.getParameterHash();
-  r.world_size = in.getWorldSize();
-  r.allreduce_seconds = in.getAllreduceSeconds();
-  r.straggler_rank = in.getStragglerRank();
-  r.straggler_lateness_seconds = in.getStragglerLatenessSeconds();
-  r.lateness_seconds = in.getLatenessSeconds();
-  for (double s : in.getRingSeconds()) r.ring_seconds.push_back(s);
-  for (int64_t b : in.getRingBytes()) r.ring_bytes.push_back(b);
-  r.eval_loss_sum = in.getEvalLossSum();
-  r.eval_tokens = in.getEvalTokens();
-  r.eval_seconds = in.getEvalSeconds();
-  r.distilled = in.getDistilled();
-  r.loss_ce = in.getLossCe();
-  r.loss_mlm = in.getLossMlm();
-  r.loss_cos = in.getLossCos();
-  r.loss_mse = in.getLossMse();
-  r.teacher_seconds = in.getTeacherSeconds();
-  r.sentence_order = in.getSentenceOrder();
-  r.loss_sop = in.getLossSop();
-  r.sop_accuracy = in.getSopAccuracy();
-  r.loss_scale = in.getLossScale();
-  r.skipped_step = in.getSkippedStep();
+  for (const auto& field : window_report_fields())
+    std::visit([&](auto member) { get_field(dynamic, field.schema_name, r.*member); }, field.member);
   return r;
 }
 

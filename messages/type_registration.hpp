@@ -1,5 +1,6 @@
 #pragma once
-/// Registers troupe's message types and error category with a CAF configuration.
+/// Registers troupe's error category with a CAF configuration (what crosses nodes as CAF
+/// messages is atoms, strings and Cap'n Proto bytes, which CAF knows already).
 
 #include <caf/actor_system_config.hpp>
 

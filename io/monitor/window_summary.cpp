@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "io/os/file_util.hpp"
+#include "messages/window_report_fields.hpp"
 
 namespace troupe::io {
 namespace {
@@ -74,31 +75,14 @@ nlohmann::json window_json(const window_summary& window) {
   const auto& r = window.first();
   nlohmann::json line = {{"step", window.step},
                          {"unix_s", window.unix_seconds},
-                         {"loss", r.loss},
                          {"perplexity", training_perplexity(r)},
-                         {"lr", r.lr},
                          {"grad_norm", r.grad_norm},
-                         {"samples", r.samples},
-                         {"tokens", r.tokens},
-                         {"masked_tokens", r.masked_tokens},
                          {"samples_per_s", per_second(static_cast<double>(r.samples), r.window_seconds)},
                          {"tokens_per_s", per_second(static_cast<double>(r.tokens), r.window_seconds)},
-                         {"window_s", r.window_seconds},
-                         {"rank", r.rank},
-                         {"time_data_wait_s", r.data_wait_seconds},
-                         {"time_forward_s", r.forward_seconds},
-                         {"time_backward_s", r.backward_seconds},
-                         {"time_optimizer_s", r.optimizer_seconds},
-                         {"time_allreduce_s", r.allreduce_seconds},
-                         {"epoch", r.epoch},
-                         {"next_position", r.next_position},
-                         {"checkpoint_stall_s", r.checkpoint_stall_seconds},
-                         {"checkpoints_skipped", r.checkpoints_skipped},
                          {"parameter_hash", hex64(r.parameter_hash)},
-                         {"world_size", r.world_size},
-                         {"straggler_rank", r.straggler_rank},
-                         {"straggler_lateness_s", r.straggler_lateness_seconds},
                          {"reported_ranks", window.ranks.size()}};
+  for (const auto& field : messages::window_report_fields())  // the fields the line carries as they are
+    if (field.json_key != nullptr) std::visit([&](auto member) { line[field.json_key] = r.*member; }, field.member);
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& rank : window.ranks) ranks.push_back(rank_json(rank));
   line["ranks"] = std::move(ranks);
@@ -118,21 +102,17 @@ window_summary window_from_json(const nlohmann::json& line) {
   if (line.contains("eval_perplexity")) window.eval_perplexity = line["eval_perplexity"].get<double>();
   messages::window_report cluster;
   cluster.step = window.step;
-  cluster.loss = line.value("loss", 0.0);
-  cluster.lr = line.value("lr", 0.0);
+  for (const auto& field : messages::window_report_fields()) {
+    if (field.json_key == nullptr) continue;
+    std::visit([&](auto member) {
+      auto& value = cluster.*member;
+      value = line.value(field.json_key, value);
+    }, field.member);
+  }
   // null: an fp16 window whose overflow skipped the step (JSON has no NaN).
   if (const auto norm = line.find("grad_norm"); norm != line.end())
     cluster.grad_norm = norm->is_null() ? std::numeric_limits<double>::quiet_NaN() : norm->get<double>();
-  cluster.samples = line.value("samples", int64_t{0});
-  cluster.tokens = line.value("tokens", int64_t{0});
-  cluster.masked_tokens = line.value("masked_tokens", int64_t{0});
-  cluster.epoch = line.value("epoch", uint64_t{0});
-  cluster.next_position = line.value("next_position", uint64_t{0});
-  cluster.checkpoints_skipped = line.value("checkpoints_skipped", int64_t{0});
   cluster.parameter_hash = from_hex64(line.value("parameter_hash", std::string("0")));
-  cluster.world_size = line.value("world_size", 1);
-  cluster.straggler_rank = line.value("straggler_rank", 0);
-  cluster.straggler_lateness_seconds = line.value("straggler_lateness_s", 0.0);
   if (line.contains("loss_parts")) {
     const auto& parts = line["loss_parts"];
     cluster.distilled = true;
@@ -162,15 +142,7 @@ window_summary window_from_json(const nlohmann::json& line) {
     r.eval_seconds = time.value("eval", 0.0);
     r.teacher_seconds = time.value("teacher", 0.0);
   };
-  if (!line.contains("ranks")) {
-    cluster.rank = line.value("rank", 0);
-    cluster.window_seconds = line.value("window_s", 0.0);
-    time_split(cluster, {{"data_wait", line.value("time_data_wait_s", 0.0)},
-                         {"forward", line.value("time_forward_s", 0.0)},
-                         {"backward", line.value("time_backward_s", 0.0)},
-                         {"allreduce", line.value("time_allreduce_s", 0.0)},
-                         {"optimizer", line.value("time_optimizer_s", 0.0)},
-                         {"checkpoint", line.value("checkpoint_stall_s", 0.0)}});
+  if (!line.contains("ranks")) {  // a line from before every rank reported: the flat fields are rank 0's
     window.ranks.push_back({"", cluster});
     return window;
   }

@@ -1,6 +1,7 @@
 @0xc6a1d4e2f08b3a51;
 # Metrics that a node's metrics actor forwards to the head's metrics hub (actors/metrics_hub).
-# Field numbers are the wire contract: add fields at the end, never renumber.
+# Field numbers are the wire contract: add fields at the end, never renumber. Each WindowReport
+# field has its row in messages/window_report_fields.hpp, through which the codec reads and writes it.
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("troupe::schema");

@@ -4,96 +4,84 @@
 
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "messages/error.hpp"
-#include "messages/report_inspection.hpp"
+#include <capnp/schema.h>
+
+#include "messages/schemas/metrics.capnp.h"
+#include "messages/window_report_fields.hpp"
 #include "tests/support/error_text.hpp"
 
 namespace troupe::messages {
 namespace {
 
-// Every field of window_report, as the CAF inspect() list names them (what crosses nodes):
-// `fill` gives field i the value i + 1 (+ 0.5 for floating point; lists get two such values),
-// `collect` flattens a report into numbers, so a field the codec forgets fails with its index.
-struct fill_fields {
-  using result_type = void;
-  int next = 0;
-  template <class... Fields>
-  void operator()(caf::meta::type_name_t, Fields&... fields) {
-    (set(fields), ...);
-  }
-  template <class T>
-  void set(std::vector<T>& list) {
-    list.clear();
-    for (int i = 0; i < 2; ++i) list.push_back(value<T>(++next));
-  }
-  template <class T>
-  void set(T& field) {
-    field = value<T>(++next);
-  }
-  template <class T>
-  static T value(int i) {
-    return static_cast<T>(i) + (std::is_floating_point_v<T> ? static_cast<T>(0.5) : T{0});
-  }
-};
+// Every field of window_report, as window_report_fields() lists them (what crosses nodes):
+// field i gets the value i + 1 (+ 0.5 for floating point; lists get two such values), and a
+// report flattens into numbers in the table's order, so a field the codec forgets fails with
+// its index and schema name.
+template <class T>
+T value_of(int i) {
+  return static_cast<T>(i) + (std::is_floating_point_v<T> ? static_cast<T>(0.5) : T{0});
+}
 
-struct count_fields {
-  using result_type = void;
-  int count = 0;
-  template <class... Fields>
-  void operator()(caf::meta::type_name_t, Fields&...) {
-    count = static_cast<int>(sizeof...(Fields));
-  }
-};
+template <class T>
+void fill(T& field, int& next) {
+  field = value_of<T>(++next);
+}
 
-struct collect_fields {
-  using result_type = void;
-  std::vector<double>* out;
-  template <class... Fields>
-  void operator()(caf::meta::type_name_t, Fields&... fields) {
-    (add(fields), ...);
-  }
-  template <class T>
-  void add(const std::vector<T>& list) {
-    for (const auto& v : list) out->push_back(static_cast<double>(v));
-  }
-  template <class T>
-  void add(const T& field) {
-    out->push_back(static_cast<double>(field));
-  }
-};
+template <class T>
+void fill(std::vector<T>& list, int& next) {
+  list.clear();
+  for (int i = 0; i < 2; ++i) list.push_back(value_of<T>(++next));
+}
 
-std::vector<double> field_values(window_report report) {
-  std::vector<double> values;
-  collect_fields collector{&values};
-  inspect(collector, report);
-  return values;
+template <class T>
+void collect(const T& field, std::vector<double>& out) {
+  out.push_back(static_cast<double>(field));
+}
+
+template <class T>
+void collect(const std::vector<T>& list, std::vector<double>& out) {
+  for (const auto& v : list) out.push_back(static_cast<double>(v));
 }
 
 window_report filled_report() {
   window_report report;
-  fill_fields filler;
-  inspect(filler, report);
+  int next = 0;
+  for (const auto& field : window_report_fields())
+    std::visit([&](auto member) { fill(report.*member, next); }, field.member);
   return report;
 }
 
+std::vector<double> field_values(const window_report& report, std::size_t field) {
+  std::vector<double> values;
+  std::visit([&](auto member) { collect(report.*member, values); }, window_report_fields()[field].member);
+  return values;
+}
+
+TEST(window_report_fields, name_every_field_of_the_schema_in_its_order) {
+  const auto schema_fields = capnp::Schema::from<schema::WindowReport>().getFields();
+  const auto& table = window_report_fields();
+  // window_report has 39 members; a new one needs its row here and its field in metrics.capnp.
+  EXPECT_EQ(table.size(), 39u) << "window_report gained a field: add it to window_report_fields() and the schema";
+  ASSERT_EQ(table.size(), schema_fields.size()) << "metrics.capnp's WindowReport and the table differ in length";
+  for (unsigned i = 0; i < schema_fields.size(); ++i)
+    EXPECT_EQ(std::string(table[i].schema_name), std::string(schema_fields[i].getProto().getName().cStr()))
+        << "row " << i;
+}
+
 TEST(metrics_batch_codec, round_trips_every_window_report_field) {
-  count_fields counter;
-  window_report report = filled_report();
-  inspect(counter, report);
-  // The inspect list must name every member: its size is the struct's, field for field.
-  EXPECT_EQ(counter.count, 39) << "window_report gained a field: add it to inspect(), the schema and the codec";
+  const window_report report = filled_report();
   metrics_batch batch;
   batch.windows = {report, report};
   batch.windows[1].rank = 7;
   const auto decoded = decode_metrics_batch(encode_metrics_batch(batch));
   ASSERT_EQ(decoded.windows.size(), 2u);
-  const auto expected = field_values(report);
-  const auto got = field_values(decoded.windows[0]);
-  ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    EXPECT_EQ(got[i], expected[i]) << "value " << i << " of window_report's inspect list did not round-trip";
+  for (std::size_t field = 0; field < window_report_fields().size(); ++field)
+    EXPECT_EQ(field_values(decoded.windows[0], field), field_values(report, field))
+        << window_report_fields()[field].schema_name << " did not round-trip";
   EXPECT_EQ(decoded.windows[1].rank, 7);
 }
 
