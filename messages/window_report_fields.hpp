@@ -1,14 +1,20 @@
 #pragma once
 /// window_report's fields, listed once (messages/window_report.hpp has the struct and what each
 /// field means): the C++ member, its name in metrics.capnp's WindowReport (the wire contract),
-/// and its key in metrics.jsonl's line and the dashboard's API where the line carries the field
-/// as it is. The metrics batch codec reads and writes every field through this table; the hub's
-/// line (io/monitor/window_summary.cpp) writes and reads the plain ones through it, and writes
-/// the rest (the hash as hex, rates, perplexity, groups for distillation, SOP and fp16, the
-/// per-rank time split) by hand. window_report_fields_test checks the table against the schema
-/// and that a report with every field set survives the codec.
+/// its key in metrics.jsonl's line and the dashboard's API where the line carries the field as
+/// it is, its TensorBoard/csv_monitor tag (DeepSpeed's name where DeepSpeed has one) and its
+/// Prometheus gauge for the last window, with the windows that show them. Derived from it:
+///   - the metrics batch codec (every field, by schema name);
+///   - metrics.jsonl's plain fields, written and read back (io/monitor/window_summary.cpp);
+///   - the TensorBoard and csv_monitor scalars of a field as it is (io/monitor/monitor_scalars.cpp);
+///   - the Prometheus gauges of the last window (io/monitor/metrics_store_prometheus.cpp).
+/// What is computed from several fields (rates, perplexity, times in ms, the hash as hex, the
+/// per-rank time split) is written beside the table's by hand in those files. The codec test
+/// checks the table against the schema and that a report with every field set survives it.
 
 #include <cstdint>
+#include <optional>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -20,21 +26,44 @@ using window_report_member =
     std::variant<int64_t window_report::*, int32_t window_report::*, uint64_t window_report::*, double window_report::*,
                  bool window_report::*, std::vector<double> window_report::*, std::vector<int64_t> window_report::*>;
 
+/// The windows whose monitors show a field.
+enum class shown_in { every_window, distillation, loss_parts, sentence_order, loss_scaling };
+
 struct window_report_field {
   const char* schema_name;  ///< in metrics.capnp's WindowReport
   window_report_member member;
-  const char* json_key;     ///< in metrics.jsonl's line as it is, or nullptr (written otherwise, or not at all)
+  const char* json_key = nullptr;      ///< in metrics.jsonl's line as it is, or nullptr (written otherwise, or not at all)
+  const char* monitor_tag = nullptr;   ///< TensorBoard/csv_monitor tag of the field as it is, or nullptr
+  const char* prometheus = nullptr;    ///< the last window's gauge, or nullptr
+  const char* help = nullptr;          ///< the gauge's help text
+  shown_in shown = shown_in::every_window;  ///< which windows' monitors show the tag and gauge
 };
+
+/// Whether `report`'s window shows fields of `shown` (distillation: its loss parts; loss_parts:
+/// distillation or ALBERT's sentence order, both of which report the masked-LM part; loss
+/// scaling: fp16's scale, when set).
+inline bool shows(shown_in shown, const window_report& report) {
+  switch (shown) {
+    case shown_in::every_window: return true;
+    case shown_in::distillation: return report.distilled;
+    case shown_in::loss_parts: return report.distilled || report.sentence_order;
+    case shown_in::sentence_order: return report.sentence_order;
+    case shown_in::loss_scaling: return report.loss_scale > 0;
+  }
+  return false;
+}
 
 /// Every field of window_report, in the schema's order. Header-only, so io/monitor uses it
 /// without the messages component (and CAF).
 inline const std::vector<window_report_field>& window_report_fields() {
   static const std::vector<window_report_field> fields = {
-      {"step", &window_report::step, nullptr},
+      {"step", &window_report::step},
       {"rank", &window_report::rank, "rank"},
-      {"loss", &window_report::loss, "loss"},
-      {"lr", &window_report::lr, "lr"},
-      {"gradNorm", &window_report::grad_norm, nullptr},
+      {"loss", &window_report::loss, "loss", "Train/Samples/train_loss", "troupe_loss",
+       "Masked-LM loss of the last window (sample-weighted over every rank)."},
+      {"lr", &window_report::lr, "lr", "Train/Samples/lr", "troupe_learning_rate", "Learning rate of the last optimizer step."},
+      {"gradNorm", &window_report::grad_norm, nullptr, "Train/Samples/grad_norm", "troupe_grad_norm",
+       "Global gradient norm of the last window, before clipping."},
       {"samples", &window_report::samples, "samples"},
       {"tokens", &window_report::tokens, "tokens"},
       {"maskedTokens", &window_report::masked_tokens, "masked_tokens"},
@@ -47,30 +76,49 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"nextPosition", &window_report::next_position, "next_position"},
       {"checkpointStallSeconds", &window_report::checkpoint_stall_seconds, "checkpoint_stall_s"},
       {"checkpointsSkipped", &window_report::checkpoints_skipped, "checkpoints_skipped"},
-      {"parameterHash", &window_report::parameter_hash, nullptr},
+      {"parameterHash", &window_report::parameter_hash},
       {"worldSize", &window_report::world_size, "world_size"},
       {"allreduceSeconds", &window_report::allreduce_seconds, "time_allreduce_s"},
-      {"stragglerRank", &window_report::straggler_rank, "straggler_rank"},
-      {"stragglerLatenessSeconds", &window_report::straggler_lateness_seconds, "straggler_lateness_s"},
-      {"latenessSeconds", &window_report::lateness_seconds, nullptr},
-      {"ringSeconds", &window_report::ring_seconds, nullptr},
-      {"ringBytes", &window_report::ring_bytes, nullptr},
-      {"evalLossSum", &window_report::eval_loss_sum, nullptr},
-      {"evalTokens", &window_report::eval_tokens, nullptr},
-      {"evalSeconds", &window_report::eval_seconds, nullptr},
-      {"distilled", &window_report::distilled, nullptr},
-      {"lossCe", &window_report::loss_ce, nullptr},
-      {"lossMlm", &window_report::loss_mlm, nullptr},
-      {"lossCos", &window_report::loss_cos, nullptr},
-      {"lossMse", &window_report::loss_mse, nullptr},
-      {"teacherSeconds", &window_report::teacher_seconds, nullptr},
-      {"sentenceOrder", &window_report::sentence_order, nullptr},
-      {"lossSop", &window_report::loss_sop, nullptr},
-      {"sopAccuracy", &window_report::sop_accuracy, nullptr},
-      {"lossScale", &window_report::loss_scale, nullptr},
-      {"skippedStep", &window_report::skipped_step, nullptr},
+      {"stragglerRank", &window_report::straggler_rank, "straggler_rank", nullptr, "troupe_straggler_rank",
+       "The rank that finished the last window's compute last."},
+      {"stragglerLatenessSeconds", &window_report::straggler_lateness_seconds, "straggler_lateness_s",
+       "Train/Samples/straggler_lateness_s"},
+      {"latenessSeconds", &window_report::lateness_seconds},
+      {"ringSeconds", &window_report::ring_seconds},
+      {"ringBytes", &window_report::ring_bytes},
+      {"evalLossSum", &window_report::eval_loss_sum},
+      {"evalTokens", &window_report::eval_tokens},
+      {"evalSeconds", &window_report::eval_seconds},
+      {"distilled", &window_report::distilled},
+      // HF distiller.py's names for the parts.
+      {"lossCe", &window_report::loss_ce, nullptr, "Train/Samples/loss_ce", nullptr, nullptr, shown_in::distillation},
+      {"lossMlm", &window_report::loss_mlm, nullptr, "Train/Samples/loss_mlm", nullptr, nullptr, shown_in::loss_parts},
+      {"lossCos", &window_report::loss_cos, nullptr, "Train/Samples/loss_cos", nullptr, nullptr, shown_in::distillation},
+      {"lossMse", &window_report::loss_mse, nullptr, "Train/Samples/loss_mse", nullptr, nullptr, shown_in::distillation},
+      {"teacherSeconds", &window_report::teacher_seconds},
+      {"sentenceOrder", &window_report::sentence_order},
+      {"lossSop", &window_report::loss_sop, nullptr, "Train/Samples/loss_sop", nullptr, nullptr, shown_in::sentence_order},
+      {"sopAccuracy", &window_report::sop_accuracy, nullptr, "Train/Samples/sop_accuracy", nullptr, nullptr,
+       shown_in::sentence_order},
+      // DeepSpeed's tag for fp16's scale.
+      {"lossScale", &window_report::loss_scale, nullptr, "Train/Samples/loss_scale", "troupe_loss_scale",
+       "fp16: the loss scale of the last window.", shown_in::loss_scaling},
+      {"skippedStep", &window_report::skipped_step},
   };
   return fields;
+}
+
+/// A field's value as a number; none for the lists.
+inline std::optional<double> numeric_value(const window_report& report, const window_report_field& field) {
+  return std::visit(
+      [&](auto member) -> std::optional<double> {
+        using value_type = std::decay_t<decltype(report.*member)>;
+        if constexpr (std::is_arithmetic_v<value_type>)
+          return static_cast<double>(report.*member);
+        else
+          return std::nullopt;
+      },
+      field.member);
 }
 
 }  // namespace troupe::messages

@@ -3,6 +3,7 @@
 
 #include "io/monitor/metrics_store.hpp"
 #include "io/monitor/prometheus_text.hpp"
+#include "messages/window_report_fields.hpp"
 
 namespace troupe::io {
 
@@ -68,20 +69,17 @@ std::string metrics_store::prometheus(double now) const {
 void metrics_store::prometheus_last_window(prometheus_text& out) const {
   const auto& window = recent_.back();
   const auto& r = window.first();
-  gauge(out, "troupe_loss", "Masked-LM loss of the last window (sample-weighted over every rank).", r.loss);
+  for (const auto& field : messages::window_report_fields())  // the report's own gauges
+    if (field.prometheus != nullptr && messages::shows(field.shown, r))
+      gauge(out, field.prometheus, field.help, *messages::numeric_value(r, field));
   gauge(out, "troupe_perplexity", "exp(masked-LM loss) of the last window.", training_perplexity(r));
-  gauge(out, "troupe_learning_rate", "Learning rate of the last optimizer step.", r.lr);
-  gauge(out, "troupe_grad_norm", "Global gradient norm of the last window, before clipping.", r.grad_norm);
-  if (r.loss_scale > 0) {
-    gauge(out, "troupe_loss_scale", "fp16: the loss scale of the last window.", r.loss_scale);
+  if (r.loss_scale > 0)
     counter(out, "troupe_skipped_steps_total", "fp16: windows whose optimizer step a gradient overflow skipped.",
             static_cast<double>(totals_.skipped_steps));
-  }
   gauge(out, "troupe_samples_per_second", "Cluster throughput over the last window.",
         per_second(static_cast<double>(r.samples), r.window_seconds));
   gauge(out, "troupe_tokens_per_second", "Cluster throughput over the last window, real tokens.",
         per_second(static_cast<double>(r.tokens), r.window_seconds));
-  gauge(out, "troupe_straggler_rank", "The rank that finished the last window's compute last.", r.straggler_rank);
   const auto label = [&](const rank_report& rank) -> prometheus_labels {
     return {{"node", rank.node}, {"worker", std::to_string(rank.report.rank)}};
   };
