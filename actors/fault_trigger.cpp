@@ -19,7 +19,7 @@ fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::s
       start_steps_(start_steps),
       heartbeats_to_drop_(std::move(heartbeats_to_drop)),
       partitioned_(std::move(partitioned)) {
-  // Slow faults without a phase sleep per micro-batch in the worker (worker_test_seams).
+  // Slow faults without a phase sleep per micro-batch in the worker (worker_faults).
   std::copy_if(faults.begin(), faults.end(), std::back_inserter(faults_),
                [](const auto& f) { return f.kind != cluster::fault_kind::slow || f.phase_given; });
 }
