@@ -20,13 +20,20 @@ mlm_evaluator::mlm_evaluator(const bert_config& config, const named_tensors& par
 
 mlm_evaluator::~mlm_evaluator() = default;
 
-nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct) {
+nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct, top_k_hits* hits) {
   torch::NoGradGuard no_grad;
   autocast_scope autocast(device_, bf16_);
   auto lengths = batch.lengths.defined() ? batch.lengths.to(device_) : batch.lengths;
   auto hidden = model_->encode(batch.input_ids.to(device_), batch.token_type_ids.to(device_), lengths);
   auto logits = model_->predict(hidden, batch.masked_positions.to(device_));
-  auto nll = at::cross_entropy_loss(logits, batch.labels.to(device_), {}, at::Reduction::Sum);
+  const auto labels = batch.labels.to(device_);
+  auto nll = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum);
+  if (hits && labels.numel() > 0) {
+    const auto guesses = std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(-1)), -1));
+    const auto right = guesses.eq(labels.unsqueeze(1));
+    hits->top1 += right.select(1, 0).sum().item<int64_t>();
+    hits->top5 += right.any(1).sum().item<int64_t>();
+  }
   if (sentence_order_correct && batch.sentence_order_labels.defined()) {
     // From the same forward: the [CLS] state is already there.
     const auto order = model_->sentence_order_logits(hidden);
@@ -77,6 +84,31 @@ nll_sum unigram_nll(const std::vector<uint64_t>& counts, const at::Tensor& label
   }
   sum.tokens = flat.numel();
   return sum;
+}
+
+std::vector<int64_t> unigram_top5(const std::vector<uint64_t>& counts, const std::vector<int64_t>& excluded) {
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; id < static_cast<int64_t>(counts.size()); ++id)
+    if (std::find(excluded.begin(), excluded.end(), id) == excluded.end()) ids.push_back(id);
+  const auto more_frequent = [&](int64_t a, int64_t b) {
+    const auto ca = counts[static_cast<std::size_t>(a)], cb = counts[static_cast<std::size_t>(b)];
+    return ca != cb ? ca > cb : a < b;
+  };
+  const auto kept = std::min<std::size_t>(5, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kept), ids.end(), more_frequent);
+  ids.resize(kept);
+  return ids;
+}
+
+top_k_hits unigram_hits(const std::vector<int64_t>& top5, const at::Tensor& labels) {
+  top_k_hits hits;
+  auto flat = labels.to(at::kCPU).to(at::kLong).contiguous();
+  const int64_t* data = flat.data_ptr<int64_t>();
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    if (!top5.empty() && data[i] == top5.front()) ++hits.top1;
+    if (std::find(top5.begin(), top5.end(), data[i]) != top5.end()) ++hits.top5;
+  }
+  return hits;
 }
 
 std::vector<std::vector<token_guess>> mlm_evaluator::top_tokens(const std::vector<int64_t>& tokens,

@@ -28,6 +28,17 @@ struct nll_sum {
   double perplexity() const { return std::exp(mean()); }
 };
 
+/// Masked tokens (each masked sub-word piece counts once) whose label is a guesser's best guess
+/// (top1) or among its five best (top5).
+struct top_k_hits {
+  int64_t top1 = 0;
+  int64_t top5 = 0;
+  void add(const top_k_hits& other) {
+    top1 += other.top1;
+    top5 += other.top5;
+  }
+};
+
 /// A predicted token and its probability.
 struct token_guess {
   int64_t id = 0;
@@ -43,7 +54,8 @@ class mlm_evaluator {
   /// NLL of the labels at the batch's masked positions. With `sentence_order_correct`, adds the
   /// sentence-order guesses that match the batch's labels (ALBERT with `prepare --task sop`
   /// data; nothing when the model has no such head or the batch no labels), from the same forward.
-  nll_sum masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct = nullptr);
+  /// With `hits`, also counts the masked tokens the model's top 1 and top 5 guesses get right.
+  nll_sum masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct = nullptr, top_k_hits* hits = nullptr);
 
   /// Pseudo-log-likelihood (Salazar et al. 2020, "Masked Language Model Scoring"): every
   /// maskable position t of the sequence is replaced by [MASK] in its own copy, and the NLL of
@@ -65,5 +77,12 @@ class mlm_evaluator {
 
 /// NLL of `labels` under an add-one-smoothed unigram model with `counts` per vocabulary id.
 nll_sum unigram_nll(const std::vector<uint64_t>& counts, const at::Tensor& labels);
+
+/// The unigram baseline's guesses: the five most frequent ids of `counts` (most frequent first,
+/// ties to the lower id), leaving out `excluded` (special tokens, which are never masked).
+std::vector<int64_t> unigram_top5(const std::vector<uint64_t>& counts, const std::vector<int64_t>& excluded);
+
+/// How many of `labels` the unigram guesses `top5` get right at 1 and at 5.
+top_k_hits unigram_hits(const std::vector<int64_t>& top5, const at::Tensor& labels);
 
 }  // namespace troupe::compute

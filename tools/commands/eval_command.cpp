@@ -26,6 +26,8 @@ struct eval_arguments {
   bool json = false;
 };
 
+double share(int64_t part, int64_t whole) { return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0; }
+
 /// Masked-LM perplexity over the validation split with masks keyed by (seed, epoch 0, sample),
 /// the unigram perplexity of the same predicted tokens, and pseudo-perplexity over the first
 /// `pseudo_samples` validation sequences.
@@ -48,18 +50,21 @@ nlohmann::json evaluate(const eval_arguments& args) {
   const uint64_t samples = args.max_samples > 0 ? std::min<uint64_t>(args.max_samples, validation.size())
                                                 : validation.size();
   compute::nll_sum model_nll, unigram;
+  compute::top_k_hits model_hits, unigram_guessed;
+  const auto& specials = validation.manifest().specials;
+  const std::vector<int64_t> special_ids{specials.pad, specials.cls, specials.sep, specials.mask};
+  const auto unigram_guesses = compute::unigram_top5(counts, special_ids);
   const bool sentence_order = validation.manifest().sentence_order && checkpoint.model.model_type == "albert";
   int64_t order_correct = 0;
   for (uint64_t start = 0; start < samples; start += static_cast<uint64_t>(args.batch_size)) {
     std::vector<compute::sample_ref> refs;
     for (uint64_t i = start; i < std::min<uint64_t>(samples, start + args.batch_size); ++i) refs.push_back({0, i});
     auto batch = builder.build(refs);
-    model_nll.add(evaluator.masked_lm(batch, sentence_order ? &order_correct : nullptr));
+    model_nll.add(evaluator.masked_lm(batch, sentence_order ? &order_correct : nullptr, &model_hits));
     unigram.add(compute::unigram_nll(counts, batch.labels));
+    unigram_guessed.add(compute::unigram_hits(unigram_guesses, batch.labels));
   }
 
-  const auto& specials = validation.manifest().specials;
-  const std::vector<int64_t> special_ids{specials.pad, specials.cls, specials.sep, specials.mask};
   compute::nll_sum pseudo;
   const uint64_t pseudo_samples = std::min<uint64_t>(static_cast<uint64_t>(args.pseudo_samples), validation.size());
   for (uint64_t i = 0; i < pseudo_samples; ++i) {
@@ -75,7 +80,12 @@ nlohmann::json evaluate(const eval_arguments& args) {
                            {"masked_tokens", model_nll.tokens},
                            {"mlm_loss", model_nll.mean()},
                            {"perplexity", model_nll.perplexity()},
-                           {"unigram_perplexity", unigram.perplexity()}};
+                           {"unigram_perplexity", unigram.perplexity()},
+                           {"accuracy_counts", "masked tokens (each masked sub-word piece once)"},
+                           {"top1_accuracy", share(model_hits.top1, model_nll.tokens)},
+                           {"top5_accuracy", share(model_hits.top5, model_nll.tokens)},
+                           {"unigram_top1_accuracy", share(unigram_guessed.top1, model_nll.tokens)},
+                           {"unigram_top5_accuracy", share(unigram_guessed.top5, model_nll.tokens)}};
   if (sentence_order) result["sop_accuracy"] = static_cast<double>(order_correct) / static_cast<double>(samples);
   if (pseudo.tokens > 0) {
     result["pseudo_perplexity"] = pseudo.perplexity();
@@ -118,6 +128,10 @@ void add_eval_command(CLI::App& app) {
     std::printf("perplexity          %.3f (loss %.4f)\n", result["perplexity"].get<double>(),
                 result["mlm_loss"].get<double>());
     std::printf("unigram perplexity  %.3f\n", result["unigram_perplexity"].get<double>());
+    std::printf("masked tokens right %.1f%% first guess, %.1f%% in the top 5 (unigram: %.1f%%, %.1f%%; each masked "
+                "sub-word piece counts once)\n",
+                100 * result["top1_accuracy"].get<double>(), 100 * result["top5_accuracy"].get<double>(),
+                100 * result["unigram_top1_accuracy"].get<double>(), 100 * result["unigram_top5_accuracy"].get<double>());
     if (result.contains("sop_accuracy"))
       std::printf("sentence order      %.1f%% right (ALBERT SOP, chance 50%%)\n", 100 * result["sop_accuracy"].get<double>());
     if (result.contains("pseudo_perplexity"))
