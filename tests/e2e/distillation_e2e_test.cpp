@@ -4,13 +4,47 @@
 // exact resume in the middle, the HF export → import round trip, and the bad inputs refused
 // before any work with the config field named.
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "tests/e2e/cluster_job.hpp"
 
 namespace troupe {
 namespace {
+
+/// `fill-mask --held-out N --top-k K --seed S --json`: N sentences drawn at random from the
+/// validation split (another seed draws others), each with one whole word hidden (no "##" piece,
+/// not punctuation), its truth and K guesses with token_str, score and correct.
+void expect_held_out_contract(const std::string& run) {
+  const auto draw = [&](int seed) {
+    auto result = run_command(troupe_binary() + " fill-mask --checkpoint " + run + " --held-out 6 --top-k 3 --seed " +
+                              std::to_string(seed) + " --json");
+    EXPECT_EQ(result.status, 0) << result.output;
+    return json::parse(result.output.substr(result.output.find('[')));
+  };
+  const auto first = draw(1), again = draw(1), other = draw(2);
+  ASSERT_EQ(first.size(), 6u);
+  EXPECT_EQ(first, again) << "the same seed draws the same sentences and words";
+  std::set<int64_t> drawn, drawn_by_other;
+  for (const auto& sentence : first) {
+    drawn.insert(sentence["sequence"].get<int64_t>());
+    const auto truth = sentence["truth"].get<std::string>();
+    EXPECT_TRUE(std::any_of(truth.begin(), truth.end(), [](unsigned char c) { return std::isalpha(c); })) << truth;
+    EXPECT_NE(truth.rfind("##", 0), 0u) << "a piece of a word was hidden: " << truth;
+    EXPECT_NE(sentence["context"].get<std::string>().find("[MASK]"), std::string::npos);
+    ASSERT_EQ(sentence["guesses"].size(), 3u);
+    for (const auto& guess : sentence["guesses"]) {
+      EXPECT_TRUE(guess.contains("score"));
+      EXPECT_EQ(guess["correct"].get<bool>(), guess["token_str"].get<std::string>() == truth) << guess.dump();
+    }
+  }
+  for (const auto& sentence : other) drawn_by_other.insert(sentence["sequence"].get<int64_t>());
+  EXPECT_NE(drawn, drawn_by_other) << "another seed drew the same sentences";
+  EXPECT_NE(drawn, (std::set<int64_t>{0, 1, 2, 3, 4, 5})) << "not drawn at random: the first six";
+}
 
 class distillation_e2e : public cluster_job_test {
  protected:
@@ -153,6 +187,7 @@ TEST_F(distillation_e2e, fill_mask_guesses_for_bert_and_distilbert_checkpoints) 
     ASSERT_EQ(held.status, 0) << held.output;
     EXPECT_NE(held.output.find("[MASK]"), std::string::npos) << held.output;
     EXPECT_NE(held.output.find("truth: "), std::string::npos) << held.output;
+    expect_held_out_contract(run);
   }
   auto no_mask = run_command(troupe_binary() + " fill-mask --checkpoint " + teacher + " 'no mask here'");
   EXPECT_NE(no_mask.status, 0);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/counter_random.hpp"
+#include "compute/sample_order.hpp"
 #include "compute/device_check.hpp"
 #include "compute/mlm_evaluation.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
@@ -136,11 +137,14 @@ int64_t word_to_hide(const fill_mask_session& s, const std::vector<int64_t>& ids
   return candidates[compute::below(compute::keyed_random(seed, index), candidates.size())];
 }
 
-/// The first `count` validation sequences with one word hidden: the guesses beside the truth.
+/// `count` validation sequences drawn at random (a permutation keyed by `seed`) with one word
+/// hidden: the guesses beside the truth.
 nlohmann::json held_out(const fill_mask_session& s, int64_t count, int64_t top_k, uint64_t seed) {
   const io::token_dataset validation(s.data_dir, "validation");
+  compute::sample_order order(validation.size(), seed);
   nlohmann::json results = nlohmann::json::array();
-  for (uint64_t i = 0; i < validation.size() && static_cast<int64_t>(results.size()) < count; ++i) {
+  for (uint64_t drawn = 0; drawn < validation.size() && static_cast<int64_t>(results.size()) < count; ++drawn) {
+    const uint64_t i = order.at(drawn).sample_id;
     const auto view = validation.sequence(i);
     std::vector<int64_t> ids;
     for (std::size_t p = 0; p < view.length; ++p) ids.push_back(view.token(p));
@@ -196,9 +200,10 @@ void add_fill_mask_command(CLI::App& app) {
   command->add_option("--data", args->data, "data directory whose tokenizer to use (default: the checkpoint's data.dir)");
   command->add_option("--top-k", args->top_k, "guesses per mask")->capture_default_str()->check(CLI::Range(1, 100));
   command->add_option("--held-out", args->held_out,
-                      "instead of texts: this many validation sequences, one word hidden in each")
+                      "instead of texts: this many validation sequences drawn at random, one whole word hidden in each")
       ->check(CLI::PositiveNumber);
-  command->add_option("--seed", args->seed, "which word --held-out hides")->capture_default_str();
+  command->add_option("--seed", args->seed, "which sequences --held-out draws and which word it hides")
+      ->capture_default_str();
   command->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
   command->add_flag("--json", args->json, "print one JSON array");
   command->callback([args] {
