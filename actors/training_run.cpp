@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <cstdlib>
 
 #include "actors/checkpointer.hpp"
 #include "actors/metrics.hpp"

@@ -3,7 +3,6 @@
 #include <caf/all.hpp>
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <functional>
 #include <thread>
 #include <utility>

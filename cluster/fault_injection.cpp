@@ -20,10 +20,11 @@ constexpr const char* kinds_expected =
     "kill, hang, slow:MS, drop:N, corrupt-checkpoint, enospc, partition, stall-checkpoint:BYTES, slow-checkpoint:MS or "
     "diverge";
 
-/// Kinds that fire at a moment of their own (the window's checkpoint, its replica check).
-bool applies_to_a_moment(const std::string& kind) {
-  return kind == "corrupt-checkpoint" || kind == "enospc" || kind.rfind("stall-checkpoint:", 0) == 0 ||
-         kind.rfind("slow-checkpoint:", 0) == 0 || kind == "diverge";
+/// Kinds that fire at a moment of their own (the window's checkpoint, its replica check), so a
+/// PHASE means nothing for them.
+bool has_own_moment(fault_kind kind) {
+  return kind == fault_kind::corrupt_checkpoint || kind == fault_kind::enospc || kind == fault_kind::stall_checkpoint ||
+         kind == fault_kind::slow_checkpoint || kind == fault_kind::diverge;
 }
 
 /// KIND[:PARAMETER] into `fault`; false when it is none of the kinds.
@@ -120,7 +121,6 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     if (known == std::end(phases))
       throw refuse("PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got '" +
                    phase + "'");
-    if (applies_to_a_moment(kind)) throw refuse("no PHASE for " + kind + " (it has its own moment in the window)");
     fault.phase = *known;
     fault.phase_given = true;
   }
@@ -128,6 +128,8 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
   if (!read_kind(kind, fault))
     throw refuse("KIND " + std::string(kinds_expected) + " (MS milliseconds, N heartbeats, BYTES bytes, whole numbers), got '" +
                  kind + "'");
+  if (fault.phase_given && has_own_moment(fault.kind))
+    throw refuse("no PHASE for " + kind + " (it has its own moment in the window)");
   if (fault.node.empty()) throw refuse("a node name before '@'");
   if (fault.window < 1) throw refuse("a window number ≥ 1 after '@'");
   if (manifest) {
