@@ -45,6 +45,7 @@ void send_batch(self_pointer self, const metrics_settings& settings) {
   if (settings.warnings) batch.log = settings.warnings->take();
   batch.final = s.final;
   batch.written_through = s.written_through;
+  batch.links = settings.links;
   s.written_through = 0;
   s.windows.clear();
   s.checkpoints.clear();

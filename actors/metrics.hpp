@@ -29,6 +29,7 @@ struct metrics_settings {
   std::chrono::milliseconds period{1000};  ///< a batch leaves at least this often when anything waits
   std::chrono::seconds hub_timeout{10};    ///< longest wait for the hub to take a batch
   std::shared_ptr<warning_log> warnings;   ///< this process's warnings, drained into batches
+  std::vector<messages::ring_link> links;  ///< this node's ring links (cluster_role::links), in every batch
 };
 
 struct metrics_state {

@@ -9,6 +9,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/plan.hpp"
+#include "cluster/ring_links.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 #ifdef TROUPE_HAS_NCCL
 #include "io/comm/nccl/nccl_communicator.hpp"
@@ -106,7 +107,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
                          ": the ucx transport reduces host memory; GPU workers need transport \"nccl\"");
   is_head_ = spec.name == m.head_node;
 
-  ucx_ = std::make_unique<io::ucx_context>();
+  ucx_ = std::make_unique<io::ucx_context>(node.manifest.ucx_tls);
   system_config_ = std::make_unique<caf::actor_system_config>();
   configure_actor_system(*system_config_);
   system_config_->load<caf::io::middleman>();
@@ -255,6 +256,16 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   spdlog::info("node {}: ranks {}..{} of {}, {} ring(s){}", spec.name, role_.first_rank,
                role_.first_rank + spec.workers - 1, role_.world, plan.ring_orders.size(),
                plan.generation == 0 ? "" : ", generation " + std::to_string(plan.generation));
+  report_links(plan);
+}
+
+// Every link as UCX itself reports it (docs/cluster.md#transport-visibility), and a warning for
+// each one that the manifest says crosses hosts but that goes through shared memory.
+void cluster_membership::report_links(const cluster::cluster_plan& plan) {
+  role_.links = cluster::ring_links(plan, role_.first_rank, role_.transports);
+  for (const auto& link : role_.links) spdlog::info("node {}: {}", node_.name, cluster::link_text(link, plan));
+  for (const auto& warning : cluster::shared_memory_across_hosts(role_.links, plan, node_.manifest))
+    spdlog::warn("node {}: {}", node_.name, warning);
 }
 
 // The teardown runs under a watchdog (a finished node must not hang the job): the hub first,

@@ -68,6 +68,7 @@ class cluster_membership {
                                          local_transports& transports);
   cluster::cluster_plan request_plan(const cluster::join_request& join);
   void take_place_in(const cluster::cluster_plan& plan, local_transports& transports);
+  void report_links(const cluster::cluster_plan& plan);
 
   node_identity node_;
   uint64_t job_hash_ = 0;

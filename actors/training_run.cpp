@@ -80,6 +80,7 @@ void training_run::spawn_reporters() {
   metric_options.warnings = warning_log::attach();
   metric_options.node = role_.node;
   metric_options.generation = role_.generation;
+  metric_options.links = role_.links;
   metrics_actor_ = system_.spawn(metrics, metric_options);
   if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, metrics_actor_);
 }

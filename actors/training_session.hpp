@@ -17,6 +17,7 @@
 #include "cluster/fault_injection.hpp"
 #include "io/config/job_config.hpp"
 #include "io/monitor/dashboard_server.hpp"
+#include "messages/metrics_batch.hpp"
 #include "actors/protocol/training_summary.hpp"
 #include "actors/protocol/reports.hpp"
 
@@ -91,6 +92,9 @@ struct cluster_role {
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop;
   std::shared_ptr<std::atomic<bool>> partitioned;  ///< an injected partition fired (once per process)
   std::string head;        ///< "host:port", for messages
+  /// Each local rank's link to its successor in each ring, as the transport reports it (UCX's
+  /// lanes, after connect): logged at plan time and sent with the node's metrics.
+  std::vector<messages::ring_link> links;
 
   /// Ring `ring`'s settings as the plan gives them (order, index, chunk, timeout).
   io::ring_settings ring_settings(int ring) const;

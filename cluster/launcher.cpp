@@ -68,8 +68,10 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       argv.push_back("--watch-stdin");
       const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && IFS= read -r " +
                           job_secret_variable + " && export " + job_secret_variable + " && exec " + shell_quote(argv);
-      commands.push_back({node.name, launch_method::ssh, {"ssh", "-o", "BatchMode=yes", "--", node.host, remote},
-                          may_fail, 0, options.job_secret + "\n"});
+      std::vector<std::string> ssh = {"ssh", "-o", "BatchMode=yes"};
+      if (!manifest.ssh_config.empty()) ssh.insert(ssh.end(), {"-F", manifest.ssh_config});
+      ssh.insert(ssh.end(), {"--", node.host, remote});
+      commands.push_back({node.name, launch_method::ssh, ssh, may_fail, 0, options.job_secret + "\n"});
     }
     commands.back().head = node.name == manifest.head_node;
   }

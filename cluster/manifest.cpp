@@ -149,6 +149,34 @@ bool single_host(const cluster_manifest& manifest) {
   });
 }
 
+namespace {
+
+// transport, ucx_tls and ssh: how bytes and node processes reach the other hosts.
+void parse_transport(io::json_fields& root, cluster_manifest& m) {
+  m.transport = root.string("transport", m.transport);
+  if (m.transport != "ucx" && m.transport != "nccl") root.fail("transport", "\"ucx\" or \"nccl\"");
+  if (m.transport == "nccl") check_nccl_devices(m);
+  m.ucx_tls = root.string("ucx_tls", "");
+  const bool tls_word = std::all_of(m.ucx_tls.begin(), m.ucx_tls.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_' ||
+           c == ',' || c == '^';
+  });
+  if (root.has("ucx_tls") && (m.ucx_tls.empty() || !tls_word))
+    root.fail("ucx_tls", "a UCX_TLS list such as \"tcp\" or \"tcp,self\" (transport names, ',' between, '^' to exclude)");
+  if (!m.ucx_tls.empty() && m.transport != "ucx") root.fail("ucx_tls", "no ucx_tls with transport \"nccl\"");
+  auto ssh = root.object("ssh");
+  const auto config = ssh.string("config", "");
+  if (!config.empty()) {
+    std::filesystem::path path(config);
+    if (path.is_relative()) path = std::filesystem::path(m.source).parent_path() / path;
+    if (!std::filesystem::is_regular_file(path)) ssh.fail("config", "an ssh_config file (" + path.string() + " not found)");
+    m.ssh_config = std::filesystem::absolute(path).string();
+  }
+  ssh.finish();
+}
+
+}  // namespace
+
 cluster_manifest parse_manifest(const json& root_json, const std::string& source) {
   io::json_fields root(root_json, source);
   cluster_manifest m;
@@ -188,9 +216,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   }
   rings.finish();
 
-  m.transport = root.string("transport", m.transport);
-  if (m.transport != "ucx" && m.transport != "nccl") root.fail("transport", "\"ucx\" or \"nccl\"");
-  if (m.transport == "nccl") check_nccl_devices(m);
+  parse_transport(root, m);
 
   auto timeouts = root.object("timeouts");
   m.timeouts.join = std::chrono::seconds(timeouts.integer("join_s", m.timeouts.join.count(), 1, 86400));

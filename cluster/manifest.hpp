@@ -70,6 +70,11 @@ struct cluster_manifest {
   std::vector<node_spec> nodes;
   ring_spec rings;
   std::string transport = "ucx";
+  /// UCX_TLS for every node's UCX context ("tcp", "tcp,self", …); empty: the environment's
+  /// UCX_TLS, or UCX's own choice (docs/cluster.md#transport-visibility).
+  std::string ucx_tls;
+  /// `ssh -F` file for the nodes the launcher starts over ssh (absolute; empty: ssh's own).
+  std::string ssh_config;
   timeout_spec timeouts;
   fault_spec faults;
   bool oversubscribe = false;  ///< allow more worker threads than cores on one host

@@ -27,6 +27,16 @@ struct log_line {
   std::string text;
 };
 
+/// One ring link of a rank: what the transport library really uses to send to the rank's ring
+/// successor (UCX's own report of the endpoint's lanes, not the configuration).
+struct ring_link {
+  int32_t ring = 0;
+  int32_t rank = 0;       ///< the sending rank (global)
+  int32_t peer = 0;       ///< its successor in the ring
+  std::string transport;  ///< "tcp", "sysv", "posix", "cma", "rc_mlx5", … ("+"-joined when lanes differ)
+  std::string device;     ///< "eth0", "memory", "mlx5_0:1", …
+};
+
 /// Everything one node reported since its previous batch.
 struct metrics_batch {
   std::string node;
@@ -42,6 +52,8 @@ struct metrics_batch {
   /// A checkpoint of this step follows: the hub writes every window up to it (waiting briefly
   /// for missing ranks) before it answers, so a resumed run finds that window's line; 0: none.
   int64_t written_through = 0;
+  /// This node's ring links in its current generation (every batch carries them: they are few).
+  std::vector<ring_link> links;
 };
 
 }  // namespace troupe::messages

@@ -86,6 +86,15 @@ std::string encode_metrics_batch(const metrics_batch& batch) {
     log[i].setLevel(batch.log[i].level);
     log[i].setText(batch.log[i].text);
   }
+  auto links = out.initLinks(static_cast<unsigned>(batch.links.size()));
+  for (unsigned i = 0; i < links.size(); ++i) {
+    const auto& link = batch.links[i];
+    links[i].setRing(link.ring);
+    links[i].setRank(link.rank);
+    links[i].setPeer(link.peer);
+    links[i].setTransport(link.transport);
+    links[i].setDevice(link.device);
+  }
   return flat_message_bytes<std::string>(message);
 }
 
@@ -105,6 +114,8 @@ metrics_batch decode_metrics_batch(const std::string& bytes) {
     for (auto c : in.getCheckpoints())
       batch.checkpoints.push_back({c.getStep(), c.getUnixSeconds(), c.getSeconds(), c.getBytes(), c.getSkipped()});
     for (auto line : in.getLog()) batch.log.push_back({line.getUnixSeconds(), line.getLevel(), line.getText()});
+    for (auto link : in.getLinks())
+      batch.links.push_back({link.getRing(), link.getRank(), link.getPeer(), link.getTransport(), link.getDevice()});
     return batch;
   });
 }

@@ -22,6 +22,14 @@ namespace troupe::io {
 /// They travel to the other ranks inside the cluster plan.
 using transport_address = std::vector<std::uint8_t>;
 
+/// How a connection to one peer really moves its bytes, as the library reports it: for UCX the
+/// transports and devices of the endpoint's lanes ("tcp" over "eth0", "sysv" over "memory").
+/// Empty where the library does not say.
+struct link_route {
+  std::string transport;
+  std::string device;
+};
+
 /// A request posted with post_send/post_receive; valid until wait() or test() reports it done.
 using transport_request = std::uint64_t;
 
@@ -52,6 +60,9 @@ class transport {
 
   /// Opens the connection to `peer` (a global rank) at `address`. Idempotent per peer.
   virtual void connect(int peer, const transport_address& address) = 0;
+
+  /// How the connection to `peer` moves bytes (after connect(peer, …)); empty when unknown.
+  virtual link_route route_to(int /*peer*/) const { return {}; }
 
   /// Posts a send of `bytes` from `data` to `peer` under `tag`. `data` must stay valid and
   /// unchanged until the request completes. Messages between one pair with one tag arrive in

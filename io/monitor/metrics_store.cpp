@@ -56,10 +56,13 @@ void metrics_store::add_batch(const messages::metrics_batch& batch, double now) 
     auto& ranks = pending.window.ranks;
     const auto at = std::lower_bound(ranks.begin(), ranks.end(), report.rank,
                                      [](const rank_report& r, int32_t rank) { return r.report.rank < rank; });
+    std::vector<messages::ring_link> links;
+    for (const auto& link : batch.links)
+      if (link.rank == report.rank) links.push_back(link);
     if (at != ranks.end() && at->report.rank == report.rank)
-      *at = {batch.node, report};  // a repeated report (a resent batch): the newer one
+      *at = {batch.node, report, std::move(links)};  // a repeated report (a resent batch): the newer one
     else
-      ranks.insert(at, {batch.node, report});
+      ranks.insert(at, {batch.node, report, std::move(links)});
   }
   for (const auto& checkpoint : batch.checkpoints) add_checkpoint(checkpoint);
   for (const auto& line : batch.log) add_log(line);

@@ -15,6 +15,36 @@ namespace {
 
 uint64_t from_hex64(const std::string& text) { return std::strtoull(text.c_str(), nullptr, 16); }
 
+std::string route_text(const messages::ring_link& link) {
+  return link.transport + (link.device.empty() ? "" : "/" + link.device);
+}
+
+// What ring `ring`'s links used in the window, each once ("tcp/eth0", "sysv/memory").
+std::vector<std::string> ring_transports(const window_summary& window, int32_t ring) {
+  std::vector<std::string> routes;
+  for (const auto& r : window.ranks)
+    for (const auto& link : r.links)
+      if (link.ring == ring && std::find(routes.begin(), routes.end(), route_text(link)) == routes.end())
+        routes.push_back(route_text(link));
+  return routes;
+}
+
+nlohmann::json links_json(const std::vector<messages::ring_link>& links) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& link : links)
+    list.push_back({{"ring", link.ring}, {"peer", link.peer}, {"transport", link.transport}, {"device", link.device}});
+  return list;
+}
+
+std::vector<messages::ring_link> links_from_json(const nlohmann::json& list, int32_t rank) {
+  std::vector<messages::ring_link> links;
+  if (!list.is_array()) return links;
+  for (const auto& link : list)
+    links.push_back({link.value("ring", 0), rank, link.value("peer", 0), link.value("transport", std::string()),
+                     link.value("device", std::string())});
+  return links;
+}
+
 }  // namespace
 
 double phase_seconds(const messages::window_report& r, std::size_t phase) {
@@ -50,7 +80,8 @@ nlohmann::json rings_json(const window_summary& window) {
       if (ring < r.report.ring_bytes.size()) bytes = std::max(bytes, r.report.ring_bytes[ring]);
     }
     const double bus = n > 1 ? per_second(static_cast<double>(bytes), seconds) * 2.0 * (n - 1) / n : 0.0;
-    rings.push_back({{"ring", ring}, {"seconds", std::max(seconds, 0.0)}, {"bytes", bytes}, {"bus_gb_per_s", bus / 1e9}});
+    rings.push_back({{"ring", ring}, {"seconds", std::max(seconds, 0.0)}, {"bytes", bytes}, {"bus_gb_per_s", bus / 1e9},
+                     {"transports", ring_transports(window, static_cast<int32_t>(ring))}});
   }
   return rings;
 }
@@ -67,7 +98,8 @@ nlohmann::json rank_json(const rank_report& r) {
           {"lateness_s", w.lateness_seconds},
           {"time", time},
           {"ring_s", w.ring_seconds},
-          {"ring_bytes", w.ring_bytes}};
+          {"ring_bytes", w.ring_bytes},
+          {"links", links_json(r.links)}};
 }
 
 
@@ -143,7 +175,7 @@ window_summary window_from_json(const nlohmann::json& line) {
     r.teacher_seconds = time.value("teacher", 0.0);
   };
   if (!line.contains("ranks")) {  // a line from before every rank reported: the flat fields are rank 0's
-    window.ranks.push_back({"", cluster});
+    window.ranks.push_back({"", cluster, {}});
     return window;
   }
   for (const auto& rank : line.at("ranks")) {
@@ -154,9 +186,10 @@ window_summary window_from_json(const nlohmann::json& line) {
     time_split(r, rank.value("time", nlohmann::json::object()));
     r.ring_seconds = rank.value("ring_s", std::vector<double>{});
     r.ring_bytes = rank.value("ring_bytes", std::vector<int64_t>{});
-    window.ranks.push_back({rank.value("node", std::string()), std::move(r)});
+    auto links = links_from_json(rank.value("links", nlohmann::json()), r.rank);
+    window.ranks.push_back({rank.value("node", std::string()), std::move(r), std::move(links)});
   }
-  if (window.ranks.empty()) window.ranks.push_back({"", cluster});
+  if (window.ranks.empty()) window.ranks.push_back({"", cluster, {}});
   return window;
 }
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "messages/metrics_batch.hpp"
 #include "messages/window_report.hpp"
 
 namespace troupe::io {
@@ -19,6 +20,8 @@ namespace troupe::io {
 struct rank_report {
   std::string node;
   messages::window_report report;
+  /// The rank's link to its successor in each ring, as its node last reported them.
+  std::vector<messages::ring_link> links;
 };
 
 /// One window, cluster-wide: what every rank reported for one optimizer step. The cluster's
@@ -57,9 +60,11 @@ double perplexity_of(double loss);
 /// A window's training perplexity: of its masked-LM loss (a distillation window's mlm part,
 /// not its weighted total; an SOP window's without the sentence-order loss).
 double training_perplexity(const messages::window_report& report);
-/// Each ring's time (its fastest rank's) and bus bandwidth in the window.
+/// Each ring's time (its fastest rank's), bus bandwidth, and the transports its links used
+/// ("transports": "tcp/eth0", … once each) in the window.
 nlohmann::json rings_json(const window_summary& window);
-/// One rank's part of the window: node, window_s, samples/s, lateness, time split, rings.
+/// One rank's part of the window: node, window_s, samples/s, lateness, time split, rings, and
+/// its ring links ("links": ring, peer, transport, device).
 nlohmann::json rank_json(const rank_report& rank);
 
 }  // namespace troupe::io

@@ -66,6 +66,14 @@ struct LogLine {
 
 # What one node's metrics actor forwards to the hub: every report its workers and checkpointer
 # made since the last batch, and the node process's own numbers.
+struct RingLink {
+  ring @0 :Int32;
+  rank @1 :Int32;              # the sending rank (global)
+  peer @2 :Int32;              # its successor in the ring
+  transport @3 :Text;          # what UCX reports the endpoint's lanes use: "tcp", "sysv", ...
+  device @4 :Text;             # "eth0", "memory", ...
+}
+
 struct MetricsBatch {
   node @0 :Text;               # the node's name in the manifest
   generation @1 :UInt64;       # membership generation the node was in (docs/faults.md)
@@ -79,4 +87,5 @@ struct MetricsBatch {
   final @9 :Bool;              # the node's run ended: no more batches from this process
   writtenThrough @10 :Int64;   # a checkpoint of this step follows: write every window up to it
                                # (waiting briefly for missing ranks) before answering; 0: none
+  links @11 :List(RingLink);   # the node's ring links in its current generation
 }

@@ -74,6 +74,23 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_EQ(shell_quote({"a b", "it's"}), "'a b' 'it'\\''s'");
 }
 
+TEST(launcher, ssh_uses_the_manifests_ssh_config) {
+  auto m = troupe::testing::two_node_manifest();
+  m["nodes"][1]["host"] = "198.18.1.2";
+  auto manifest = parse_manifest(m, "m.json");
+  manifest.ssh_config = "/run/netcluster/tnc/ssh_config";  // as parse_manifest leaves it: absolute
+  launch_options options;
+  options.manifest_file = "/jobs/m.json";
+  options.config_file = "/jobs/c.json";
+  options.run_dir = "/runs/x";
+  options.troupe_binary = "/opt/troupe";
+  const auto commands = node_commands(manifest, options, false);
+  ASSERT_EQ(commands.size(), 2u);
+  const std::vector<std::string> head(commands[1].argv.begin(), commands[1].argv.begin() + 7);
+  EXPECT_EQ(head, (std::vector<std::string>{"ssh", "-o", "BatchMode=yes", "-F", "/run/netcluster/tnc/ssh_config", "--",
+                                            "198.18.1.2"}));
+}
+
 TEST(launcher, reaps_every_child_and_names_the_failed_node) {
   const std::vector<node_command> commands = {
       {"good", launch_method::local, {"/bin/sh", "-c", "echo hello; sleep 0.2"}},

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -131,6 +133,32 @@ TEST(manifest, unknown_transport_and_fields_are_refused) {
   m = troupe::testing::two_node_manifest();
   m["nodes"] = json::array();
   expect_error(m, {"nodes", "non-empty"});
+}
+
+TEST(manifest, ucx_tls_and_ssh_config_are_read_and_checked) {
+  auto m = troupe::testing::two_node_manifest();
+  EXPECT_EQ(parse_manifest(m, "m.json").ucx_tls, "");
+  m["ucx_tls"] = "tcp,self";
+  EXPECT_EQ(parse_manifest(m, "m.json").ucx_tls, "tcp,self");
+  m["ucx_tls"] = "";
+  expect_error(m, {"ucx_tls", "a UCX_TLS list such as \"tcp\""});
+  m["ucx_tls"] = "tcp; rm -rf /";
+  expect_error(m, {"ucx_tls", "transport names"});
+  m["ucx_tls"] = 3;
+  expect_error(m, {"ucx_tls"});
+
+  m = troupe::testing::two_node_manifest();
+  m["ssh"] = {{"config", "/nonexistent/ssh_config"}};
+  expect_error(m, {"ssh.config", "an ssh_config file (/nonexistent/ssh_config not found)"});
+  m["ssh"] = {{"confg", "x"}};
+  expect_error(m, {"ssh.confg", "config"});
+  const auto file = std::filesystem::temp_directory_path() / "troupe-manifest-test-ssh_config";
+  { std::ofstream(file) << "Host *\n"; }
+  m["ssh"] = {{"config", file.string()}};
+  EXPECT_EQ(parse_manifest(m, "m.json").ssh_config, file.string());
+  m["ssh"] = {{"config", file.filename().string()}};  // relative: next to the manifest
+  EXPECT_EQ(parse_manifest(m, (file.parent_path() / "m.json").string()).ssh_config, file.string());
+  std::filesystem::remove(file);
 }
 
 TEST(manifest, timeouts_are_read_and_range_checked) {

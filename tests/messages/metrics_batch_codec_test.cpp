@@ -97,6 +97,7 @@ TEST(metrics_batch_codec, round_trips_the_batch_fields) {
   batch.written_through = 40;
   batch.checkpoints = {{20, 1.7e9, 1.5, 123456789, false}, {30, 1.7e9 + 1, 0, 0, true}};
   batch.log = {{1.7e9 + 2, "warning", "rank 3 is a straggler"}, {1.7e9 + 3, "error", "ünïcode ✓"}};
+  batch.links = {{0, 2, 3, "tcp", "eth0"}, {1, 2, 1, "sysv", "memory"}};
   const auto decoded = decode_metrics_batch(encode_metrics_batch(batch));
   EXPECT_EQ(decoded.node, "node-b");
   EXPECT_EQ(decoded.generation, 3u);
@@ -111,6 +112,16 @@ TEST(metrics_batch_codec, round_trips_the_batch_fields) {
   EXPECT_EQ(decoded.checkpoints[0].seconds, 1.5);
   EXPECT_EQ(decoded.checkpoints[0].bytes, 123456789);
   EXPECT_FALSE(decoded.checkpoints[0].skipped);
+  ASSERT_EQ(decoded.links.size(), 2u);
+  EXPECT_EQ(decoded.links[0].ring, 0);
+  EXPECT_EQ(decoded.links[0].rank, 2);
+  EXPECT_EQ(decoded.links[0].peer, 3);
+  EXPECT_EQ(decoded.links[0].transport, "tcp");
+  EXPECT_EQ(decoded.links[0].device, "eth0");
+  EXPECT_EQ(decoded.links[1].ring, 1);
+  EXPECT_EQ(decoded.links[1].peer, 1);
+  EXPECT_EQ(decoded.links[1].transport, "sysv");
+  EXPECT_EQ(decoded.links[1].device, "memory");
   EXPECT_TRUE(decoded.checkpoints[1].skipped);
   ASSERT_EQ(decoded.log.size(), 2u);
   EXPECT_EQ(decoded.log[0].level, "warning");

@@ -29,37 +29,81 @@ struct allreduce_arguments {
   bool shared_memory = true;
   bool json_output = false;
   std::string transport = "ucx";
+  std::string manifest;  ///< --manifest: the ranks run on its nodes (one each) instead of this host
 };
 
-/// The driver: a local manifest with `world` single-worker nodes, one rank process each.
+/// The manifest the ranks join: `world` single-worker nodes on this host, or (--manifest) the
+/// user's nodes, one rank each, with the benchmark's rings, timeouts and fault policy.
+json bench_manifest(const allreduce_arguments& args, uint64_t chunk) {
+  const bool nccl = args.transport == "nccl";
+  json manifest = {{"head", {{"host", "127.0.0.1"}, {"port", io::free_local_port()}}}, {"oversubscribe", true}};
+  if (!args.manifest.empty()) {
+    const auto parsed = cluster::load_manifest(args.manifest);  // refuses a bad manifest, naming the field
+    manifest["head"] = {{"host", parsed.head_host}, {"port", parsed.head_port}, {"node", parsed.head_node}};
+    for (const auto& node : parsed.nodes) manifest["nodes"].push_back({{"name", node.name}, {"host", node.host}, {"workers", 1}});
+    if (!parsed.ucx_tls.empty()) manifest["ucx_tls"] = parsed.ucx_tls;
+    if (!parsed.ssh_config.empty()) manifest["ssh"] = {{"config", parsed.ssh_config}};
+  } else {
+    for (int r = 0; r < args.world; ++r) {
+      manifest["nodes"].push_back({{"name", "rank" + std::to_string(r)}, {"host", "127.0.0.1"}, {"workers", 1}});
+      if (nccl) manifest["nodes"].back()["devices"] = json::array({"cuda:" + std::to_string(r)});  // one GPU per rank
+    }
+  }
+  manifest["rings"] = {{"count", args.rings}, {"chunk_bytes", chunk}, {"shared_memory", args.shared_memory}};
+  manifest["timeouts"] = {{"join_s", 60}, {"collective_s", 60}};
+  manifest["faults"] = {{"policy", "abort"}};
+  manifest["transport"] = args.transport;
+  return manifest;
+}
+
+/// One rank process per node: fork/exec on this host, ssh (with the manifest's ssh config) on
+/// others, which are assumed to share this filesystem (as `troupe launch` does).
+std::vector<cluster::node_command> rank_commands(const json& manifest, const allreduce_arguments& args,
+                                                 const std::filesystem::path& scratch) {
+  const auto binary = io::current_executable().string();
+  std::vector<cluster::node_command> commands;
+  for (const auto& node : manifest["nodes"]) {
+    const auto name = node["name"].get<std::string>(), host = node["host"].get<std::string>();
+    std::vector<std::string> argv = {binary, "bench", "allreduce-rank", "--manifest", (scratch / "manifest.json").string(),
+                                     "--node", name, "--bytes", args.bytes, "--out", (scratch / "result.json").string()};
+    if (cluster::is_local_host(host)) {
+      commands.push_back({name, cluster::launch_method::local, argv, false, 0, ""});
+      continue;
+    }
+    std::vector<std::string> ssh = {"ssh", "-o", "BatchMode=yes"};
+    if (manifest.contains("ssh")) ssh.insert(ssh.end(), {"-F", manifest["ssh"]["config"].get<std::string>()});
+    ssh.insert(ssh.end(), {"--", host, "exec " + cluster::shell_quote(argv)});
+    commands.push_back({name, cluster::launch_method::ssh, ssh, false, 0, ""});
+  }
+  return commands;
+}
+
+/// Every rank's links (links_file), in rank and ring order.
+json gathered_links(const std::filesystem::path& scratch, int world, int rings) {
+  json links = json::array();
+  for (int rank = 0; rank < world; ++rank)
+    for (int ring = 0; ring < rings; ++ring) {
+      const auto file = links_file(scratch / "result.json", rank, ring);
+      if (std::filesystem::exists(file)) links.push_back(json::parse(io::read_whole_file(file)));
+    }
+  return links;
+}
+
 void run_driver(const allreduce_arguments& args) {
   parse_allreduce_sizes(args.bytes);
   if (args.world < 1 || args.world > 64) throw error("--world: expected 1..64");
   if (args.rings < 1 || args.rings > io::max_rings) throw make_error("--rings: expected 1..", io::max_rings);
   const auto chunk = io::parse_byte_count(args.chunk, "--chunk-bytes");
-  const bool nccl = args.transport == "nccl";
-  if (nccl && args.rings != 1) throw error("--rings: 1 with --transport nccl (one communicator; NCCL picks its own rings)");
+  if (args.transport == "nccl" && args.rings != 1)
+    throw error("--rings: 1 with --transport nccl (one communicator; NCCL picks its own rings)");
+  if (args.transport == "nccl" && !args.manifest.empty()) throw error("--manifest: not with --transport nccl");
   const io::scratch_directory scratch("troupe-bench-allreduce");
-  json manifest = {{"head", {{"host", "127.0.0.1"}, {"port", io::free_local_port()}}},
-                   {"rings", {{"count", args.rings}, {"chunk_bytes", chunk}, {"shared_memory", args.shared_memory}}},
-                   {"timeouts", {{"join_s", 60}, {"collective_s", 60}}},
-                   {"oversubscribe", true},
-                   {"faults", {{"policy", "abort"}}},
-                   {"transport", args.transport}};
-  for (int r = 0; r < args.world; ++r) {
-    manifest["nodes"].push_back({{"name", "rank" + std::to_string(r)}, {"host", "127.0.0.1"}, {"workers", 1}});
-    if (nccl) manifest["nodes"].back()["devices"] = json::array({"cuda:" + std::to_string(r)});  // one GPU per rank
-  }
+  const json manifest = bench_manifest(args, chunk);
   io::write_file_atomically(scratch / "manifest.json", manifest.dump(2));
-  const auto binary = io::current_executable().string();
-  std::vector<cluster::node_command> commands;
-  for (int r = 0; r < args.world; ++r)
-    commands.push_back({"rank" + std::to_string(r), cluster::launch_method::local,
-                        {binary, "bench", "allreduce-rank", "--manifest", (scratch / "manifest.json").string(), "--node",
-                         "rank" + std::to_string(r), "--bytes", args.bytes, "--out", (scratch / "result.json").string()}});
-  const int status = cluster::run_nodes(commands, std::chrono::seconds(90));
+  const int status = cluster::run_nodes(rank_commands(manifest, args, scratch.path()), std::chrono::seconds(90));
   if (!std::filesystem::exists(scratch / "result.json")) throw error("bench allreduce: a rank failed");
-  const auto result = json::parse(io::read_whole_file(scratch / "result.json"));
+  auto result = json::parse(io::read_whole_file(scratch / "result.json"));
+  result["links"] = gathered_links(scratch.path(), static_cast<int>(manifest["nodes"].size()), args.rings);
   std::printf("%s\n", args.json_output ? result.dump().c_str() : result.dump(2).c_str());
   if (status != 0 || !result.value("correct", false))
     throw error("bench allreduce: a rank failed or a sum was wrong (see \"correct\" in the result)");
@@ -81,6 +125,8 @@ void add_bench_allreduce(CLI::App* bench) {
                      "ucx (host memory, one process per rank) or nccl (rank r on cuda:r, in device memory)")
       ->check(CLI::IsMember({"ucx", "nccl"}))
       ->capture_default_str();
+  driver->add_option("--manifest", args->manifest,
+                     "run one rank per node of this manifest (its hosts, ucx_tls and ssh config; --world ignored)");
   driver->add_flag("--json", args->json_output, "print one JSON line");
   driver->callback([args] { run_driver(*args); });
 

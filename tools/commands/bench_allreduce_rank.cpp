@@ -364,7 +364,20 @@ void run_nccl_rank(actors::cluster_membership& membership, const std::vector<uin
 }
 #endif
 
+/// This rank's ring links as UCX reports them, beside the result file: the driver gathers every
+/// rank's into the result's "links".
+void write_links(const std::filesystem::path& out, const std::vector<messages::ring_link>& links) {
+  for (const auto& link : links)
+    io::write_file_atomically(links_file(out, link.rank, link.ring),
+                              json{{"ring", link.ring}, {"rank", link.rank}, {"peer", link.peer},
+                                   {"transport", link.transport}, {"device", link.device}}.dump());
+}
+
 }  // namespace
+
+std::filesystem::path links_file(const std::filesystem::path& out, int rank, int ring) {
+  return out.string() + ".link-" + std::to_string(rank) + "-" + std::to_string(ring) + ".json";
+}
 
 std::vector<uint64_t> parse_allreduce_sizes(const std::string& list) {
   std::vector<uint64_t> sizes;
@@ -385,6 +398,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   const auto sizes = parse_allreduce_sizes(options.bytes);
   actors::cluster_membership membership(node, io::xxh64(options.bytes.data(), options.bytes.size()), {});
   const auto& role = membership.role();
+  write_links(options.out, role.links);
   const int rank = role.first_rank;
   const int world = role.world;
   const int rings = static_cast<int>(role.ring_orders.size());

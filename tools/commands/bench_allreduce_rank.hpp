@@ -2,6 +2,7 @@
 /// One rank of `troupe bench allreduce`: the measurement itself (bench_allreduce_rank.cpp).
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ struct allreduce_rank_options {
 
 /// "4K,1M,64M" → byte counts, each a whole number of floats; throws troupe::error naming --bytes.
 std::vector<uint64_t> parse_allreduce_sizes(const std::string& list);
+
+/// Where rank `rank` writes its link to its successor in ring `ring` (transport and device, as
+/// UCX reports them) beside the result file `out`; the driver gathers them.
+std::filesystem::path links_file(const std::filesystem::path& out, int rank, int ring);
 
 /// Joins the job like a node and measures every size three ways (see bench_allreduce_rank.cpp);
 /// throws troupe::error when any rank saw a wrong result.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "io/comm/idle_backoff.hpp"
+#include "io/comm/ucx/ucx_lanes.hpp"
 
 namespace troupe::io {
 namespace {
@@ -72,7 +73,21 @@ struct peer_state {
   int rank = -1;
   ucp_ep_h endpoint = nullptr;
   ucs_status_t failure = UCS_OK;  // set by the endpoint error handler
+  link_route route;               // the endpoint's lanes, as UCX describes them
 };
+
+/// The transports and devices of the endpoint's lanes, from ucp_ep_print_info.
+link_route endpoint_route(ucp_ep_h endpoint) {
+  char* text = nullptr;
+  std::size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  if (stream == nullptr) return {};
+  ucp_ep_print_info(endpoint, stream);
+  std::fclose(stream);
+  const std::string description(text, length);
+  std::free(text);
+  return parse_ucx_lanes(description);
+}
 
 struct pending_request {
   void* handle = nullptr;  // the UCX request; nullptr when a send completed when posted
@@ -97,9 +112,32 @@ struct ucx_context::impl {
   ucp_context_h context = nullptr;
 };
 
-ucx_context::ucx_context() : impl_(std::make_unique<impl>()) {
+/// Whether UCX may use a shared-memory transport under the UCX_TLS list `tls` ("" or "all":
+/// every transport; "^a,b": all but those). Aliases "sm", "shm" and "mm" name them all.
+bool shared_memory_allowed(const std::string& tls) {
+  if (tls.empty() || tls == "all") return true;
+  const bool excluding = tls.front() == '^';
+  std::istringstream names(excluding ? tls.substr(1) : tls);
+  std::set<std::string> listed;
+  for (std::string name; std::getline(names, name, ',');) listed.insert(name);
+  const bool all_named = listed.count("sm") || listed.count("shm") || listed.count("mm") ||
+                         (listed.count("sysv") && listed.count("posix"));
+  const bool some_named = all_named || listed.count("sysv") || listed.count("posix");
+  return excluding ? !all_named : some_named;
+}
+
+ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>()) {
   ucp_config_t* config = nullptr;
   ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", -1);
+  const auto modify = [&](const char* name, const std::string& value) {
+    const ucs_status_t status = ucp_config_modify(config, name, value.c_str());
+    if (status == UCS_OK) return;
+    ucp_config_release(config);
+    ucx_check(status, concat("ucp_config_modify(", name, "=", value, ")").c_str(), -1);
+  };
+  if (!tls.empty()) modify("TLS", tls);
+  const char* environment_tls = std::getenv("UCX_TLS");
+  const std::string tls_in_use = !tls.empty() ? tls : environment_tls != nullptr ? environment_tls : "";
   // Endpoints ask for peer failure detection, and UCX 1.13's shared-memory transports do not
   // offer it unless told to, so every endpoint between two processes of one host would fall
   // back to TCP over loopback (a third of the bandwidth). Enabling it keeps shared memory
@@ -108,13 +146,7 @@ ucx_context::ucx_context() : impl_(std::make_unique<impl>()) {
   const bool user_decides = std::getenv(mm_error_handling_env) != nullptr ||
                             std::getenv(sysv_error_handling_env) != nullptr ||
                             std::getenv(posix_error_handling_env) != nullptr;
-  if (!user_decides) {
-    const ucs_status_t status = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
-    if (status != UCS_OK) {
-      ucp_config_release(config);
-      ucx_check(status, "ucp_config_modify(MM_ERROR_HANDLING)", -1);
-    }
-  }
+  if (!user_decides && shared_memory_allowed(tls_in_use)) modify("MM_ERROR_HANDLING", "y");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME |
                       UCP_PARAM_FIELD_TAG_SENDER_MASK;
@@ -329,8 +361,14 @@ void ucx_transport::connect(int peer, const transport_address& address) {
   params.err_handler.cb = on_endpoint_error;
   params.err_handler.arg = state.get();
   ucx_check(ucp_ep_create(impl_->worker, &params, &state->endpoint), "ucp_ep_create", peer);
+  state->route = endpoint_route(state->endpoint);
   if (impl_->peers.size() <= static_cast<std::size_t>(peer)) impl_->peers.resize(peer + 1);
   impl_->peers[peer] = std::move(state);
+}
+
+link_route ucx_transport::route_to(int peer) const {
+  const peer_state* state = impl_->find_peer(peer);
+  return state != nullptr ? state->route : link_route{};
 }
 
 namespace {

@@ -39,8 +39,9 @@ namespace troupe::io {
 class ucx_context {
  public:
   /// Reads the UCX_* environment (ucp_config_read) and initialises UCP; throws transport_error
-  /// (peer -1) when UCX cannot start.
-  ucx_context();
+  /// (peer -1) when UCX cannot start. A non-empty `tls` (the manifest's ucx_tls) replaces
+  /// UCX_TLS: the transports UCX may use ("tcp", "tcp,self", "^sysv,posix", …).
+  explicit ucx_context(const std::string& tls = "");
   ~ucx_context();
   ucx_context(const ucx_context&) = delete;
   ucx_context& operator=(const ucx_context&) = delete;
@@ -79,6 +80,8 @@ class ucx_transport : public transport {
 
   transport_address local_address() const override;
   void connect(int peer, const transport_address& address) override;
+  /// From UCX's own description of the endpoint (io/comm/ucx/ucx_lanes.hpp), taken at connect.
+  link_route route_to(int peer) const override;
   transport_request post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) override;
   transport_request post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) override;
   bool test(transport_request request) override;
