@@ -46,3 +46,13 @@ test("the loss chart merges training and evaluation steps on one axis", () => {
   assert.deepEqual(ppl, [20, 7.4, null, 2.7]);
   assert.deepEqual(evalPpl, [null, 8, 6, null]);
 });
+
+test("a worker's links show each transport and device once, as UCX reported them", () => {
+  assert.equal(page.linksText([{ ring: 0, peer: 1, transport: "tcp", device: "eth0" },
+                            { ring: 1, peer: 2, transport: "tcp", device: "eth0" }]), "tcp/eth0");
+  assert.equal(page.linksText([{ transport: "sysv", device: "memory" }, { transport: "tcp", device: "eth0" }]),
+               "sysv/memory, tcp/eth0");
+  assert.equal(page.linksText(undefined), "");
+  const rows = page.mergeWorkers([{ rank: 0, node: "a", links: [{ transport: "tcp", device: "eth0" }] }], null, null);
+  assert.equal(rows[0].links, "tcp/eth0");
+});

@@ -34,7 +34,7 @@ class net_cluster {
 
   /// `hosts` hosts at `rate` ("" for unshaped), named with a prefix of this process's own.
   net_cluster(int hosts, const std::string& rate) : prefix_("tn" + std::to_string(::getpid() % 1000000)) {
-    const auto up = command("up " + std::to_string(hosts) + (rate.empty() ? "" : " --rate " + rate));
+    const auto up = command("up", std::to_string(hosts) + (rate.empty() ? "" : " --rate " + rate));
     if (up.status != 0) throw std::runtime_error("netcluster up failed: " + up.output);
     const auto view = nlohmann::json::parse(up.output.substr(up.output.find('{')));
     for (const auto& h : view["hosts"]) hosts_.push_back({h["name"], h["address"]});
@@ -51,9 +51,9 @@ class net_cluster {
   const std::string& manifest() const { return manifest_; }
   const std::string& ssh_config() const { return ssh_config_; }
 
-  /// `tools/netcluster ARGS --name PREFIX` (a subcommand and its arguments).
-  command_result command(const std::string& args) const {
-    return run_command(script() + " " + args + " --name " + prefix_ + " 2>&1", 60);
+  /// `tools/netcluster SUBCOMMAND --name PREFIX ARGS`.
+  command_result command(const std::string& subcommand, const std::string& args = "") const {
+    return run_command(script() + " " + subcommand + " --name " + prefix_ + " " + args + " 2>&1", 60);
   }
 
   /// Bytes host `index` sent through its link so far (its eth0's counter, in its namespace).

@@ -297,6 +297,17 @@
     return w && toNumber(w.rank) !== null ? w.rank : null;
   }
 
+  /** A rank's ring links as UCX reported them: each distinct "transport/device" once
+   *  ("tcp/eth0", "sysv/memory"); "" when none were reported. */
+  function linksText(links) {
+    const routes = [];
+    for (const link of Array.isArray(links) ? links : []) {
+      const route = (link && link.transport ? link.transport : "?") + (link && link.device ? "/" + link.device : "");
+      if (!routes.includes(route)) routes.push(route);
+    }
+    return routes.join(", ");
+  }
+
   /** Worker table rows, sorted by rank: the state's workers, their numbers refreshed from the
    *  latest window's per-rank detail (which streams more often than state), plus any rank only
    *  the window knows. `straggler` marks the straggler's row. */
@@ -305,7 +316,8 @@
     for (const w of stateWorkers || []) {
       if (toNumber(w && w.rank) === null) continue;
       rows.set(w.rank, { rank: w.rank, node: w.node || "", samples_per_s: toNumber(w.samples_per_s),
-                         window_s: toNumber(w.window_s), lateness_s: toNumber(w.lateness_s) });
+                         window_s: toNumber(w.window_s), lateness_s: toNumber(w.lateness_s),
+                         links: linksText(w.links) });
     }
     for (const r of (latestWindow && latestWindow.ranks) || []) {
       if (toNumber(r && r.rank) === null) continue;
@@ -314,6 +326,7 @@
       row.samples_per_s = toNumber(r.samples_per_s);
       row.window_s = toNumber(r.window_s);
       row.lateness_s = toNumber(r.lateness_s);
+      if (Array.isArray(r.links) && r.links.length) row.links = linksText(r.links);
       rows.set(r.rank, row);
     }
     return [...rows.values()]
@@ -405,7 +418,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, lossPartsChartData, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, linksText, lossPartsChartData, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -759,7 +772,8 @@
          el("td", {}, r.node),
          el("td", { className: "num" }, fmtFixed(r.samples_per_s, 1)),
          el("td", { className: "num" }, fmtFixed(r.window_s, 3)),
-         el("td", { className: "num" }, fmtFixed(r.lateness_s, 3)))) : [emptyRow(5, "no workers yet")]);
+         el("td", { className: "num" }, fmtFixed(r.lateness_s, 3)),
+         el("td", {}, r.links || ""))) : [emptyRow(6, "no workers yet")]);
   }
 
   /** Nodes: state badge, generation, ranks, memory, dropped metrics, last heartbeat. */

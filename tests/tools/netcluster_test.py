@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""tools/netcluster, from the outside (ctest `netcluster`, label net): up, ssh, exec, the hosts'
+isolation, rate, loss, cut (link, drop, pair), heal, and a down that leaves nothing behind, also
+after the script was killed halfway. Needs root; exits 77 (ctest: skipped) with the reason elsewhere.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import unittest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tools" / "netcluster"
+PREFIX = f"nt{os.getpid() % 100000}"
+
+
+def netcluster(*args, check=True):
+    result = subprocess.run([sys.executable, str(SCRIPT), args[0], "--name", PREFIX, *args[1:]], capture_output=True, text=True,
+                            timeout=60)
+    if check and result.returncode != 0:
+        raise AssertionError(f"netcluster {' '.join(args)}: {result.returncode}\n{result.stdout}{result.stderr}")
+    return result
+
+
+def reaches(host, address, port=22):
+    """Whether a TCP connection from `host` to address:port opens within 2 s."""
+    probe = f"exec 3<>/dev/tcp/{address}/{port}"
+    return subprocess.run(["timeout", "2", "ip", "netns", "exec", host, "bash", "-c", probe],
+                          capture_output=True).returncode == 0
+
+
+def leftovers():
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found = [line.split()[0] for line in namespaces.splitlines() if line.startswith(PREFIX)]
+    found += [line.split(":")[1].strip() for line in links.splitlines() if f" {PREFIX}" in line]
+    sshd = subprocess.run(["pgrep", "-af", f"/run/netcluster/{PREFIX}/"], capture_output=True, text=True).stdout
+    found += sshd.splitlines()
+    if pathlib.Path(f"/run/netcluster/{PREFIX}").exists():
+        found.append(f"/run/netcluster/{PREFIX}")
+    return found
+
+
+class netcluster_test(unittest.TestCase):
+    def setUp(self):
+        self.addCleanup(lambda: netcluster("down", check=False))
+        self.view = json.loads(netcluster("up", "2").stdout)
+        self.a, self.b = self.view["hosts"]
+
+    def ssh(self, host, command):
+        return subprocess.run(["ssh", "-F", self.view["ssh_config"], host, command], capture_output=True, text=True,
+                              timeout=30)
+
+    def test_hosts_are_separate_and_reachable_over_ssh(self):
+        self.assertTrue(self.a["address"].startswith("198.18.") and self.b["address"].startswith("198.18."))
+        self.assertEqual(self.ssh(self.a["name"], "hostname").stdout.strip(), self.a["name"])
+        self.assertEqual(self.ssh(self.b["address"], "hostname").stdout.strip(), self.b["name"])
+        out = netcluster("exec", self.b["name"], "--", "hostname").stdout.strip()
+        self.assertEqual(out, self.b["name"])
+        # Shared memory does not cross hosts: /dev/shm is each host's own.
+        netcluster("exec", self.a["name"], "--", "touch", "/dev/shm/netcluster-probe")
+        self.assertEqual(self.ssh(self.a["name"], "ls /dev/shm").stdout.split(), ["netcluster-probe"])
+        self.assertNotIn("netcluster-probe", self.ssh(self.b["name"], "ls /dev/shm").stdout)
+        self.assertFalse(pathlib.Path("/dev/shm/netcluster-probe").exists())
+        manifest = json.loads(pathlib.Path(self.view["manifest"]).read_text())
+        self.assertEqual([n["host"] for n in manifest["nodes"]], [self.a["address"], self.b["address"]])
+        self.assertEqual(manifest["head"]["host"], self.a["address"])
+        self.assertEqual(pathlib.Path(self.view["hostfile"]).read_text().split("\n")[0], f"{self.a['address']} slots=1")
+
+    def test_rate_loss_cut_and_heal(self):
+        netcluster("rate", self.a["name"], "10mbit")
+        qdisc = subprocess.run(["ip", "netns", "exec", self.a["name"], "tc", "qdisc", "show", "dev", "eth0"],
+                               capture_output=True, text=True).stdout
+        self.assertIn("tbf", qdisc)
+        self.assertIn("10Mbit", qdisc)
+        netcluster("rate", self.a["name"], "off")
+        self.assertTrue(reaches(self.a["name"], self.b["address"]))
+
+        netcluster("loss", self.a["name"], "100")
+        self.assertFalse(reaches(self.a["name"], self.b["address"]))
+        netcluster("loss", self.a["name"], "0")
+        self.assertTrue(reaches(self.a["name"], self.b["address"]))
+
+        netcluster("cut", self.a["name"])  # the link goes down
+        self.assertFalse(reaches(self.b["name"], self.a["address"]))
+        netcluster("heal", self.a["name"])
+        self.assertTrue(reaches(self.b["name"], self.a["address"]))
+
+        netcluster("cut", self.a["name"], "--drop")  # the link stays up, every packet is dropped
+        carrier = subprocess.run(["ip", "netns", "exec", self.a["name"], "cat", "/sys/class/net/eth0/carrier"],
+                                 capture_output=True, text=True).stdout.strip()
+        self.assertEqual(carrier, "1")
+        self.assertFalse(reaches(self.b["name"], self.a["address"]))
+        netcluster("heal", self.a["name"])
+        self.assertTrue(reaches(self.b["name"], self.a["address"]))
+
+        netcluster("cut", self.a["name"], self.b["name"])  # one pair: both still reach the bridge
+        self.assertFalse(reaches(self.a["name"], self.b["address"]))
+        self.assertFalse(reaches(self.b["name"], self.a["address"]))
+        bridge = self.view["subnet"].rsplit(".", 1)[0] + ".254"
+        self.assertEqual(subprocess.run(["ip", "netns", "exec", self.a["name"], "ip", "route", "get", bridge],
+                                        capture_output=True).returncode, 0)
+        netcluster("heal", self.b["name"])
+        self.assertTrue(reaches(self.a["name"], self.b["address"]))
+
+    def test_bad_input_is_refused_naming_it(self):
+        self.assertIn("RATE: expected a tc rate", netcluster("rate", self.a["name"], "fast", check=False).stderr)
+        self.assertIn("PCT: expected 0..100", netcluster("loss", self.a["name"], "150", check=False).stderr)
+        self.assertIn("no host 'zz'", netcluster("cut", "zz", check=False).stderr)
+        self.assertIn("exists", netcluster("up", "2", check=False).stderr)
+
+    def test_down_leaves_nothing_even_after_a_killed_up(self):
+        netcluster("down")
+        self.assertEqual(leftovers(), [])
+        netcluster("down")  # idempotent
+        # An `up` killed halfway: its state is gone, its namespace and sshd are not.
+        subprocess.run(["ip", "netns", "add", f"{PREFIX}1"], check=True)
+        subprocess.run(["ip", "link", "add", f"{PREFIX}-br", "type", "bridge"], check=True)
+        sleeper = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}1", "sleep", "600"])
+        netcluster("down")
+        self.assertEqual(sleeper.wait(timeout=10), -9)
+        self.assertEqual(leftovers(), [])
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        print("skipped: needs root (network namespaces, a bridge and one sshd per host)")
+        sys.exit(77)
+    for tool in ("sshd", "nft", "tc", "nsenter"):
+        if shutil.which(tool) is None and not pathlib.Path(f"/usr/sbin/{tool}").exists():
+            print(f"skipped: {tool} is missing (tools/install-deps installs it)")
+            sys.exit(77)
+    unittest.main(verbosity=2)
