@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/coordinator.hpp"
+#include "actors/event_log.hpp"
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/plan.hpp"
 #include "cluster/ring_links.hpp"
@@ -53,9 +54,22 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
 //  - a head that stops answering (frozen: its connection stays open, so no down message comes)
 //    lets this node's requests time out after `timeout`: the node tells its own session to stop,
 //    naming the head, and asks no more.
-caf::behavior heartbeat_sender(caf::event_based_actor* self, caf::actor coordinator, std::string node,
-                               std::chrono::milliseconds period, std::chrono::milliseconds timeout,
-                               caf::actor session, std::string head, std::shared_ptr<std::atomic<int64_t>> to_drop) {
+//  A node that cannot reach the head any more fences itself: it stops training at once, says so
+//  in its log and in RUN_DIR/events.jsonl ("self_fenced"; its log may be stuck behind a dead ssh
+//  link, the shared run directory is not), and spends no time on goodbyes the head cannot hear.
+struct heartbeat_settings {
+  caf::actor coordinator;
+  std::string node;
+  std::chrono::milliseconds period, timeout;
+  caf::actor session;
+  std::string head;
+  std::shared_ptr<std::atomic<int64_t>> to_drop;
+  std::shared_ptr<std::atomic<bool>> head_silent;  ///< set when the head stopped answering
+  std::filesystem::path events;
+};
+
+caf::behavior heartbeat_sender(caf::event_based_actor* self, heartbeat_settings settings) {
+  const auto& [coordinator, node, period, timeout, session, head, to_drop, head_silent, events] = settings;
   self->send(self, messages::heartbeat_atom::value);
   return {
       [=](messages::heartbeat_atom) {
@@ -68,9 +82,14 @@ caf::behavior heartbeat_sender(caf::event_based_actor* self, caf::actor coordina
             .then([] {},
                   [=](caf::error& failure) {
                     std::string reason;
-                    if (failure == caf::sec::request_timeout)
+                    if (failure == caf::sec::request_timeout) {
                       reason = "the head at " + head + " stopped answering: no heartbeat reply for " +
-                               std::to_string(timeout.count()) + " ms (timeouts.heartbeat_ms)";
+                               std::to_string(timeout.count()) + " ms (timeouts.heartbeat_ms); node " + node +
+                               " stops training (self-fenced)";
+                      head_silent->store(true);
+                      spdlog::error("node {}: {}", node, reason);
+                      record_event(events, {{"event", "self_fenced"}, {"node", node}, {"reason", reason}});
+                    }
                     else if (failure.category() == caf::atom("troupe"))  // fenced: declared lost
                       reason = self->system().render(failure);
                     else
@@ -136,9 +155,10 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   if (!is_head_) coordinator_ = reach_coordinator(system, m);
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
-  heartbeat_.actor = system.spawn(heartbeat_sender, coordinator_, spec.name, m.timeouts.heartbeat_period,
-                                  m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self), head_address(m),
-                                  heartbeats_to_drop_);
+  heartbeat_.actor = system.spawn(heartbeat_sender,
+                                  heartbeat_settings{coordinator_, spec.name, m.timeouts.heartbeat_period,
+                                                     m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self),
+                                                     head_address(m), heartbeats_to_drop_, head_silent_, events});
   join(0, 0, node.restarted);
 }
 
@@ -298,12 +318,13 @@ cluster_membership::~cluster_membership() {
 }
 
 void cluster_membership::report_error(const std::string& reason) {
+  if (head_silent_->load()) return;  // nobody to tell
   (*self_)->request(coordinator_, std::chrono::seconds(1), messages::abort_atom::value, node_.name, reason)
       .receive([] {}, [](caf::error&) {});
 }
 
 void cluster_membership::flush_metrics() {
-  if (!hub_.actor) return;
+  if (!hub_.actor || head_silent_->load()) return;
   (*self_)->request(hub_.actor, std::chrono::seconds(3), messages::flush_atom::value).receive([] {}, [](caf::error&) {});
 }
 

@@ -74,6 +74,8 @@ class cluster_membership {
   uint64_t job_hash_ = 0;
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<std::atomic<bool>> partitioned_ = std::make_shared<std::atomic<bool>>(false);
+  /// The head stopped answering heartbeats: this node fenced itself and tells the head nothing more.
+  std::shared_ptr<std::atomic<bool>> head_silent_ = std::make_shared<std::atomic<bool>>(false);
   bool is_head_ = false;
   bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;

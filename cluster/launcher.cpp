@@ -68,7 +68,10 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       argv.push_back("--watch-stdin");
       const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && IFS= read -r " +
                           job_secret_variable + " && export " + job_secret_variable + " && exec " + shell_quote(argv);
-      std::vector<std::string> ssh = {"ssh", "-o", "BatchMode=yes"};
+      // Keepalives: over a dead link ssh would otherwise wait for TCP to give up (minutes), and
+      // the launcher with it. With them it exits (255) about 3 s after the host went silent.
+      std::vector<std::string> ssh = {"ssh", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=1",
+                                      "-o", "ServerAliveCountMax=3"};
       if (!manifest.ssh_config.empty()) ssh.insert(ssh.end(), {"-F", manifest.ssh_config});
       ssh.insert(ssh.end(), {"--", node.host, remote});
       commands.push_back({node.name, launch_method::ssh, ssh, may_fail, 0, options.job_secret + "\n"});

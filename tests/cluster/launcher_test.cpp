@@ -52,13 +52,14 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_EQ(shell_quote(commands[0].argv),
             "/opt/troupe node --manifest /jobs/m.json --config /jobs/c.json --run-dir /runs/x --steps 5 --node a");
   EXPECT_EQ(commands[1].method, launch_method::ssh);
-  EXPECT_EQ(commands[1].argv[3], "--");  // nothing after it is read as an ssh option
-  EXPECT_EQ(commands[1].argv[4], "gpu-7");
-  EXPECT_NE(commands[1].argv[5].find("--node b"), std::string::npos);
+  EXPECT_EQ(commands[1].argv[7], "--");  // nothing after it is read as an ssh option
+  EXPECT_EQ(commands[1].argv[8], "gpu-7");
+  EXPECT_NE(commands[1].argv[9].find("--node b"), std::string::npos);
+  EXPECT_EQ(commands[1].argv[4], "ServerAliveInterval=1");  // a dead link does not hold the launcher
   // The secret reaches an ssh node on stdin, never on a command line; the node watches stdin.
-  EXPECT_NE(commands[1].argv[5].find("IFS= read -r TROUPE_JOB_SECRET && export TROUPE_JOB_SECRET && exec "),
+  EXPECT_NE(commands[1].argv[9].find("IFS= read -r TROUPE_JOB_SECRET && export TROUPE_JOB_SECRET && exec "),
             std::string::npos);
-  EXPECT_NE(commands[1].argv[5].find("--watch-stdin"), std::string::npos);
+  EXPECT_NE(commands[1].argv[9].find("--watch-stdin"), std::string::npos);
   EXPECT_EQ(commands[1].input, "feedface\n");
   for (const auto& command : commands)
     for (const auto& arg : command.argv) EXPECT_EQ(arg.find("feedface"), std::string::npos) << arg;
@@ -86,9 +87,8 @@ TEST(launcher, ssh_uses_the_manifests_ssh_config) {
   options.troupe_binary = "/opt/troupe";
   const auto commands = node_commands(manifest, options, false);
   ASSERT_EQ(commands.size(), 2u);
-  const std::vector<std::string> head(commands[1].argv.begin(), commands[1].argv.begin() + 7);
-  EXPECT_EQ(head, (std::vector<std::string>{"ssh", "-o", "BatchMode=yes", "-F", "/run/netcluster/tnc/ssh_config", "--",
-                                            "198.18.1.2"}));
+  const std::vector<std::string> head(commands[1].argv.begin() + 7, commands[1].argv.begin() + 11);
+  EXPECT_EQ(head, (std::vector<std::string>{"-F", "/run/netcluster/tnc/ssh_config", "--", "198.18.1.2"}));
 }
 
 TEST(launcher, reaps_every_child_and_names_the_failed_node) {

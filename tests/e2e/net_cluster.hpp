@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -59,6 +60,13 @@ class net_cluster {
   /// Bytes host `index` sent through its link so far (its eth0's counter, in its namespace).
   int64_t sent_bytes(std::size_t index) const { return counter(index, "tx_bytes"); }
   int64_t received_bytes(std::size_t index) const { return counter(index, "rx_bytes"); }
+
+  /// How many `troupe` processes run on host `index` now.
+  int troupe_processes(std::size_t index) const {
+    const auto found = run_command("sh -c 'for p in $(ip netns pids " + hosts_.at(index).name +
+                                   "); do cat /proc/$p/comm 2>/dev/null; done | grep -c ^troupe$'", 10);
+    return std::atoi(found.output.c_str());
+  }
 
   /// The processes in host `index`'s network namespace other than its sshd.
   std::vector<int> stray_processes(std::size_t index) const {

@@ -67,8 +67,8 @@ class ucx_transport : public transport {
   /// Creates the worker. `my_rank` (0 … 65535) goes into the sender bits of every tag sent.
   ucx_transport(ucx_context& context, int my_rank);
 
-  /// Cancels requests still posted, closes the endpoints (force mode for failed peers, a flush
-  /// bounded by close_timeout otherwise) and destroys the worker. Never throws.
+  /// Cancels requests still posted, closes the endpoints in force mode (no waiting for peers:
+  /// see ucx_transport.cpp) and destroys the worker. Never throws.
   ~ucx_transport() override;
 
   ucx_transport(const ucx_transport&) = delete;
@@ -95,9 +95,6 @@ class ucx_transport : public transport {
 
   /// Requests posted and not yet reported done by test() or wait().
   std::size_t outstanding() const;
-
-  /// How long the destructor lets a healthy endpoint flush before giving up on it.
-  static constexpr std::chrono::milliseconds close_timeout{2000};
 
   struct impl;
 
