@@ -7,6 +7,18 @@
 #include "actors/protocol/micro_batch.hpp"
 
 namespace troupe::actors {
+namespace {
+
+/// The counts of the window s.next_window over all ranks' shares (every global position of it).
+compute::window_counts count_window(const data_loader_state& s, const data_loader_settings& settings) {
+  const uint64_t first = settings.start_position + s.next_window * settings.window_samples;
+  std::vector<compute::sample_ref> samples;
+  samples.reserve(settings.window_samples);
+  for (uint64_t i = 0; i < settings.window_samples; ++i) samples.push_back(s.order->at(first + i));
+  return s.builder->count(samples);
+}
+
+}  // namespace
 
 caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loader_settings settings) {
   self->state.builder = std::make_unique<io::mlm_batch_builder>(*settings.dataset, settings.mask_probability,
@@ -22,8 +34,10 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
           const uint64_t micro_batches =
               compute::micro_batches_per_window(settings.window_samples, settings.world, settings.micro_size);
           while (s.credit > 0 && s.next_window < settings.windows) {
-            if (s.next_micro == 0)
+            if (s.next_micro == 0) {
               settings.faults.at(cluster::fault_phase::data, settings.start_step + static_cast<int64_t>(s.next_window) + 1);
+              s.window = count_window(s, settings);
+            }
             const auto range =
                 compute::micro_batch_range(settings.start_position, s.next_window, settings.window_samples,
                                            settings.rank, settings.world, s.next_micro, settings.micro_size);
@@ -36,6 +50,7 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
             if (s.sample_log.is_open()) s.sample_log.flush();
             micro_batch batch;
             if (!samples.empty()) batch.batch = s.builder->build(samples);  // empty: a tiny window's spare slot
+            batch.batch.window = s.window;
             batch.window = s.next_window;
             batch.micro = static_cast<uint32_t>(s.next_micro);
             batch.last_in_window = s.next_micro + 1 == micro_batches;

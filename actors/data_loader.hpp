@@ -42,10 +42,14 @@ struct data_loader_state {
   uint64_t next_micro = 0;
   int64_t credit = 0;
   std::ofstream sample_log;
+  compute::window_counts window;  ///< of next_window, over every rank's share (counted at its first micro-batch)
 };
 
 /// Each window's share of this rank (compute::micro_batch_range: contiguous, as even as the
-/// world allows) is sent as micro_batches_per_window micro-batches, the last one flagged.
+/// world allows) is sent as micro_batches_per_window micro-batches, the last one flagged. Each
+/// carries the whole window's counts (samples, tokens, masked tokens over every rank's share):
+/// the loader counts them from the window's samples, as every rank's loader does, so each rank
+/// can divide by the window's totals before its first backward pass without asking the others.
 ///
 /// Protocol (credit-based flow control, so the queue in front of the worker never holds more
 /// than the credit it granted — `data.prefetch` at start, one more per consumed batch):

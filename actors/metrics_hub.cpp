@@ -79,7 +79,7 @@ void write_due(self_pointer self, const metrics_hub_settings& settings, bool for
   {
     std::lock_guard lock(s.shared->mutex);
     due = s.shared->store.take_due(unix_seconds(), force, through);
-    for (const auto& window : due)
+    for (auto& window : due)
       if (auto warning = s.shared->store.straggler_warning(window)) warnings.push_back(*warning);
   }
   for (const auto& warning : warnings) {

@@ -138,8 +138,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   if (is_head_) {
     // The hub first: a dashboard that cannot listen stops the job before any node joins.
     if (hub) {
-      hub->limits.straggler_share = m.faults.straggler_share;
-      hub->limits.straggler_windows = m.faults.straggler_windows;
+      hub->limits.straggler = {m.faults.straggler_share, m.faults.straggler_windows, m.faults.straggler_min_seconds};
       hub_.actor = start_metrics_hub(system, std::move(*hub)).actor;
     }
     coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events, job_secret(), hub_.actor});

@@ -12,19 +12,23 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-/// The window's sums, and what the gradient's took; throws what the collective throws.
-double sum_request(reducer_state& state, const reduce_request& request, int ring) {
+/// The window's sums, what the gradient's took and how its link moved; throws what the
+/// collective throws.
+reduce_result sum_request(reducer_state& state, const reduce_request& request, int ring) {
   auto& collective = *state.collective;
+  reduce_result result;
+  collective.take_link_timing();  // from here on: this gradient's sum only
   const auto started = clock::now();
   if (request.gradient_count > 0) collective.sum(request.gradient, request.gradient_count, request.sequence);
   const double gradient_seconds = std::chrono::duration<double>(clock::now() - started).count();
+  if (request.gradient_count > 0) result = {gradient_seconds, collective.take_link_timing()};
   if (!state.said_transport && request.gradient_count > 0) {
     state.said_transport = true;
     if (collective.position() == 0 && collective.transport_name() == "shared memory")
       spdlog::info("ring {}: every rank is on this host; gradients are summed through shared memory", ring);
   }
   if (request.statistic_count > 0) collective.sum_host(request.statistics, request.statistic_count, request.sequence);
-  return request.gradient_count > 0 ? gradient_seconds : 0.0;
+  return result;
 }
 
 }  // namespace
@@ -37,7 +41,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
     return {};
   }
   return {
-      [self, settings](messages::reduce_atom, const reduce_request& request) -> caf::result<double> {
+      [self, settings](messages::reduce_atom, const reduce_request& request) -> caf::result<reduce_result> {
         auto& collective = *self->state.collective;
         const auto step = static_cast<int64_t>(request.window);
         const int ring = settings.ring_index;

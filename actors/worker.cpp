@@ -88,6 +88,20 @@ void worker_state::on_batch(micro_batch& batch) {
   }
 }
 
+/// Adds one sum's link timing to ring r's in the window's report (several sums per window under
+/// sync_every_micro_batch: the means are weighted by their chunks).
+void worker_state::add_link_timing(std::size_t r, const io::link_timing& link) {
+  const auto weighted = [](double mean, int64_t count, double other, int64_t other_count) {
+    const int64_t total = count + other_count;
+    return total > 0 ? mean + (other - mean) * static_cast<double>(other_count) / static_cast<double>(total) : 0.0;
+  };
+  auto& units = current.ring_link_units[r];
+  current.ring_send_posted_unix[r] = weighted(current.ring_send_posted_unix[r], units, link.send_posted_unix, link.sends);
+  current.ring_receive_done_unix[r] =
+      weighted(current.ring_receive_done_unix[r], units, link.receive_done_unix, link.receives);
+  units += link.sends;
+}
+
 /// Forward and backward of one micro-batch into the flat gradient, and its numbers.
 void worker_state::run_micro_batch(const micro_batch& batch) {
   current.data_wait_seconds += seconds(clock::now() - last_batch_done);
@@ -97,15 +111,15 @@ void worker_state::run_micro_batch(const micro_batch& batch) {
   current.forward_seconds += result.forward_seconds - result.teacher_seconds;
   current.teacher_seconds += result.teacher_seconds;
   current.backward_seconds += result.backward_seconds;
-  const auto samples = static_cast<double>(batch.batch.samples);
+  // The micro-batch's losses are its shares of the window's: they add up to the window's.
   totals.tokens += batch.batch.tokens;
   totals.masked_tokens += result.masked_tokens;
-  totals.loss_sum += result.loss * samples;
+  totals.loss_sum += result.loss;
   const double parts[] = {result.parts.ce, result.parts.mlm, result.parts.cos, result.parts.mse};
-  for (std::size_t p = 0; p < totals.loss_part_sums.size(); ++p) totals.loss_part_sums[p] += parts[p] * samples;
+  for (std::size_t p = 0; p < totals.loss_part_sums.size(); ++p) totals.loss_part_sums[p] += parts[p];
   if (result.sentence_order) {
     sentence_order = true;
-    totals.sentence_order_loss_sum += result.sentence_order_loss * samples;
+    totals.sentence_order_loss_sum += result.sentence_order_loss;
     totals.sentence_order_correct += result.sentence_order_correct;
   }
   totals.samples += batch.batch.samples;
@@ -160,6 +174,9 @@ void worker_state::reduce(carrying what, std::function<void()> then) {
   const uint64_t sequence = reduces++;
   current.ring_seconds.resize(static_cast<std::size_t>(rings), 0.0);
   current.ring_bytes.resize(static_cast<std::size_t>(rings), 0);
+  current.ring_link_units.resize(static_cast<std::size_t>(rings), 0);
+  current.ring_send_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
+  current.ring_receive_done_unix.resize(static_cast<std::size_t>(rings), 0.0);
   auto pending = std::make_shared<int>(rings);
   const auto started = clock::now();
   // The ring's own timeout (naming the peer) fires first; this one is a backstop.
@@ -179,8 +196,9 @@ void worker_state::reduce(carrying what, std::function<void()> then) {
     request.window = settings.start.optimizer_steps + windows_done + 1;
     self->request(settings.reducers[static_cast<std::size_t>(r)], backstop, messages::reduce_atom::value, request)
         .await(
-            [this, pending, started, then, r, bytes = request.gradient_count * sizeof(float)](double ring_seconds) {
-              current.ring_seconds[static_cast<std::size_t>(r)] += ring_seconds;
+            [this, pending, started, then, r, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
+              current.ring_seconds[static_cast<std::size_t>(r)] += sum.seconds;
+              add_link_timing(static_cast<std::size_t>(r), sum.link);
               current.ring_bytes[static_cast<std::size_t>(r)] += static_cast<int64_t>(bytes);
               if (--*pending > 0) return;
               last_batch_done = clock::now();  // waiting for reducers is not data wait
@@ -218,7 +236,7 @@ void worker_state::take_reduced_statistics() {
   }
 }
 
-/// The window's optimizer step (averaged over its samples, clipped), its report, and the
+/// The window's optimizer step (of the window's mean loss, clipped), its report, and the
 /// checkpoint or the end of the run when due.
 void worker_state::end_window() {
   if (settings.reducers.empty())
@@ -229,7 +247,7 @@ void worker_state::end_window() {
   const int64_t window_samples =
       settings.reducers.empty() ? static_cast<int64_t>(settings.window_samples) : totals.samples;
   settings.faults.trigger.at(cluster::fault_phase::optimizer, step_in_flight());
-  const auto step = trainer->finish_window(window_samples, totals.overflowed_ranks > 0);
+  const auto step = trainer->finish_window(totals.overflowed_ranks > 0);
   if (settings.eval_every > 0 && trainer->optimizer_steps() % settings.eval_every == 0) evaluate_held_out();
   report_window(window_samples, step);
   last_batch_done = clock::now();  // the allreduce and the step are not data wait
@@ -294,18 +312,18 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   report.tokens = totals.tokens;
   report.masked_tokens = totals.masked_tokens;
   const double samples = static_cast<double>(totals.samples);
-  report.loss = totals.loss_sum / samples;
+  report.loss = totals.loss_sum;
   if (settings.distilling) {
     report.distilled = true;
-    report.loss_ce = totals.loss_part_sums[0] / samples;
-    report.loss_mlm = totals.loss_part_sums[1] / samples;
-    report.loss_cos = totals.loss_part_sums[2] / samples;
-    report.loss_mse = totals.loss_part_sums[3] / samples;
+    report.loss_ce = totals.loss_part_sums[0];
+    report.loss_mlm = totals.loss_part_sums[1];
+    report.loss_cos = totals.loss_part_sums[2];
+    report.loss_mse = totals.loss_part_sums[3];
   }
   if (sentence_order) {
     report.sentence_order = true;
-    report.loss_mlm = totals.loss_part_sums[1] / samples;
-    report.loss_sop = totals.sentence_order_loss_sum / samples;
+    report.loss_mlm = totals.loss_part_sums[1];
+    report.loss_sop = totals.sentence_order_loss_sum;
     report.sop_accuracy = static_cast<double>(totals.sentence_order_correct) / samples;
   }
   const auto now = clock::now();

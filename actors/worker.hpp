@@ -108,6 +108,7 @@ struct worker_state {
   void start(const caf::actor& data_loader);
   void on_batch(micro_batch& batch);
   void run_micro_batch(const micro_batch& batch);
+  void add_link_timing(std::size_t ring, const io::link_timing& link);
   void synchronise(bool window_full);
   void fill_statistics();
   /// What an allreduce carries: the flat gradient, the statistics (on ring 0), or both.

@@ -243,6 +243,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
     faults.fail("max_restarts", "0 under faults.policy \"abort\" (restarts need \"elastic\" or \"restart\")");
   m.faults.straggler_share = faults.number("straggler_share", m.faults.straggler_share, 0.0, 100.0);
   m.faults.straggler_windows = faults.integer("straggler_windows", m.faults.straggler_windows, 1, 1000000);
+  m.faults.straggler_min_seconds = faults.number("straggler_min_s", m.faults.straggler_min_seconds, 0.0, 86400.0);
   faults.finish();
 
   m.oversubscribe = root.boolean("oversubscribe", false);

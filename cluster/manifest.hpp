@@ -61,6 +61,8 @@ struct fault_spec {
   /// `straggler_windows` windows in a row, is named in a warning.
   double straggler_share = 0.25;
   int64_t straggler_windows = 3;
+  /// ... and by at least this many seconds (shorter delays are noise, not worth a warning).
+  double straggler_min_seconds = 0.25;
 };
 
 struct cluster_manifest {

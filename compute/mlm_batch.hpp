@@ -8,6 +8,15 @@
 
 namespace troupe::compute {
 
+/// What a whole accumulation window holds, over all its micro-batches and all ranks: the
+/// denominators of the window's loss (docs/architecture.md#contracts). Every rank knows them
+/// before its first backward pass: the data loader counts them from the window's samples.
+struct window_counts {
+  int64_t samples = 0;
+  int64_t tokens = 0;         ///< real (unpadded) tokens
+  int64_t masked_tokens = 0;  ///< predicted tokens
+};
+
 struct mlm_batch {
   at::Tensor input_ids;         ///< [batch, seq] int64, corrupted by masking
   at::Tensor token_type_ids;    ///< [batch, seq] int64
@@ -19,6 +28,7 @@ struct mlm_batch {
   int64_t tokens = 0;           ///< real (unpadded) tokens
   uint64_t first_position = 0;  ///< global stream position of the first sample
   std::vector<uint64_t> sample_keys;  ///< per row: compute::sample_key(epoch, sample id), for dropout
+  window_counts window;         ///< of the window this micro-batch belongs to (all ranks); set by the loader
 };
 
 }  // namespace troupe::compute

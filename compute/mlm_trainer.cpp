@@ -79,6 +79,12 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
 mlm_trainer::~mlm_trainer() = default;
 
 micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::function<void()>& before_backward) {
+  TROUPE_ENFORCE(batch.window.samples >= batch.samples && batch.window.masked_tokens >= batch.labels.numel(),
+                 "the micro-batch lacks its window's counts (window samples ", batch.window.samples, ", masked ",
+                 batch.window.masked_tokens, "; the data loader sets them)");
+  const auto share = [](const at::Tensor& sum, int64_t count) {
+    return count > 0 ? sum / static_cast<double>(count) : sum * 0.0;
+  };
   micro_step_result result;
   result.masked_tokens = batch.labels.numel();
   auto start = std::chrono::steady_clock::now();
@@ -96,11 +102,14 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
     } else {
       auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
       auto logits = model_->predict(hidden, on_device.masked_positions);
-      loss = at::cross_entropy_loss(logits, on_device.labels);
+      loss = share(at::cross_entropy_loss(logits, on_device.labels, {}, at::Reduction::Sum),
+                   batch.window.masked_tokens);
       if (options_.model.sentence_order_prediction && on_device.sentence_order_labels.defined()) {
-        // AlbertForPreTraining's loss: masked-LM + sentence-order cross-entropy.
+        // AlbertForPreTraining's loss: masked-LM + sentence-order cross-entropy, each a mean over the window.
         const auto order_logits = model_->sentence_order_logits(hidden);
-        const auto order_loss = at::cross_entropy_loss(order_logits, on_device.sentence_order_labels);
+        const auto order_loss = share(at::cross_entropy_loss(order_logits, on_device.sentence_order_labels,
+                                                             {}, at::Reduction::Sum),
+                                      batch.window.samples);
         result.sentence_order = true;
         result.parts.mlm = loss.item<double>();
         result.sentence_order_loss = order_loss.item<double>();
@@ -113,10 +122,10 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
   result.forward_seconds = seconds_since(start);
   if (before_backward) before_backward();
   start = std::chrono::steady_clock::now();
-  // Weight by samples so the window's gradient is a per-sample average (docs/architecture.md#contracts); under loss
-  // scaling also by the scale, divided out again in finish_window.
+  // The loss is already this micro-batch's share of the window's (docs/architecture.md#contracts); under loss
+  // scaling it is multiplied by the scale, divided out again in finish_window.
   const double scale = scaler_ ? scaler_->scale() : 1.0;
-  (loss * (static_cast<double>(batch.samples) * scale)).backward();
+  (scaler_ ? loss * scale : loss).backward();
   result.loss = loss.item<double>();
   result.backward_seconds = seconds_since(start);
   return result;
@@ -140,10 +149,9 @@ nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {
 
 // Under loss scaling the window first asks the scaler (compute/loss_scaler.hpp): an overflow
 // anywhere skips the step — the gradient is dropped, the optimizer and the schedule stay where
-// they were, the job's step still advances. Otherwise the gradient is divided by the window's
-// samples and by the scale its backward passes used, then clipped, as without scaling.
-window_step_result mlm_trainer::finish_window(int64_t window_samples, bool overflow_elsewhere) {
-  TROUPE_ENFORCE(window_samples > 0, "window_samples=", window_samples);
+// they were, the job's step still advances. Otherwise the gradient is divided by the scale its
+// backward passes used, then clipped, as without scaling.
+window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
   auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   window_step_result result;
@@ -161,7 +169,7 @@ window_step_result mlm_trainer::finish_window(int64_t window_samples, bool overf
     }
     unscale = result.loss_scale;
   }
-  parameters_->gradients().div_(static_cast<double>(window_samples) * unscale);
+  if (unscale != 1.0) parameters_->gradients().div_(unscale);
   result.grad_norm = clip_gradient_norm(parameters_->gradients(), options_.gradient_clipping);
   result.lr = learning_rate(options_.schedule, options_.optimizer.lr, optimizer_->steps());
   optimizer_->step(*parameters_, result.lr);

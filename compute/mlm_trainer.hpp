@@ -54,20 +54,25 @@ struct trainer_options {
   std::shared_ptr<const teacher_setup> teacher;
 };
 
-/// A distillation micro-batch's loss parts, each the micro-batch's mean (zero without a teacher).
+/// A distillation micro-batch's loss parts, each its share of the window's part (zero without a
+/// teacher): the micro-batch's sum divided by the window's count of that part.
 struct loss_parts {
   double ce = 0.0, mlm = 0.0, cos = 0.0, mse = 0.0;
 };
 
 /// What one micro-batch produced.
 struct micro_step_result {
-  double loss = 0.0;          ///< mean cross-entropy over its masked tokens, or the distillation total
+  /// The micro-batch's share of the window's loss: its cross-entropy summed over its masked
+  /// tokens, divided by the window's masked tokens (plus the SOP and distillation terms, each
+  /// divided by the window's count of its own items). The shares of a window add up, over its
+  /// micro-batches and ranks, to the window's loss.
+  double loss = 0.0;
   loss_parts parts;
   double teacher_seconds = 0.0;  ///< of forward_seconds, the teacher's forward
   /// ALBERT's sentence-order prediction (model.sentence_order_prediction): loss is then the
   /// masked-LM part (parts.mlm) plus this cross-entropy; correct counts the right guesses.
   bool sentence_order = false;
-  double sentence_order_loss = 0.0;
+  double sentence_order_loss = 0.0;  ///< share of the window's SOP loss (its sum ÷ the window's samples)
   int64_t sentence_order_correct = 0;
   int64_t masked_tokens = 0;
   double forward_seconds = 0.0;
@@ -83,9 +88,12 @@ struct window_step_result {
   double optimizer_seconds = 0.0;
 };
 
-/// Runs micro-batches (forward — of the student and a frozen teacher under distillation —, backward, gradients accumulated in the flat buffer, each
-/// micro-batch's mean loss weighted by its sample count) and, at a window's end, averages the
-/// gradient over the window's samples, clips it and steps the optimizer.
+/// Runs micro-batches (forward — of the student and a frozen teacher under distillation —,
+/// backward, gradients accumulated in the flat buffer) and, at a window's end, clips the
+/// gradient and steps the optimizer. Each micro-batch's backward pass is of its share of the
+/// window's loss (micro_step_result::loss: sums divided by the window's counts, which the batch
+/// carries), so the accumulated gradient, summed over the ranks, is the gradient of the window's
+/// loss however the window is split (docs/architecture.md#contracts).
 class mlm_trainer {
  public:
   explicit mlm_trainer(const trainer_options& options);
@@ -94,11 +102,11 @@ class mlm_trainer {
   /// `before_backward`, when set, runs between the forward and the backward pass (fault
   /// injection's "backward" phase).
   micro_step_result micro_step(const mlm_batch& batch, const std::function<void()>& before_backward = {});
-  /// Call once the flat gradient holds the sum over `window_samples` samples (after any
+  /// Call once the flat gradient holds the sum of every micro-batch of the window (after any
   /// allreduce). Zeroes the gradient for the next window. Under loss scaling the step is
   /// skipped when the gradient holds an inf or NaN, or when `overflow_elsewhere` (another
   /// rank's gradient overflowed before the sum, as the window's statistics say).
-  window_step_result finish_window(int64_t window_samples, bool overflow_elsewhere = false);
+  window_step_result finish_window(bool overflow_elsewhere = false);
   /// Under loss scaling: whether this rank's flat gradient holds an inf or NaN (one reduction
   /// on the device, one byte to the host); false without loss scaling.
   bool gradient_overflowed() const;

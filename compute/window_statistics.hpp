@@ -3,9 +3,10 @@
 /// that after the sum every rank holds the cluster's numbers for the window and can check that
 /// the replicas agree (docs/architecture.md#contracts). Plain doubles on the wire, laid out as
 ///
-///   [0] Σ loss × samples   [1] samples   [2] tokens   [3] masked tokens
-///   [4 .. 7]   Σ part × samples for distillation's ce, mlm, cos and mse parts (SOP: the mlm part)
-///   [8] Σ SOP loss × samples   [9] SOP right guesses
+///   [0] Σ loss shares (the window's loss)   [1] samples   [2] tokens   [3] masked tokens
+///   [4 .. 7]   Σ shares of distillation's ce, mlm, cos and mse parts (SOP: the mlm part)
+///   [8] Σ SOP loss shares   [9] SOP right guesses
+///   (a share: a micro-batch's sum divided by the window's count, compute/mlm_trainer.hpp)
 ///   [10]       ranks whose own gradient overflowed (fp16 loss scaling): above 0, every rank
 ///              skips the window's step, whatever its summed gradient looks like
 ///   [11+5r .. 11+5r+3]  rank r's parameter hash in four 16-bit parts, zero in every other
@@ -26,12 +27,12 @@ namespace troupe::compute {
 
 /// What a window adds up over its ranks.
 struct window_totals {
-  double loss_sum = 0;  ///< Σ loss × samples
+  double loss_sum = 0;  ///< Σ of the micro-batches' shares: the window's loss
   int64_t samples = 0;
   int64_t tokens = 0;
   int64_t masked_tokens = 0;
-  std::array<double, 4> loss_part_sums{};  ///< distillation's ce, mlm, cos, mse × samples (SOP: mlm)
-  double sentence_order_loss_sum = 0;      ///< SOP loss × samples
+  std::array<double, 4> loss_part_sums{};  ///< Σ shares of distillation's ce, mlm, cos, mse (SOP: mlm)
+  double sentence_order_loss_sum = 0;      ///< Σ SOP loss shares
   int64_t sentence_order_correct = 0;      ///< SOP right guesses
   int64_t overflowed_ranks = 0;            ///< fp16: ranks whose own gradient overflowed
 };

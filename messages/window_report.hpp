@@ -48,6 +48,13 @@ struct window_report {
   double sop_accuracy = 0;      ///< share of the window's samples whose order was guessed right
   double loss_scale = 0;        ///< fp16: the loss scale this window's backward passes used (0: none)
   bool skipped_step = false;    ///< fp16: the gradient overflowed on some rank; no optimizer step
+  /// Per ring, this rank's link to its successor and from its predecessor in the gradient's sum
+  /// (io::link_timing): chunks sent, the mean wall-clock time (unix s) at which they were posted,
+  /// and the mean time at which the chunks from the predecessor were in place. The hub turns them
+  /// into each link's time: units × (successor's receive mean − sender's post mean).
+  std::vector<int64_t> ring_link_units;
+  std::vector<double> ring_send_posted_unix;
+  std::vector<double> ring_receive_done_unix;
 };
 
 }  // namespace troupe::messages

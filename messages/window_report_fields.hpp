@@ -60,7 +60,7 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"step", &window_report::step},
       {"rank", &window_report::rank, "rank"},
       {"loss", &window_report::loss, "loss", "Train/Samples/train_loss", "troupe_loss",
-       "Masked-LM loss of the last window (sample-weighted over every rank)."},
+       "Masked-LM loss of the last window (over all its masked tokens, every rank)."},
       {"lr", &window_report::lr, "lr", "Train/Samples/lr", "troupe_learning_rate", "Learning rate of the last optimizer step."},
       {"gradNorm", &window_report::grad_norm, nullptr, "Train/Samples/grad_norm", "troupe_grad_norm",
        "Global gradient norm of the last window, before clipping."},
@@ -104,6 +104,9 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"lossScale", &window_report::loss_scale, nullptr, "Train/Samples/loss_scale", "troupe_loss_scale",
        "fp16: the loss scale of the last window.", shown_in::loss_scaling},
       {"skippedStep", &window_report::skipped_step},
+      {"ringLinkUnits", &window_report::ring_link_units},
+      {"ringSendPostedUnix", &window_report::ring_send_posted_unix},
+      {"ringReceiveDoneUnix", &window_report::ring_receive_done_unix},
   };
   return fields;
 }

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "io/comm/transport.hpp"
+
 namespace troupe::actors {
 
 /// Its ring's slice of the worker's flat gradient and, for ring 0, the window statistics
@@ -25,6 +27,14 @@ struct reduce_request {
   std::shared_ptr<const void> statistics_owner;
 };
 
+/// The reducer's reply: how long the gradient's sum took, and when its link's chunks moved
+/// (io::link_timing; zeros for a request without gradient).
+struct reduce_result {
+  double seconds = 0;
+  io::link_timing link;
+};
+
 }  // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::reduce_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::reduce_result)

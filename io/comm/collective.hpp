@@ -43,6 +43,9 @@ class collective {
   /// successor is dropped, as over a broken link. Returns that successor's rank, or -1 where
   /// the transport cannot drop sends (NCCL).
   virtual int cut_link_to_successor() { return -1; }
+  /// The timing of this rank's link to its ring successor and from its predecessor since the
+  /// previous take (io/comm/transport.hpp); zeros where nothing is measured (shared memory, NCCL).
+  virtual link_timing take_link_timing() { return {}; }
 };
 
 }  // namespace troupe::io

@@ -27,4 +27,8 @@ int ring_collective::cut_link_to_successor() {
   return ring_->next();
 }
 
+link_timing ring_collective::take_link_timing() {
+  return transport_->take_link_timing(ring_->next(), ring_->previous());
+}
+
 }  // namespace troupe::io

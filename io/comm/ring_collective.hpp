@@ -28,6 +28,7 @@ class ring_collective final : public collective {
   int position() const override { return ring_->position(); }
   bool names_silent_peers() const override { return true; }
   int cut_link_to_successor() override;
+  link_timing take_link_timing() override;
 
  private:
   std::shared_ptr<transport> transport_;

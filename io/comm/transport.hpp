@@ -30,6 +30,31 @@ struct link_route {
   std::string device;
 };
 
+/// When a ring link's messages moved, on this host's wall clock (unix seconds): the mean time at
+/// which this rank posted its sends to its ring successor and the mean time at which its receives
+/// from its predecessor completed, since the last take. A link's time in a sum is then, across
+/// two ranks, units × (the successor's receive_done − the sender's send_posted): what the chunks
+/// spent between being handed to the transport and being in the successor's memory (as good as
+/// the hosts' clocks agree). All zero where the transport does not measure it.
+struct link_timing {
+  std::int64_t sends = 0;
+  double send_posted_unix = 0;
+  std::int64_t receives = 0;
+  double receive_done_unix = 0;
+};
+
+/// A mean of wall-clock times, kept as offsets from the first so that it stays exact to the
+/// microsecond however many times it holds.
+struct wall_clock_mean {
+  std::int64_t count = 0;
+  double first = 0, offsets = 0;
+  void add(double unix_seconds) {
+    if (count++ == 0) first = unix_seconds;
+    offsets += unix_seconds - first;
+  }
+  double mean() const { return count > 0 ? first + offsets / static_cast<double>(count) : 0.0; }
+};
+
 /// A request posted with post_send/post_receive; valid until wait() or test() reports it done.
 using transport_request = std::uint64_t;
 
@@ -63,6 +88,10 @@ class transport {
 
   /// How the connection to `peer` moves bytes (after connect(peer, …)); empty when unknown.
   virtual link_route route_to(int /*peer*/) const { return {}; }
+
+  /// The timing of the sends to `successor` and of the receives from `predecessor` since the
+  /// previous take (see link_timing), and starts anew. Call from the driving thread.
+  virtual link_timing take_link_timing(int /*successor*/, int /*predecessor*/) { return {}; }
 
   /// Posts a send of `bytes` from `data` to `peer` under `tag`. `data` must stay valid and
   /// unchanged until the request completes. Messages between one pair with one tag arrive in

@@ -77,6 +77,20 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
   return out;
 }
 
+compute::window_counts mlm_batch_builder::count(const std::vector<compute::sample_ref>& samples) const {
+  compute::window_counts counts;
+  std::vector<int32_t> row(static_cast<std::size_t>(dataset_.manifest().max_seq_length));
+  for (const auto& sample : samples) {
+    auto view = dataset_.sequence(sample.sample_id);
+    for (std::size_t p = 0; p < row.size(); ++p) row[p] = view.token(p);
+    counts.masked_tokens += static_cast<int64_t>(
+        compute::mask_tokens(row.data(), view.length, masking_, seed_, sample.epoch, sample.sample_id).size());
+    counts.tokens += view.length;
+    ++counts.samples;
+  }
+  return counts;
+}
+
 std::pair<at::Tensor, at::Tensor> sequence_tensors(const token_dataset& dataset, uint64_t index) {
   auto view = dataset.sequence(index);
   const int64_t seq = dataset.manifest().max_seq_length;

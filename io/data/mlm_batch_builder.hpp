@@ -20,6 +20,9 @@ class mlm_batch_builder {
   mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed,
                     std::shared_ptr<const std::vector<double>> token_weights = nullptr, int32_t max_ngram = 1);
   compute::mlm_batch build(const std::vector<compute::sample_ref>& samples) const;
+  /// What build() of `samples` would hold, counted without building it: samples, real tokens and
+  /// masked tokens (a window's denominators, compute::window_counts).
+  compute::window_counts count(const std::vector<compute::sample_ref>& samples) const;
   const compute::masking_config& masking() const { return masking_; }
 
  private:

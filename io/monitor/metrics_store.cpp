@@ -25,7 +25,8 @@ const std::vector<double>& metrics_store::checkpoint_seconds_bounds() {
   return bounds;
 }
 
-metrics_store::metrics_store(job_description job, store_limits limits) : job_(std::move(job)), limits_(limits) {
+metrics_store::metrics_store(job_description job, store_limits limits)
+    : job_(std::move(job)), limits_(limits), straggler_rule_(limits.straggler) {
   totals_.window_seconds_buckets.assign(window_seconds_bounds().size(), 0.0);
   totals_.checkpoint_seconds_buckets.assign(checkpoint_seconds_bounds().size(), 0.0);
 }
@@ -200,28 +201,13 @@ void metrics_store::mark_node_lost(const std::string& node) {
   ++version_;
 }
 
-// A straggler: the rank that finished its window's compute last. Being last once is noise (some
-// rank always is); a rank that is late by more than a share of the window (a quarter by default),
-// window after window, is slow (a busy host, a thermal-throttled core, a slow disk) and holds
-// every other rank back.
-std::optional<std::string> metrics_store::straggler_warning(const window_summary& window) {
-  const auto& r = window.first();
-  const bool late = r.world_size > 1 && r.straggler_lateness_seconds > limits_.straggler_share * r.window_seconds;
-  if (!late) {
-    straggler_run_ = 0;
-    straggler_ = -1;
-    return std::nullopt;
-  }
-  straggler_run_ = r.straggler_rank == straggler_ ? straggler_run_ + 1 : 1;
-  straggler_ = r.straggler_rank;
-  if (straggler_run_ != limits_.straggler_windows) return std::nullopt;
-  char text[320];
-  std::snprintf(text, sizeof text,
-                "rank %d is a straggler: it finished its compute %.2f s after the first rank in a %.2f s window, "
-                "%lld windows in a row (metrics.jsonl: straggler_rank, straggler_lateness_s)",
-                r.straggler_rank, r.straggler_lateness_seconds, r.window_seconds,
-                static_cast<long long>(straggler_run_));
-  return std::string(text);
+// The straggler rule (io/monitor/straggler_rule.hpp): by compute lateness or by link time.
+std::optional<std::string> metrics_store::straggler_warning(window_summary& window) {
+  const auto named = straggler_rule_.observe(window);
+  if (!named) return std::nullopt;
+  window.straggler = named_straggler{named->rank, named->reason, named->seconds, straggler_rule_.run()};
+  if (!straggler_rule_.just_named()) return std::nullopt;
+  return straggler_text(*named, window, straggler_rule_.run());
 }
 
 nlohmann::json metrics_store::state_json(double now) const {
@@ -259,7 +245,8 @@ nlohmann::json metrics_store::state_json(double now) const {
                      {"metrics_dropped", node.dropped}});
   state["nodes"] = std::move(nodes);
   nlohmann::json workers = nlohmann::json::array();
-  const int32_t straggler = straggler_run_ >= limits_.straggler_windows ? straggler_ : -1;
+  const auto named = straggler_rule_.named();
+  const int32_t straggler = named ? named->rank : -1;
   if (!recent_.empty())
     for (const auto& r : recent_.back().ranks) {
       auto worker = rank_json(r);
@@ -268,7 +255,11 @@ nlohmann::json metrics_store::state_json(double now) const {
       workers.push_back(std::move(worker));
     }
   state["workers"] = std::move(workers);
-  state["straggler"] = straggler >= 0 ? nlohmann::json{{"rank", straggler}, {"windows", straggler_run_}} : nlohmann::json();
+  state["straggler"] = named ? nlohmann::json{{"rank", named->rank},
+                                             {"windows", straggler_rule_.run()},
+                                             {"reason", named->reason},
+                                             {"seconds", named->seconds}}
+                            : nlohmann::json();
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const auto& c : checkpoints_)
     checkpoints.push_back({{"step", c.step},

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/monitor/straggler_rule.hpp"
 #include "io/monitor/window_summary.hpp"
 #include "messages/metrics_batch.hpp"
 
@@ -36,8 +37,7 @@ struct store_limits {
   std::size_t series_points = 4000;  ///< whole-run series points before old ones are merged
   double window_grace_seconds = 2.0; ///< how long a window waits for its last ranks' reports
   std::size_t kept_lines = 100;      ///< checkpoints, log lines, events kept for the page
-  double straggler_share = 0.25;     ///< see the straggler rule in metrics_store.cpp
-  int64_t straggler_windows = 3;
+  straggler_limits straggler;        ///< io/monitor/straggler_rule.hpp
 };
 
 class metrics_store {
@@ -62,8 +62,9 @@ class metrics_store {
   void add_event(const nlohmann::json& event);
   void add_log(const messages::log_line& line);
   void note_malformed_batch(const std::string& reason, double now);
-  /// The straggler rule fired for the window (a warning naming the rank), if it did.
-  std::optional<std::string> straggler_warning(const window_summary& window);
+  /// Takes the window (in step order) to the straggler rule: marks it with the named straggler,
+  /// if any, and returns the warning when the rule has just named one.
+  std::optional<std::string> straggler_warning(window_summary& window);
   void mark_finished() { finished_ = true; ++version_; }
   void mark_node_lost(const std::string& node);
 
@@ -129,8 +130,7 @@ class metrics_store {
   totals totals_;
   int64_t last_written_step_ = 0;
   uint64_t generation_ = 0;
-  int32_t straggler_ = -1;
-  int64_t straggler_run_ = 0;
+  straggler_rule straggler_rule_;
   bool finished_ = false;
   uint64_t version_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "io/monitor/link_times.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/window_report_fields.hpp"
 
@@ -81,8 +82,13 @@ nlohmann::json rings_json(const window_summary& window) {
     }
     const double bus = n > 1 ? per_second(static_cast<double>(bytes), seconds) * 2.0 * (n - 1) / n : 0.0;
     rings.push_back({{"ring", ring}, {"seconds", std::max(seconds, 0.0)}, {"bytes", bytes}, {"bus_gb_per_s", bus / 1e9},
-                     {"transports", ring_transports(window, static_cast<int32_t>(ring))}});
+                     {"transports", ring_transports(window, static_cast<int32_t>(ring))},
+                     {"link_s", nlohmann::json::array()}});
   }
+  for (const auto& link : link_times(window))
+    if (static_cast<std::size_t>(link.ring) < rings.size())
+      rings[static_cast<std::size_t>(link.ring)]["link_s"].push_back(
+          {{"from", link.from}, {"to", link.to}, {"seconds", link.seconds}});
   return rings;
 }
 
@@ -99,7 +105,10 @@ nlohmann::json rank_json(const rank_report& r) {
           {"time", time},
           {"ring_s", w.ring_seconds},
           {"ring_bytes", w.ring_bytes},
-          {"links", links_json(r.links)}};
+          {"links", links_json(r.links)},
+          {"ring_link_units", w.ring_link_units},
+          {"ring_send_posted_unix", w.ring_send_posted_unix},
+          {"ring_receive_done_unix", w.ring_receive_done_unix}};
 }
 
 
@@ -120,6 +129,9 @@ nlohmann::json window_json(const window_summary& window) {
   line["ranks"] = std::move(ranks);
   line["rings"] = rings_json(window);
   if (window.eval_perplexity) line["eval_perplexity"] = *window.eval_perplexity;
+  if (window.straggler)
+    line["straggler"] = {{"rank", window.straggler->rank}, {"reason", window.straggler->reason},
+                         {"seconds", window.straggler->seconds}, {"windows", window.straggler->windows}};
   if (r.distilled)
     line["loss_parts"] = {{"ce", r.loss_ce}, {"mlm", r.loss_mlm}, {"cos", r.loss_cos}, {"mse", r.loss_mse}};
   if (r.sentence_order) line["sop"] = {{"loss", r.loss_sop}, {"accuracy", r.sop_accuracy}, {"mlm_loss", r.loss_mlm}};
@@ -132,6 +144,9 @@ window_summary window_from_json(const nlohmann::json& line) {
   window.step = line.at("step").get<int64_t>();
   window.unix_seconds = line.value("unix_s", 0.0);
   if (line.contains("eval_perplexity")) window.eval_perplexity = line["eval_perplexity"].get<double>();
+  if (const auto named = line.find("straggler"); named != line.end() && named->is_object())
+    window.straggler = named_straggler{named->value("rank", -1), named->value("reason", std::string()),
+                                       named->value("seconds", 0.0), named->value("windows", int64_t{0})};
   messages::window_report cluster;
   cluster.step = window.step;
   for (const auto& field : messages::window_report_fields()) {
@@ -186,6 +201,9 @@ window_summary window_from_json(const nlohmann::json& line) {
     time_split(r, rank.value("time", nlohmann::json::object()));
     r.ring_seconds = rank.value("ring_s", std::vector<double>{});
     r.ring_bytes = rank.value("ring_bytes", std::vector<int64_t>{});
+    r.ring_link_units = rank.value("ring_link_units", std::vector<int64_t>{});
+    r.ring_send_posted_unix = rank.value("ring_send_posted_unix", std::vector<double>{});
+    r.ring_receive_done_unix = rank.value("ring_receive_done_unix", std::vector<double>{});
     auto links = links_from_json(rank.value("links", nlohmann::json()), r.rank);
     window.ranks.push_back({rank.value("node", std::string()), std::move(r), std::move(links)});
   }

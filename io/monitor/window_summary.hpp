@@ -24,6 +24,15 @@ struct rank_report {
   std::vector<messages::ring_link> links;
 };
 
+/// The straggler rule's verdict on a window (io/monitor/straggler_rule.hpp): the rank named, why
+/// ("compute" or "link"), by how many seconds, and how many windows in a row.
+struct named_straggler {
+  int32_t rank = -1;
+  std::string reason;
+  double seconds = 0;
+  int64_t windows = 0;
+};
+
 /// One window, cluster-wide: what every rank reported for one optimizer step. The cluster's
 /// numbers (loss, lr, samples, the straggler) come from the allreduced window statistics, so
 /// every rank reports the same; the time split is each rank's own.
@@ -32,6 +41,7 @@ struct window_summary {
   double unix_seconds = 0;          ///< when the first report of it reached the hub
   std::vector<rank_report> ranks;   ///< by rank
   std::optional<double> eval_perplexity;
+  std::optional<named_straggler> straggler;  ///< set by the hub when a straggler is named
   /// The lowest rank's report (the cluster's numbers are the same in every rank's).
   const messages::window_report& first() const { return ranks.front().report; }
 };

@@ -9,7 +9,7 @@ $Cxx.namespace("troupe::schema");
 struct WindowReport {
   step @0 :Int64;              # optimizer steps completed, counting this one
   rank @1 :Int32;              # worker that measured it
-  loss @2 :Float64;            # sample-weighted mean masked-LM loss of the window
+  loss @2 :Float64;            # the window's loss: cross-entropy over all its masked tokens ÷ their count
   lr @3 :Float64;              # learning rate this step used
   gradNorm @4 :Float64;        # global gradient norm before clipping
   samples @5 :Int64;           # samples in the window (all ranks)
@@ -46,6 +46,9 @@ struct WindowReport {
   sopAccuracy @36 :Float64;             # share of the window's samples whose order was guessed right
   lossScale @37 :Float64;               # fp16: the loss scale the window's backward passes used (0: none)
   skippedStep @38 :Bool;                # fp16: the gradient overflowed on some rank; no optimizer step
+  ringLinkUnits @39 :List(Int64);       # per ring: chunks sent to the ring successor in the gradient's sum
+  ringSendPostedUnix @40 :List(Float64);   # their mean post time (unix s, this host's clock)
+  ringReceiveDoneUnix @41 :List(Float64);  # mean time the predecessor's chunks were in place
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

@@ -93,7 +93,8 @@ class reducer_test : public ::testing::Test {
     request.window = 7;
     std::variant<double, std::string> answer = std::string("no answer");
     (*self_)->request(reducer, 5s, messages::reduce_atom::value, request)
-        .receive([&](double seconds) { answer = seconds; }, [&](caf::error& e) { answer = system_->render(e); });
+        .receive([&](const reduce_result& result) { answer = result.seconds; },
+                 [&](caf::error& e) { answer = system_->render(e); });
     return answer;
   }
 

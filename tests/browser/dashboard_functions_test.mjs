@@ -56,3 +56,9 @@ test("a worker's links show each transport and device once, as UCX reported them
   const rows = page.mergeWorkers([{ rank: 0, node: "a", links: [{ transport: "tcp", device: "eth0" }] }], null, null);
   assert.equal(rows[0].links, "tcp/eth0");
 });
+
+test("the straggler's reason is shown as the server gives it", () => {
+  assert.equal(page.stragglerReason({ straggler: { rank: 2, reason: "link" } }), " (its links)");
+  assert.equal(page.stragglerReason({ straggler: { rank: 1, reason: "compute" } }), " (compute)");
+  assert.equal(page.stragglerReason({ straggler: null }), "");
+});

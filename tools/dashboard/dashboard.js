@@ -308,6 +308,12 @@
     return routes.join(", ");
   }
 
+  /** Why the server named the straggler: " (its links)" or " (compute)"; "" when it did not say. */
+  function stragglerReason(state) {
+    const reason = state && state.straggler && state.straggler.reason;
+    return reason === "link" ? " (its links)" : reason === "compute" ? " (compute)" : "";
+  }
+
   /** Worker table rows, sorted by rank: the state's workers, their numbers refreshed from the
    *  latest window's per-rank detail (which streams more often than state), plus any rank only
    *  the window knows. `straggler` marks the straggler's row. */
@@ -418,7 +424,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, linksText, lossPartsChartData, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, linksText, stragglerReason, lossPartsChartData, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -725,7 +731,7 @@
       ["samples/s", fmtSig(w.samples_per_s ?? ((model.state || {}).progress || {}).samples_per_s)],
       ["tokens/s", fmtSig(w.tokens_per_s)],
       ["window", w.window_s == null ? "–" : `${fmtSig(w.window_s)} s`],
-      ["straggler", straggler === null ? "none" : `rank ${straggler}`],
+      ["straggler", straggler === null ? "none" : `rank ${straggler}${stragglerReason(model.state)}`],
     ];
     const key = JSON.stringify(items);
     const box = $("kpis");
@@ -1041,7 +1047,7 @@
     setText("time-split-caption", split.windows ? `mean of last ${split.windows} windows` : "");
     const st = model.state && model.state.straggler;
     setText("lateness-caption", straggler === null ? "no straggler" :
-      `straggler: rank ${straggler}${st && st.windows ? ` (${st.windows} windows)` : ""}`);
+      `straggler: rank ${straggler}${stragglerReason(model.state)}${st && st.windows ? ` (${st.windows} windows)` : ""}`);
 
     if (chartsAvailable()) {
       const draw = (name, fn) => {

@@ -74,7 +74,18 @@ struct peer_state {
   ucp_ep_h endpoint = nullptr;
   ucs_status_t failure = UCS_OK;  // set by the endpoint error handler
   link_route route;               // the endpoint's lanes, as UCX describes them
+  wall_clock_mean sends_posted;   // since the last take_link_timing
+  wall_clock_mean receives_done;  // set by on_receive_done
 };
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// UCX's completion callback of a receive: when the bytes are in place (user_data: the sender).
+void on_receive_done(void*, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
+  if (status == UCS_OK && user_data != nullptr) static_cast<peer_state*>(user_data)->receives_done.add(unix_now());
+}
 
 /// The transports and devices of the endpoint's lanes, from ucp_ep_print_info.
 link_route endpoint_route(ucp_ep_h endpoint) {
@@ -373,6 +384,21 @@ link_route ucx_transport::route_to(int peer) const {
   return state != nullptr ? state->route : link_route{};
 }
 
+link_timing ucx_transport::take_link_timing(int successor, int predecessor) {
+  link_timing timing;
+  if (peer_state* next = impl_->find_peer(successor)) {
+    timing.sends = next->sends_posted.count;
+    timing.send_posted_unix = next->sends_posted.mean();
+    next->sends_posted = {};
+  }
+  if (peer_state* previous = impl_->find_peer(predecessor)) {
+    timing.receives = previous->receives_done.count;
+    timing.receive_done_unix = previous->receives_done.mean();
+    previous->receives_done = {};
+  }
+  return timing;
+}
+
 namespace {
 
 /// Callers' tags must leave the sender bits free (see the tag layout in the header).
@@ -397,6 +423,7 @@ transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const vo
     r.dropped = true;
     return id;
   }
+  state->sends_posted.add(unix_now());
   ucp_request_param_t param{};
   // Host memory only: saves UCX the memory type detection of every buffer.
   param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
@@ -423,8 +450,11 @@ transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void*
   ucp_request_param_t param{};
   // No immediate completion: UCX 1.13 leaves recv_info.tag_info unset when a receive completes
   // inside ucp_tag_recv_nbx, and the length is needed to reject a short message.
-  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_CALLBACK |
+                      UCP_OP_ATTR_FIELD_USER_DATA;
   param.memory_type = UCS_MEMORY_TYPE_HOST;
+  param.cb.recv = on_receive_done;
+  param.user_data = impl_->find_peer(peer);  // null for a peer never connected: not timed
   const ucs_status_ptr_t result =
       ucp_tag_recv_nbx(impl_->worker, data, bytes, wire_tag(peer, tag), match_all_bits, &param);
   if (UCS_PTR_IS_ERR(result)) {

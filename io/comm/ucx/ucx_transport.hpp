@@ -82,6 +82,9 @@ class ucx_transport : public transport {
   void connect(int peer, const transport_address& address) override;
   /// From UCX's own description of the endpoint (io/comm/ucx/ucx_lanes.hpp), taken at connect.
   link_route route_to(int peer) const override;
+  /// Send post times are taken when posted; receive completion times by UCX's completion
+  /// callback, inside whichever progress call completes them (not when the caller looks).
+  link_timing take_link_timing(int successor, int predecessor) override;
   transport_request post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) override;
   transport_request post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) override;
   bool test(transport_request request) override;

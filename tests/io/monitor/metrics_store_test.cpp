@@ -171,7 +171,7 @@ TEST(metrics_store, names_a_rank_late_window_after_window) {
     auto first = report(step, 0, 2), late = report(step, 1, 2);
     first.straggler_lateness_seconds = late.straggler_lateness_seconds = 0.3;  // of a 0.5 s window
     store.add_batch(batch("a", {first, late}), 1000);
-    for (const auto& window : store.take_due(1000, false)) warning = store.straggler_warning(window);
+    for (auto& window : store.take_due(1000, false)) warning = store.straggler_warning(window);
   }
   ASSERT_TRUE(warning.has_value());
   EXPECT_NE(warning->find("rank 1 is a straggler"), std::string::npos) << *warning;

@@ -1,0 +1,39 @@
+#include "io/monitor/link_times.hpp"
+
+#include <algorithm>
+
+namespace troupe::io {
+namespace {
+
+const rank_report* report_of(const window_summary& window, int32_t rank) {
+  for (const auto& r : window.ranks)
+    if (r.report.rank == rank) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<link_time> link_times(const window_summary& window) {
+  std::vector<link_time> times;
+  for (const auto& sender : window.ranks) {
+    const auto& report = sender.report;
+    for (const auto& link : sender.links) {
+      const auto ring = static_cast<std::size_t>(link.ring);
+      const rank_report* receiver = report_of(window, link.peer);
+      if (receiver == nullptr || ring >= report.ring_link_units.size() || ring >= report.ring_send_posted_unix.size() ||
+          ring >= receiver->report.ring_receive_done_unix.size())
+        continue;
+      const int64_t units = report.ring_link_units[ring];
+      const double posted = report.ring_send_posted_unix[ring], done = receiver->report.ring_receive_done_unix[ring];
+      if (units <= 0 || posted <= 0 || done <= 0) continue;
+      const double latency = std::max(0.0, done - posted);
+      const double steps = 2.0 * std::max(1, report.world_size - 1);
+      times.push_back({link.ring, report.rank, link.peer, units, latency, 2.0 * latency * steps});
+    }
+  }
+  std::sort(times.begin(), times.end(),
+            [](const link_time& a, const link_time& b) { return a.ring != b.ring ? a.ring < b.ring : a.from < b.from; });
+  return times;
+}
+
+}  // namespace troupe::io
