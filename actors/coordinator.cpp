@@ -1,7 +1,9 @@
 #include "actors/coordinator.hpp"
 
 #include <caf/all.hpp>
+
 #include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "actors/event_log.hpp"
@@ -34,7 +36,7 @@ cluster::cluster_plan make_plan(const cluster::cluster_manifest& manifest,
     const auto join = joins.find(node.name);
     if (join == joins.end()) continue;
     const int workers = static_cast<int>(join->second.workers.size());
-    plan.members.push_back({node.name, plan.world, workers});
+    plan.members.push_back({node.name, plan.world, workers, join->second.probe_port});
     plan.world += workers;
     for (const auto& worker : join->second.workers) plan.endpoints.push_back(worker);
   }
@@ -262,12 +264,18 @@ void coordinator_state::on_suspicion(const std::string& node, uint64_t node_gene
   for (const auto& member : plan_members) {
     if (peer < member.first_rank || peer >= member.first_rank + member.workers) continue;
     if (member.node == node || members.count(member.node) == 0) return;
-    // The link between the two is broken; one of them must go. Never the head's node: the
-    // coordinator runs there, so the reporter goes instead.
-    const bool head = member.node == settings.manifest.head_node;
-    const auto& dropped = head ? node : member.node;
-    lose(dropped, detail::concat(label(dropped), " was cut off from its ring: ", label(node), " heard nothing from rank ",
-                                 peer, head ? " on the head's node" : "", " (", reason, ")"));
+    // The link between the two is broken, both still reach the head: one of them must go, and
+    // both ends may report it. The rule, whoever reports first: the node with the higher ranks
+    // goes, unless it is the head's (the coordinator runs there), then the other.
+    const auto reporter = std::find_if(plan_members.begin(), plan_members.end(),
+                                       [&](const cluster::plan_member& m) { return m.node == node; });
+    if (reporter == plan_members.end()) return;
+    const bool peer_is_higher = member.first_rank > reporter->first_rank;
+    std::string dropped = peer_is_higher ? member.node : node;
+    if (dropped == settings.manifest.head_node) dropped = peer_is_higher ? node : member.node;
+    lose(dropped, detail::concat("the link between ", label(node), " and ", label(member.node),
+                                 " is broken, both still reach the head; ", label(dropped),
+                                 " leaves (the higher ranks of the pair, never the head's): ", reason));
     return;
   }
 }

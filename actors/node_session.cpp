@@ -11,6 +11,7 @@
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/plan.hpp"
 #include "cluster/ring_links.hpp"
+#include "io/comm/link_probe.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 #ifdef TROUPE_HAS_NCCL
 #include "io/comm/nccl/nccl_communicator.hpp"
@@ -127,6 +128,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   is_head_ = spec.name == m.head_node;
 
   ucx_ = std::make_unique<io::ucx_context>(node.manifest.ucx_tls);
+  probe_responder_ = std::make_unique<io::link_probe_responder>(probe_token());
   system_config_ = std::make_unique<caf::actor_system_config>();
   configure_actor_system(*system_config_);
   system_config_->load<caf::io::middleman>();
@@ -195,6 +197,7 @@ cluster::join_request cluster_membership::join_request_for(uint64_t generation, 
   join.committed_steps = committed_steps;
   join.restarted = restarted;
   if (const char* secret = std::getenv(cluster::job_secret_variable)) join.secret = secret;
+  join.probe_port = probe_responder_->port();
   const bool nccl = m.transport == "nccl";
   for (std::size_t local = 0; local < transports.size(); ++local) {
     auto& worker = transports[local];
@@ -276,7 +279,25 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
                role_.first_rank + spec.workers - 1, role_.world, plan.ring_orders.size(),
                plan.generation == 0 ? "" : ", generation " + std::to_string(plan.generation));
   report_links(plan);
+  watch_for_cut_links(plan);
 }
+
+// Each transport probes a quiet peer's host before it calls the link cut (transport::watch_stalls).
+void cluster_membership::watch_for_cut_links(const cluster::cluster_plan& plan) {
+  const auto& m = node_.manifest;
+  auto reachable = [plan, manifest = m, token = probe_token()](int peer) {
+    for (const auto& member : plan.members)
+      if (peer >= member.first_rank && peer < member.first_rank + member.workers)
+        return member.probe_port != 0 &&
+               io::probe_link(manifest.nodes[manifest.node_index(member.node)].host, member.probe_port, token);
+    return true;  // not in the plan: nothing to judge by
+  };
+  for (auto& rings : role_.transports)
+    for (auto& transport : rings)
+      if (transport) transport->watch_stalls(m.timeouts.link_stall, reachable);
+}
+
+uint64_t cluster_membership::probe_token() const { return job_hash_ ^ node_.manifest.file_hash; }
 
 // Every link as UCX itself reports it (docs/cluster.md#transport-visibility), and a warning for
 // each one that the manifest says crosses hosts but that goes through shared memory.

@@ -17,6 +17,7 @@
 namespace troupe::io {
 class ucx_context;
 class ucx_transport;
+class link_probe_responder;
 }
 
 namespace troupe::actors {
@@ -69,6 +70,8 @@ class cluster_membership {
   cluster::cluster_plan request_plan(const cluster::join_request& join);
   void take_place_in(const cluster::cluster_plan& plan, local_transports& transports);
   void report_links(const cluster::cluster_plan& plan);
+  void watch_for_cut_links(const cluster::cluster_plan& plan);
+  uint64_t probe_token() const;
 
   node_identity node_;
   uint64_t job_hash_ = 0;
@@ -79,6 +82,8 @@ class cluster_membership {
   bool is_head_ = false;
   bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;
+  /// Answers the other nodes' link probes (io/comm/link_probe.hpp) for as long as the node runs.
+  std::unique_ptr<io::link_probe_responder> probe_responder_;
   std::unique_ptr<caf::actor_system_config> system_config_;
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<caf::scoped_actor> self_;

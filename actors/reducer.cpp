@@ -56,8 +56,8 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
         try {
           return sum_request(self->state, request, ring);
         } catch (const io::transport_error& e) {
-          if (e.peer() >= 0 && collective.names_silent_peers() && settings.session &&
-              clock::now() - started >= settings.timeout)
+          const bool silent = clock::now() - started >= settings.timeout || e.link_cut();
+          if (e.peer() >= 0 && collective.names_silent_peers() && settings.session && silent)
             self->send(settings.session, messages::suspect_atom::value, static_cast<int32_t>(e.peer()), where + e.what());
           return messages::make_error(messages::errc::collective_failed, where + e.what());
         } catch (const std::exception& e) {

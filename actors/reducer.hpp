@@ -41,7 +41,8 @@ struct reducer_state {
 ///                                     or a timeout → errc::collective_failed naming the ring,
 ///                                     the window and, where the collective knows it, the peer
 ///   → session: (suspect_atom, peer, reason) first, when the peer was silent for the whole
-///     ring timeout (a peer that died is found by the head itself, faster)
+///     ring timeout, or when the link to it is cut (its host did not answer a probe after the
+///     link went quiet: transport_error::link_cut); a peer that died is found by the head itself
 /// Detached: the collective blocks the reducer's own thread while it runs.
 caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings settings);
 

@@ -229,6 +229,8 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
       timeouts.integer("heartbeat_period_ms", m.timeouts.heartbeat_period.count(), 10, 60000));
   m.timeouts.heartbeat = std::chrono::milliseconds(
       timeouts.integer("heartbeat_ms", m.timeouts.heartbeat.count(), 3 * m.timeouts.heartbeat_period.count(), 3600000));
+  m.timeouts.link_stall =
+      std::chrono::milliseconds(timeouts.integer("link_stall_ms", m.timeouts.link_stall.count(), 100, 3600000));
   timeouts.finish();
   auto faults = root.object("faults");
   const auto default_policy = m.nodes.size() > 1 ? "elastic" : "abort";

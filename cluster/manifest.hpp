@@ -39,6 +39,9 @@ struct timeout_spec {
   /// Every node tells the head it is alive this often; a node silent for `heartbeat` is dead.
   std::chrono::milliseconds heartbeat_period{100};
   std::chrono::milliseconds heartbeat{1500};
+  /// A ring link quiet this long gets its peer's host probed; no answer: the link is cut
+  /// (io/comm/link_probe.hpp).
+  std::chrono::milliseconds link_stall{3000};
 };
 
 /// What the job does when a node fails (docs/faults.md).

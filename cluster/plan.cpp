@@ -124,6 +124,7 @@ std::string encode_join(const join_request& join) {
   out.setGeneration(join.generation);
   out.setCommittedSteps(join.committed_steps);
   out.setRestarted(join.restarted);
+  out.setProbePort(join.probe_port);
   out.setSecret(kj::arrayPtr(reinterpret_cast<const kj::byte*>(join.secret.data()), join.secret.size()));
   set_nccl_ids(out.initNcclIds(join.nccl_ids.size()), join.nccl_ids);
   return messages::flat_message_bytes<std::string>(message);
@@ -147,6 +148,7 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
     join.generation = in.getGeneration();
     join.committed_steps = in.getCommittedSteps();
     join.restarted = in.getRestarted();
+    join.probe_port = in.getProbePort();
     if (in.getSecret().size() > max_address_bytes)
       throw make_error("join request from ", sender, ": a secret of ", in.getSecret().size(), " bytes");
     join.secret.assign(reinterpret_cast<const char*>(in.getSecret().begin()), in.getSecret().size());
@@ -177,6 +179,7 @@ std::string encode_plan(const cluster_plan& plan) {
     members[i].setNode(plan.members[i].node);
     members[i].setFirstRank(static_cast<uint32_t>(plan.members[i].first_rank));
     members[i].setWorkers(static_cast<uint32_t>(plan.members[i].workers));
+    members[i].setProbePort(plan.members[i].probe_port);
   }
   return messages::flat_message_bytes<std::string>(message);
 }
@@ -219,7 +222,8 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
       if (member.getFirstRank() != next_rank || member.getWorkers() == 0 || member.getWorkers() > max_world)
         throw make_error(where, ": member ", member.getNode().cStr(), " has ranks ", member.getFirstRank(), " + ",
                          member.getWorkers(), ", expected to start at rank ", next_rank, " with at least one worker");
-      plan.members.push_back({member.getNode(), static_cast<int>(next_rank), static_cast<int>(member.getWorkers())});
+      plan.members.push_back({member.getNode(), static_cast<int>(next_rank), static_cast<int>(member.getWorkers()),
+                              member.getProbePort()});
       next_rank += member.getWorkers();
       if (next_rank > in.getWorld()) break;
     }

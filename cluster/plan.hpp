@@ -30,6 +30,7 @@ struct join_request {
   bool restarted = false;       ///< a node restarted after it was lost: it joins the next generation
   std::string secret;           ///< the job's secret (job_secret_variable), or empty
   std::vector<nccl_id> nccl_ids;  ///< transport "nccl": one per ring, made by this node; else empty
+  uint16_t probe_port = 0;        ///< where the node answers link probes (io/comm/link_probe.hpp)
 };
 
 /// TROUPE_JOB_SECRET: a random value `troupe launch` generates per job and hands its nodes in
@@ -42,6 +43,7 @@ struct plan_member {
   std::string node;
   int first_rank = 0;
   int workers = 0;
+  uint16_t probe_port = 0;  ///< its link-probe port, from its join
 };
 
 struct cluster_plan {

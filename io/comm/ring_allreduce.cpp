@@ -212,7 +212,7 @@ class pipelined_sum {
       if (current_ == nullptr) throw;  // from wait(), whose message names the wait
       const std::string& what =
           current_is_send_ ? describe(*current_, "send to", to_) : describe(*current_, "receive from", from_);
-      throw transport_error(e.peer(), what + ": " + e.what());
+      throw transport_error(e.peer(), what + ": " + e.what(), e.link_cut());
     }
   }
 
@@ -388,7 +388,8 @@ void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequenc
     throw transport_error(e.peer(), "ring " + std::to_string(settings_.ring_index) + " sequence " +
                                         std::to_string(sequence) + " small-message step " + std::to_string(step) +
                                         (sending ? " send to rank " : " receive from rank ") + std::to_string(peer) +
-                                        ": " + e.what());
+                                        ": " + e.what(),
+                          e.link_cut());
   } catch (...) {
     broken_ = true;
     throw;

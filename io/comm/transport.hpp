@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -67,11 +68,16 @@ inline constexpr int transport_tag_bits = 48;
 /// rank and what was being waited for.
 class transport_error : public std::runtime_error {
  public:
-  transport_error(int peer, const std::string& what) : std::runtime_error(what), peer_(peer) {}
+  transport_error(int peer, const std::string& what, bool link_cut = false)
+      : std::runtime_error(what), peer_(peer), link_cut_(link_cut) {}
   int peer() const { return peer_; }  ///< the rank at fault, or -1 when no single peer is
+  /// The link to peer() went quiet and a probe of its host got no answer (watch_stalls): the
+  /// path between the two is cut, whatever else each still reaches.
+  bool link_cut() const { return link_cut_; }
 
  private:
   int peer_;
+  bool link_cut_;
 };
 
 class transport {
@@ -134,6 +140,17 @@ class transport {
     aborted_.store(true, std::memory_order_release);
   }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  /// Stall watch: when a wait has heard nothing from its peer for `after` (no message from it
+  /// completed, none to it), `reachable(peer)` is asked — a probe of the peer's host
+  /// (io/comm/link_probe.hpp), which blocks for about a second. Reachable: the link is slow or
+  /// lossy, the wait goes on and asks again after another `after`. Not: the wait throws
+  /// transport_error with link_cut() set, naming the peer. Without a watch only the wait's
+  /// deadline ends it. Set before the transport is driven.
+  void watch_stalls(std::chrono::milliseconds after, std::function<bool(int)> reachable) {
+    stall_after_ = after;
+    reachable_ = std::move(reachable);
+  }
   /// Why abort() was called ("" before).
   std::string abort_reason() const {
     std::lock_guard<std::mutex> lock(abort_mutex_);
@@ -144,6 +161,10 @@ class transport {
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_;
+
+ protected:
+  std::chrono::milliseconds stall_after_{0};
+  std::function<bool(int)> reachable_;  ///< empty: no stall watch
 };
 
 }  // namespace troupe::io

@@ -23,6 +23,7 @@ struct JoinRequest {
   secret @8 :Data;             # the job's secret (TROUPE_JOB_SECRET, from the launcher); empty without one
   ncclIds @9 :List(Data);      # transport "nccl": one 128-byte ncclUniqueId per ring, made by this node
                                # (whose process then hosts that ring's NCCL bootstrap); empty otherwise
+  probePort @10 :UInt16;       # the UDP port the node answers link probes on (io/comm/link_probe.hpp)
 }
 
 struct RingOrder {
@@ -45,4 +46,5 @@ struct PlanMember {
   node @0 :Text;
   firstRank @1 :UInt32;        # global rank of the node's first worker
   workers @2 :UInt32;
+  probePort @3 :UInt16;        # its link-probe port (JoinRequest.probePort)
 }

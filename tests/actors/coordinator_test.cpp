@@ -186,5 +186,30 @@ TEST_F(coordinator_test, a_join_from_a_lost_node_is_refused) {
   EXPECT_NE(refused.find("node c was lost from the job before generation 1"), std::string::npos) << refused;
 }
 
+// A link cut between two members that both still reach the head (a partial partition): both
+// ends may report the other; whoever reports first, the higher ranks of the pair go (never the
+// head's node), so the survivors agree on one membership.
+TEST_F(coordinator_test, a_cut_link_drops_the_higher_ranks_of_the_pair_whoever_reports_it) {
+  for (const auto& [reporter, peer] : std::vector<std::pair<std::string, int32_t>>{{"b", 2}, {"c", 1}, {"c", 0}}) {
+    SCOPED_TRACE(reporter + " reports rank " + std::to_string(peer));
+    nodes_.clear();
+    start(three_nodes());
+    join_all({"a", "b", "c"}, 0);
+    node(reporter)->send(coordinator_, messages::suspect_atom::value, reporter, uint64_t{0}, peer,
+                         std::string("the link to rank ") + std::to_string(peer) + " is cut");
+    EXPECT_EQ(membership_news("a"), 1u);
+    EXPECT_EQ(membership_news("b"), 1u);
+    const auto answers = join_all({"a", "b"}, 1);
+    ASSERT_EQ(answers.count("a"), 1u);
+    ASSERT_EQ(answers.at("a").rfind("error", 0), std::string::npos) << answers.at("a");
+    const auto plan = cluster::decode_plan(answers.at("a"), "the head");
+    ASSERT_EQ(plan.members.size(), 2u);
+    EXPECT_EQ(plan.members[0].node, "a");
+    EXPECT_EQ(plan.members[1].node, "b") << "node c, the higher ranks, is the one dropped";
+    caf::anon_send_exit(coordinator_, caf::exit_reason::user_shutdown);
+    coordinator_ = nullptr;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::actors

@@ -93,8 +93,9 @@ int count_tfevents_records(const std::filesystem::path& dir) {
 TEST_F(dashboard_e2e, the_head_serves_every_nodes_numbers_while_the_job_runs) {
   const auto config = write_config(30);
   const auto manifest = write_manifest(2, "dashboard-2.json");
-  // Node b sleeps 60 ms per micro-batch (3 per window): a straggler by ~180 ms every window.
-  launched_job job(manifest, config, "dashboard", "--inject slow:60:b@1");
+  // Node b sleeps 100 ms per micro-batch (3 per window): a straggler by ~300 ms every window,
+  // over the rule's 0.25 s floor (faults.straggler_min_s).
+  launched_job job(manifest, config, "dashboard", "--inject slow:100:b@1");
   const int port = job.port;
   httplib::Client client("127.0.0.1", port);
   client.set_connection_timeout(1, 0);

@@ -315,5 +315,55 @@ TEST_F(net_test, twenty_percent_packet_loss_for_ten_seconds_slows_the_job_and_lo
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
 }
 
+/// The events.jsonl objects called `event`.
+std::vector<json> events_called(const std::filesystem::path& run, const std::string& event) {
+  std::vector<json> found;
+  std::ifstream in(run / "events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto parsed = json::parse(line, nullptr, false);
+    if (!parsed.is_discarded() && parsed.value("event", "") == event) found.push_back(std::move(parsed));
+  }
+  return found;
+}
+
+// The link between two workers' hosts cut (nftables drops between them, both directions) while
+// both still reach the head: the ring stops moving, each end probes the other's host after
+// timeouts.link_stall_ms (3 s) and gets no answer, the coordinator drops the higher ranks of the
+// pair (node 3, whoever reports first), and the other two train on with the same model.
+TEST_F(net_test, a_link_cut_between_two_workers_drops_the_higher_ranks_and_the_others_go_on) {
+  const int64_t steps = 200;
+  const auto config = config_with_reference(*this, steps);
+  net_cluster cluster(3, "1gbit");
+  const auto manifest = write_net_manifest(cluster, "pair-cut.json");
+  const auto run = *dir_ / "pair-cut";
+  auto job = std::async(std::launch::async, [&] { return launch(manifest, config, "pair-cut"); });
+  ASSERT_TRUE(wait_for_step(run, 20, 120));
+  const double cut_at = unix_now();
+  ASSERT_EQ(cluster.command("cut", cluster.hosts()[1].name + " " + cluster.hosts()[2].name).status, 0);
+  const double cut_done = unix_now();
+  ASSERT_EQ(job.wait_for(std::chrono::seconds(300)), std::future_status::ready) << "the launcher hung";
+  const auto launched = job.get();
+  ASSERT_EQ(cluster.command("heal", cluster.hosts()[1].name).status, 0);
+  ASSERT_EQ(launched.status, 0) << launched.output;
+
+  const auto lost = events_called(run, "node_lost");
+  ASSERT_EQ(lost.size(), 1u) << io_text((run / "events.jsonl").string());
+  EXPECT_EQ(lost[0]["node"], cluster.hosts()[2].name) << "the higher ranks of the pair leave";
+  const std::string reason = lost[0]["reason"];
+  EXPECT_NE(reason.find("the link between"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("is cut"), std::string::npos) << reason;
+  const double detected = lost[0]["unix_s"].get<double>() - cut_done;
+  std::printf("link %s-%s cut (the command took %.2f s); node %s dropped %.2f s after: %s\n",
+              cluster.hosts()[1].name.c_str(), cluster.hosts()[2].name.c_str(), cut_done - cut_at,
+              cluster.hosts()[2].name.c_str(), detected, reason.c_str());
+  // timeouts.link_stall_ms (3 s) and a probe (1 s), plus slack for a loaded machine.
+  EXPECT_LE(detected, 7.0);
+  const auto lines = window_lines(run);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back()["world_size"], 2);
+  expect_same_curve_by_step(read_metrics("one-" + std::to_string(steps)), read_metrics("pair-cut"), "pair cut", 2);
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
+}
+
 }  // namespace
 }  // namespace troupe

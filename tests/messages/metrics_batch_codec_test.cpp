@@ -131,6 +131,13 @@ TEST(metrics_batch_codec, round_trips_the_batch_fields) {
 
 using troupe::testing::expect_error;
 
+TEST(metrics_batch_codec, lists_longer_than_any_node_sends_are_rejected) {
+  metrics_batch batch;
+  batch.links.assign(5000, ring_link{0, 1, 2, "tcp", "eth0"});
+  expect_error([&] { decode_metrics_batch(encode_metrics_batch(batch)); },
+               "MetricsBatch: links: 5000 entries, at most 4096 expected");
+}
+
 TEST(metrics_batch_codec, malformed_bytes_are_rejected) {
   expect_error([] { decode_metrics_batch(""); },
                "MetricsBatch: 0 bytes: truncated, or not a whole number of Cap'n Proto words");

@@ -303,7 +303,8 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
   const auto timeout = role.collective_timeout + std::chrono::seconds(30);
   auto request = [&](int r, actors::reduce_request request) {
     self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request)
-        .receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+        .receive([](const actors::reduce_result&) {},
+                 [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
   };
   summing_method via_reducers;
   via_reducers.sum = [&](float* values, std::size_t count) {
@@ -321,7 +322,8 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
       answers.push_back(self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request));
     }
     for (auto& answer : answers)
-      answer.receive([](double) {}, [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+      answer.receive([](const actors::reduce_result&) {},
+                     [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
   };
   auto statistics_only = [&](double* values, std::size_t count) {
     actors::reduce_request r;

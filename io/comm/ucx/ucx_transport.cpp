@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "io/comm/idle_backoff.hpp"
+#include "io/comm/ucx/ucx_check.hpp"
 #include "io/comm/ucx/ucx_lanes.hpp"
 
 namespace troupe::io {
@@ -38,27 +39,6 @@ constexpr unsigned clock_check_rounds = 64;
 // How long the destructor lets cancelled requests complete before it force-closes their peers.
 constexpr auto cancel_timeout = std::chrono::milliseconds(100);
 
-// UCX's own switches for failure detection over shared memory (see ucx_context()).
-constexpr const char* mm_error_handling_env = "UCX_MM_ERROR_HANDLING";
-constexpr const char* sysv_error_handling_env = "UCX_SYSV_ERROR_HANDLING";
-constexpr const char* posix_error_handling_env = "UCX_POSIX_ERROR_HANDLING";
-
-template <class... Parts>
-std::string concat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
-
-std::string peer_suffix(int peer) { return peer >= 0 ? concat(" (rank ", peer, ")") : std::string(); }
-
-/// The check for every UCX call that returns ucs_status_t: throws transport_error naming the
-/// call, the peer and UCX's description of the status.
-void ucx_check(ucs_status_t status, const char* call, int peer) {
-  if (status != UCS_OK)
-    throw transport_error(peer, concat(call, " failed", peer_suffix(peer), ": ", ucs_status_string(status)));
-}
-
 ucp_tag_t wire_tag(int sender, std::uint64_t tag) {
   return (static_cast<ucp_tag_t>(sender) << sender_shift) | tag;
 }
@@ -76,6 +56,7 @@ struct peer_state {
   link_route route;               // the endpoint's lanes, as UCX describes them
   wall_clock_mean sends_posted;   // since the last take_link_timing
   wall_clock_mean receives_done;  // set by on_receive_done
+  std::chrono::steady_clock::time_point last_heard{};  // a message from or to it completed (stall watch)
 };
 
 double unix_now() {
@@ -84,7 +65,10 @@ double unix_now() {
 
 /// UCX's completion callback of a receive: when the bytes are in place (user_data: the sender).
 void on_receive_done(void*, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
-  if (status == UCS_OK && user_data != nullptr) static_cast<peer_state*>(user_data)->receives_done.add(unix_now());
+  if (status != UCS_OK || user_data == nullptr) return;
+  auto* peer = static_cast<peer_state*>(user_data);
+  peer->receives_done.add(unix_now());
+  peer->last_heard = std::chrono::steady_clock::now();
 }
 
 /// The transports and devices of the endpoint's lanes, from ucp_ep_print_info.
@@ -120,62 +104,6 @@ void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
 }
 
 }  // namespace
-
-struct ucx_context::impl {
-  ucp_context_h context = nullptr;
-};
-
-/// Whether UCX may use a shared-memory transport under the UCX_TLS list `tls` ("" or "all":
-/// every transport; "^a,b": all but those). Aliases "sm", "shm" and "mm" name them all.
-bool shared_memory_allowed(const std::string& tls) {
-  if (tls.empty() || tls == "all") return true;
-  const bool excluding = tls.front() == '^';
-  std::istringstream names(excluding ? tls.substr(1) : tls);
-  std::set<std::string> listed;
-  for (std::string name; std::getline(names, name, ',');) listed.insert(name);
-  const bool all_named = listed.count("sm") || listed.count("shm") || listed.count("mm") ||
-                         (listed.count("sysv") && listed.count("posix"));
-  const bool some_named = all_named || listed.count("sysv") || listed.count("posix");
-  return excluding ? !all_named : some_named;
-}
-
-ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>()) {
-  ucp_config_t* config = nullptr;
-  ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", -1);
-  const auto modify = [&](const char* name, const std::string& value) {
-    const ucs_status_t status = ucp_config_modify(config, name, value.c_str());
-    if (status == UCS_OK) return;
-    ucp_config_release(config);
-    ucx_check(status, concat("ucp_config_modify(", name, "=", value, ")").c_str(), -1);
-  };
-  if (!tls.empty()) modify("TLS", tls);
-  const char* environment_tls = std::getenv("UCX_TLS");
-  const std::string tls_in_use = !tls.empty() ? tls : environment_tls != nullptr ? environment_tls : "";
-  // Endpoints ask for peer failure detection, and UCX 1.13's shared-memory transports do not
-  // offer it unless told to, so every endpoint between two processes of one host would fall
-  // back to TCP over loopback (a third of the bandwidth). Enabling it keeps shared memory
-  // (sysv/posix, with keepalive); the zero-copy CMA transport still has no failure detection
-  // and stays unused. Whoever sets one of these variables decides for themselves.
-  const bool user_decides = std::getenv(mm_error_handling_env) != nullptr ||
-                            std::getenv(sysv_error_handling_env) != nullptr ||
-                            std::getenv(posix_error_handling_env) != nullptr;
-  if (!user_decides && shared_memory_allowed(tls_in_use)) modify("MM_ERROR_HANDLING", "y");
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME |
-                      UCP_PARAM_FIELD_TAG_SENDER_MASK;
-  params.features = UCP_FEATURE_TAG;
-  params.tag_sender_mask = ~(user_tag_limit - 1);  // the sender's rank (see the tag layout)
-  // Each reducer thread creates, drives and destroys its own worker on this context.
-  params.mt_workers_shared = 1;
-  params.name = "troupe";
-  const ucs_status_t status = ucp_init(&params, config, &impl_->context);
-  ucp_config_release(config);
-  ucx_check(status, "ucp_init", -1);
-}
-
-ucx_context::~ucx_context() {
-  if (impl_->context != nullptr) ucp_cleanup(impl_->context);
-}
 
 struct ucx_transport::impl {
   using request_map = std::unordered_map<transport_request, pending_request>;
@@ -229,6 +157,8 @@ struct ucx_transport::impl {
     if (r.handle != nullptr) ucp_request_free(r.handle);
     const pending_request done = r;
     requests.erase(it);
+    if (peer_state* peer = find_peer(done.peer); peer != nullptr && status == UCS_OK)
+      peer->last_heard = std::chrono::steady_clock::now();
     if (status == UCS_OK && (!done.receive || done.info.length == done.bytes)) return true;
     const std::string prefix = what != nullptr ? *what + ": " : std::string();
     const char* direction = done.receive ? "receive from" : "send to";
@@ -488,8 +418,27 @@ void ucx_transport::wait(transport_request request, clock::time_point deadline, 
                                          " (rank ", peer, ")"));
     }
     if (aborted()) throw transport_error(-1, concat("stopped waiting for ", what, ": ", abort_reason()));
+    check_stall(peer, start, what);
     if (!progressed) backoff.pause(now);
   }
+}
+
+// The stall watch (transport::watch_stalls): quiet since the wait began or since the peer was
+// last heard from, whichever is later.
+void ucx_transport::check_stall(int peer, clock::time_point wait_start, const std::string& what) {
+  peer_state* state = impl_->find_peer(peer);
+  if (!reachable_ || state == nullptr) return;
+  const auto quiet_since = std::max(wait_start, state->last_heard);
+  const auto now = clock::now();
+  if (now - quiet_since < stall_after_) return;
+  if (reachable_(peer)) {
+    state->last_heard = clock::now();  // slow or lossy, not cut: look again after another stall period
+    return;
+  }
+  throw transport_error(peer,
+                        concat("the link to rank ", peer, " is cut: nothing moved on it for ",
+                               seconds_text(now - quiet_since), " s and its host did not answer a probe (", what, ")"),
+                        true);
 }
 
 void ucx_transport::progress() { ucp_worker_progress(impl_->worker); }

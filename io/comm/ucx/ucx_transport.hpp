@@ -102,6 +102,8 @@ class ucx_transport : public transport {
   struct impl;
 
  private:
+  void check_stall(int peer, clock::time_point wait_start, const std::string& what);
+
   std::unique_ptr<impl> impl_;
 };
 

@@ -1,0 +1,74 @@
+#include <ucp/api/ucp.h>
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "io/comm/ucx/ucx_check.hpp"
+#include "io/comm/ucx/ucx_transport.hpp"
+
+namespace troupe::io {
+namespace {
+
+// UCX's own switches for failure detection over shared memory (see ucx_context()).
+constexpr const char* mm_error_handling_env = "UCX_MM_ERROR_HANDLING";
+constexpr const char* sysv_error_handling_env = "UCX_SYSV_ERROR_HANDLING";
+constexpr const char* posix_error_handling_env = "UCX_POSIX_ERROR_HANDLING";
+constexpr std::uint64_t user_tag_limit = std::uint64_t{1} << transport_tag_bits;
+
+/// Whether UCX may use a shared-memory transport under the UCX_TLS list `tls` ("" or "all":
+/// every transport; "^a,b": all but those). Aliases "sm", "shm" and "mm" name them all.
+bool shared_memory_allowed(const std::string& tls) {
+  if (tls.empty() || tls == "all") return true;
+  const bool excluding = tls.front() == '^';
+  std::istringstream names(excluding ? tls.substr(1) : tls);
+  std::set<std::string> listed;
+  for (std::string name; std::getline(names, name, ',');) listed.insert(name);
+  const bool all_named = listed.count("sm") || listed.count("shm") || listed.count("mm") ||
+                         (listed.count("sysv") && listed.count("posix"));
+  const bool some_named = all_named || listed.count("sysv") || listed.count("posix");
+  return excluding ? !all_named : some_named;
+}
+
+}  // namespace
+
+ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>()) {
+  ucp_config_t* config = nullptr;
+  ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", -1);
+  const auto modify = [&](const char* name, const std::string& value) {
+    const ucs_status_t status = ucp_config_modify(config, name, value.c_str());
+    if (status == UCS_OK) return;
+    ucp_config_release(config);
+    ucx_check(status, concat("ucp_config_modify(", name, "=", value, ")").c_str(), -1);
+  };
+  if (!tls.empty()) modify("TLS", tls);
+  const char* environment_tls = std::getenv("UCX_TLS");
+  const std::string tls_in_use = !tls.empty() ? tls : environment_tls != nullptr ? environment_tls : "";
+  // Endpoints ask for peer failure detection, and UCX 1.13's shared-memory transports do not
+  // offer it unless told to, so every endpoint between two processes of one host would fall
+  // back to TCP over loopback (a third of the bandwidth). Enabling it keeps shared memory
+  // (sysv/posix, with keepalive); the zero-copy CMA transport still has no failure detection
+  // and stays unused. Whoever sets one of these variables decides for themselves.
+  const bool user_decides = std::getenv(mm_error_handling_env) != nullptr ||
+                            std::getenv(sysv_error_handling_env) != nullptr ||
+                            std::getenv(posix_error_handling_env) != nullptr;
+  if (!user_decides && shared_memory_allowed(tls_in_use)) modify("MM_ERROR_HANDLING", "y");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME |
+                      UCP_PARAM_FIELD_TAG_SENDER_MASK;
+  params.features = UCP_FEATURE_TAG;
+  params.tag_sender_mask = ~(user_tag_limit - 1);  // the sender's rank (see the tag layout)
+  // Each reducer thread creates, drives and destroys its own worker on this context.
+  params.mt_workers_shared = 1;
+  params.name = "troupe";
+  const ucs_status_t status = ucp_init(&params, config, &impl_->context);
+  ucp_config_release(config);
+  ucx_check(status, "ucp_init", -1);
+}
+
+ucx_context::~ucx_context() {
+  if (impl_->context != nullptr) ucp_cleanup(impl_->context);
+}
+
+}  // namespace troupe::io

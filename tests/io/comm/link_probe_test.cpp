@@ -1,0 +1,37 @@
+#include "io/comm/link_probe.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace troupe::io {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(link_probe, a_responder_answers_its_token_on_both_families) {
+  const link_probe_responder responder(0x1234abcd);
+  ASSERT_NE(responder.port(), 0);
+  EXPECT_TRUE(probe_link("127.0.0.1", responder.port(), 0x1234abcd));
+  EXPECT_TRUE(probe_link("::1", responder.port(), 0x1234abcd));
+  EXPECT_TRUE(probe_link("localhost", responder.port(), 0x1234abcd));
+}
+
+TEST(link_probe, another_token_a_dead_port_or_an_unknown_host_get_no_answer) {
+  const link_probe_responder responder(7);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(probe_link("127.0.0.1", responder.port(), 8, 300ms));  // another job's probe
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 290ms) << "a probe without an answer uses its whole budget";
+  EXPECT_LT(waited, 2s);
+  std::uint16_t closed = 0;
+  {
+    const link_probe_responder gone(7);
+    closed = gone.port();
+  }
+  EXPECT_FALSE(probe_link("127.0.0.1", closed, 7, 300ms));
+  EXPECT_FALSE(probe_link("no-such-host.invalid", responder.port(), 7, 300ms));
+}
+
+}  // namespace
+}  // namespace troupe::io
