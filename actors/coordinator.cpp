@@ -88,6 +88,8 @@ std::string coordinator_state::check_join(const cluster::join_request& join) con
 
 void coordinator_state::abort_all(const std::string& reason, const std::string& except) {
   spdlog::error("{}", reason);
+  // Also where a head cut off from its launcher can still say it (a shared run directory).
+  record_event(settings.events, {{"event", "job_stopped"}, {"generation", generation}, {"reason", reason}});
   for (const auto& [node_name, manager] : managers) {
     if (node_name == except || members.count(node_name) == 0) continue;
     const auto pending = joined.find(node_name);
@@ -251,8 +253,10 @@ void coordinator_state::check_heartbeats() {
   for (const auto& [name, heard] : last_heard) {
     if (finished.count(name) != 0 || now - heard <= timeouts.heartbeat) continue;
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard).count();
-    lose(name, label(name) + " stopped answering: no heartbeat for " + std::to_string(silent) + " ms (timeouts.heartbeat_ms " +
-                   std::to_string(timeouts.heartbeat.count()) + ")");
+    lose(name,
+         label(name) + " stopped answering: no heartbeat for " + std::to_string(silent) + " ms (timeouts.heartbeat_ms " +
+             std::to_string(timeouts.heartbeat.count()) + ")",
+         true);
     return;
   }
 }
@@ -302,11 +306,34 @@ void coordinator_state::announce(const std::string& reason, const std::string& e
   self->delayed_send(self, settings.manifest.timeouts.join, join_timeout_atom::value, generation);
 }
 
-void coordinator_state::lose(const std::string& node, const std::string& why) {
+// The head goes on without a silent node only while it still hears from a majority of the last
+// plan's nodes (itself included): when the head's own host is cut off, every other node falls
+// silent at once and fences itself, and a head that went on alone would train where nobody can
+// see it (its launcher has lost it too) and could write into the run directory beside a resumed
+// job. A node that died with its connection (a down message) is known dead, not a split.
+std::size_t coordinator_state::members_heard_from(const std::string& except) const {
+  const auto now = std::chrono::steady_clock::now();
+  std::size_t heard = 0;
+  for (const auto& name : members) {
+    if (name == except) continue;
+    const auto last = last_heard.find(name);
+    const bool recent = last == last_heard.end() ||  // the head's own node sends no heartbeats to itself
+                        now - last->second < settings.manifest.timeouts.heartbeat / 2;
+    if (recent) ++heard;
+  }
+  return heard;
+}
+
+void coordinator_state::lose(const std::string& node, const std::string& why, bool silent) {
   const auto& faults = settings.manifest.faults;
   const auto survivors = static_cast<int64_t>(members.size()) - 1;
   std::string stop_because;
-  if (faults.policy != cluster::fault_policy::elastic)
+  const std::size_t heard = silent ? members_heard_from(node) : 0;
+  if (silent && planned && 2 * heard <= plan_members.size())
+    stop_because = detail::concat("only ", heard, " of the last plan's ", plan_members.size(),
+                                  " nodes are still heard from, not a majority: this side of a network split may be "
+                                  "the one cut off, and a minority never goes on (docs/faults.md#network-faults)");
+  else if (faults.policy != cluster::fault_policy::elastic)
     stop_because = faults.policy == cluster::fault_policy::abort ? "faults.policy is \"abort\""
                                                                  : "faults.policy is \"restart\": the launcher starts the job again";
   else if (!planned && generation == 0)

@@ -65,7 +65,10 @@ struct coordinator_state {
   void check_heartbeats();
   /// A member failed (`why`): under faults.policy "elastic", with at least min_nodes left and
   /// none finished, the survivors are told to join the next generation; otherwise the job stops.
-  void lose(const std::string& node, const std::string& why);
+  /// `silent`: lost to heartbeat silence, which a network split looks like from either side.
+  void lose(const std::string& node, const std::string& why, bool silent = false);
+  /// The last plan's members still heard from within half of timeouts.heartbeat_ms, this node included.
+  std::size_t members_heard_from(const std::string& except) const;
   /// A member stopped with an error of its own (diverged replicas, bad data, a failed
   /// checkpoint, …): no policy survives that, the job stops.
   void on_node_error(const std::string& node, const std::string& reason);
@@ -97,7 +100,9 @@ struct coordinator_state {
 ///   ← (finished_atom, node, generation)  when every member finished: → everyone
 ///     (release_atom), then quits; one of an older generation is ignored
 ///   ← down of a member that has not finished: the member is lost (lose(), below)
-///   lose(): policy "abort", fewer than faults.min_nodes left, or a member already finished →
+///   lose(): policy "abort", fewer than faults.min_nodes left, a member already finished, or
+///     (for a member lost to silence) fewer than a majority of the last plan's nodes still heard
+///     from →
 ///     everyone else (abort_atom, "node X … left"), then quits with errc::cluster_failed;
 ///     otherwise generation + 1, and every survivor gets (membership_atom, generation, reason),
 ///     stops its window in flight and joins again with new transport addresses and its

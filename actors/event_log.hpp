@@ -8,6 +8,8 @@
 ///   {"event": "node_restarted", "node": "c", "generation": 2}          a restarted node admitted
 ///   {"event": "generation", "generation": 1, "start_steps": 2, "world": 2, "nodes": […]}
 ///                                                                      a new generation's plan sent
+///   {"event": "job_stopped", "generation": 1, "reason": …}            the coordinator stopped every node
+///   {"event": "self_fenced", "node": "c", "reason": …}                 a node that lost the head stopped
 
 #include <filesystem>
 

@@ -365,5 +365,59 @@ TEST_F(net_test, a_link_cut_between_two_workers_drops_the_higher_ranks_and_the_o
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
 }
 
+/// Cuts the head's host off (`how`: "" takes its link down, "--drop" drops every packet with the
+/// interface up) after step 25 of a 3-host job checkpointing every 10 windows. The other two
+/// cannot reach the head and fence themselves, naming it; the head, hearing from nobody, is a
+/// minority and stops instead of training on alone (no generation after the cut); the launcher
+/// fails naming the head; nothing remains after the heal. Returns the run's directory.
+std::filesystem::path cut_the_head(net_test& test, net_cluster& cluster, const std::string& config,
+                                   const std::string& how, const std::string& name) {
+  const auto manifest = test.write_net_manifest(cluster, name + ".json");
+  const auto run = *test.dir_ / name;
+  auto job = std::async(std::launch::async, [&] { return test.launch(manifest, config, name); });
+  EXPECT_TRUE(wait_for_step(run, 25, 120));
+  EXPECT_EQ(cluster.command("cut", cluster.hosts()[0].name + " " + how).status, 0);
+  const double cut_done = unix_now();
+  EXPECT_EQ(job.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "the launcher hung";
+  const auto launched = job.get();
+  for (int i = 0; i < 100 && cluster.troupe_processes(0) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double head_gone = unix_now() - cut_done;
+  EXPECT_EQ(cluster.command("heal", cluster.hosts()[0].name).status, 0);
+  EXPECT_NE(launched.status, 0) << launched.output;
+  for (std::size_t h = 1; h < 3; ++h) {
+    const double fenced = event_time(run, "self_fenced", cluster.hosts()[h].name) - cut_done;
+    EXPECT_GT(fenced, -2.0) << cluster.hosts()[h].name << " did not fence itself";
+    EXPECT_LE(fenced, 2.5) << cluster.hosts()[h].name;
+  }
+  for (const auto& generation : events_called(run, "generation"))
+    EXPECT_LT(generation["unix_s"].get<double>(), cut_done) << "a minority formed a generation: " << generation.dump();
+  const auto stopped_events = events_called(run, "job_stopped");
+  EXPECT_EQ(stopped_events.size(), 1u) << io_text((run / "events.jsonl").string());
+  for (const auto& stopped : stopped_events)
+    EXPECT_NE(stopped["reason"].get<std::string>().find("a minority never goes on"), std::string::npos) << stopped.dump();
+  std::printf("head cut (%s): the others fenced themselves; the head's process gone %.2f s after the cut\n",
+              how.empty() ? "link down" : "packets dropped", head_gone);
+  EXPECT_LE(head_gone, 10.0) << "the head trained on alone";
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << cluster.hosts()[h].name;
+  return run;
+}
+
+// The head's host cut off, both ways; afterwards `--resume latest` finishes the job from the last
+// checkpoint with the one-process model.
+TEST_F(net_test, the_heads_host_cut_off_stops_every_side_and_the_job_resumes_from_its_checkpoint) {
+  const int64_t steps = 60;
+  auto c = json::parse(io_text(config_with_reference(*this, steps)));
+  c["checkpoint"]["every_windows"] = 10;
+  const auto config = (*dir_ / "head-cut-config.json").string();
+  testing::write_text(config, c.dump(2));
+  net_cluster cluster(3, "1gbit");
+  cut_the_head(*this, cluster, config, "", "head-down");
+  const auto run = cut_the_head(*this, cluster, config, "--drop", "head-drop");
+  auto resumed = launch(write_net_manifest(cluster, "head-resume.json"), config, "head-drop", "--resume latest");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  expect_same_curve_by_step(read_metrics("one-" + std::to_string(steps)), read_metrics("head-drop"), "head cut, resumed", 0);
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
+}
+
 }  // namespace
 }  // namespace troupe
