@@ -277,8 +277,10 @@ TEST_F(net_test, a_host_whose_bandwidth_collapses_is_named_straggler_by_its_link
               static_cast<long long>(collapsed_after), static_cast<long long>(restored_after),
               static_cast<long long>(first_named), static_cast<long long>(last_named));
   EXPECT_GT(first_named, collapsed_after) << "named before the collapse";
-  // The window in flight when the rate changed, then three slow windows in a row.
-  EXPECT_LE(first_named, collapsed_after + 4);
+  // Three slow windows in a row name it; the window in flight when the rate changed, and one or
+  // two whose links were not yet all slow (TCP's queues drain), may come first. Measured: 3 to 5
+  // windows after the command returned.
+  EXPECT_LE(first_named, collapsed_after + 6);
   EXPECT_LE(last_named, restored_after + 3) << "still named after the rate came back";
   EXPECT_NE(launched.output.find("rank 2 is a straggler: its network links"), std::string::npos) << launched.output;
   expect_same_curve(read_metrics("one-" + std::to_string(steps)), read_metrics("collapse"), "bandwidth collapse");
@@ -380,8 +382,9 @@ std::filesystem::path cut_the_head(net_test& test, net_cluster& cluster, const s
   const double cut_done = unix_now();
   EXPECT_EQ(job.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "the launcher hung";
   const auto launched = job.get();
-  for (int i = 0; i < 100 && cluster.troupe_processes(0) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 300 && cluster.troupe_processes(0) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const double head_gone = unix_now() - cut_done;
+  EXPECT_EQ(cluster.troupe_processes(0), 0) << "the head still runs 30 s after the cut";
   EXPECT_EQ(cluster.command("heal", cluster.hosts()[0].name).status, 0);
   EXPECT_NE(launched.status, 0) << launched.output;
   for (std::size_t h = 1; h < 3; ++h) {
@@ -397,7 +400,10 @@ std::filesystem::path cut_the_head(net_test& test, net_cluster& cluster, const s
     EXPECT_NE(stopped["reason"].get<std::string>().find("a minority never goes on"), std::string::npos) << stopped.dump();
   std::printf("head cut (%s): the others fenced themselves; the head's process gone %.2f s after the cut\n",
               how.empty() ? "link down" : "packets dropped", head_gone);
-  EXPECT_LE(head_gone, 10.0) << "the head trained on alone";
+  // No window finished after every side had stopped (the heartbeat bound and some slack): the
+  // head did not train on alone. (How long its process takes to go is teardown, measured above.)
+  for (const auto& line : window_lines(run))
+    EXPECT_LT(line.value("unix_s", 0.0), cut_done + 2.5) << "a window after the cut: " << line["step"];
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << cluster.hosts()[h].name;
   return run;
 }
@@ -405,7 +411,7 @@ std::filesystem::path cut_the_head(net_test& test, net_cluster& cluster, const s
 // The head's host cut off, both ways; afterwards `--resume latest` finishes the job from the last
 // checkpoint with the one-process model.
 TEST_F(net_test, the_heads_host_cut_off_stops_every_side_and_the_job_resumes_from_its_checkpoint) {
-  const int64_t steps = 60;
+  const int64_t steps = 200;  // far more than the time from step 25 to the cut can run
   auto c = json::parse(io_text(config_with_reference(*this, steps)));
   c["checkpoint"]["every_windows"] = 10;
   const auto config = (*dir_ / "head-cut-config.json").string();
