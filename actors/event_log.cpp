@@ -2,15 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-
 #include "io/os/file_util.hpp"
+#include "io/os/wall_clock.hpp"
 
 namespace troupe::actors {
 
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_seconds() { return io::unix_seconds(); }
 
 void record_event(const std::filesystem::path& file, nlohmann::json event) {
   if (file.empty()) return;

@@ -282,15 +282,18 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   watch_for_cut_links(plan);
 }
 
-// Each transport probes a quiet peer's host before it calls the link cut (transport::watch_stalls).
+// Each transport probes a quiet peer's host before it calls the link cut (transport::watch_stalls):
+// where each rank answers probes (its node's host and probe port), worked out once for all of them.
 void cluster_membership::watch_for_cut_links(const cluster::cluster_plan& plan) {
   const auto& m = node_.manifest;
-  auto reachable = [plan, manifest = m, token = probe_token()](int peer) {
-    for (const auto& member : plan.members)
-      if (peer >= member.first_rank && peer < member.first_rank + member.workers)
-        return member.probe_port != 0 &&
-               io::probe_link(manifest.nodes[manifest.node_index(member.node)].host, member.probe_port, token);
-    return true;  // not in the plan: nothing to judge by
+  auto targets = std::make_shared<std::vector<std::pair<std::string, uint16_t>>>(static_cast<std::size_t>(plan.world));
+  for (const auto& member : plan.members)
+    for (int rank = member.first_rank; rank < member.first_rank + member.workers && rank < plan.world; ++rank)
+      (*targets)[static_cast<std::size_t>(rank)] = {m.nodes[m.node_index(member.node)].host, member.probe_port};
+  auto reachable = [targets, token = probe_token()](int peer) {
+    if (peer < 0 || static_cast<std::size_t>(peer) >= targets->size()) return true;  // nothing to judge by
+    const auto& [host, port] = (*targets)[static_cast<std::size_t>(peer)];
+    return port != 0 && io::probe_link(host, port, token);
   };
   for (auto& rings : role_.transports)
     for (auto& transport : rings)

@@ -142,11 +142,12 @@ bool is_valid_host(const std::string& host) {
 
 bool is_local_host(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
+bool same_host(const std::string& a, const std::string& b) { return a == b || (is_local_host(a) && is_local_host(b)); }
+
 bool single_host(const cluster_manifest& manifest) {
   const auto& first = manifest.nodes.front().host;
-  return std::all_of(manifest.nodes.begin(), manifest.nodes.end(), [&](const node_spec& node) {
-    return node.host == first || (is_local_host(node.host) && is_local_host(first));
-  });
+  return std::all_of(manifest.nodes.begin(), manifest.nodes.end(),
+                     [&](const node_spec& node) { return same_host(node.host, first); });
 }
 
 namespace {

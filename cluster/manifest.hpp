@@ -109,6 +109,9 @@ bool is_valid_host(const std::string& host);
 /// True for the addresses `troupe launch` starts with fork/exec instead of ssh.
 bool is_local_host(const std::string& host);
 
+/// True when two manifest hosts are the same host: the same name, or both loopback.
+bool same_host(const std::string& a, const std::string& b);
+
 /// True when every node of the manifest runs on one host (all loopback, or one host name).
 bool single_host(const cluster_manifest& manifest);
 

@@ -72,6 +72,12 @@ int cluster_plan::next(int ring, int rank) const {
   return order[static_cast<std::size_t>((at + 1) % world)];
 }
 
+const plan_member* cluster_plan::member_of_rank(int rank) const {
+  for (const auto& m : members)
+    if (rank >= m.first_rank && rank < m.first_rank + m.workers) return &m;
+  return nullptr;
+}
+
 const plan_member& cluster_plan::member(const std::string& node) const {
   for (const auto& m : members)
     if (m.node == node) return m;

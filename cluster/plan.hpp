@@ -62,6 +62,9 @@ struct cluster_plan {
   /// The member called `node`; throws troupe::error when this generation does not have it.
   const plan_member& member(const std::string& node) const;
 
+  /// The member holding global rank `rank`, or null when no member does.
+  const plan_member* member_of_rank(int rank) const;
+
   /// The ranks before and after `rank` in ring `ring`.
   int previous(int ring, int rank) const;
   int next(int ring, int rank) const;

@@ -5,18 +5,10 @@
 namespace troupe::cluster {
 namespace {
 
-const plan_member* member_of_rank(const cluster_plan& plan, int rank) {
-  for (const auto& member : plan.members)
-    if (rank >= member.first_rank && rank < member.first_rank + member.workers) return &member;
-  return nullptr;
-}
-
 std::string node_of_rank(const cluster_plan& plan, int rank) {
-  const plan_member* member = member_of_rank(plan, rank);
+  const plan_member* member = plan.member_of_rank(rank);
   return member != nullptr ? member->node : std::string("?");
 }
-
-bool same_host(const std::string& a, const std::string& b) { return a == b || (is_local_host(a) && is_local_host(b)); }
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "io/os/unique_fd.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::io {
@@ -26,21 +27,10 @@ std::array<char, probe_bytes> probe_message(std::uint64_t token) {
   return message;
 }
 
-/// A socket closed when it goes out of scope.
-struct socket_handle {
-  int fd = -1;
-  explicit socket_handle(int descriptor) : fd(descriptor) {}
-  ~socket_handle() {
-    if (fd >= 0) ::close(fd);
-  }
-  socket_handle(const socket_handle&) = delete;
-  socket_handle& operator=(const socket_handle&) = delete;
-};
-
 }  // namespace
 
 struct link_probe_responder::impl {
-  int fd = -1;
+  unique_fd socket;
   std::uint16_t port = 0;
   std::array<char, probe_bytes> expected{};
   std::atomic<bool> stop{false};
@@ -49,15 +39,16 @@ struct link_probe_responder::impl {
   // Answers every well-formed probe; looks at the stop flag at least every 100 ms.
   void serve() {
     while (!stop.load()) {
-      pollfd ready{fd, POLLIN, 0};
+      pollfd ready{socket.get(), POLLIN, 0};
       if (::poll(&ready, 1, 100) <= 0) continue;
       std::array<char, 64> buffer{};
       sockaddr_storage from{};
       socklen_t from_length = sizeof from;
-      const auto got = ::recvfrom(fd, buffer.data(), buffer.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_length);
+      const auto got =
+          ::recvfrom(socket.get(), buffer.data(), buffer.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_length);
       if (got != static_cast<ssize_t>(probe_bytes) || std::memcmp(buffer.data(), expected.data(), probe_bytes) != 0)
         continue;
-      ::sendto(fd, buffer.data(), probe_bytes, 0, reinterpret_cast<sockaddr*>(&from), from_length);
+      ::sendto(socket.get(), buffer.data(), probe_bytes, 0, reinterpret_cast<sockaddr*>(&from), from_length);
     }
   }
 };
@@ -65,20 +56,18 @@ struct link_probe_responder::impl {
 link_probe_responder::link_probe_responder(std::uint64_t token) : impl_(std::make_unique<impl>()) {
   impl_->expected = probe_message(token);
   // IPv6 with v4-mapped addresses answers both families on one socket.
-  impl_->fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (impl_->fd < 0) throw make_error("link probe: socket: ", std::strerror(errno));
+  impl_->socket = unique_fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const int fd = impl_->socket.get();
+  if (fd < 0) throw make_error("link probe: socket: ", std::strerror(errno));
   int off = 0;
-  ::setsockopt(impl_->fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
   sockaddr_in6 address{};
   address.sin6_family = AF_INET6;
   address.sin6_addr = in6addr_any;
   socklen_t length = sizeof address;
-  if (::bind(impl_->fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(impl_->fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::close(impl_->fd);
-    throw make_error("link probe: bind: ", reason);
-  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    throw make_error("link probe: bind: ", std::strerror(errno));
   impl_->port = ntohs(address.sin6_port);
   impl_->thread = std::thread([this] { impl_->serve(); });
 }
@@ -86,7 +75,6 @@ link_probe_responder::link_probe_responder(std::uint64_t token) : impl_(std::mak
 link_probe_responder::~link_probe_responder() {
   impl_->stop.store(true);
   if (impl_->thread.joinable()) impl_->thread.join();
-  ::close(impl_->fd);
 }
 
 std::uint16_t link_probe_responder::port() const { return impl_->port; }
@@ -98,8 +86,8 @@ bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
   if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) return false;
-  const socket_handle socket(::socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (socket.fd < 0 || ::connect(socket.fd, found->ai_addr, found->ai_addrlen) != 0) {
+  const unique_fd socket(::socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!socket.valid() || ::connect(socket.get(), found->ai_addr, found->ai_addrlen) != 0) {
     ::freeaddrinfo(found);
     return false;
   }
@@ -107,14 +95,14 @@ bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token
   const auto message = probe_message(token);
   const auto deadline = std::chrono::steady_clock::now() + budget;
   while (std::chrono::steady_clock::now() < deadline) {
-    ::send(socket.fd, message.data(), message.size(), 0);  // a failed send is a lost probe
+    ::send(socket.get(), message.data(), message.size(), 0);  // a failed send is a lost probe
     const auto next = std::min(deadline, std::chrono::steady_clock::now() + interval);
     for (auto now = std::chrono::steady_clock::now(); now < next; now = std::chrono::steady_clock::now()) {
-      pollfd ready{socket.fd, POLLIN, 0};
+      pollfd ready{socket.get(), POLLIN, 0};
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
       if (::poll(&ready, 1, static_cast<int>(std::max<long long>(1, wait))) <= 0) continue;
       std::array<char, 64> buffer{};
-      const auto got = ::recv(socket.fd, buffer.data(), buffer.size(), 0);
+      const auto got = ::recv(socket.get(), buffer.data(), buffer.size(), 0);
       if (got == static_cast<ssize_t>(probe_bytes) && std::memcmp(buffer.data(), message.data(), probe_bytes) == 0)
         return true;
     }

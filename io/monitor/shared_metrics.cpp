@@ -1,21 +1,14 @@
 #include "io/monitor/shared_metrics.hpp"
 
-#include <chrono>
+#include "io/os/wall_clock.hpp"
 
 namespace troupe::io {
-namespace {
-
-double now_unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& shared) {
   dashboard_routes routes;
   routes.state = [shared] {
     std::lock_guard lock(shared->mutex);
-    return shared->store.state_json(now_unix_seconds()).dump();
+    return shared->store.state_json(unix_seconds()).dump();
   };
   routes.series = [shared] {
     std::lock_guard lock(shared->mutex);
@@ -27,7 +20,7 @@ dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& sha
   };
   routes.prometheus = [shared] {
     std::lock_guard lock(shared->mutex);
-    return shared->store.prometheus(now_unix_seconds());
+    return shared->store.prometheus(unix_seconds());
   };
   return routes;
 }

@@ -4,19 +4,14 @@
 
 #include <ucp/api/ucp.h>
 
-#include <sstream>
 #include <string>
 
 #include "io/comm/ucx/ucx_transport.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::io {
 
-template <class... Parts>
-std::string concat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
+using detail::concat;
 
 inline std::string peer_suffix(int peer) { return peer >= 0 ? concat(" (rank ", peer, ")") : std::string(); }
 

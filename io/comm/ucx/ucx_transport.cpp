@@ -19,6 +19,7 @@
 #include "io/comm/idle_backoff.hpp"
 #include "io/comm/ucx/ucx_check.hpp"
 #include "io/comm/ucx/ucx_lanes.hpp"
+#include "io/os/wall_clock.hpp"
 
 namespace troupe::io {
 namespace {
@@ -59,15 +60,11 @@ struct peer_state {
   std::chrono::steady_clock::time_point last_heard{};  // a message from or to it completed (stall watch)
 };
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 /// UCX's completion callback of a receive: when the bytes are in place (user_data: the sender).
 void on_receive_done(void*, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
   if (status != UCS_OK || user_data == nullptr) return;
   auto* peer = static_cast<peer_state*>(user_data);
-  peer->receives_done.add(unix_now());
+  peer->receives_done.add(unix_seconds());
   peer->last_heard = std::chrono::steady_clock::now();
 }
 
@@ -353,7 +350,7 @@ transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const vo
     r.dropped = true;
     return id;
   }
-  state->sends_posted.add(unix_now());
+  state->sends_posted.add(unix_seconds());
   ucp_request_param_t param{};
   // Host memory only: saves UCX the memory type detection of every buffer.
   param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
