@@ -99,6 +99,8 @@ void worker_state::add_link_timing(std::size_t r, const io::link_timing& link) {
   current.ring_send_posted_unix[r] = weighted(current.ring_send_posted_unix[r], units, link.send_posted_unix, link.sends);
   current.ring_receive_done_unix[r] =
       weighted(current.ring_receive_done_unix[r], units, link.receive_done_unix, link.receives);
+  current.ring_receive_posted_unix[r] =
+      weighted(current.ring_receive_posted_unix[r], units, link.receive_posted_unix, link.receives);
   units += link.sends;
 }
 
@@ -177,6 +179,7 @@ void worker_state::reduce(carrying what, std::function<void()> then) {
   current.ring_link_units.resize(static_cast<std::size_t>(rings), 0);
   current.ring_send_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
   current.ring_receive_done_unix.resize(static_cast<std::size_t>(rings), 0.0);
+  current.ring_receive_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
   auto pending = std::make_shared<int>(rings);
   const auto started = clock::now();
   // The ring's own timeout (naming the peer) fires first; this one is a backstop.

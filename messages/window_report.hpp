@@ -50,11 +50,13 @@ struct window_report {
   bool skipped_step = false;    ///< fp16: the gradient overflowed on some rank; no optimizer step
   /// Per ring, this rank's link to its successor and from its predecessor in the gradient's sum
   /// (io::link_timing): chunks sent, the mean wall-clock time (unix s) at which they were posted,
-  /// and the mean time at which the chunks from the predecessor were in place. The hub turns them
-  /// into each link's time: units × (successor's receive mean − sender's post mean).
+  /// the mean time at which the chunks from the predecessor were in place, and the mean time this
+  /// rank posted the receives for them. The hub turns them into each link's latency
+  /// (io/monitor/link_times.hpp).
   std::vector<int64_t> ring_link_units;
   std::vector<double> ring_send_posted_unix;
   std::vector<double> ring_receive_done_unix;
+  std::vector<double> ring_receive_posted_unix;
 };
 
 }  // namespace troupe::messages

@@ -107,6 +107,7 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"ringLinkUnits", &window_report::ring_link_units},
       {"ringSendPostedUnix", &window_report::ring_send_posted_unix},
       {"ringReceiveDoneUnix", &window_report::ring_receive_done_unix},
+      {"ringReceivePostedUnix", &window_report::ring_receive_posted_unix},
   };
   return fields;
 }

@@ -42,6 +42,7 @@ struct link_timing {
   double send_posted_unix = 0;
   std::int64_t receives = 0;
   double receive_done_unix = 0;
+  double receive_posted_unix = 0;  ///< the mean time this rank posted those receives
 };
 
 /// A mean of wall-clock times, kept as offsets from the first so that it stays exact to the

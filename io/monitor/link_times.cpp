@@ -24,9 +24,11 @@ std::vector<link_time> link_times(const window_summary& window) {
           ring >= receiver->report.ring_receive_done_unix.size())
         continue;
       const int64_t units = report.ring_link_units[ring];
-      const double posted = report.ring_send_posted_unix[ring], done = receiver->report.ring_receive_done_unix[ring];
-      if (units <= 0 || posted <= 0 || done <= 0) continue;
-      const double latency = std::max(0.0, done - posted);
+      const double sent = report.ring_send_posted_unix[ring], done = receiver->report.ring_receive_done_unix[ring];
+      if (units <= 0 || sent <= 0 || done <= 0) continue;
+      const auto& receives_posted = receiver->report.ring_receive_posted_unix;
+      const double received = ring < receives_posted.size() ? receives_posted[ring] : 0.0;
+      const double latency = std::max(0.0, done - std::max(sent, received));
       const double steps = 2.0 * std::max(1, report.world_size - 1);
       times.push_back({link.ring, report.rank, link.peer, units, latency, 2.0 * latency * steps});
     }

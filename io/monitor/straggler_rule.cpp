@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "io/monitor/link_times.hpp"
 
@@ -17,24 +19,40 @@ std::optional<straggler_candidate> compute_candidate(const window_summary& windo
   return straggler_candidate{r.straggler_rank, "compute", late};
 }
 
+double median(std::vector<double> values) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  if (values.size() % 2 == 1) return *middle;
+  return (*middle + *std::max_element(values.begin(), middle)) / 2;
+}
+
+/// How much slower a rank's links are than the others: the median time of the links it is an end
+/// of less the fastest of the links it is not, for every rank that has both.
+std::map<int32_t, double> link_scores(const std::vector<link_time>& times) {
+  std::set<int32_t> ranks;
+  for (const auto& t : times) ranks.insert({t.from, t.to});
+  std::map<int32_t, double> scores;
+  for (int32_t rank : ranks) {
+    std::vector<double> its, others;
+    for (const auto& t : times) (t.from == rank || t.to == rank ? its : others).push_back(t.seconds);
+    if (!its.empty() && !others.empty()) scores[rank] = median(its) - *std::min_element(others.begin(), others.end());
+  }
+  return scores;
+}
+
 std::optional<straggler_candidate> link_candidate(const window_summary& window, const straggler_limits& limits) {
   const auto times = link_times(window);
   if (window.first().world_size < 3 || times.size() < 3) return std::nullopt;
-  double fastest = std::numeric_limits<double>::infinity();
-  for (const auto& t : times) fastest = std::min(fastest, t.seconds);
-  // Each rank's least excess over the fastest link, over every link it is an end of.
-  std::map<int32_t, double> least_excess;
-  for (const auto& t : times)
-    for (int32_t end : {t.from, t.to}) {
-      const double excess = t.seconds - fastest;
-      auto [it, fresh] = least_excess.try_emplace(end, excess);
-      if (!fresh) it->second = std::min(it->second, excess);
-    }
-  const auto slowest = std::max_element(least_excess.begin(), least_excess.end(),
-                                        [](const auto& a, const auto& b) { return a.second < b.second; });
-  const double excess = slowest->second;
+  const auto scores = link_scores(times);
+  if (scores.size() < 2) return std::nullopt;
+  std::vector<std::pair<double, int32_t>> ranked;
+  for (const auto& [rank, score] : scores) ranked.emplace_back(score, rank);
+  std::sort(ranked.rbegin(), ranked.rend());
+  // Slower than the other links, and clearly the slowest rank: a slow link between two fast
+  // hosts scores both its ends alike and names neither.
+  const double excess = std::min(ranked[0].first, ranked[0].first - ranked[1].first);
   if (excess <= limits.share * window.first().window_seconds || excess < limits.min_seconds) return std::nullopt;
-  return straggler_candidate{slowest->first, "link", excess};
+  return straggler_candidate{ranked[0].second, "link", excess};
 }
 
 }  // namespace
@@ -67,7 +85,7 @@ std::string straggler_text(const straggler_candidate& straggler, const window_su
   const double window_seconds = window.first().window_seconds;
   if (straggler.reason == "link")
     std::snprintf(text, sizeof text,
-                  "rank %d is a straggler: its network links moved the gradient %.2f s slower than the fastest link "
+                  "rank %d is a straggler: its network links moved the gradient %.2f s slower than the other links "
                   "in a %.2f s window, %lld windows in a row (metrics.jsonl: straggler, rings[].link_s)",
                   straggler.rank, straggler.seconds, window_seconds, static_cast<long long>(windows));
   else

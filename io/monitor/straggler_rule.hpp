@@ -4,12 +4,15 @@
 /// Two measures, each a candidate per window:
 ///   compute  the rank that entered the allreduce last (window statistics), when it did so
 ///            later than `share` of the window after the first rank, and at least `min_seconds`;
-///   link     the rank all of whose ring links (to its successors and from its predecessors, in
-///            every ring) took longer than the window's fastest link, by at least `share` of the
-///            window and `min_seconds` (io/monitor/link_times.hpp). A slow host slows every link
-///            through its own network interface, so only its links are all slow; a slow link
-///            between two fast hosts names nobody. Needs three ranks or more: with two, both
-///            links touch both ranks.
+///   link     the rank whose ring links (to its successors and from its predecessors, in every
+///            ring) took longer than the others: the median time of its links less the fastest of
+///            the links it is not an end of, by at least `share` of the window and `min_seconds`,
+///            and by as much more than any other rank's (io/monitor/link_times.hpp). A slow host
+///            slows every link through its own network interface; a slow link between two fast
+///            hosts scores both ends alike and names nobody; the median keeps one of its links'
+///            noisy window from deciding (measured on 3 hosts: one of a slow host's four links now
+///            and then looked fast, and a fast link slow). Needs three ranks or more: with two,
+///            both links touch both ranks.
 /// The link measure wins when both have a candidate (a slow link also delays what follows it).
 /// Being a candidate once is noise (some rank is always last); the same rank for the same reason
 /// `windows` windows in a row is named, until a window shows no candidate or another one.
@@ -32,7 +35,7 @@ struct straggler_limits {
 struct straggler_candidate {
   int32_t rank = -1;
   std::string reason;   ///< "compute" or "link"
-  double seconds = 0;   ///< how late (compute) or how much slower than the fastest link (link)
+  double seconds = 0;   ///< how late (compute) or how much slower than the other links (link)
 };
 
 /// The window's candidate under `limits`, if any.

@@ -108,7 +108,8 @@ nlohmann::json rank_json(const rank_report& r) {
           {"links", links_json(r.links)},
           {"ring_link_units", w.ring_link_units},
           {"ring_send_posted_unix", w.ring_send_posted_unix},
-          {"ring_receive_done_unix", w.ring_receive_done_unix}};
+          {"ring_receive_done_unix", w.ring_receive_done_unix},
+          {"ring_receive_posted_unix", w.ring_receive_posted_unix}};
 }
 
 
@@ -204,6 +205,7 @@ window_summary window_from_json(const nlohmann::json& line) {
     r.ring_link_units = rank.value("ring_link_units", std::vector<int64_t>{});
     r.ring_send_posted_unix = rank.value("ring_send_posted_unix", std::vector<double>{});
     r.ring_receive_done_unix = rank.value("ring_receive_done_unix", std::vector<double>{});
+    r.ring_receive_posted_unix = rank.value("ring_receive_posted_unix", std::vector<double>{});
     auto links = links_from_json(rank.value("links", nlohmann::json()), r.rank);
     window.ranks.push_back({rank.value("node", std::string()), std::move(r), std::move(links)});
   }

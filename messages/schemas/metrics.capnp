@@ -49,6 +49,7 @@ struct WindowReport {
   ringLinkUnits @39 :List(Int64);       # per ring: chunks sent to the ring successor in the gradient's sum
   ringSendPostedUnix @40 :List(Float64);   # their mean post time (unix s, this host's clock)
   ringReceiveDoneUnix @41 :List(Float64);  # mean time the predecessor's chunks were in place
+  ringReceivePostedUnix @42 :List(Float64);  # mean time this rank posted the receives for them
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

@@ -57,6 +57,7 @@ struct peer_state {
   link_route route;               // the endpoint's lanes, as UCX describes them
   wall_clock_mean sends_posted;   // since the last take_link_timing
   wall_clock_mean receives_done;  // set by on_receive_done
+  wall_clock_mean receives_posted;
   std::chrono::steady_clock::time_point last_heard{};  // a message from or to it completed (stall watch)
 };
 
@@ -321,7 +322,9 @@ link_timing ucx_transport::take_link_timing(int successor, int predecessor) {
   if (peer_state* previous = impl_->find_peer(predecessor)) {
     timing.receives = previous->receives_done.count;
     timing.receive_done_unix = previous->receives_done.mean();
+    timing.receive_posted_unix = previous->receives_posted.mean();
     previous->receives_done = {};
+    previous->receives_posted = {};
   }
   return timing;
 }
@@ -382,6 +385,7 @@ transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void*
   param.memory_type = UCS_MEMORY_TYPE_HOST;
   param.cb.recv = on_receive_done;
   param.user_data = impl_->find_peer(peer);  // null for a peer never connected: not timed
+  if (param.user_data != nullptr) static_cast<peer_state*>(param.user_data)->receives_posted.add(unix_seconds());
   const ucs_status_ptr_t result =
       ucp_tag_recv_nbx(impl_->worker, data, bytes, wire_tag(peer, tag), match_all_bits, &param);
   if (UCS_PTR_IS_ERR(result)) {

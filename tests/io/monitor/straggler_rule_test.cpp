@@ -47,6 +47,19 @@ TEST(link_times, come_from_the_senders_post_and_the_successors_completion) {
   EXPECT_NEAR(times[2].seconds, 2 * 0.09 * 4, 1e-5);  // 2 × latency × 2(n − 1) steps
 }
 
+// A receiver that entered the allreduce late finds its chunks already there: the link was not
+// slow, whatever the sender's post time says (measured: the dominant noise on 2 cores).
+TEST(link_times, start_when_both_ends_were_ready) {
+  auto window = ring_window(1, {0.01, 0.01, 0.01});
+  auto& late = window.ranks[1].report;  // rank 1 posts its receives 0.3 s after rank 0 sent
+  late.ring_receive_posted_unix = {late.ring_receive_done_unix[0] + 0.29};
+  late.ring_receive_done_unix = {late.ring_receive_posted_unix[0] + 0.002};
+  const auto times = link_times(window);
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_NEAR(times[0].latency, 0.002, 1e-5);  // 0 → 1: from rank 1's receives, not rank 0's sends
+  EXPECT_NEAR(times[1].latency, 0.01, 1e-5);   // reports without receive posts keep the send's time
+}
+
 TEST(straggler_rule, names_the_rank_whose_links_are_all_slow_after_three_windows_and_clears) {
   straggler_rule rule({0.25, 3, 0.25});
   // Rank 2's host is slow: its links in (1 → 2) and out (2 → 0) take long, 0 → 1 does not.
