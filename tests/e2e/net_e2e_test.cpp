@@ -6,45 +6,10 @@
 #include <future>
 #include <thread>
 
-#include "tests/e2e/cluster_job.hpp"
-#include "tests/e2e/net_cluster.hpp"
+#include "tests/e2e/net_job.hpp"
 
 namespace troupe {
 namespace {
-
-using testing::net_cluster;
-
-class net_test : public cluster_job_test {
- public:  // the checks below the fixture use its helpers
-  void SetUp() override {
-    const auto reason = net_cluster::skip_reason();
-    if (!reason.empty()) GTEST_SKIP() << reason;
-  }
-
-  /// netcluster's manifest with the test's rings and timeouts (two rings, so both directions of
-  /// every link carry gradient).
-  static std::string write_net_manifest(const net_cluster& cluster, const std::string& name) {
-    auto m = json::parse(io_text(cluster.manifest()));
-    m["rings"] = {{"count", 2}, {"chunk_bytes", 16384}};
-    m["timeouts"] = {{"join_s", 30}, {"collective_s", 20}};
-    const auto path = *dir_ / name;
-    testing::write_text(path, m.dump(2));
-    return path.string();
-  }
-};
-
-
-/// Waits up to 10 s for a host to hold nothing but its sshd (ssh sessions end a moment after
-/// their command); returns what is still there.
-std::vector<int> strays_after_settling(const net_cluster& cluster, std::size_t host) {
-  std::vector<int> strays;
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    strays = cluster.stray_processes(host);
-    if (strays.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return strays;
-}
 
 // (a) the losses of one process with the same global batch, dropout on; (b) gradient bytes on
 // every host's link and a network transport on every link, as UCX reports it; (c) nothing left
@@ -116,36 +81,6 @@ TEST_F(net_test, bench_allreduce_across_hosts_reports_the_links_it_used) {
   for (std::size_t h = 0; h < 2; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-/// Waits (up to `seconds`) until the run's metrics.jsonl has a line of step `step` or later.
-bool wait_for_step(const std::filesystem::path& run, int64_t step, double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(run / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      const auto parsed = json::parse(line, nullptr, false);
-      if (!parsed.is_discarded() && parsed.value("step", int64_t{0}) >= step) return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-/// When events.jsonl first recorded `event` (for `node`, when given); -1 when it did not.
-double event_time(const std::filesystem::path& run, const std::string& event, const std::string& node = "") {
-  std::ifstream in(run / "events.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto parsed = json::parse(line, nullptr, false);
-    if (parsed.is_discarded() || parsed.value("event", "") != event) continue;
-    if (!node.empty() && parsed.value("node", "") != node) continue;
-    return parsed.value("unix_s", -1.0);
-  }
-  return -1;
-}
-
 /// A host cut off (its link down) mid-run, under "elastic": the head declares it lost within
 /// the heartbeat bound and the others train on within a second; the cut-off node fences itself
 /// (nobody can stop it over a dead link) and says so in events.jsonl; the launcher does not wait
@@ -213,76 +148,6 @@ TEST_F(net_test, a_host_cut_off_during_the_allreduce_is_lost_fences_itself_and_t
   check_host_cut(*this, "10mbit", 30, 4);
 }
 
-/// The steps of the run's metrics.jsonl lines so far, and the last line's JSON.
-std::vector<json> window_lines(const std::filesystem::path& run) {
-  std::vector<json> lines;
-  std::ifstream in(run / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto parsed = json::parse(line, nullptr, false);
-    if (!parsed.is_discarded()) lines.push_back(std::move(parsed));
-  }
-  return lines;
-}
-
-int64_t last_step(const std::filesystem::path& run) {
-  const auto lines = window_lines(run);
-  return lines.empty() ? 0 : lines.back().value("step", int64_t{0});
-}
-
-/// The reference run of `steps` windows (one process, same config) and the config's path.
-std::string config_with_reference(net_test& test, int64_t steps) {
-  const auto config = test.write_config(steps, false, 0.1);
-  const auto reference_run = "one-" + std::to_string(steps);
-  if (!std::filesystem::exists(*test.dir_ / reference_run / "metrics.jsonl")) {
-    auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " +
-                              (*test.dir_ / reference_run).string(), 300);
-    EXPECT_EQ(single.status, 0) << single.output;
-  }
-  return config;
-}
-
-/// Each ring link's estimated seconds in a metrics.jsonl line, "r0 0>1 0.012 ..." (what the
-/// straggler rule compares).
-std::string link_seconds_text(const json& line) {
-  std::string text;
-  char item[64];
-  int ring = 0;
-  for (const auto& r : line.value("rings", json::array())) {
-    for (const auto& link : r.value("link_s", json::array())) {
-      std::snprintf(item, sizeof item, "r%d %d>%d %.3f ", ring, link.value("from", -1), link.value("to", -1),
-                    link.value("seconds", -1.0));
-      text += item;
-    }
-    ++ring;
-  }
-  return text;
-}
-
-/// When the window's gradient sum started: its ranks' earliest mean send-post time (unix s; the
-/// hub's unix_s is when the report arrived, up to a batch later).
-double sum_started(const json& line) {
-  double earliest = 0;
-  for (const auto& rank : line.value("ranks", json::array()))
-    for (double posted : rank.value("ring_send_posted_unix", std::vector<double>{}))
-      if (posted > 0 && (earliest == 0 || posted < earliest)) earliest = posted;
-  return earliest;
-}
-
-/// The first window whose gradient sum started after `unix_s` (-1 while none has).
-int64_t first_window_after(const std::vector<json>& lines, double unix_s) {
-  for (const auto& line : lines)
-    if (sum_started(line) > unix_s) return line["step"];
-  return -1;
-}
-
-/// Waits up to `seconds` for a window whose sum started after `unix_s`; returns its step or -1.
-int64_t wait_for_window_after(const std::filesystem::path& run, double unix_s, int seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  for (; std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(100)))
-    if (const int64_t step = first_window_after(window_lines(run), unix_s); step >= 0) return step;
-  return -1;
-}
-
 // A host whose link drops from 1 Gbit/s to 10 Mbit/s for a while: its rank is named straggler
 // within 3 windows, with its links as the reason (not compute), and no longer once the rate is
 // back; nobody is named for its links before; the model is the one-process model. Windows are
@@ -331,7 +196,7 @@ TEST_F(net_test, a_host_whose_bandwidth_collapses_is_named_straggler_by_its_link
   // Three slow windows in a row name it: at best the first wholly slow one and the two after it
   // (the window in flight during the command may count too). A window whose links do not all
   // look slow (3 processes on 2 cores complete some receives late) starts the count again:
-  // measured 1, 1, 2, 2, 5 windows after the first wholly slow one.
+  // measured 1, 1, 2 and 5 windows after the first wholly slow one.
   EXPECT_GE(first_named, 0) << "never named";
   EXPECT_LE(first_named, first_slow + 6);
   // The first window after the rate came back may still drain the slow link's queue.
@@ -369,17 +234,6 @@ TEST_F(net_test, twenty_percent_packet_loss_for_ten_seconds_slows_the_job_and_lo
   for (const auto& line : lines) EXPECT_EQ(line["world_size"], 3) << "step " << line["step"];
   expect_same_curve(read_metrics("one-" + std::to_string(steps)), read_metrics("loss"), "20% loss");
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
-}
-
-/// The events.jsonl objects called `event`.
-std::vector<json> events_called(const std::filesystem::path& run, const std::string& event) {
-  std::vector<json> found;
-  std::ifstream in(run / "events.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto parsed = json::parse(line, nullptr, false);
-    if (!parsed.is_discarded() && parsed.value("event", "") == event) found.push_back(std::move(parsed));
-  }
-  return found;
 }
 
 // The link between two workers' hosts cut (nftables drops between them, both directions) while
@@ -476,6 +330,42 @@ TEST_F(net_test, the_heads_host_cut_off_stops_every_side_and_the_job_resumes_fro
   auto resumed = launch(write_net_manifest(cluster, "head-resume.json"), config, "head-drop", "--resume latest");
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   expect_same_curve_by_step(read_metrics("one-" + std::to_string(steps)), read_metrics("head-drop"), "head cut, resumed", 0);
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
+}
+
+// Under faults.policy "restart" the launcher does the resume itself: the head's host cut off
+// (every packet dropped), every side stops as above, the launcher starts every node again from
+// the latest checkpoint (its first tries may meet the cut: ssh fails and it tries again after
+// 1, 2, 4 s), and once the link is back the job finishes with the one-process model.
+TEST_F(net_test, the_heads_host_cut_off_under_restart_the_launcher_resumes_the_job_by_itself) {
+  const int64_t steps = 200;
+  auto c = json::parse(io_text(config_with_reference(*this, steps)));
+  c["checkpoint"]["every_windows"] = 10;
+  const auto config = (*dir_ / "head-restart-config.json").string();
+  testing::write_text(config, c.dump(2));
+  net_cluster cluster(3, "1gbit");
+  auto m = json::parse(io_text(write_net_manifest(cluster, "head-restart.json")));
+  m["faults"] = {{"policy", "restart"}, {"max_restarts", 6}};
+  const auto manifest = (*dir_ / "head-restart.json").string();
+  testing::write_text(manifest, m.dump(2));
+  const auto run = *dir_ / "head-restart";
+  auto job = std::async(std::launch::async, [&] { return launch(manifest, config, "head-restart"); });
+  ASSERT_TRUE(wait_for_step(run, 25, 120));
+  ASSERT_EQ(cluster.command("cut", cluster.hosts()[0].name + " --drop").status, 0);
+  const double cut_done = unix_now();
+  for (int i = 0; i < 300 && cluster.troupe_processes(0) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(cluster.troupe_processes(0), 0) << "the head still runs 30 s after the cut";
+  ASSERT_EQ(cluster.command("heal", cluster.hosts()[0].name).status, 0);
+  const double healed = unix_now() - cut_done;
+  ASSERT_EQ(job.wait_for(std::chrono::seconds(300)), std::future_status::ready) << "the launcher hung";
+  const auto launched = job.get();
+  ASSERT_EQ(launched.status, 0) << launched.output;
+  EXPECT_NE(launched.output.find("starting every node again from the latest checkpoint"), std::string::npos)
+      << launched.output;
+  std::printf("head cut under restart: healed %.2f s after the cut; the launcher restarted the job by itself\n", healed);
+  EXPECT_EQ(events_called(run, "job_stopped").size(), 1u) << io_text((run / "events.jsonl").string());
+  expect_same_curve_by_step(read_metrics("one-" + std::to_string(steps)), read_metrics("head-restart"),
+                            "head cut, restarted", 0);
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
 }
 
