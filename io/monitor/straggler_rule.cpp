@@ -48,10 +48,11 @@ std::optional<straggler_candidate> link_candidate(const window_summary& window, 
   std::vector<std::pair<double, int32_t>> ranked;
   for (const auto& [rank, score] : scores) ranked.emplace_back(score, rank);
   std::sort(ranked.rbegin(), ranked.rend());
-  // Slower than the other links, and clearly the slowest rank: a slow link between two fast
-  // hosts scores both its ends alike and names neither.
-  const double excess = std::min(ranked[0].first, ranked[0].first - ranked[1].first);
-  if (excess <= limits.share * window.first().window_seconds || excess < limits.min_seconds) return std::nullopt;
+  // Slower than the other links, and clearly the slowest rank, ahead of the next by half as
+  // much: a slow link between two fast hosts scores both its ends alike and names neither.
+  const double excess = ranked[0].first, lead = ranked[0].first - ranked[1].first;
+  const double threshold = std::max(limits.share * window.first().window_seconds, limits.min_seconds);
+  if (excess <= threshold || lead <= threshold / 2) return std::nullopt;
   return straggler_candidate{ranked[0].second, "link", excess};
 }
 

@@ -7,7 +7,7 @@
 ///   link     the rank whose ring links (to its successors and from its predecessors, in every
 ///            ring) took longer than the others: the median time of its links less the fastest of
 ///            the links it is not an end of, by at least `share` of the window and `min_seconds`,
-///            and by as much more than any other rank's (io/monitor/link_times.hpp). A slow host
+///            and by half as much more than any other rank's (io/monitor/link_times.hpp). A slow host
 ///            slows every link through its own network interface; a slow link between two fast
 ///            hosts scores both ends alike and names nobody; the median keeps one of its links'
 ///            noisy window from deciding (measured on 3 hosts: one of a slow host's four links now
