@@ -196,7 +196,7 @@ TEST_F(net_test, a_host_whose_bandwidth_collapses_is_named_straggler_by_its_link
   // Three slow windows in a row name it: at best the first wholly slow one and the two after it
   // (the window in flight during the command may count too). A window whose links do not all
   // look slow (3 processes on 2 cores complete some receives late) starts the count again:
-  // measured 1 and 2 windows after the first wholly slow one (1, 1, 2 and 5 under a stricter rule).
+  // measured 1, 2 and 1 windows after the first wholly slow one (1, 1, 2 and 5 under a stricter rule).
   EXPECT_GE(first_named, 0) << "never named";
   EXPECT_LE(first_named, first_slow + 6);
   // The first window after the rate came back may still drain the slow link's queue.
