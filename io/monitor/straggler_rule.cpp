@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <set>
 #include <vector>
@@ -19,6 +18,7 @@ std::optional<straggler_candidate> compute_candidate(const window_summary& windo
   return straggler_candidate{r.straggler_rank, "compute", late};
 }
 
+/// The middle value (the mean of the two middle ones for an even count); `values` not empty.
 double median(std::vector<double> values) {
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
   std::nth_element(values.begin(), middle, values.end());
