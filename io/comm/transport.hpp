@@ -32,11 +32,12 @@ struct link_route {
 };
 
 /// When a ring link's messages moved, on this host's wall clock (unix seconds): the mean time at
-/// which this rank posted its sends to its ring successor and the mean time at which its receives
-/// from its predecessor completed, since the last take. A link's time in a sum is then, across
-/// two ranks, units × (the successor's receive_done − the sender's send_posted): what the chunks
-/// spent between being handed to the transport and being in the successor's memory (as good as
-/// the hosts' clocks agree). All zero where the transport does not measure it.
+/// which this rank posted its sends to its ring successor, and the mean times at which it posted
+/// its receives from its predecessor and at which they completed, since the last take. Across two
+/// ranks that gives the link's latency: the successor's receive_done − the later of the sender's
+/// send_posted and the successor's receive_posted, the time the chunks spent moving once both
+/// ends were ready (io/monitor/link_times.hpp; as good as the hosts' clocks agree). All zero where
+/// the transport does not measure it.
 struct link_timing {
   std::int64_t sends = 0;
   double send_posted_unix = 0;

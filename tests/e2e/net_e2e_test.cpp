@@ -88,13 +88,8 @@ TEST_F(net_test, bench_allreduce_across_hosts_reports_the_links_it_used) {
 /// At 1 Gbit/s the toy model's windows are mostly compute (the cut lands in forward or backward);
 /// at 10 Mbit/s they are mostly allreduce (the cut lands in the ring).
 void check_host_cut(net_test& test, const std::string& rate, int64_t steps, int64_t cut_after_step) {
-  const auto config = test.write_config(steps, false, 0.1);
-  const auto reference_run = "one-" + std::to_string(steps);
-  if (!std::filesystem::exists(*test.dir_ / reference_run / "metrics.jsonl")) {
-    auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " +
-                              (*test.dir_ / reference_run).string(), 300);
-    ASSERT_EQ(single.status, 0) << single.output;
-  }
+  const auto config = config_with_reference(test, steps);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
   net_cluster cluster(3, rate);
   const auto manifest = test.write_net_manifest(cluster, "cut-" + rate + ".json");
   const auto run = "cut-" + rate;
@@ -135,7 +130,7 @@ void check_host_cut(net_test& test, const std::string& rate, int64_t steps, int6
   EXPECT_NE(launched.output.find("node " + victim + " exited with status 255; the job goes on without it"),
             std::string::npos)
       << launched.output;
-  expect_same_curve_by_step(test.read_metrics(reference_run), test.read_metrics(run), rate + " host cut", 2);
+  expect_same_curve_by_step(test.read_metrics("one-" + std::to_string(steps)), test.read_metrics(run), rate + " host cut", 2);
   for (std::size_t h = 0; h < 3; ++h)
     EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << "processes left on " << cluster.hosts()[h].name;
 }
@@ -320,10 +315,7 @@ std::filesystem::path cut_the_head(net_test& test, net_cluster& cluster, const s
 // checkpoint with the one-process model.
 TEST_F(net_test, the_heads_host_cut_off_stops_every_side_and_the_job_resumes_from_its_checkpoint) {
   const int64_t steps = 200;  // far more than the time from step 25 to the cut can run
-  auto c = json::parse(io_text(config_with_reference(*this, steps)));
-  c["checkpoint"]["every_windows"] = 10;
-  const auto config = (*dir_ / "head-cut-config.json").string();
-  testing::write_text(config, c.dump(2));
+  const auto config = checkpointing_config_with_reference(*this, steps, "head-cut-config.json");
   net_cluster cluster(3, "1gbit");
   cut_the_head(*this, cluster, config, "", "head-down");
   const auto run = cut_the_head(*this, cluster, config, "--drop", "head-drop");
@@ -339,10 +331,7 @@ TEST_F(net_test, the_heads_host_cut_off_stops_every_side_and_the_job_resumes_fro
 // 1, 2, 4 s), and once the link is back the job finishes with the one-process model.
 TEST_F(net_test, the_heads_host_cut_off_under_restart_the_launcher_resumes_the_job_by_itself) {
   const int64_t steps = 200;
-  auto c = json::parse(io_text(config_with_reference(*this, steps)));
-  c["checkpoint"]["every_windows"] = 10;
-  const auto config = (*dir_ / "head-restart-config.json").string();
-  testing::write_text(config, c.dump(2));
+  const auto config = checkpointing_config_with_reference(*this, steps, "head-restart-config.json");
   net_cluster cluster(3, "1gbit");
   auto m = json::parse(io_text(write_net_manifest(cluster, "head-restart.json")));
   m["faults"] = {{"policy", "restart"}, {"max_restarts", 6}};

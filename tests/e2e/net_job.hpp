@@ -104,6 +104,15 @@ inline std::string config_with_reference(net_test& test, int64_t steps) {
   return config;
 }
 
+/// config_with_reference's config checkpointing every 10 windows, written as `name`; its path.
+inline std::string checkpointing_config_with_reference(net_test& test, int64_t steps, const std::string& name) {
+  auto c = json::parse(io_text(config_with_reference(test, steps)));
+  c["checkpoint"]["every_windows"] = 10;
+  const auto config = (*test.dir_ / name).string();
+  testing::write_text(config, c.dump(2));
+  return config;
+}
+
 /// Each ring link's estimated seconds in a metrics.jsonl line, "r0 0>1 0.012 ..." (what the
 /// straggler rule compares).
 inline std::string link_seconds_text(const json& line) {

@@ -57,7 +57,7 @@ struct peer_state {
   link_route route;               // the endpoint's lanes, as UCX describes them
   wall_clock_mean sends_posted;   // since the last take_link_timing
   wall_clock_mean receives_done;  // set by on_receive_done
-  wall_clock_mean receives_posted;
+  wall_clock_mean receives_posted;  // set by post_receive
   std::chrono::steady_clock::time_point last_heard{};  // a message from or to it completed (stall watch)
 };
 
@@ -369,7 +369,8 @@ transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const vo
 
 transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) {
   impl_->check_rank(peer, "post_receive");
-  impl_->check_not_failed(impl_->find_peer(peer), "post_receive");
+  peer_state* state = impl_->find_peer(peer);  // null for a peer never connected: not timed
+  impl_->check_not_failed(state, "post_receive");
   check_tag(peer, tag, "post_receive");
 
   const transport_request id = impl_->next_request++;
@@ -384,8 +385,8 @@ transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void*
                       UCP_OP_ATTR_FIELD_USER_DATA;
   param.memory_type = UCS_MEMORY_TYPE_HOST;
   param.cb.recv = on_receive_done;
-  param.user_data = impl_->find_peer(peer);  // null for a peer never connected: not timed
-  if (param.user_data != nullptr) static_cast<peer_state*>(param.user_data)->receives_posted.add(unix_seconds());
+  param.user_data = state;
+  if (state != nullptr) state->receives_posted.add(unix_seconds());
   const ucs_status_ptr_t result =
       ucp_tag_recv_nbx(impl_->worker, data, bytes, wire_tag(peer, tag), match_all_bits, &param);
   if (UCS_PTR_IS_ERR(result)) {
