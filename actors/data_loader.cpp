@@ -23,7 +23,7 @@ compute::window_counts count_window(const data_loader_state& s, const data_loade
 caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loader_settings settings) {
   self->state.builder = std::make_unique<io::mlm_batch_builder>(*settings.dataset, settings.mask_probability,
                                                                 settings.seed, settings.token_weights,
-                                                                settings.max_ngram);
+                                                                settings.max_ngram, settings.word_continuations);
   self->state.order = std::make_unique<compute::sample_order>(settings.dataset->size(), settings.seed);
   if (!settings.sample_log.empty()) self->state.sample_log.open(settings.sample_log, std::ios::app);
   return {

@@ -19,6 +19,7 @@ struct data_loader_settings {
   double mask_probability = 0.15;
   std::shared_ptr<const std::vector<double>> token_weights;  ///< data.mlm_smoothing's, or null
   int32_t max_ngram = 1;                                     ///< data.max_ngram
+  std::shared_ptr<const std::vector<bool>> word_continuations;  ///< data.whole_word_masking's, or null
   uint64_t seed = 42;
   uint64_t rank = 0;
   uint64_t world = 1;

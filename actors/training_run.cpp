@@ -176,6 +176,7 @@ data_loader_settings training_run::loader_settings(int rank) const {
   d.mask_probability = config_.data.mask_probability;
   d.token_weights = masking_weights_;
   d.max_ngram = static_cast<int32_t>(config_.data.max_ngram);
+  d.word_continuations = word_continuations_;
   d.seed = config_.seed;
   d.rank = static_cast<uint64_t>(rank);
   d.world = static_cast<uint64_t>(world_);

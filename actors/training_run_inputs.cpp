@@ -33,6 +33,8 @@ void training_run::check_inputs() {
   }
   if (config_.data.mlm_smoothing > 0)  // counted once, shared by this process's loaders
     masking_weights_ = io::smoothed_masking_weights(*dataset_, config_.data.mlm_smoothing);
+  if (config_.data.whole_word_masking)
+    word_continuations_ = io::word_continuations_of(dataset_->manifest(), config_.data.dir);
   // The teacher is read once per process; a later generation's trainers carry it.
   if (config_.distillation.enabled && !continuing_) {
     teacher_ = io::load_teacher_checkpoint(config_.distillation, config_.model, dataset_->manifest(), "config");

@@ -4,6 +4,7 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "compute/autocast_scope.hpp"
 #include "compute/masked_lm.hpp"
@@ -20,7 +21,8 @@ mlm_evaluator::mlm_evaluator(const bert_config& config, const named_tensors& par
 
 mlm_evaluator::~mlm_evaluator() = default;
 
-nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct, top_k_hits* hits) {
+nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct,
+                                 std::vector<guess_rank>* ranks) {
   torch::NoGradGuard no_grad;
   autocast_scope autocast(device_, bf16_);
   auto lengths = batch.lengths.defined() ? batch.lengths.to(device_) : batch.lengths;
@@ -28,11 +30,12 @@ nll_sum mlm_evaluator::masked_lm(const mlm_batch& batch, int64_t* sentence_order
   auto logits = model_->predict(hidden, batch.masked_positions.to(device_));
   const auto labels = batch.labels.to(device_);
   auto nll = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum);
-  if (hits && labels.numel() > 0) {
+  if (ranks && labels.numel() > 0) {
     const auto guesses = std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(-1)), -1));
-    const auto right = guesses.eq(labels.unsqueeze(1));
-    hits->top1 += right.select(1, 0).sum().item<int64_t>();
-    hits->top5 += right.any(1).sum().item<int64_t>();
+    const auto right = guesses.eq(labels.unsqueeze(1)).to(at::kCPU);
+    const auto first = right.select(1, 0).contiguous(), any = right.any(1).contiguous();
+    for (int64_t i = 0; i < right.size(0); ++i)
+      ranks->push_back(first[i].item<bool>() ? guess_rank::first : any[i].item<bool>() ? guess_rank::top5 : guess_rank::missed);
   }
   if (sentence_order_correct && batch.sentence_order_labels.defined()) {
     // From the same forward: the [CLS] state is already there.
@@ -86,37 +89,36 @@ nll_sum unigram_nll(const std::vector<uint64_t>& counts, const at::Tensor& label
   return sum;
 }
 
-std::vector<int64_t> unigram_top5(const std::vector<uint64_t>& counts, const std::vector<int64_t>& excluded) {
+std::vector<int64_t> most_frequent_ids(const std::vector<uint64_t>& counts, std::size_t count,
+                                       const std::function<bool(int64_t)>& eligible) {
   std::vector<int64_t> ids;
   for (int64_t id = 0; id < static_cast<int64_t>(counts.size()); ++id)
-    if (std::find(excluded.begin(), excluded.end(), id) == excluded.end()) ids.push_back(id);
+    if (eligible(id)) ids.push_back(id);
   const auto more_frequent = [&](int64_t a, int64_t b) {
     const auto ca = counts[static_cast<std::size_t>(a)], cb = counts[static_cast<std::size_t>(b)];
     return ca != cb ? ca > cb : a < b;
   };
-  const auto kept = std::min<std::size_t>(5, ids.size());
+  const auto kept = std::min(count, ids.size());
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kept), ids.end(), more_frequent);
   ids.resize(kept);
   return ids;
 }
 
-top_k_hits unigram_hits(const std::vector<int64_t>& top5, const at::Tensor& labels) {
-  top_k_hits hits;
-  auto flat = labels.to(at::kCPU).to(at::kLong).contiguous();
-  const int64_t* data = flat.data_ptr<int64_t>();
-  for (int64_t i = 0; i < flat.numel(); ++i) {
-    if (!top5.empty() && data[i] == top5.front()) ++hits.top1;
-    if (std::find(top5.begin(), top5.end(), data[i]) != top5.end()) ++hits.top5;
-  }
-  return hits;
+std::vector<int64_t> unigram_top5(const std::vector<uint64_t>& counts, const std::vector<int64_t>& excluded) {
+  return most_frequent_ids(counts, 5, [&](int64_t id) {
+    return std::find(excluded.begin(), excluded.end(), id) == excluded.end();
+  });
 }
 
 std::vector<std::vector<token_guess>> mlm_evaluator::top_tokens(const std::vector<int64_t>& tokens,
-                                                                const std::vector<int64_t>& positions, int64_t top_k) {
+                                                                const std::vector<int64_t>& positions, int64_t top_k,
+                                                                std::size_t type_boundary) {
   torch::NoGradGuard no_grad;
   autocast_scope autocast(device_, bf16_);
+  std::vector<int64_t> types(tokens.size(), 0);
+  for (std::size_t p = type_boundary; p < types.size(); ++p) types[p] = 1;
   const auto ids = at::tensor(tokens, at::kLong).reshape({1, -1}).to(device_);
-  const auto hidden = model_->encode(ids, at::zeros_like(ids), {});
+  const auto hidden = model_->encode(ids, at::tensor(types, at::kLong).reshape({1, -1}).to(device_), {});
   const auto logits = model_->predict(hidden, at::tensor(positions, at::kLong).to(device_));
   const auto [probabilities, best] = at::softmax(logits, -1).topk(std::min<int64_t>(top_k, logits.size(1)), -1);
   const auto p = probabilities.to(at::kCPU, at::kDouble), b = best.to(at::kCPU);

@@ -5,12 +5,15 @@
 #include <c10/core/Device.h>
 
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "compute/bert_config.hpp"
 #include "compute/mlm_batch.hpp"
 #include "compute/named_tensors.hpp"
+#include "compute/word_accuracy.hpp"
 
 namespace troupe::compute {
 
@@ -28,17 +31,6 @@ struct nll_sum {
   double perplexity() const { return std::exp(mean()); }
 };
 
-/// Masked tokens (each masked sub-word piece counts once) whose label is a guesser's best guess
-/// (top1) or among its five best (top5).
-struct top_k_hits {
-  int64_t top1 = 0;
-  int64_t top5 = 0;
-  void add(const top_k_hits& other) {
-    top1 += other.top1;
-    top5 += other.top5;
-  }
-};
-
 /// A predicted token and its probability.
 struct token_guess {
   int64_t id = 0;
@@ -54,8 +46,10 @@ class mlm_evaluator {
   /// NLL of the labels at the batch's masked positions. With `sentence_order_correct`, adds the
   /// sentence-order guesses that match the batch's labels (ALBERT with `prepare --task sop`
   /// data; nothing when the model has no such head or the batch no labels), from the same forward.
-  /// With `hits`, also counts the masked tokens the model's top 1 and top 5 guesses get right.
-  nll_sum masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct = nullptr, top_k_hits* hits = nullptr);
+  /// With `ranks`, also appends how well the model guessed each masked piece (its top 1 and top 5),
+  /// in the order of the batch's masked positions.
+  nll_sum masked_lm(const mlm_batch& batch, int64_t* sentence_order_correct = nullptr,
+                    std::vector<guess_rank>* ranks = nullptr);
 
   /// Pseudo-log-likelihood (Salazar et al. 2020, "Masked Language Model Scoring"): every
   /// maskable position t of the sequence is replaced by [MASK] in its own copy, and the NLL of
@@ -65,9 +59,10 @@ class mlm_evaluator {
                                 int64_t mask_id, const std::vector<int64_t>& special_ids, int64_t batch_size);
 
   /// HF's fill-mask: the `top_k` most probable tokens (softmax over the vocabulary) at each of
-  /// `positions` of the one sequence `tokens` (unpadded, token type 0), best first.
+  /// `positions` of the one sequence `tokens` (unpadded), best first. Token type 1 from
+  /// `type_boundary` on (a second segment; by default none).
   std::vector<std::vector<token_guess>> top_tokens(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
-                                                   int64_t top_k);
+                                                   int64_t top_k, std::size_t type_boundary = SIZE_MAX);
 
  private:
   std::shared_ptr<masked_lm_impl> model_;
@@ -78,11 +73,13 @@ class mlm_evaluator {
 /// NLL of `labels` under an add-one-smoothed unigram model with `counts` per vocabulary id.
 nll_sum unigram_nll(const std::vector<uint64_t>& counts, const at::Tensor& labels);
 
+/// The `count` most frequent ids of `counts` that are `eligible`, most frequent first, ties to the
+/// lower id.
+std::vector<int64_t> most_frequent_ids(const std::vector<uint64_t>& counts, std::size_t count,
+                                       const std::function<bool(int64_t)>& eligible);
+
 /// The unigram baseline's guesses: the five most frequent ids of `counts` (most frequent first,
 /// ties to the lower id), leaving out `excluded` (special tokens, which are never masked).
 std::vector<int64_t> unigram_top5(const std::vector<uint64_t>& counts, const std::vector<int64_t>& excluded);
-
-/// How many of `labels` the unigram guesses `top5` get right at 1 and at 5.
-top_k_hits unigram_hits(const std::vector<int64_t>& top5, const at::Tensor& labels);
 
 }  // namespace troupe::compute

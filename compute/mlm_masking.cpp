@@ -81,6 +81,39 @@ std::vector<masked_position> choose_ngrams(const int32_t* tokens, int32_t length
   return chosen;
 }
 
+/// Each position (or, with word_continuations, each word) chosen with the probability on its
+/// own draw; at least one when there is anything to choose.
+std::vector<masked_position> choose_independently(const int32_t* tokens, int32_t length, const masking_config& config,
+                                                  uint64_t sample_key, const std::vector<bool>& maskable) {
+  const auto continues = [&](int32_t p) {
+    const auto& table = config.word_continuations;
+    const auto id = static_cast<std::size_t>(tokens[p]);
+    return table && p > 0 && maskable[static_cast<std::size_t>(p - 1)] && id < table->size() && (*table)[id];
+  };
+  std::vector<masked_position> chosen;
+  int32_t fallback = -1;
+  double fallback_draw = 2.0;
+  bool word_chosen = false;
+  for (int32_t p = 0; p < length; ++p) {
+    if (!maskable[static_cast<std::size_t>(p)]) continue;
+    if (!continues(p)) {
+      const double draw = unit_interval(keyed_random(sample_key, choose_stream, static_cast<uint64_t>(p)));
+      word_chosen = draw < config.probability;
+      if (draw < fallback_draw) {
+        fallback_draw = draw;
+        fallback = p;
+      }
+    }
+    if (word_chosen) chosen.push_back({p, tokens[p]});
+  }
+  if (chosen.empty() && fallback >= 0) {
+    chosen.push_back({fallback, tokens[fallback]});
+    for (int32_t p = fallback + 1; p < length && maskable[static_cast<std::size_t>(p)] && continues(p); ++p)
+      chosen.push_back({p, tokens[p]});
+  }
+  return chosen;
+}
+
 }  // namespace
 
 std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const masking_config& config,
@@ -89,26 +122,15 @@ std::vector<masked_position> mask_tokens(int32_t* tokens, int32_t length, const 
     return std::find(config.special_ids.begin(), config.special_ids.end(), id) != config.special_ids.end();
   };
   const uint64_t sample_key = keyed_random(seed, epoch, sample_id);
+  std::vector<bool> maskable(static_cast<std::size_t>(length));
+  for (int32_t p = 0; p < length; ++p) maskable[static_cast<std::size_t>(p)] = !is_special(tokens[p]);
   std::vector<masked_position> chosen;
   if (config.token_weights) {
     chosen = choose_weighted(tokens, length, config, sample_key);
   } else if (config.max_ngram > 1) {
-    std::vector<bool> maskable(static_cast<std::size_t>(length));
-    for (int32_t p = 0; p < length; ++p) maskable[static_cast<std::size_t>(p)] = !is_special(tokens[p]);
     chosen = choose_ngrams(tokens, length, config, sample_key, maskable);
   } else {
-    int32_t fallback = -1;
-    double fallback_draw = 2.0;
-    for (int32_t p = 0; p < length; ++p) {
-      if (is_special(tokens[p])) continue;
-      double draw = unit_interval(keyed_random(sample_key, choose_stream, static_cast<uint64_t>(p)));
-      if (draw < config.probability) chosen.push_back({p, tokens[p]});
-      if (draw < fallback_draw) {
-        fallback_draw = draw;
-        fallback = p;
-      }
-    }
-    if (chosen.empty() && fallback >= 0) chosen.push_back({fallback, tokens[fallback]});
+    chosen = choose_independently(tokens, length, config, sample_key, maskable);
   }
   for (const auto& [p, label] : chosen) {
     double action = unit_interval(keyed_random(sample_key, corrupt_stream, static_cast<uint64_t>(p)));

@@ -18,6 +18,10 @@ struct masking_config {
   /// ALBERT's n-gram masking: spans of n ≤ max_ngram consecutive tokens, n drawn with
   /// probability ∝ 1/n; 1: single tokens.
   int32_t max_ngram = 1;
+  /// Whole-word masking (BERT's later "wwm" models, HF's DataCollatorForWholeWordMask): per
+  /// vocabulary id, true when the piece continues the word before it (io::word_continuations);
+  /// a word is chosen as a whole, all its pieces predicted. Null: every piece on its own.
+  std::shared_ptr<const std::vector<bool>> word_continuations;
 };
 
 /// HF distiller's mlm_smoothing weights: max(count, 1)^−smoothing per id, 0 for special ids,
@@ -42,6 +46,10 @@ struct masked_position {
 /// (Efraimidis–Spirakis: the positions with the largest u_p^(1/w_p), u_p the same keyed draw);
 /// the corruption is the same 80/10/10. HF draws its ⌈0.15 · tokens⌉ per batch; per sample keeps
 /// the mask independent of the batch (docs/architecture.md#contracts).
+///
+/// With word_continuations, the draw at a word's first piece chooses the whole word (each word
+/// with `probability`, at least one per sequence), so about `probability` of the pieces are
+/// predicted, every piece of a chosen word; the corruption is drawn per piece as above.
 ///
 /// With max_ngram > 1, ⌈probability · maskable⌉ positions are covered by spans: start positions
 /// are taken in the order of their keyed draws, each with a length n ∝ 1/n (shortened to what

@@ -61,6 +61,7 @@ void check_resume_compatible(const checkpoint_contents& checkpoint, const job_co
   require_same(checkpoint, "data.mask_probability", saved.data.mask_probability, config.data.mask_probability);
   require_same(checkpoint, "data.mlm_smoothing", saved.data.mlm_smoothing, config.data.mlm_smoothing);
   require_same(checkpoint, "data.max_ngram", saved.data.max_ngram, config.data.max_ngram);
+  require_same(checkpoint, "data.whole_word_masking", saved.data.whole_word_masking, config.data.whole_word_masking);
 }
 
 }  // namespace troupe::io

@@ -179,6 +179,9 @@ void parse_data(json_fields& root, job_config& config) {
   config.data.max_ngram = data.integer("max_ngram", 1, 1, 10);
   if (config.data.max_ngram > 1 && config.data.mlm_smoothing > 0)
     data.fail("max_ngram", "1 when mlm_smoothing is set (choose frequency-smoothed tokens or n-gram spans)");
+  config.data.whole_word_masking = data.boolean("whole_word_masking", false);
+  if (config.data.whole_word_masking && (config.data.max_ngram > 1 || config.data.mlm_smoothing > 0))
+    data.fail("whole_word_masking", "false when max_ngram > 1 or mlm_smoothing is set (one way of choosing what to mask)");
   data.finish();
 }
 

@@ -23,6 +23,8 @@ struct data_config {
   double mlm_smoothing = 0.0;
   /// ALBERT's n-gram masking: spans of up to this many tokens, n ∝ 1/n (1: single tokens).
   int64_t max_ngram = 1;
+  /// Whole-word masking: a word is chosen as a whole, all its pieces predicted (false: pieces alike).
+  bool whole_word_masking = false;
 };
 
 struct checkpoint_config {

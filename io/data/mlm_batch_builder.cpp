@@ -1,6 +1,8 @@
 #include "io/data/mlm_batch_builder.hpp"
 
 #include "compute/dropout_mask.hpp"
+#include "io/data/data_tokenizer.hpp"
+#include "io/text/word_pieces.hpp"
 #include "messages/error.hpp"
 
 #include <ATen/ATen.h>
@@ -17,7 +19,8 @@ std::vector<int32_t> special_ids_of(const dataset_manifest& manifest) {
 }  // namespace
 
 mlm_batch_builder::mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed,
-                                     std::shared_ptr<const std::vector<double>> token_weights, int32_t max_ngram)
+                                     std::shared_ptr<const std::vector<double>> token_weights, int32_t max_ngram,
+                                     std::shared_ptr<const std::vector<bool>> word_continuations)
     : dataset_(dataset), seed_(seed) {
   masking_.probability = mask_probability;
   masking_.vocab_size = dataset.manifest().vocab_size;
@@ -25,6 +28,15 @@ mlm_batch_builder::mlm_batch_builder(const token_dataset& dataset, double mask_p
   masking_.special_ids = special_ids_of(dataset.manifest());
   masking_.token_weights = std::move(token_weights);
   masking_.max_ngram = max_ngram;
+  masking_.word_continuations = std::move(word_continuations);
+}
+
+std::shared_ptr<const std::vector<bool>> word_continuations_of(const dataset_manifest& manifest,
+                                                               const std::filesystem::path& data_dir) {
+  const auto specials = special_ids_of(manifest);
+  return std::make_shared<const std::vector<bool>>(io::word_continuations(
+      manifest.tokenizer_kind, open_data_tokenizer(manifest, data_dir)->pieces(),
+      std::vector<int64_t>(specials.begin(), specials.end())));
 }
 
 std::shared_ptr<const std::vector<double>> smoothed_masking_weights(const token_dataset& dataset, double smoothing) {

@@ -16,9 +16,11 @@ namespace troupe::io {
 /// (seed, epoch, sample id), and lays them out as tensors. Pure function of its inputs.
 class mlm_batch_builder {
  public:
-  /// `token_weights`: smoothed masking (compute::smoothed_token_weights), or null.
+  /// `token_weights`: smoothed masking (compute::smoothed_token_weights), or null;
+  /// `word_continuations`: whole-word masking (word_continuations_of), or null.
   mlm_batch_builder(const token_dataset& dataset, double mask_probability, uint64_t seed,
-                    std::shared_ptr<const std::vector<double>> token_weights = nullptr, int32_t max_ngram = 1);
+                    std::shared_ptr<const std::vector<double>> token_weights = nullptr, int32_t max_ngram = 1,
+                    std::shared_ptr<const std::vector<bool>> word_continuations = nullptr);
   compute::mlm_batch build(const std::vector<compute::sample_ref>& samples) const;
   /// What build() of `samples` would hold, counted without building it: samples, real tokens and
   /// masked tokens (a window's denominators, compute::window_counts).
@@ -36,6 +38,11 @@ std::pair<at::Tensor, at::Tensor> sequence_tensors(const token_dataset& dataset,
 
 /// Occurrences of every vocabulary id in the real (unpadded) tokens of a dataset.
 std::vector<uint64_t> count_tokens(const token_dataset& dataset);
+
+/// data.whole_word_masking's table for the data in `data_dir`: which of its tokenizer's pieces
+/// continue a word.
+std::shared_ptr<const std::vector<bool>> word_continuations_of(const dataset_manifest& manifest,
+                                                               const std::filesystem::path& data_dir);
 
 /// data.mlm_smoothing's weights for a dataset: its token counts smoothed, its special tokens 0.
 std::shared_ptr<const std::vector<double>> smoothed_masking_weights(const token_dataset& dataset, double smoothing);

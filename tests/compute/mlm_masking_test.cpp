@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <map>
@@ -173,6 +174,46 @@ TEST(mlm_masking, ngram_spans_cover_the_share_and_follow_one_over_n) {
   EXPECT_LT(threes, twos);
 }
 
+// Whole-word masking: ids 2000..2999 continue the word before them ("##" pieces). A sequence of
+// words of 1, 2 and 3 pieces: a word is chosen or not as a whole, about 15% of the pieces are.
+TEST(mlm_masking, whole_words_are_chosen_as_a_whole) {
+  auto config = bert_masking();
+  auto continuations = std::make_shared<std::vector<bool>>(30522, false);
+  for (int id = 2000; id < 3000; ++id) (*continuations)[static_cast<std::size_t>(id)] = true;
+  config.word_continuations = continuations;
+  // [CLS] (w) (w ##) (w ## ##) ... [SEP]: word k has k % 3 + 1 pieces.
+  std::vector<int32_t> base{101};
+  std::vector<int32_t> word_of{-1};
+  for (int32_t word = 0; base.size() < 127; ++word)
+    for (int32_t piece = 0; piece <= word % 3 && base.size() < 127; ++piece) {
+      base.push_back(piece == 0 ? 1000 + word : 2000 + word);
+      word_of.push_back(word);
+    }
+  base.push_back(102);
+  word_of.push_back(-1);
+  const auto length = static_cast<int32_t>(base.size());
+  int64_t chosen_pieces = 0, pieces = length - 2;
+  for (uint64_t sample = 0; sample < 2000; ++sample) {
+    auto tokens = base;
+    const auto chosen = mask_tokens(tokens.data(), length, config, 11, 0, sample);
+    ASSERT_FALSE(chosen.empty());
+    std::map<int32_t, int> chosen_per_word;
+    for (const auto& c : chosen) {
+      ASSERT_GT(c.position, 0);
+      ASSERT_LT(c.position, length - 1);
+      EXPECT_EQ(c.label, base[static_cast<std::size_t>(c.position)]);
+      ++chosen_per_word[word_of[static_cast<std::size_t>(c.position)]];
+    }
+    for (const auto& [word, count] : chosen_per_word) {
+      const auto size = std::count(word_of.begin(), word_of.end(), word);
+      EXPECT_EQ(count, size) << "word " << word << " of sample " << sample << " was masked in part";
+    }
+    chosen_pieces += static_cast<int64_t>(chosen.size());
+  }
+  const double rate = static_cast<double>(chosen_pieces) / static_cast<double>(pieces * 2000);
+  std::printf("whole-word masking: %.4f of the pieces chosen\n", rate);
+  EXPECT_NEAR(rate, 0.15, 0.01);
+}
+
 }  // namespace
 }  // namespace troupe::compute
-

@@ -16,8 +16,9 @@ namespace troupe {
 namespace {
 
 /// `fill-mask --held-out N --top-k K --seed S --json`: N sentences drawn at random from the
-/// validation split (another seed draws others), each with one whole word hidden (no "##" piece,
-/// not punctuation), its truth and K guesses with token_str, score and correct.
+/// validation split (another seed draws others), each with one whole word hidden (all its pieces,
+/// at most 3; not punctuation), its truth and K guesses with token_str, score and correct, and
+/// whether the unigram baseline's K guesses hold it.
 void expect_held_out_contract(const std::string& run) {
   const auto draw = [&](int seed) {
     auto result = run_command(troupe_binary() + " fill-mask --checkpoint " + run + " --held-out 6 --top-k 3 --seed " +
@@ -34,6 +35,9 @@ void expect_held_out_contract(const std::string& run) {
     const auto truth = sentence["truth"].get<std::string>();
     EXPECT_TRUE(std::any_of(truth.begin(), truth.end(), [](unsigned char c) { return std::isalpha(c); })) << truth;
     EXPECT_NE(truth.rfind("##", 0), 0u) << "a piece of a word was hidden: " << truth;
+    EXPECT_GE(sentence["pieces"].get<int>(), 1);
+    EXPECT_LE(sentence["pieces"].get<int>(), 3);
+    EXPECT_TRUE(sentence["unigram_correct"].is_boolean());
     EXPECT_NE(sentence["context"].get<std::string>().find("[MASK]"), std::string::npos);
     ASSERT_EQ(sentence["guesses"].size(), 3u);
     for (const auto& guess : sentence["guesses"]) {
@@ -183,10 +187,13 @@ TEST_F(distillation_e2e, fill_mask_guesses_for_bert_and_distilbert_checkpoints) 
     EXPECT_NE(results[1]["masks"][0][0]["sequence"].get<std::string>().find("[MASK]"), std::string::npos)
         << "each mask is filled on its own, as HF's pipeline does";
 
-    auto held = run_command(troupe_binary() + " fill-mask --checkpoint " + run + " --held-out 3 --top-k 2");
+    auto held = run_command(troupe_binary() + " fill-mask --checkpoint " + run + " --held-out 3 --top-k 2 --show 1");
     ASSERT_EQ(held.status, 0) << held.output;
+    EXPECT_NE(held.output.find("hidden words found among the model's 2 guesses: "), std::string::npos) << held.output;
+    EXPECT_NE(held.output.find("of 3"), std::string::npos) << held.output;
     EXPECT_NE(held.output.find("[MASK]"), std::string::npos) << held.output;
     EXPECT_NE(held.output.find("truth: "), std::string::npos) << held.output;
+    EXPECT_EQ(held.output.find("truth: "), held.output.rfind("truth: ")) << "--show 1 prints one sentence";
     expect_held_out_contract(run);
   }
   auto no_mask = run_command(troupe_binary() + " fill-mask --checkpoint " + teacher + " 'no mask here'");

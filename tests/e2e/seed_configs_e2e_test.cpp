@@ -82,6 +82,29 @@ TEST_F(seed_configs_e2e, distilbert_distill_distils_from_a_teacher_run_with_hfs_
   expect_two_finite_windows(train("distilbert-distill", c), "distilbert-distill.json");
 }
 
+// The quick start's run scores every held-out sequence at its last window, so its summary
+// (`troupe metrics`) and `troupe eval` print the same perplexity, each saying what it measured.
+TEST_F(seed_configs_e2e, quickstart_summary_and_eval_measure_the_same_held_out_perplexity) {
+  auto c = tiny("quickstart.json");
+  EXPECT_GE(c["eval_samples"].get<int>(), 1358) << "all of the demo corpus's 1358 validation sequences";
+  c["eval_every_windows"] = 2;  // the last of the two windows, as the quick start's last step
+  expect_two_finite_windows(train("quickstart", c), "quickstart.json");
+  const auto run = (*dir_ / "quickstart").string();
+  auto summary = run_command(troupe_binary() + " metrics " + run + " --json");
+  ASSERT_EQ(summary.status, 0) << summary.output;
+  const auto held_out = json::parse(summary.output.substr(summary.output.find('{')))["eval_perplexity"];
+  EXPECT_EQ(held_out["sequences"], held_out["validation_sequences"]) << "quickstart.json's eval_samples covers them all";
+  auto eval = run_command(troupe_binary() + " eval --checkpoint " + run + " --bf16 --pseudo-samples 0 --json");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  const auto evaluated = json::parse(eval.output.substr(eval.output.find('{')));
+  EXPECT_EQ(evaluated["validation_sequences"], held_out["validation_sequences"]);
+  EXPECT_EQ(evaluated["mask_seed"], held_out["mask_seed"]);
+  EXPECT_NEAR(evaluated["perplexity"].get<double>(), held_out["perplexity"].get<double>(),
+              1e-5 * held_out["perplexity"].get<double>());
+  auto text = run_command(troupe_binary() + " metrics " + run);
+  EXPECT_NE(text.output.find("validation sequences, masks of seed"), std::string::npos) << text.output;
+}
+
 TEST_F(seed_configs_e2e, bert_mini_2node_launches_on_the_two_node_manifest) {
   auto manifest = json::parse(io_text(std::string(TROUPE_SOURCE_DIR) + "/configs/local-2.json"));
   manifest["head"]["port"] = io::free_local_port();

@@ -114,13 +114,16 @@ TEST_F(training_e2e, loss_falls_and_runs_are_bitwise_identical) {
               result["unigram_perplexity"].get<double>(), result["pseudo_perplexity"].get<double>());
   EXPECT_LT(result["perplexity"].get<double>(), 0.5 * result["unigram_perplexity"].get<double>());
   EXPECT_GT(result["pseudo_perplexity_tokens"].get<int64_t>(), 0);
-  // Top-1 and top-5 accuracy over the same masked tokens, the model's and the unigram's.
-  for (const char* key : {"top1_accuracy", "top5_accuracy", "unigram_top1_accuracy", "unigram_top5_accuracy"}) {
-    EXPECT_GE(result[key].get<double>(), 0.0) << key;
-    EXPECT_LE(result[key].get<double>(), 1.0) << key;
+  // Top-1 and top-5 accuracy over the same masked tokens and words, the model's and the unigram's.
+  for (const std::string prefix : {"", "unigram_", "whole_word_", "unigram_whole_word_"}) {
+    for (const char* key : {"top1_accuracy", "top5_accuracy"}) {
+      EXPECT_GE(result[prefix + key].get<double>(), 0.0) << prefix << key;
+      EXPECT_LE(result[prefix + key].get<double>(), 1.0) << prefix << key;
+    }
+    EXPECT_LE(result[prefix + "top1_accuracy"].get<double>(), result[prefix + "top5_accuracy"].get<double>()) << prefix;
   }
-  EXPECT_LE(result["top1_accuracy"].get<double>(), result["top5_accuracy"].get<double>());
-  EXPECT_LE(result["unigram_top1_accuracy"].get<double>(), result["unigram_top5_accuracy"].get<double>());
+  EXPECT_GT(result["masked_words"].get<int64_t>(), 0);
+  EXPECT_LE(result["masked_words"].get<int64_t>(), result["masked_tokens"].get<int64_t>());
   EXPECT_GT(result["unigram_top5_accuracy"].get<double>(), 0.0) << "the toy grammar's commonest words are masked too";
 }
 

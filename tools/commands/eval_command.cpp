@@ -2,12 +2,15 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "compute/device_check.hpp"
 #include "compute/mlm_evaluation.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
+#include "io/data/data_tokenizer.hpp"
 #include "io/data/mlm_batch_builder.hpp"
+#include "io/text/word_pieces.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
@@ -21,48 +24,74 @@ struct eval_arguments {
   int64_t max_samples = 0;
   int64_t pseudo_samples = 16;
   int64_t batch_size = 32;
-  uint64_t seed = 1234;
+  std::optional<uint64_t> seed;            ///< default: the checkpoint's job seed
+  std::optional<double> mask_probability;  ///< default: the checkpoint's data.mask_probability
   bool bf16 = false;
   bool json = false;
 };
 
 double share(int64_t part, int64_t whole) { return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0; }
 
-/// Masked-LM perplexity over the validation split with masks keyed by (seed, epoch 0, sample),
-/// the unigram perplexity of the same predicted tokens, and pseudo-perplexity over the first
-/// `pseudo_samples` validation sequences.
+/// The model's and the unigram baseline's guesses at the masked pieces, as counts.
+struct guess_counts {
+  compute::top_k_hits pieces, words;
+  void add(const compute::mlm_batch& batch, const std::vector<compute::guess_rank>& ranks,
+           const std::vector<bool>& continues_word) {
+    pieces.add(compute::piece_hits(ranks));
+    words.add(compute::whole_word_hits(batch, ranks, continues_word));
+  }
+};
+
+void add_accuracy(nlohmann::json& result, const std::string& prefix, const guess_counts& counts) {
+  result[prefix + "top1_accuracy"] = share(counts.pieces.top1, counts.pieces.counted);
+  result[prefix + "top5_accuracy"] = share(counts.pieces.top5, counts.pieces.counted);
+  result[prefix + "whole_word_top1_accuracy"] = share(counts.words.top1, counts.words.counted);
+  result[prefix + "whole_word_top5_accuracy"] = share(counts.words.top5, counts.words.counted);
+}
+
+/// Masked-LM perplexity over the first `max_samples` validation sequences (all by default) with
+/// masks keyed by (seed, epoch 0, sample) — the job's seed and mask probability unless given,
+/// so that with the run's eval_samples it measures what the run's periodic held-out evaluation
+/// measured —, the unigram perplexity of the same predicted tokens, top-1/top-5 accuracy per
+/// masked piece and per whole word, and pseudo-perplexity over the first `pseudo_samples`.
 nlohmann::json evaluate(const eval_arguments& args) {
   compute::check_device(args.device, "--device");
   auto dir = io::resolve_checkpoint(args.checkpoint, args.checkpoint);
   auto checkpoint = io::load_checkpoint(dir, /*with_optimizer=*/false);
-  std::string data_dir = args.data;
-  if (data_dir.empty()) data_dir = checkpoint.job.value("data", nlohmann::json::object()).value("dir", "");
+  const auto job_data = checkpoint.job.value("data", nlohmann::json::object());
+  std::string data_dir = args.data.empty() ? job_data.value("dir", "") : args.data;
   if (data_dir.empty()) throw make_error("--data: not given, and the checkpoint's job.json names no data.dir");
   io::token_dataset validation(data_dir, "validation");
   io::token_dataset train(data_dir, "train");
   if (validation.manifest().vocab_hash != checkpoint.state.vocab_hash)
     throw make_error(data_dir, ": vocabulary ", validation.manifest().vocab_hash, " differs from the checkpoint's ",
                      checkpoint.state.vocab_hash, " (", dir.string(), ")");
+  const uint64_t seed = args.seed.value_or(checkpoint.job.value("seed", uint64_t{42}));
+  const double mask_probability = args.mask_probability.value_or(job_data.value("mask_probability", 0.15));
 
   compute::mlm_evaluator evaluator(checkpoint.model, checkpoint.parameters, c10::Device(args.device), args.bf16);
-  io::mlm_batch_builder builder(validation, 0.15, args.seed);
+  io::mlm_batch_builder builder(validation, mask_probability, seed);
   const auto counts = io::count_tokens(train);
   const uint64_t samples = args.max_samples > 0 ? std::min<uint64_t>(args.max_samples, validation.size())
                                                 : validation.size();
-  compute::nll_sum model_nll, unigram;
-  compute::top_k_hits model_hits, unigram_guessed;
   const auto& specials = validation.manifest().specials;
   const std::vector<int64_t> special_ids{specials.pad, specials.cls, specials.sep, specials.mask};
+  const auto continues_word = io::word_continuations(
+      validation.manifest().tokenizer_kind, io::open_data_tokenizer(validation.manifest(), data_dir)->pieces(), special_ids);
   const auto unigram_guesses = compute::unigram_top5(counts, special_ids);
   const bool sentence_order = validation.manifest().sentence_order && checkpoint.model.model_type == "albert";
+  compute::nll_sum model_nll, unigram;
+  guess_counts model_guessed, unigram_guessed;
   int64_t order_correct = 0;
   for (uint64_t start = 0; start < samples; start += static_cast<uint64_t>(args.batch_size)) {
     std::vector<compute::sample_ref> refs;
     for (uint64_t i = start; i < std::min<uint64_t>(samples, start + args.batch_size); ++i) refs.push_back({0, i});
     auto batch = builder.build(refs);
-    model_nll.add(evaluator.masked_lm(batch, sentence_order ? &order_correct : nullptr, &model_hits));
+    std::vector<compute::guess_rank> ranks;
+    model_nll.add(evaluator.masked_lm(batch, sentence_order ? &order_correct : nullptr, &ranks));
+    model_guessed.add(batch, ranks, continues_word);
     unigram.add(compute::unigram_nll(counts, batch.labels));
-    unigram_guessed.add(compute::unigram_hits(unigram_guesses, batch.labels));
+    unigram_guessed.add(batch, compute::unigram_ranks(unigram_guesses, batch.labels), continues_word);
   }
 
   compute::nll_sum pseudo;
@@ -77,15 +106,18 @@ nlohmann::json evaluate(const eval_arguments& args) {
                            {"step", checkpoint.state.optimizer_steps},
                            {"data", data_dir},
                            {"validation_sequences", samples},
+                           {"mask_seed", seed},
+                           {"mask_probability", mask_probability},
                            {"masked_tokens", model_nll.tokens},
+                           {"masked_words", model_guessed.words.counted},
                            {"mlm_loss", model_nll.mean()},
                            {"perplexity", model_nll.perplexity()},
                            {"unigram_perplexity", unigram.perplexity()},
-                           {"accuracy_counts", "masked tokens (each masked sub-word piece once)"},
-                           {"top1_accuracy", share(model_hits.top1, model_nll.tokens)},
-                           {"top5_accuracy", share(model_hits.top5, model_nll.tokens)},
-                           {"unigram_top1_accuracy", share(unigram_guessed.top1, model_nll.tokens)},
-                           {"unigram_top5_accuracy", share(unigram_guessed.top5, model_nll.tokens)}};
+                           {"accuracy_counts",
+                            "top*_accuracy: each masked sub-word piece once; whole_word_top*_accuracy: each word with "
+                            "a masked piece once, right when every masked piece of it is"}};
+  add_accuracy(result, "", model_guessed);
+  add_accuracy(result, "unigram_", unigram_guessed);
   if (sentence_order) result["sop_accuracy"] = static_cast<double>(order_correct) / static_cast<double>(samples);
   if (pseudo.tokens > 0) {
     result["pseudo_perplexity"] = pseudo.perplexity();
@@ -93,6 +125,34 @@ nlohmann::json evaluate(const eval_arguments& args) {
     result["pseudo_perplexity_tokens"] = pseudo.tokens;
   }
   return result;
+}
+
+void print_evaluation(const nlohmann::json& result) {
+  const auto percent = [&](const std::string& key) { return 100 * result[key].get<double>(); };
+  std::printf("checkpoint          %s (step %lld)\n", result["checkpoint"].get<std::string>().c_str(),
+              static_cast<long long>(result["step"].get<int64_t>()));
+  std::printf("held-out            %llu validation sequences: %lld masked pieces in %lld words (masks of seed %llu, "
+              "%.0f%%)\n",
+              static_cast<unsigned long long>(result["validation_sequences"].get<uint64_t>()),
+              static_cast<long long>(result["masked_tokens"].get<int64_t>()),
+              static_cast<long long>(result["masked_words"].get<int64_t>()),
+              static_cast<unsigned long long>(result["mask_seed"].get<uint64_t>()), percent("mask_probability"));
+  std::printf("perplexity          %.1f (loss %.4f); a unigram model of the same tokens: %.1f (model %.2fx)\n",
+              result["perplexity"].get<double>(), result["mlm_loss"].get<double>(),
+              result["unigram_perplexity"].get<double>(),
+              result["perplexity"].get<double>() / result["unigram_perplexity"].get<double>());
+  std::printf("masked pieces right %.1f%% first guess, %.1f%% in the top 5 (unigram: %.1f%%, %.1f%%)\n",
+              percent("top1_accuracy"), percent("top5_accuracy"), percent("unigram_top1_accuracy"),
+              percent("unigram_top5_accuracy"));
+  std::printf("masked words right  %.1f%% first guess, %.1f%% in the top 5 (unigram: %.1f%%, %.1f%%; a word is right "
+              "when every masked piece of it is)\n",
+              percent("whole_word_top1_accuracy"), percent("whole_word_top5_accuracy"),
+              percent("unigram_whole_word_top1_accuracy"), percent("unigram_whole_word_top5_accuracy"));
+  if (result.contains("sop_accuracy"))
+    std::printf("sentence order      %.1f%% right (ALBERT SOP, chance 50%%)\n", percent("sop_accuracy"));
+  if (result.contains("pseudo_perplexity"))
+    std::printf("pseudo-perplexity   %.1f over %lld tokens\n", result["pseudo_perplexity"].get<double>(),
+                static_cast<long long>(result["pseudo_perplexity_tokens"].get<int64_t>()));
 }
 
 }  // namespace
@@ -103,7 +163,9 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--checkpoint", args->checkpoint, "checkpoint directory or run directory")->required();
   command->add_option("--data", args->data, "data directory (default: the checkpoint's data.dir)");
   command->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
-  command->add_option("--max-samples", args->max_samples, "validation sequences for perplexity (0: all)")
+  command->add_option("--max-samples", args->max_samples,
+                      "the first N validation sequences for perplexity (0: all; the job's eval_samples measures what "
+                      "its periodic held-out evaluation did)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--pseudo-samples", args->pseudo_samples, "sequences scored for pseudo-perplexity")
       ->capture_default_str()
@@ -111,7 +173,11 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--batch-size", args->batch_size, "sequences per forward pass")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--seed", args->seed, "seed of the evaluation masks")->capture_default_str();
+  command->add_option("--seed", args->seed, "seed of the evaluation masks (default: the job's seed, as its held-out "
+                                            "evaluation)");
+  command->add_option("--mask-probability", args->mask_probability,
+                      "share of tokens masked (default: the job's data.mask_probability)")
+      ->check(CLI::Range(0.01, 0.9));
   command->add_flag("--bf16", args->bf16, "run the model under bf16 autocast");
   command->add_flag("--json", args->json, "print one JSON object");
   command->callback([args] {
@@ -120,23 +186,7 @@ void add_eval_command(CLI::App& app) {
       std::printf("%s\n", result.dump().c_str());
       return;
     }
-    std::printf("checkpoint          %s (step %lld)\n", result["checkpoint"].get<std::string>().c_str(),
-                static_cast<long long>(result["step"].get<int64_t>()));
-    std::printf("validation          %llu sequences, %lld masked tokens\n",
-                static_cast<unsigned long long>(result["validation_sequences"].get<uint64_t>()),
-                static_cast<long long>(result["masked_tokens"].get<int64_t>()));
-    std::printf("perplexity          %.3f (loss %.4f)\n", result["perplexity"].get<double>(),
-                result["mlm_loss"].get<double>());
-    std::printf("unigram perplexity  %.3f\n", result["unigram_perplexity"].get<double>());
-    std::printf("masked tokens right %.1f%% first guess, %.1f%% in the top 5 (unigram: %.1f%%, %.1f%%; each masked "
-                "sub-word piece counts once)\n",
-                100 * result["top1_accuracy"].get<double>(), 100 * result["top5_accuracy"].get<double>(),
-                100 * result["unigram_top1_accuracy"].get<double>(), 100 * result["unigram_top5_accuracy"].get<double>());
-    if (result.contains("sop_accuracy"))
-      std::printf("sentence order      %.1f%% right (ALBERT SOP, chance 50%%)\n", 100 * result["sop_accuracy"].get<double>());
-    if (result.contains("pseudo_perplexity"))
-      std::printf("pseudo-perplexity   %.3f over %lld tokens\n", result["pseudo_perplexity"].get<double>(),
-                  static_cast<long long>(result["pseudo_perplexity_tokens"].get<int64_t>()));
+    print_evaluation(result);
   });
 }
 

@@ -2,8 +2,10 @@
 // for the user's sentences or for held-out ones with a word hidden (the quick start's last
 // step: learning shown as guesses beside the truth, not only as a perplexity).
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "compute/counter_random.hpp"
@@ -15,6 +17,7 @@
 #include "io/data/mlm_batch_builder.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/text/detokenize.hpp"
+#include "io/text/word_pieces.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
@@ -28,6 +31,7 @@ struct fill_mask_arguments {
   int64_t top_k = 5;
   int64_t held_out = 0;
   uint64_t seed = 7;
+  int64_t show = -1;  ///< --held-out sentences printed after the summary (-1: all)
   std::string device = "cpu";
   bool json = false;
 };
@@ -41,10 +45,24 @@ struct fill_mask_session {
   io::dataset_manifest manifest;
   std::unique_ptr<io::tokenizer> tokenizer;
   std::vector<std::string> pieces;
+  std::vector<bool> continues_word;  ///< per id: the piece continues the word before it
   std::unique_ptr<compute::mlm_evaluator> model;
   int64_t max_positions = 0;
 
   std::string text(const std::vector<int64_t>& ids) const { return io::join_tokens(manifest.tokenizer_kind, pieces, ids); }
+  std::vector<int64_t> special_ids() const {
+    const auto& specials = manifest.specials;
+    return {specials.pad, specials.cls, specials.sep, specials.mask, specials.unk};
+  }
+  bool is_special(int64_t id) const {
+    const auto all = special_ids();
+    return std::find(all.begin(), all.end(), id) != all.end();
+  }
+  bool continues(int64_t id) const { return continues_word.at(static_cast<std::size_t>(id)); }
+  /// A piece that can begin a hidden word: starts a word, has a letter, is not special.
+  bool starts_a_word(int64_t id) const {
+    return !is_special(id) && !continues(id) && io::has_letter(pieces.at(static_cast<std::size_t>(id)));
+  }
 };
 
 fill_mask_session open_session(const fill_mask_arguments& args) {
@@ -62,6 +80,7 @@ fill_mask_session open_session(const fill_mask_arguments& args) {
                      checkpoint.state.vocab_hash, " (", s.checkpoint_dir.string(), ")");
   s.tokenizer = io::open_data_tokenizer(s.manifest, s.data_dir);
   s.pieces = s.tokenizer->pieces();
+  s.continues_word = io::word_continuations(s.manifest.tokenizer_kind, s.pieces, s.special_ids());
   s.max_positions = checkpoint.model.max_position_embeddings;
   s.model = std::make_unique<compute::mlm_evaluator>(checkpoint.model, checkpoint.parameters, c10::Device(args.device),
                                                      false);
@@ -112,60 +131,114 @@ nlohmann::json fill(const fill_mask_session& s, const std::string& text, int64_t
   return {{"text", text}, {"masks", per_mask}};
 }
 
-/// A position of a whole word of one token, chosen by `seed` for sequence `index`; -1 if none.
-int64_t word_to_hide(const fill_mask_session& s, const std::vector<int64_t>& ids, uint64_t seed, uint64_t index) {
-  const bool sentencepiece = s.manifest.tokenizer_kind == "sentencepiece";
-  const std::string word_start = "\xe2\x96\x81";
-  auto piece = [&](std::size_t p) -> const std::string& { return s.pieces.at(static_cast<std::size_t>(ids[p])); };
-  auto is_word = [&](const std::string& text) {
-    for (unsigned char c : text)
-      if (std::isalpha(c) || c >= 0x80) return true;
-    return false;
-  };
-  std::vector<int64_t> candidates;
-  for (std::size_t p = 1; p + 1 < ids.size(); ++p) {
-    const auto id = ids[p];
-    if (id == s.manifest.specials.unk || id == s.manifest.specials.cls || id == s.manifest.specials.sep) continue;
-    const auto& here = piece(p);
-    const auto& next = piece(p + 1);
-    const bool whole = sentencepiece ? here.rfind(word_start, 0) == 0 && here.size() > word_start.size() &&
-                                           (next.rfind(word_start, 0) == 0 || ids[p + 1] == s.manifest.specials.sep)
-                                     : here.rfind("##", 0) != 0 && next.rfind("##", 0) != 0;
-    if (whole && is_word(here)) candidates.push_back(static_cast<int64_t>(p));
+/// The most pieces a hidden word may have (longer words are rare and their guesses unreadable).
+constexpr int64_t max_hidden_pieces = 3;
+
+/// A whole word of a sequence: its first position and how many pieces it has.
+struct word_span {
+  int64_t first = 0;
+  int64_t pieces = 0;
+};
+
+/// A whole word (a word-start piece with a letter and its continuation pieces, at most
+/// max_hidden_pieces) of `ids`, chosen by `seed` for sequence `index`; nullopt if there is none.
+std::optional<word_span> word_to_hide(const fill_mask_session& s, const std::vector<int64_t>& ids, uint64_t seed,
+                                      uint64_t index) {
+  std::vector<word_span> candidates;
+  const auto end = static_cast<int64_t>(ids.size()) - 1;  // the [SEP]
+  for (int64_t p = 1; p < end; ++p) {
+    if (!s.starts_a_word(ids[static_cast<std::size_t>(p)])) continue;
+    int64_t pieces = 1;
+    while (p + pieces < end && s.continues(ids[static_cast<std::size_t>(p + pieces)])) ++pieces;
+    if (pieces <= max_hidden_pieces) candidates.push_back({p, pieces});
   }
-  if (candidates.empty()) return -1;
+  if (candidates.empty()) return std::nullopt;
   return candidates[compute::below(compute::keyed_random(seed, index), candidates.size())];
 }
 
-/// `count` validation sequences drawn at random (a permutation keyed by `seed`) with one word
-/// hidden: the guesses beside the truth.
-nlohmann::json held_out(const fill_mask_session& s, int64_t count, int64_t top_k, uint64_t seed) {
+/// A guess for a hidden word: its pieces and the product of their probabilities.
+struct word_guess {
+  std::vector<int64_t> ids;
+  double score = 1.0;
+};
+
+/// The `top_k` most probable words of `word.pieces` pieces for the masked span of `ids`: at each
+/// position the model's best pieces of the right kind (a word start first, continuations after),
+/// combined by a beam that keeps the `top_k` best products (the model predicts each masked
+/// position on its own, as HF's pipeline does for several masks).
+std::vector<word_guess> guess_word(const fill_mask_session& s, const std::vector<int64_t>& ids, std::size_t type_boundary,
+                                   word_span word, int64_t top_k) {
+  std::vector<int64_t> positions;
+  for (int64_t i = 0; i < word.pieces; ++i) positions.push_back(word.first + i);
+  const auto per_position = s.model->top_tokens(ids, positions, std::max<int64_t>(top_k, 500), type_boundary);
+  std::vector<word_guess> beam{word_guess{}};
+  for (std::size_t i = 0; i < per_position.size(); ++i) {
+    std::vector<word_guess> next;
+    for (const auto& partial : beam) {
+      int64_t taken = 0;
+      for (const auto& piece : per_position[i]) {
+        const bool fits = i == 0 ? s.starts_a_word(piece.id) : s.continues(piece.id) && !s.is_special(piece.id);
+        if (!fits || taken++ == top_k) continue;
+        auto extended = partial;
+        extended.ids.push_back(piece.id);
+        extended.score *= piece.probability;
+        next.push_back(std::move(extended));
+      }
+    }
+    std::sort(next.begin(), next.end(), [](const word_guess& a, const word_guess& b) { return a.score > b.score; });
+    if (static_cast<int64_t>(next.size()) > top_k) next.resize(static_cast<std::size_t>(top_k));
+    beam = std::move(next);
+  }
+  return beam;
+}
+
+/// What --held-out found: a result per sentence, and the unigram baseline's guesses.
+struct held_out_results {
+  nlohmann::json sentences = nlohmann::json::array();
+  std::vector<std::string> unigram_guesses;
+};
+
+/// Up to 12 pieces either side of the word, starting at a word, so the line fits a terminal.
+std::string context_of(const fill_mask_session& s, const std::vector<int64_t>& masked, word_span word) {
+  auto first = std::max<int64_t>(1, word.first - 12);
+  while (first > 1 && s.continues(masked[static_cast<std::size_t>(first)])) --first;
+  const auto sep = static_cast<int64_t>(masked.size()) - 1;
+  const auto last = std::min<int64_t>(sep, word.first + word.pieces + 12);
+  const std::vector<int64_t> context(masked.begin() + first, masked.begin() + last);
+  return (first > 1 ? "… " : "") + s.text(context) + (last < sep ? " …" : "");
+}
+
+/// `count` validation sequences drawn at random (a permutation keyed by `seed`) with one whole
+/// word hidden (all its pieces): the model's `top_k` guesses beside the truth, and whether the
+/// unigram baseline's `top_k` guesses (the most frequent word-start pieces of the training
+/// split; it knows no words of several pieces) hold it.
+held_out_results held_out(const fill_mask_session& s, int64_t count, int64_t top_k, uint64_t seed) {
   const io::token_dataset validation(s.data_dir, "validation");
+  const auto unigram = compute::most_frequent_ids(io::count_tokens(io::token_dataset(s.data_dir, "train")),
+                                                  static_cast<std::size_t>(top_k),
+                                                  [&](int64_t id) { return s.starts_a_word(id); });
+  held_out_results results;
+  for (const auto id : unigram) results.unigram_guesses.push_back(s.text({id}));
   compute::sample_order order(validation.size(), seed);
-  nlohmann::json results = nlohmann::json::array();
-  for (uint64_t drawn = 0; drawn < validation.size() && static_cast<int64_t>(results.size()) < count; ++drawn) {
+  for (uint64_t drawn = 0; drawn < validation.size() && static_cast<int64_t>(results.sentences.size()) < count; ++drawn) {
     const uint64_t i = order.at(drawn).sample_id;
     const auto view = validation.sequence(i);
     std::vector<int64_t> ids;
     for (std::size_t p = 0; p < view.length; ++p) ids.push_back(view.token(p));
-    const auto hidden = word_to_hide(s, ids, seed, i);
-    if (hidden < 0) continue;
-    // Up to 12 tokens either side of the word, so the line fits a terminal.
-    auto first = std::max<int64_t>(1, hidden - 12);
-    while (first > 1 && s.pieces.at(static_cast<std::size_t>(ids[static_cast<std::size_t>(first)])).rfind("##", 0) == 0)
-      --first;  // start at a word
-    const auto last = std::min<int64_t>(static_cast<int64_t>(ids.size()) - 1, hidden + 13);
-    const auto truth = ids[static_cast<std::size_t>(hidden)];
-    ids[static_cast<std::size_t>(hidden)] = s.manifest.specials.mask;
-    const auto guesses = s.model->top_tokens(ids, {hidden}, top_k);
-    std::vector<int64_t> context(ids.begin() + first, ids.begin() + last);
-    nlohmann::json options = nlohmann::json::array();
-    for (const auto& guess : guesses[0])
-      options.push_back({{"token_str", s.text(std::vector<int64_t>{guess.id})}, {"score", guess.probability}, {"correct", guess.id == truth}});
-    results.push_back({{"sequence", i},
-                       {"context", (first > 1 ? "… " : "") + s.text(context) + (last < static_cast<int64_t>(ids.size()) - 1 ? " …" : "")},
-                       {"truth", s.text(std::vector<int64_t>{truth})},
-                       {"guesses", options}});
+    const auto word = word_to_hide(s, ids, seed, i);
+    if (!word) continue;
+    const std::vector<int64_t> truth(ids.begin() + word->first, ids.begin() + word->first + word->pieces);
+    for (int64_t p = 0; p < word->pieces; ++p) ids[static_cast<std::size_t>(word->first + p)] = s.manifest.specials.mask;
+    nlohmann::json guesses = nlohmann::json::array();
+    for (const auto& guess : guess_word(s, ids, view.type_boundary, *word, top_k))
+      guesses.push_back({{"token_str", s.text(guess.ids)}, {"score", guess.score}, {"correct", guess.ids == truth}});
+    const bool unigram_correct = truth.size() == 1 && std::find(unigram.begin(), unigram.end(), truth[0]) != unigram.end();
+    results.sentences.push_back({{"sequence", i},
+                                 {"context", context_of(s, ids, *word)},
+                                 {"truth", s.text(truth)},
+                                 {"pieces", word->pieces},
+                                 {"guesses", guesses},
+                                 {"unigram_correct", unigram_correct}});
   }
   return results;
 }
@@ -189,6 +262,24 @@ void print_held_out(const nlohmann::json& result) {
   std::printf("\n");
 }
 
+/// How many hidden words the model's guesses hold, next to the unigram baseline's, in words.
+void print_held_out_summary(const held_out_results& results, int64_t top_k) {
+  int64_t found = 0, unigram_found = 0;
+  for (const auto& sentence : results.sentences) {
+    for (const auto& guess : sentence["guesses"]) found += guess["correct"].get<bool>() ? 1 : 0;
+    unigram_found += sentence["unigram_correct"].get<bool>() ? 1 : 0;
+  }
+  const auto total = static_cast<int64_t>(results.sentences.size());
+  const auto percent = [total](int64_t part) { return total > 0 ? 100.0 * static_cast<double>(part) / total : 0.0; };
+  std::string unigram;
+  for (const auto& word : results.unigram_guesses) unigram += (unigram.empty() ? "" : ", ") + word;
+  std::printf("hidden words found among the model's %lld guesses: %lld of %lld (%.0f%%); among the %lld most frequent "
+              "words (%s), the unigram baseline: %lld of %lld (%.0f%%)\n",
+              static_cast<long long>(top_k), static_cast<long long>(found), static_cast<long long>(total),
+              percent(found), static_cast<long long>(top_k), unigram.c_str(), static_cast<long long>(unigram_found),
+              static_cast<long long>(total), percent(unigram_found));
+}
+
 }  // namespace
 
 void add_fill_mask_command(CLI::App& app) {
@@ -204,23 +295,26 @@ void add_fill_mask_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_option("--seed", args->seed, "which sequences --held-out draws and which word it hides")
       ->capture_default_str();
+  command->add_option("--show", args->show, "with --held-out: print the share found, then only this many sentences")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
   command->add_flag("--json", args->json, "print one JSON array");
   command->callback([args] {
     if (args->texts.empty() == (args->held_out == 0))
       throw error("fill-mask: give sentences with [MASK], or --held-out N (not both)");
     const auto session = open_session(*args);
-    nlohmann::json results = nlohmann::json::array();
     if (args->held_out > 0) {
-      results = held_out(session, args->held_out, args->top_k, args->seed);
-    } else {
-      for (const auto& text : args->texts) results.push_back(fill(session, text, args->top_k));
-    }
-    if (args->json) {
-      std::printf("%s\n", results.dump().c_str());
+      const auto results = held_out(session, args->held_out, args->top_k, args->seed);
+      if (args->json) return (void)std::printf("%s\n", results.sentences.dump().c_str());
+      print_held_out_summary(results, args->top_k);
+      const auto shown = args->show < 0 ? results.sentences.size() : static_cast<std::size_t>(args->show);
+      for (std::size_t i = 0; i < std::min(shown, results.sentences.size()); ++i) print_held_out(results.sentences[i]);
       return;
     }
-    for (const auto& result : results) args->held_out > 0 ? print_held_out(result) : print_fill(result);
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& text : args->texts) results.push_back(fill(session, text, args->top_k));
+    if (args->json) return (void)std::printf("%s\n", results.dump().c_str());
+    for (const auto& result : results) print_fill(result);
   });
 }
 

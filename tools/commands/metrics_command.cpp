@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/data/token_dataset.hpp"
 #include "io/os/scratch_directory.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/median.hpp"
@@ -89,6 +90,24 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
   return summary;
 }
 
+/// Which sequences the run's periodic held-out evaluation scored, from RUN_DIR/job.json and the
+/// data's manifest: `troupe eval --max-samples N` (the job's seed by default) measures the same.
+/// Empty when either is missing (a run directory copied without its data).
+nlohmann::json held_out_sequences(const std::string& run_dir) {
+  std::ifstream in(std::filesystem::path(run_dir) / "job.json");
+  const auto job = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!job.is_object() || !job.contains("config")) return nlohmann::json::object();
+  const auto& config = job["config"];
+  const auto manifest = std::filesystem::path(config.value("data", nlohmann::json::object()).value("dir", "")) / "manifest.json";
+  if (!std::filesystem::exists(manifest)) return nlohmann::json::object();
+  const auto* validation = io::dataset_manifest::from_file(manifest).find_split("validation");
+  if (!validation) return nlohmann::json::object();
+  const auto wanted = config.value("eval_samples", uint64_t{256});
+  return {{"sequences", std::min<uint64_t>(wanted, validation->sequences)},
+          {"validation_sequences", validation->sequences},
+          {"mask_seed", config.value("seed", uint64_t{42})}};
+}
+
 void print_summary(const std::string& run_dir, const nlohmann::json& s) {
   std::printf("run            %s: %lld windows, steps %lld..%lld, %d worker(s)\n", run_dir.c_str(),
               s["windows"].get<long long>(), s["first_step"].get<long long>(), s["last_step"].get<long long>(),
@@ -97,9 +116,17 @@ void print_summary(const std::string& run_dir, const nlohmann::json& s) {
   std::printf("loss           first %.4f  last %.4f  min %.4f (step %lld)\n", loss["first"].get<double>(),
               loss["last"].get<double>(), loss["min"].get<double>(), loss["min_step"].get<long long>());
   std::printf("perplexity     last window %.1f", s["perplexity_last"].get<double>());
-  if (s.contains("eval_perplexity"))
-    std::printf("; held-out %.1f at step %lld", s["eval_perplexity"]["perplexity"].get<double>(),
-                s["eval_perplexity"]["step"].get<long long>());
+  if (s.contains("eval_perplexity")) {
+    const auto& e = s["eval_perplexity"];
+    std::printf("; held-out %.1f at step %lld", e["perplexity"].get<double>(), e["step"].get<long long>());
+    if (e.contains("sequences") && e["sequences"] == e["validation_sequences"])
+      std::printf(" (all %llu validation sequences, masks of seed %llu: as troupe eval measures)",
+                  e["sequences"].get<unsigned long long>(), e["mask_seed"].get<unsigned long long>());
+    else if (e.contains("sequences"))
+      std::printf(" (the first %llu of %llu validation sequences, masks of seed %llu: troupe eval --max-samples %llu)",
+                  e["sequences"].get<unsigned long long>(), e["validation_sequences"].get<unsigned long long>(),
+                  e["mask_seed"].get<unsigned long long>(), e["sequences"].get<unsigned long long>());
+  }
   std::printf("\nthroughput     median %.1f samples/s, %.0f tokens/s\n", s["samples_per_s_median"].get<double>(),
               s["tokens_per_s_median"].get<double>());
   std::printf("time split    ");
@@ -156,7 +183,8 @@ void add_metrics_command(CLI::App& app) {
   command->add_flag("--json", args->json, "print the summary as one JSON object");
   command->callback([args] {
     const auto windows = io::read_windows(args->run_dir);
-    const auto summary = summarise(windows);
+    auto summary = summarise(windows);
+    if (summary.contains("eval_perplexity")) summary["eval_perplexity"].update(held_out_sequences(args->run_dir));
     if (args->json)
       std::printf("%s\n", summary.dump().c_str());
     else

@@ -173,6 +173,13 @@ TEST(job_config, out_of_range_values_are_refused) {
   config = valid_config();
   config["eval_samples"] = 0;
   expect_error(config, {"eval_samples"});
+  config = valid_config();
+  config["data"]["whole_word_masking"] = true;
+  config["data"]["max_ngram"] = 3;
+  expect_error(config, {"data.whole_word_masking", "max_ngram"});
+  config = valid_config();
+  config["data"]["whole_word_masking"] = "yes";
+  expect_error(config, {"data.whole_word_masking"});
 }
 
 TEST(job_config, monitor_blocks_use_deepspeeds_names) {
