@@ -143,7 +143,9 @@ inline void expect_import_scores_alike(const std::filesystem::path& run, const s
                                        const std::filesystem::path& back, const std::filesystem::path& data) {
   auto imported = run_command(troupe_binary() + " ckpt import " + hf.string() + " --to " + back.string());
   ASSERT_EQ(imported.status, 0) << imported.output;
-  const std::string eval = " --max-samples 32 --pseudo-samples 2 --json --data " + data.string();
+  // The same masks for both (an imported checkpoint has no job seed of its own to default to).
+  const std::string eval =
+      " --max-samples 32 --pseudo-samples 2 --seed 1234 --mask-probability 0.15 --json --data " + data.string();
   auto original_eval = run_command(troupe_binary() + " eval --checkpoint " + run.string() + eval);
   auto round_trip_eval = run_command(troupe_binary() + " eval --checkpoint " + back.string() + eval);
   ASSERT_EQ(original_eval.status, 0) << original_eval.output;

@@ -201,14 +201,16 @@ TEST_F(net_test, a_host_whose_bandwidth_collapses_is_named_straggler_by_its_link
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
 }
 
-// 20% packet loss on one host for 10 s: TCP retransmits, the job slows, nobody is declared lost
-// (heartbeats are requests over the same lossy link, and 1.5 s of silence needs several losses
-// in a row), and the model is the one-process model.
+// 20% packet loss on one host for 10 s: TCP retransmits, the job slows, nobody is declared lost,
+// and the model is the one-process model. Heartbeats are requests over the same lossy link, so
+// the manifest gives them 5 s, as docs/faults.md advises for lossy links: with the default 1.5 s,
+// three losses of one segment in a row (TCP's backoff: 0.2 + 0.4 + 0.8 s) fence a live node,
+// and over the thousands of segments of 10 s that happened once in CI.
 TEST_F(net_test, twenty_percent_packet_loss_for_ten_seconds_slows_the_job_and_loses_nobody) {
   const int64_t steps = 100;
   const auto config = config_with_reference(*this, steps);
   net_cluster cluster(3, "1gbit");
-  const auto manifest = write_net_manifest(cluster, "loss.json");
+  const auto manifest = write_net_manifest(cluster, "loss.json", 5000);
   const auto run = *dir_ / "loss";
   auto job = std::async(std::launch::async, [&] { return launch(manifest, config, "loss"); });
   ASSERT_TRUE(wait_for_step(run, 10, 120));

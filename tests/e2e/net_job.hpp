@@ -24,10 +24,12 @@ class net_test : public cluster_job_test {
 
   /// netcluster's manifest with the test's rings and timeouts (two rings, so both directions of
   /// every link carry gradient).
-  static std::string write_net_manifest(const net_cluster& cluster, const std::string& name) {
+  /// `heartbeat_ms` > 0: timeouts.heartbeat_ms (else the default, 1.5 s).
+  static std::string write_net_manifest(const net_cluster& cluster, const std::string& name, int heartbeat_ms = 0) {
     auto m = json::parse(io_text(cluster.manifest()));
     m["rings"] = {{"count", 2}, {"chunk_bytes", 16384}};
     m["timeouts"] = {{"join_s", 30}, {"collective_s", 20}};
+    if (heartbeat_ms > 0) m["timeouts"]["heartbeat_ms"] = heartbeat_ms;
     const auto path = *dir_ / name;
     testing::write_text(path, m.dump(2));
     return path.string();
