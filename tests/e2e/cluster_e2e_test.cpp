@@ -300,8 +300,9 @@ TEST_F(cluster_e2e, a_restarted_node_rejoins_with_a_live_replicas_state) {
   m["faults"]["max_restarts"] = 1;
   const auto manifest = *dir_ / "rejoin.json";
   testing::write_text(manifest, m.dump());
-  // Node a sleeps 30 ms per micro-batch, so the job is still running when c is back (~1 s).
-  auto result = launch(manifest.string(), config, "rejoin", "--inject kill:c@3 --inject slow:30:a@1");
+  // Node a sleeps 150 ms per micro-batch, so the job is still running when c is back (about 1 s
+  // alone; CI once saw a restarted c not join within the 4 s that 30 ms left, the cores busy).
+  auto result = launch(manifest.string(), config, "rejoin", "--inject kill:c@3 --inject slow:150:a@1");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("restarting node c (1 of 1)"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("node c (127.0.0.1) restarted and joins as generation 2"), std::string::npos) << result.output;
