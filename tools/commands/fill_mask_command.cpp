@@ -50,13 +50,9 @@ struct fill_mask_session {
   int64_t max_positions = 0;
 
   std::string text(const std::vector<int64_t>& ids) const { return io::join_tokens(manifest.tokenizer_kind, pieces, ids); }
-  std::vector<int64_t> special_ids() const {
-    const auto& specials = manifest.specials;
-    return {specials.pad, specials.cls, specials.sep, specials.mask, specials.unk};
-  }
+  std::vector<int64_t> special_ids;  ///< [PAD] [CLS] [SEP] [MASK] [UNK]
   bool is_special(int64_t id) const {
-    const auto all = special_ids();
-    return std::find(all.begin(), all.end(), id) != all.end();
+    return std::find(special_ids.begin(), special_ids.end(), id) != special_ids.end();
   }
   bool continues(int64_t id) const { return continues_word.at(static_cast<std::size_t>(id)); }
   /// A piece that can begin a hidden word: starts a word, has a letter, is not special.
@@ -80,7 +76,9 @@ fill_mask_session open_session(const fill_mask_arguments& args) {
                      checkpoint.state.vocab_hash, " (", s.checkpoint_dir.string(), ")");
   s.tokenizer = io::open_data_tokenizer(s.manifest, s.data_dir);
   s.pieces = s.tokenizer->pieces();
-  s.continues_word = io::word_continuations(s.manifest.tokenizer_kind, s.pieces, s.special_ids());
+  const auto& specials = s.manifest.specials;
+  s.special_ids = {specials.pad, specials.cls, specials.sep, specials.mask, specials.unk};
+  s.continues_word = io::word_continuations(s.manifest.tokenizer_kind, s.pieces, s.special_ids);
   s.max_positions = checkpoint.model.max_position_embeddings;
   s.model = std::make_unique<compute::mlm_evaluator>(checkpoint.model, checkpoint.parameters, c10::Device(args.device),
                                                      false);
