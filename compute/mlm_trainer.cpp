@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "compute/autocast_scope.hpp"
+#include "compute/cuda_determinism.hpp"
 #include "compute/masked_lm.hpp"
 #include "compute/counter_random.hpp"
 #include "compute/distillation_forward.hpp"
@@ -55,6 +56,7 @@ std::shared_ptr<masked_lm_impl> load_teacher(const teacher_setup& setup, c10::De
 mlm_trainer::mlm_trainer(const trainer_options& options)
     : options_(options), device_(options.device) {
   at::set_num_threads(static_cast<int>(options.threads));
+  if (device_.is_cuda()) use_deterministic_cuda_kernels();  // reruns repeat every bit
   model_ = make_masked_lm(options.model);
   model_->reset_weights(options.seed);
   if (options.teacher) {

@@ -6,22 +6,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <memory>
-#include <vector>
-
 #include "compute/mlm_trainer.hpp"
-#include "compute/sample_order.hpp"
-#include "io/data/mlm_batch_builder.hpp"
-#include "io/data/synthetic_dataset.hpp"
-#include "io/data/token_dataset.hpp"
-#include "tests/support/test_corpus.hpp"
 #include "tests/support/tiny_bert.hpp"
+#include "tests/support/trainer_windows.hpp"
 
 namespace troupe::compute {
 namespace {
-
-constexpr int64_t micro_size = 2;
-constexpr int64_t window_samples = 4;  // 2 micro-batches of 2
 
 trainer_options options(std::optional<loss_scale_config> scaling) {
   trainer_options o;
@@ -46,32 +36,11 @@ loss_scale_config dynamic(int initial_power, int hysteresis = 1) {
 
 class loss_scaling_trainer : public ::testing::Test {
  protected:
-  void SetUp() override {
-    io::write_synthetic_dataset(dir_ / "data", 64, 16, 200, 3);
-    data_ = std::make_unique<io::token_dataset>(dir_ / "data", "train");
-    builder_ = std::make_unique<io::mlm_batch_builder>(*data_, 0.15, 5);
-  }
-
-  /// Runs window `w` of the data (micro-batches of its samples) and steps.
   window_step_result run_window(mlm_trainer& trainer, int w, bool overflow_elsewhere = false) {
-    sample_order order(data_->size(), 5);
-    int64_t position = static_cast<int64_t>(w) * window_samples;
-    std::vector<sample_ref> window;
-    for (int64_t i = 0; i < window_samples; ++i) window.push_back(order.at(static_cast<uint64_t>(position + i)));
-    const auto counts = builder_->count(window);
-    for (int m = 0; m < window_samples / micro_size; ++m) {
-      std::vector<sample_ref> samples;
-      for (int64_t i = 0; i < micro_size; ++i) samples.push_back(order.at(static_cast<uint64_t>(position++)));
-      auto batch = builder_->build(samples);
-      batch.window = counts;
-      trainer.micro_step(batch);
-    }
-    return trainer.finish_window(overflow_elsewhere);
+    return windows_.run(trainer, w, overflow_elsewhere);
   }
 
-  troupe::testing::temp_dir dir_;
-  std::unique_ptr<io::token_dataset> data_;
-  std::unique_ptr<io::mlm_batch_builder> builder_;
+  troupe::testing::trainer_windows windows_;
 };
 
 TEST_F(loss_scaling_trainer, a_scale_that_never_overflows_changes_no_bit_of_training) {

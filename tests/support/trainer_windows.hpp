@@ -1,0 +1,59 @@
+#pragma once
+/// Drives an mlm_trainer window by window over a small synthetic dataset, as the worker does:
+/// the window's counts first (every micro-batch divides by them), then its micro-batches, then
+/// the step. Shared by the trainer tests that compare runs window for window.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "compute/mlm_trainer.hpp"
+#include "compute/sample_order.hpp"
+#include "io/data/mlm_batch_builder.hpp"
+#include "io/data/synthetic_dataset.hpp"
+#include "io/data/token_dataset.hpp"
+#include "tests/support/test_corpus.hpp"
+
+namespace troupe::testing {
+
+class trainer_windows {
+ public:
+  static constexpr int64_t micro_size = 2;
+  static constexpr int64_t window_samples = 4;  // 2 micro-batches of 2
+
+  /// 64 random sequences of 16 tokens over a vocabulary of 200 (tiny_bert's), masks of seed 5.
+  trainer_windows() {
+    io::write_synthetic_dataset(dir_ / "data", 64, 16, 200, 3);
+    data_ = std::make_unique<io::token_dataset>(dir_ / "data", "train");
+    builder_ = std::make_unique<io::mlm_batch_builder>(*data_, 0.15, 5);
+  }
+
+  /// Runs window `w` of the data (micro-batches of its samples) and steps.
+  compute::window_step_result run(compute::mlm_trainer& trainer, int w, bool overflow_elsewhere = false) {
+    compute::sample_order order(data_->size(), 5);
+    int64_t position = static_cast<int64_t>(w) * window_samples;
+    std::vector<compute::sample_ref> window;
+    for (int64_t i = 0; i < window_samples; ++i) window.push_back(order.at(static_cast<uint64_t>(position + i)));
+    const auto counts = builder_->count(window);
+    last_loss_ = 0.0;
+    for (int m = 0; m < window_samples / micro_size; ++m) {
+      std::vector<compute::sample_ref> samples;
+      for (int64_t i = 0; i < micro_size; ++i) samples.push_back(order.at(static_cast<uint64_t>(position++)));
+      auto batch = builder_->build(samples);
+      batch.window = counts;
+      last_loss_ += trainer.micro_step(batch).loss;
+    }
+    return trainer.finish_window(overflow_elsewhere);
+  }
+
+  /// The window's loss (its micro-batches' shares added up) of the last run().
+  double last_loss() const { return last_loss_; }
+
+ private:
+  temp_dir dir_;
+  std::unique_ptr<io::token_dataset> data_;
+  std::unique_ptr<io::mlm_batch_builder> builder_;
+  double last_loss_ = 0.0;
+};
+
+}  // namespace troupe::testing
