@@ -33,6 +33,17 @@ troupe_require_package(CapnProto_FOUND "Cap'n Proto" "libcapnp-dev capnproto")
 
 find_package(spdlog QUIET)
 troupe_require_package(spdlog_FOUND "spdlog" "libspdlog-dev")
+# LibTorch 2.x ships its own {fmt} (v11 and later) in its include directory, and Debian's spdlog
+# is built against Debian's fmt 9: where both are on the include path, fmt's own directory goes
+# first (a no-op where it is a system directory, as on Debian).
+foreach(torch_include IN LISTS TORCH_INCLUDE_DIRS)
+  if(EXISTS "${torch_include}/fmt/core.h" AND TARGET fmt::fmt)
+    get_target_property(fmt_includes fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+    include_directories(BEFORE SYSTEM ${fmt_includes})
+    troupe_report_found("{fmt} at ${fmt_includes}, ahead of LibTorch's own copy")
+    break()
+  endif()
+endforeach()
 
 find_package(nlohmann_json QUIET)
 troupe_require_package(nlohmann_json_FOUND "nlohmann-json" "nlohmann-json3-dev")

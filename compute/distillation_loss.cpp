@@ -1,6 +1,7 @@
 #include "compute/distillation_loss.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "messages/error.hpp"
 
