@@ -19,6 +19,7 @@
 #include "io/checkpoint/safetensors_header.hpp"
 #include "io/config/json_fields.hpp"
 #include "io/os/file_util.hpp"
+#include "io/os/remove_tree.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::io {
@@ -129,7 +130,7 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
                                 const checkpoint_write_faults& faults) {
   const auto& s = contents.state;
   const auto temporary = std::filesystem::path(dir.string() + ".tmp");
-  std::filesystem::remove_all(temporary);
+  remove_tree(temporary);
   std::filesystem::create_directories(temporary);
 
   std::map<std::string, uint64_t> hashes;
@@ -174,7 +175,7 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   write_file_atomically(temporary / manifest_file, {byte_span{bytes.data(), bytes.size()}});
   fsync_directory(temporary);
 
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
   std::filesystem::rename(temporary, dir);
   fsync_directory(std::filesystem::absolute(dir).parent_path());
 }
@@ -185,7 +186,7 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, cons
   std::filesystem::create_directories(root);
   // A run has one writer: temporary directories left by a crash are garbage.
   for (const auto& entry : std::filesystem::directory_iterator(root))
-    if (entry.is_directory() && entry.path().extension() == ".tmp") std::filesystem::remove_all(entry.path());
+    if (entry.is_directory() && entry.path().extension() == ".tmp") remove_tree(entry.path());
   const std::string name = checkpoint_name(contents.state.optimizer_steps);
   write_checkpoint_directory(root / name, contents, faults);
   write_file_atomically(root / "latest", name + "\n");
@@ -358,7 +359,7 @@ std::vector<std::filesystem::path> prune_checkpoints(const std::filesystem::path
   auto dirs = committed(root);
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < dirs.size(); ++i) {
     if (latest && dirs[i].filename() == *latest) continue;
-    std::filesystem::remove_all(dirs[i]);
+    remove_tree(dirs[i]);
     removed.push_back(dirs[i]);
   }
   return removed;

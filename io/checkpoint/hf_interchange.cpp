@@ -12,6 +12,7 @@
 #include "io/checkpoint/safetensors.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
+#include "io/os/remove_tree.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::io {
@@ -106,7 +107,7 @@ void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesyste
   if (!std::filesystem::is_regular_file(tokenizer.file))
     throw make_error(tokenizer.file.string(), ": tokenizer file not found");
   const auto temporary = std::filesystem::path(hf_dir.string() + ".tmp");
-  std::filesystem::remove_all(temporary);
+  remove_tree(temporary);
   std::filesystem::create_directories(temporary);
   write_file_atomically(temporary / "config.json", hf_model_config(checkpoint.model).dump(2) + "\n");
   write_safetensors(temporary / "model.safetensors", checkpoint.parameters, {{"format", "pt"}});

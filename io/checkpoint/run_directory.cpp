@@ -9,6 +9,7 @@
 
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/os/file_util.hpp"
+#include "io/os/remove_tree.hpp"
 #include "io/os/unique_fd.hpp"
 #include "messages/error.hpp"
 
@@ -57,12 +58,12 @@ void prepare_fresh_run(const std::filesystem::path& run_dir, bool overwrite) {
     throw make_error(run_dir.string(), ": already holds an earlier run's metrics.jsonl (a run stopped before its "
                      "first checkpoint); --overwrite starts over and deletes it, or choose another --run-dir");
   if (!overwrite) return;
-  std::filesystem::remove_all(run_dir / "checkpoints");
+  remove_tree(run_dir / "checkpoints");
   std::filesystem::remove(run_dir / "metrics.jsonl");
   std::filesystem::remove(run_dir / "events.jsonl");  // the membership events of the run it deletes
   std::filesystem::remove(run_dir / "job.json");      // and what its metrics hub wrote
-  std::filesystem::remove_all(run_dir / "tensorboard");
-  std::filesystem::remove_all(run_dir / "csv_monitor");
+  remove_tree(run_dir / "tensorboard");
+  remove_tree(run_dir / "csv_monitor");
 }
 
 }  // namespace troupe::io

@@ -12,6 +12,7 @@
 #include "io/data/sequence_packer.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
+#include "io/os/remove_tree.hpp"
 #include "io/text/sentence_splitter.hpp"
 #include "io/text/sentencepiece_tokenizer.hpp"
 #include "io/text/utf8.hpp"
@@ -29,6 +30,19 @@ struct document {
   uint64_t key = 0;
 };
 
+/// Adds the visible regular files under `dir` (symbolic links to directories are not followed)
+/// to `files`. A plain directory walk rather than std::filesystem::recursive_directory_iterator,
+/// whose copy in PyTorch 2.x's libtorch.so can be the one a program binds to (io/os/remove_tree.hpp).
+void collect_files(const std::filesystem::path& dir, std::vector<std::filesystem::path>& files) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().front() == '.') continue;
+    if (entry.is_directory() && !entry.is_symlink())
+      collect_files(entry.path(), files);
+    else if (entry.is_regular_file())
+      files.push_back(entry.path());
+  }
+}
+
 std::vector<document> find_documents(const std::vector<std::filesystem::path>& inputs) {
   std::vector<document> documents;
   for (const auto& input : inputs) {
@@ -38,8 +52,7 @@ std::vector<document> find_documents(const std::vector<std::filesystem::path>& i
       continue;
     }
     std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(input))
-      if (entry.is_regular_file() && entry.path().filename().string().front() != '.') files.push_back(entry.path());
+    collect_files(input, files);
     std::sort(files.begin(), files.end());
     for (const auto& file : files) documents.push_back({file, std::filesystem::relative(file, input).string(), 0});
   }
@@ -155,7 +168,7 @@ prepare_summary prepare_corpus(const prepare_options& options) {
   if (documents.empty()) throw make_error("--input: no files found in the given inputs");
 
   const auto work_dir = std::filesystem::path(options.out.string() + ".tmp-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(work_dir);
+  remove_tree(work_dir);
   std::filesystem::create_directories(work_dir);
   try {
     auto tok = make_tokenizer(options, documents, work_dir);
@@ -212,7 +225,7 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     move_directory_into_place(work_dir, options.out);
     return summary;
   } catch (...) {
-    std::filesystem::remove_all(work_dir);
+    remove_tree_quietly(work_dir);
     throw;
   }
 }

@@ -12,6 +12,7 @@
 #include <new>
 #include <sstream>
 
+#include "io/os/remove_tree.hpp"
 #include "io/os/unique_fd.hpp"
 #include "messages/error.hpp"
 
@@ -132,7 +133,7 @@ void refuse_existing(const std::filesystem::path& path, bool overwrite) {
 }
 
 void move_directory_into_place(const std::filesystem::path& temporary, const std::filesystem::path& target) {
-  std::filesystem::remove_all(target);
+  remove_tree(target);
   std::filesystem::rename(temporary, target);
   fsync_directory(std::filesystem::absolute(target).parent_path());
 }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/os/remove_tree.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::io {
@@ -17,8 +18,7 @@ scratch_directory::scratch_directory(const std::string& prefix) {
 }
 
 scratch_directory::~scratch_directory() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
+  remove_tree_quietly(path_);
 }
 
 }  // namespace troupe::io

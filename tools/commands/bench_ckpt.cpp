@@ -11,6 +11,7 @@
 #include "compute/staging_buffer.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/os/child_process.hpp"
+#include "io/os/remove_tree.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/bench_ckpt.hpp"
 #include "tools/commands/median.hpp"
@@ -128,7 +129,7 @@ nlohmann::json bench_checkpoint(uint64_t bytes, const std::filesystem::path& dir
     evict_directory(saved);
     read_s.push_back(read_files_seconds(saved));
   }
-  std::filesystem::remove_all(dir / "checkpoints");
+  io::remove_tree(dir / "checkpoints");
 
   const double gb = static_cast<double>(bytes) / 1e9;
   auto rates = [gb](const std::vector<double>& times) {

@@ -9,6 +9,7 @@
 #include "io/data/synthetic_dataset.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
+#include "io/os/remove_tree.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 
@@ -44,7 +45,7 @@ void prepare(const prepare_arguments& args) {
       io::write_synthetic_dataset(temporary, args.synthetic, args.corpus.max_seq_length, args.vocab_size,
                                   args.corpus.seed);
     } catch (...) {
-      std::filesystem::remove_all(temporary);
+      io::remove_tree_quietly(temporary);
       throw;
     }
     io::move_directory_into_place(temporary, out);
