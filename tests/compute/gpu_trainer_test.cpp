@@ -14,21 +14,13 @@
 #include <optional>
 
 #include "compute/mlm_trainer.hpp"
-#include "tests/support/tiny_bert.hpp"
 #include "tests/support/trainer_windows.hpp"
 
 namespace troupe::compute {
 namespace {
 
 trainer_options options(const std::string& device) {
-  trainer_options o;
-  o.model = troupe::testing::tiny_bert();
-  o.optimizer.lr = 1e-3;
-  o.schedule.kind = schedule_kind::warmup_decay;
-  o.schedule.warmup_max_lr = 1e-3;
-  o.schedule.warmup_num_steps = 5;
-  o.schedule.total_num_steps = 40;
-  o.seed = 5;
+  auto o = troupe::testing::trainer_windows::options();
   o.device = device;
   return o;
 }

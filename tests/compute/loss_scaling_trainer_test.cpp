@@ -7,21 +7,14 @@
 #include <torch/torch.h>
 
 #include "compute/mlm_trainer.hpp"
-#include "tests/support/tiny_bert.hpp"
 #include "tests/support/trainer_windows.hpp"
 
 namespace troupe::compute {
 namespace {
 
+/// The shared trainer (its warm-up/decay schedule must pause on skipped steps), scaled or not.
 trainer_options options(std::optional<loss_scale_config> scaling) {
-  trainer_options o;
-  o.model = troupe::testing::tiny_bert();
-  o.optimizer.lr = 1e-3;
-  o.schedule.kind = schedule_kind::warmup_decay;  // the schedule must pause on skipped steps
-  o.schedule.warmup_max_lr = 1e-3;
-  o.schedule.warmup_num_steps = 5;
-  o.schedule.total_num_steps = 40;
-  o.seed = 5;
+  auto o = troupe::testing::trainer_windows::options();
   o.loss_scaling = scaling;
   return o;
 }

@@ -13,6 +13,7 @@
 #include "io/data/synthetic_dataset.hpp"
 #include "io/data/token_dataset.hpp"
 #include "tests/support/test_corpus.hpp"
+#include "tests/support/tiny_bert.hpp"
 
 namespace troupe::testing {
 
@@ -20,6 +21,20 @@ class trainer_windows {
  public:
   static constexpr int64_t micro_size = 2;
   static constexpr int64_t window_samples = 4;  // 2 micro-batches of 2
+
+  /// The trainer these tests drive: tiny_bert, AdamW at 1e-3 under a warm-up/decay schedule (5
+  /// warm-up steps of 40, so a skipped step visibly pauses it), seed 5, on the CPU.
+  static compute::trainer_options options() {
+    compute::trainer_options o;
+    o.model = tiny_bert();
+    o.optimizer.lr = 1e-3;
+    o.schedule.kind = compute::schedule_kind::warmup_decay;
+    o.schedule.warmup_max_lr = 1e-3;
+    o.schedule.warmup_num_steps = 5;
+    o.schedule.total_num_steps = 40;
+    o.seed = 5;
+    return o;
+  }
 
   /// 64 random sequences of 16 tokens over a vocabulary of 200 (tiny_bert's), masks of seed 5.
   trainer_windows() {
