@@ -110,6 +110,7 @@ void training_run::spawn_rank(int local) {
   w.trainer_handoff = std::make_shared<std::shared_ptr<compute::mlm_trainer>>();
   handoffs_.push_back(w.trainer_handoff);
   w.sync_every_micro_batch = config_.sync_every_micro_batch;
+  w.overlap_comm = config_.overlap_comm;
   w.distilling = config_.distillation.enabled;
   if (eval_batches_) {
     w.eval_every = config_.eval_every_windows;

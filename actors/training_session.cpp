@@ -24,6 +24,7 @@ compute::trainer_options trainer_options_of(const io::job_config& config,
   options.device = config.runtime.device;
   options.seed = config.seed;
   options.threads = config.runtime.threads;
+  options.reduce_bucket_elements = config.reduce_bucket_size;
   return options;
 }
 

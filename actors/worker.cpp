@@ -7,12 +7,10 @@
 #include <thread>
 #include <utility>
 #include <spdlog/spdlog.h>
-#include <torch/cuda.h>
 
 #include "actors/event_log.hpp"
 #include "actors/request_failure.hpp"
 #include "compute/named_tensors.hpp"
-#include "io/comm/ring_schedule.hpp"
 #include "compute/tensor_hash.hpp"
 #include "compute/window_statistics.hpp"
 #include "io/os/file_util.hpp"
@@ -72,10 +70,13 @@ void worker_state::start(const caf::actor& data_loader) {
 void worker_state::on_batch(micro_batch& batch) {
   try {
     inject_faults();
+    const bool window_full = batch.last_in_window;
+    // The backward pass that completes the gradient to sum may hand it over bucket by bucket.
+    if (!settings.reducers.empty() && (window_full || settings.sync_every_micro_batch))
+      begin_reduce(settings.overlap_comm);
     if (batch.batch.samples > 0) run_micro_batch(batch);  // an empty one only keeps the ranks in step
     self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
     ++micro_in_window;
-    const bool window_full = batch.last_in_window;
     if (window_full) {
       // The cursor after this window is the window's end over all workers.
       summary.next_position =
@@ -86,22 +87,6 @@ void worker_state::on_batch(micro_batch& batch) {
   } catch (const std::exception& e) {
     fail(messages::errc::compute_failed, e.what());
   }
-}
-
-/// Adds one sum's link timing to ring r's in the window's report (several sums per window under
-/// sync_every_micro_batch: the means are weighted by their chunks).
-void worker_state::add_link_timing(std::size_t r, const io::link_timing& link) {
-  const auto weighted = [](double mean, int64_t count, double other, int64_t other_count) {
-    const int64_t total = count + other_count;
-    return total > 0 ? mean + (other - mean) * static_cast<double>(other_count) / static_cast<double>(total) : 0.0;
-  };
-  auto& units = current.ring_link_units[r];
-  current.ring_send_posted_unix[r] = weighted(current.ring_send_posted_unix[r], units, link.send_posted_unix, link.sends);
-  current.ring_receive_done_unix[r] =
-      weighted(current.ring_receive_done_unix[r], units, link.receive_done_unix, link.receives);
-  current.ring_receive_posted_unix[r] =
-      weighted(current.ring_receive_posted_unix[r], units, link.receive_posted_unix, link.receives);
-  units += link.sends;
 }
 
 /// Forward and backward of one micro-batch into the flat gradient, and its numbers.
@@ -135,17 +120,20 @@ void worker_state::run_micro_batch(const micro_batch& batch) {
 void worker_state::synchronise(bool window_full) {
   if (settings.reducers.empty()) {
     if (window_full) end_window();
-  } else if (settings.sync_every_micro_batch) {
-    if (window_full) fill_statistics();
-    reduce(window_full ? carrying::both : carrying::gradient, [this, window_full] {
-      trainer->bank_gradient();
-      if (!window_full) return;
-      trainer->restore_banked_gradient();
+  } else if (settings.sync_every_micro_batch || window_full) {
+    send_remaining_buckets();
+    if (window_full) {
+      fill_statistics();
+      send_statistics();
+    }
+    await_reduce([this, window_full] {
+      if (settings.sync_every_micro_batch) {
+        trainer->bank_gradient();
+        if (!window_full) return;
+        trainer->restore_banked_gradient();
+      }
       end_window();
     });
-  } else if (window_full) {
-    fill_statistics();
-    reduce(carrying::both, [this] { end_window(); });
   }
 }
 
@@ -153,71 +141,11 @@ void worker_state::synchronise(bool window_full) {
 /// (compute/window_statistics.hpp).
 void worker_state::fill_statistics() {
   auto mine = totals;
-  mine.overflowed_ranks = trainer->gradient_overflowed() ? 1 : 0;
+  mine.overflowed_ranks = overflow_in_window ? 1 : 0;  // its buckets were checked as they were sent
   if (settings.faults.trigger.diverges(step_in_flight()))  // injected: this replica goes its own way
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
   *statistics = compute::window_statistics::pack(mine, {parameter_hash(*trainer), unix_seconds()}, settings.rank,
                                                  settings.world);
-}
-
-/// Sends each reducer its ring's slice of the flat gradient (ring 0 also the statistics) and
-/// runs `then` once every ring has replied. The worker awaits: its buffers stay untouched while
-/// the reducers' threads work on them.
-void worker_state::reduce(carrying what, std::function<void()> then) {
-  const bool with_gradient = what != carrying::statistics, with_statistics = what != carrying::gradient;
-  const auto& gradients = trainer->gradients();
-  // On a GPU the reducers' NCCL streams read the gradient next: the backward passes queued on
-  // this worker's stream must have run. (A host wait; an event the NCCL stream waits on would
-  // keep the host free, see docs/cluster.md.)
-  if (gradients.is_cuda()) torch::cuda::synchronize(gradients.device().index());
-  float* data = gradients.data_ptr<float>();
-  const auto count = static_cast<std::size_t>(gradients.numel());
-  const int rings = static_cast<int>(settings.reducers.size());
-  const uint64_t sequence = reduces++;
-  current.ring_seconds.resize(static_cast<std::size_t>(rings), 0.0);
-  current.ring_bytes.resize(static_cast<std::size_t>(rings), 0);
-  current.ring_link_units.resize(static_cast<std::size_t>(rings), 0);
-  current.ring_send_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
-  current.ring_receive_done_unix.resize(static_cast<std::size_t>(rings), 0.0);
-  current.ring_receive_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
-  auto pending = std::make_shared<int>(rings);
-  const auto started = clock::now();
-  // The ring's own timeout (naming the peer) fires first; this one is a backstop.
-  const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
-  for (int r = 0; r < rings; ++r) {
-    reduce_request request;
-    const auto slice = io::ring_slice(count, rings, r);
-    request.gradient = data + slice.begin;
-    request.gradient_owner = trainer;
-    request.gradient_count = with_gradient ? slice.size() : 0;
-    if (with_statistics && r == 0) {
-      request.statistics = statistics->data();
-      request.statistic_count = statistics->size();
-      request.statistics_owner = statistics;
-    }
-    request.sequence = sequence;
-    request.window = settings.start.optimizer_steps + windows_done + 1;
-    self->request(settings.reducers[static_cast<std::size_t>(r)], backstop, messages::reduce_atom::value, request)
-        .await(
-            [this, pending, started, then, r, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
-              current.ring_seconds[static_cast<std::size_t>(r)] += sum.seconds;
-              add_link_timing(static_cast<std::size_t>(r), sum.link);
-              current.ring_bytes[static_cast<std::size_t>(r)] += static_cast<int64_t>(bytes);
-              if (--*pending > 0) return;
-              last_batch_done = clock::now();  // waiting for reducers is not data wait
-              current.allreduce_seconds += seconds(last_batch_done - started);
-              try {
-                then();
-              } catch (const std::exception& e) {
-                fail(messages::errc::compute_failed, e.what());
-              }
-            },
-            [this, r, window = request.window, backstop](caf::error& failure) {
-              self->quit(explained(std::move(failure),
-                                   "the reducer of ring " + std::to_string(r) + " (window " + std::to_string(window) + ")",
-                                   backstop));
-            });
-  }
 }
 
 /// After an allreduce: the window's numbers over all ranks, and the check that every replica
@@ -348,6 +276,7 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   report = messages::window_report{};
   report.checkpoints_skipped = skipped;
   totals = {};
+  overflow_in_window = false;
   micro_in_window = 0;
 }
 

@@ -58,6 +58,9 @@ struct worker_settings {
   // Data parallelism (empty `reducers`: a single-worker run).
   std::vector<caf::actor> reducers;  ///< one per ring; ring r reduces slice r of the gradient
   bool sync_every_micro_batch = false;  ///< reduce after every micro-batch instead of per window
+  /// Hand each gradient bucket to the reducers as soon as the backward pass completed it
+  /// (zero_optimization.overlap_comm; CPU gradients only). The sums are the same either way.
+  bool overlap_comm = true;
   bool distilling = false;  ///< the trainer distils from a teacher: reports carry the loss parts
   std::chrono::seconds collective_timeout{120};
   bool reports = true;  ///< this worker writes checkpoints (global rank 0)
@@ -72,6 +75,15 @@ struct worker_settings {
   int64_t eval_micro_size = 8;
   std::shared_ptr<const io::mlm_batch_builder> eval_batches;
   worker_faults faults;
+};
+
+/// One allreduce of a worker's (actors/worker_reduce.cpp): the requests sent and answered.
+struct reduce_progress {
+  std::size_t buckets_sent = 0;
+  int64_t awaited = 0, replied = 0;
+  std::function<void()> then;  ///< set once everything is sent; runs after the last reply
+  std::chrono::steady_clock::time_point started;       ///< the first request
+  std::chrono::steady_clock::time_point compute_done;  ///< the worker had nothing left but to wait
 };
 
 /// The worker's state and the steps of its protocol (below), each a named member function; the
@@ -102,7 +114,9 @@ struct worker_state {
   training_summary summary;
   /// Summed over all ranks with the gradient (compute/window_statistics.hpp).
   std::shared_ptr<std::vector<double>> statistics = std::make_shared<std::vector<double>>();
-  uint64_t reduces = 0;  ///< sequence number of the next allreduce
+  uint64_t reduces = 0;  ///< sequence number of the next reduce request
+  std::shared_ptr<reduce_progress> reducing;  ///< the allreduce under way, or the last one
+  bool overflow_in_window = false;  ///< loss scaling: a bucket of this rank's held an inf or NaN before its sum
 
   // The protocol's steps, in the order a window runs them.
   void start(const caf::actor& data_loader);
@@ -114,6 +128,14 @@ struct worker_state {
   /// What an allreduce carries: the flat gradient, the statistics (on ring 0), or both.
   enum class carrying { gradient, statistics, both };
   void reduce(carrying what, std::function<void()> then);
+  // An allreduce's steps (actors/worker_reduce.cpp).
+  void begin_reduce(bool overlap);
+  void send_bucket(std::size_t bucket);
+  void send_remaining_buckets();
+  void send_statistics();
+  void send_request(int ring, reduce_request request);
+  void await_reduce(std::function<void()> then);
+  void reduce_done(reduce_progress& progress);
   void synchronise_replicas(std::function<void()> then);
   void copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then);
   void end_window();
@@ -134,8 +156,9 @@ struct worker_state {
 ///   ← (batch_atom, micro_batch)       forward + backward into the flat gradient; on the
 ///                                     window's last micro-batch: allreduce (when there are
 ///                                     reducers), average, clip, step
-///   → reducers: (reduce_atom, reduce_request) at the window's end (or after every
-///     micro-batch with sync_every_micro_batch), all awaited before the optimizer steps
+///   → reducers: (reduce_atom, reduce_request) for each gradient bucket of the window's last
+///     micro-batch (of every micro-batch with sync_every_micro_batch), during its backward pass
+///     with overlap_comm, then the statistics; all awaited before the optimizer steps
 ///   → metrics, supervisor: (window_atom, window_report) after every window
 ///   → checkpointer: (save_atom, checkpoint_request) every `checkpoint_every` windows, written
 ///     in the background from staging buffers; the last one is awaited

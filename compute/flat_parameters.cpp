@@ -19,12 +19,18 @@ bool flat_parameters::decays(const std::string& name) {
 flat_parameters::flat_parameters(std::vector<std::pair<std::string, at::Tensor>> named,
                                  const std::function<at::Tensor(int64_t)>& gradient_buffer) {
   TROUPE_ENFORCE(!named.empty(), "no parameters");
-  std::stable_partition(named.begin(), named.end(), [](const auto& entry) { return decays(entry.first); });
+  std::vector<std::size_t> declared(named.size());
+  for (std::size_t i = 0; i < named.size(); ++i) declared[i] = i;
+  std::stable_partition(declared.begin(), declared.end(), [&](std::size_t i) { return decays(named[i].first); });
+  std::vector<std::pair<std::string, at::Tensor>> partitioned;
+  for (const std::size_t i : declared) partitioned.push_back(std::move(named[i]));
+  named = std::move(partitioned);
   int64_t total = 0;
-  for (const auto& [name, tensor] : named) {
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const auto& [name, tensor] = named[i];
     TROUPE_ENFORCE(tensor.scalar_type() == at::kFloat, name, " must be fp32");
     const bool decay = decays(name);
-    slots_.push_back({name, total, tensor.numel(), tensor.sizes().vec(), decay});
+    slots_.push_back({name, total, tensor.numel(), tensor.sizes().vec(), decay, declared[i]});
     if (decay) decay_numel_ = total + tensor.numel();
     total += tensor.numel();
   }

@@ -3,6 +3,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@ struct parameter_slot {
   int64_t numel;
   std::vector<int64_t> shape;
   bool weight_decay;
+  std::size_t declared;  ///< its position in the model's own order (the order given)
 };
 
 /// Moves every parameter into one flat fp32 buffer and points every `.grad` at a view of a

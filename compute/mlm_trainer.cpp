@@ -73,7 +73,11 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   model_->train();
   // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
-  parameters_ = std::make_unique<flat_parameters>(model_->hf_named_parameters(), options.gradient_buffer);
+  auto named = model_->hf_named_parameters();
+  parameters_ = std::make_unique<flat_parameters>(named, options.gradient_buffer);
+  std::vector<at::Tensor> leaves;  // in slot order
+  for (const auto& slot : parameters_->slots()) leaves.push_back(named[slot.declared].second);
+  watch_ = std::make_unique<gradient_watch>(plan_gradient_buckets(*parameters_, options.reduce_bucket_elements), leaves);
   optimizer_ = make_optimizer(options.optimizer);
   if (options.loss_scaling) scaler_ = std::make_unique<loss_scaler>(*options.loss_scaling);
 }
@@ -218,12 +222,29 @@ int64_t mlm_trainer::skipped_steps() const { return scaler_ ? scaler_->state().s
 
 int64_t mlm_trainer::optimizer_steps() const { return optimizer_->steps() + skipped_steps(); }
 
+namespace {
+
+/// Whether `values` holds an inf or NaN: min and max propagate NaN and reach ±inf, so finite
+/// extremes mean finite values.
+bool holds_non_finite(const at::Tensor& values) {
+  const auto [low, high] = at::aminmax(values);
+  return !at::isfinite(at::stack({low, high})).all().item<bool>();
+}
+
+}  // namespace
+
 bool mlm_trainer::gradient_overflowed() const {
   if (!scaler_) return false;
   torch::NoGradGuard no_grad;
-  // min and max propagate NaN and reach ±inf: finite extremes mean a finite gradient.
-  const auto [low, high] = at::aminmax(parameters_->gradients());
-  return !at::isfinite(at::stack({low, high})).all().item<bool>();
+  return holds_non_finite(parameters_->gradients());
+}
+
+bool mlm_trainer::gradient_overflowed(const gradient_bucket& bucket) const {
+  if (!scaler_) return false;
+  torch::NoGradGuard no_grad;
+  for (const auto& piece : bucket.pieces)
+    if (holds_non_finite(parameters_->gradients().narrow(0, piece.offset, piece.count))) return true;
+  return false;
 }
 
 std::optional<loss_scale_state> mlm_trainer::loss_scale() const {

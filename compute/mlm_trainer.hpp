@@ -13,6 +13,7 @@
 
 #include "compute/bert_config.hpp"
 #include "compute/distillation_config.hpp"
+#include "compute/gradient_buckets.hpp"
 #include "compute/loss_scaler.hpp"
 #include "compute/mlm_batch.hpp"
 #include "compute/mlm_evaluation.hpp"
@@ -49,6 +50,8 @@ struct trainer_options {
   /// Where the flat gradient lives (zero-filled fp32, `numel` elements), e.g. memory that ring
   /// neighbours on this host can read; empty: a new tensor.
   std::function<at::Tensor(int64_t numel)> gradient_buffer;
+  /// Gradient buckets (compute/gradient_buckets.hpp): elements per bucket; ≤ 0: one bucket.
+  int64_t reduce_bucket_elements = 0;
   /// Distillation: the loss is compute::distillation_loss against this frozen teacher; null:
   /// the masked-LM loss.
   std::shared_ptr<const teacher_setup> teacher;
@@ -107,9 +110,19 @@ class mlm_trainer {
   /// skipped when the gradient holds an inf or NaN, or when `overflow_elsewhere` (another
   /// rank's gradient overflowed before the sum, as the window's statistics say).
   window_step_result finish_window(bool overflow_elsewhere = false);
-  /// Under loss scaling: whether this rank's flat gradient holds an inf or NaN (one reduction
-  /// on the device, one byte to the host); false without loss scaling.
+  /// Under loss scaling: whether this rank's flat gradient (or, given, one bucket of it) holds
+  /// an inf or NaN (one reduction on the device, one byte to the host); false without loss
+  /// scaling.
   bool gradient_overflowed() const;
+  bool gradient_overflowed(const gradient_bucket& bucket) const;
+  /// The flat gradient's buckets, in the order the reducers sum them.
+  const std::vector<gradient_bucket>& gradient_buckets() const { return watch_->plan(); }
+  /// Announces to `ready`, during the next backward pass (on its thread), each bucket whose
+  /// gradient is complete, in plan order; finish_gradient_watch() announces the rest once the
+  /// backward pass returned (compute/gradient_buckets.hpp).
+  void watch_gradients(gradient_watch::ready_callback ready) { watch_->arm(std::move(ready)); }
+  void finish_gradient_watch() { watch_->finish(); }
+  bool gradient_watched() const { return watch_->armed(); }
   /// The loss scaler's state (checkpoints); none without loss scaling.
   std::optional<loss_scale_state> loss_scale() const;
   /// The masked-LM NLL of `batch` under the current parameters, without dropout or gradients
@@ -160,6 +173,7 @@ class mlm_trainer {
   std::unique_ptr<flat_parameters> parameters_;
   std::unique_ptr<optimizer> optimizer_;
   std::unique_ptr<loss_scaler> scaler_;  ///< null without loss scaling
+  std::unique_ptr<gradient_watch> watch_;
   at::Tensor banked_gradient_;
 
   int64_t skipped_steps() const;

@@ -28,7 +28,12 @@ struct window_report {
   int64_t checkpoints_skipped = 0;      ///< so far in this run (when_busy = "skip")
   uint64_t parameter_hash = 0;          ///< xxh64 of the parameters the window started from
   int32_t world_size = 1;               ///< workers whose samples these numbers cover
-  double allreduce_seconds = 0;         ///< waiting for the reducers, slowest rank included
+  /// The window's gradient sums, from the first bucket handed to a reducer (during the last
+  /// backward pass when they overlap it) to the last reply, slowest rank included.
+  double allreduce_seconds = 0;
+  /// Of those, the time the worker waited for the reducers after its backward pass ended (all of
+  /// them without overlap): the communication the compute did not hide.
+  double exposed_comm_seconds = 0;
   int32_t straggler_rank = 0;           ///< the rank that finished the window's compute last
   double straggler_lateness_seconds = 0;  ///< how long after the first rank it did (0 alone)
   double lateness_seconds = 0;            ///< how long after the first rank this rank finished its compute

@@ -108,6 +108,8 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"ringSendPostedUnix", &window_report::ring_send_posted_unix},
       {"ringReceiveDoneUnix", &window_report::ring_receive_done_unix},
       {"ringReceivePostedUnix", &window_report::ring_receive_posted_unix},
+      {"exposedCommSeconds", &window_report::exposed_comm_seconds, "exposed_comm_s", "Train/Samples/exposed_comm_s",
+       "troupe_exposed_comm_seconds", "Allreduce time of the last window that the backward pass did not hide."},
   };
   return fields;
 }

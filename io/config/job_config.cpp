@@ -235,6 +235,12 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   config.seed = static_cast<uint64_t>(root.integer("seed", 42, 0, INT64_MAX));
   config.gradient_clipping = root.number("gradient_clipping", config.gradient_clipping, 0.0, 1e9);
   config.sync_every_micro_batch = root.boolean("sync_every_micro_batch", false);
+  auto zero = root.object("zero_optimization");
+  if (zero.integer("stage", 0, 0, 3) != 0)
+    zero.fail("stage", "0: every worker keeps a whole replica (troupe has no ZeRO partitioning)");
+  config.overlap_comm = zero.boolean("overlap_comm", config.overlap_comm);
+  config.reduce_bucket_size = zero.integer("reduce_bucket_size", config.reduce_bucket_size, 1, big);
+  zero.finish();
 
   auto bf16 = root.object("bf16");
   config.bf16 = bf16.boolean("enabled", false);

@@ -81,6 +81,11 @@ struct job_config {
   /// Allreduce after every micro-batch instead of once per window (the seed paper's baseline
   /// for delayed synchronisation; slower by design).
   bool sync_every_micro_batch = false;
+  /// The gradient's allreduce in buckets (DeepSpeed's zero_optimization block, stage 0 only):
+  /// each bucket goes to the reducers as soon as the backward pass completed it (overlap_comm),
+  /// buckets of about reduce_bucket_size elements (compute/gradient_buckets.hpp).
+  bool overlap_comm = true;
+  int64_t reduce_bucket_size = 4'000'000;
 
   /// Overrides train_steps (the CLI's --steps); a schedule without an explicit
   /// total_num_steps follows it.

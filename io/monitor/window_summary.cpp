@@ -50,7 +50,7 @@ std::vector<messages::ring_link> links_from_json(const nlohmann::json& list, int
 
 double phase_seconds(const messages::window_report& r, std::size_t phase) {
   const double values[] = {r.data_wait_seconds, r.forward_seconds, r.backward_seconds,
-                           r.allreduce_seconds, r.optimizer_seconds, r.checkpoint_stall_seconds, r.eval_seconds,
+                           r.exposed_comm_seconds, r.optimizer_seconds, r.checkpoint_stall_seconds, r.eval_seconds,
                            r.teacher_seconds};
   return values[phase];
 }
@@ -184,7 +184,7 @@ window_summary window_from_json(const nlohmann::json& line) {
     r.data_wait_seconds = time.value("data_wait", 0.0);
     r.forward_seconds = time.value("forward", 0.0);
     r.backward_seconds = time.value("backward", 0.0);
-    r.allreduce_seconds = time.value("allreduce", 0.0);
+    r.exposed_comm_seconds = time.value("allreduce", 0.0);  // the split's part: what the worker waited
     r.optimizer_seconds = time.value("optimizer", 0.0);
     r.checkpoint_stall_seconds = time.value("checkpoint", 0.0);
     r.eval_seconds = time.value("eval", 0.0);

@@ -50,6 +50,7 @@ struct WindowReport {
   ringSendPostedUnix @40 :List(Float64);   # their mean post time (unix s, this host's clock)
   ringReceiveDoneUnix @41 :List(Float64);  # mean time the predecessor's chunks were in place
   ringReceivePostedUnix @42 :List(Float64);  # mean time this rank posted the receives for them
+  exposedCommSeconds @43 :Float64;  # of allreduceSeconds, what the worker waited after its backward pass
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

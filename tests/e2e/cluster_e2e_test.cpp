@@ -71,6 +71,51 @@ TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
     EXPECT_EQ(over_ucx[i].parameter_hash, first[i].parameter_hash) << "window " << i + 1;
 }
 
+/// `base` (a config file) with the gradient in buckets of `bucket_elements`, overlapping the
+/// backward pass or not.
+std::string with_buckets(const std::string& base, int64_t bucket_elements, bool overlap) {
+  json c = json::parse(io_text(base));
+  c["zero_optimization"] = {{"stage", 0}, {"overlap_comm", overlap}, {"reduce_bucket_size", bucket_elements}};
+  const auto path = base + (overlap ? ".overlap" : ".after") + ".json";
+  testing::write_text(path, c.dump(2));
+  return path;
+}
+
+TEST_F(cluster_e2e, overlapped_allreduce_sums_the_same_bits_as_after_the_backward_pass) {
+  // Buckets of 3000 elements: the model's gradient in about 40 buckets, most of them handed to
+  // the reducers while the backward pass still runs. Parameters must match a run that sends
+  // every bucket after the backward pass bit for bit, window after window, for every ring count.
+  const auto base = write_config(5, false, 0.1);
+  const auto overlapped = with_buckets(base, 3000, true), after = with_buckets(base, 3000, false);
+  const auto compare = [&](int nodes, int rings, const std::string& on, const std::string& off,
+                           const std::string& label = "") {
+    const std::string name = std::to_string(nodes) + "n" + std::to_string(rings) + "r" + label;
+    json m = json::parse(io_text(write_manifest(nodes, name + ".json")));
+    m["rings"]["count"] = rings;
+    testing::write_text(*dir_ / (name + ".json"), m.dump(2));
+    const auto manifest = (*dir_ / (name + ".json")).string();
+    auto with = launch(manifest, on, name + "-overlap");
+    ASSERT_EQ(with.status, 0) << with.output;
+    auto without = launch(manifest, off, name + "-after");
+    ASSERT_EQ(without.status, 0) << without.output;
+    const auto a = read_metrics(name + "-overlap"), b = read_metrics(name + "-after");
+    ASSERT_EQ(a.size(), 5u) << name;
+    ASSERT_EQ(b.size(), 5u) << name;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].parameter_hash, b[i].parameter_hash) << name << ": window " << i + 1;
+      EXPECT_EQ(a[i].loss, b[i].loss) << name << ": window " << i + 1;  // bitwise
+    }
+    const auto lines = io_text((*dir_ / (name + "-overlap") / "metrics.jsonl").string());
+    const auto first = json::parse(lines.substr(0, lines.find('\n')));
+    EXPECT_TRUE(first.contains("exposed_comm_s")) << first.dump();
+  };
+  for (int rings = 1; rings <= 2; ++rings) compare(2, rings, overlapped, after);
+  for (int rings = 1; rings <= 3; ++rings) compare(3, rings, overlapped, after);
+  // Every micro-batch's backward pass overlapped and summed.
+  const auto every = write_config(5, true, 0.1);
+  compare(3, 2, with_buckets(every, 3000, true), with_buckets(every, 3000, false), "-every");
+}
+
 TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
   auto delayed = launch(write_manifest(2, "sync.json"), write_config(6), "delayed");
   ASSERT_EQ(delayed.status, 0) << delayed.output;

@@ -149,8 +149,8 @@ TEST_F(dashboard_e2e, the_head_serves_every_nodes_numbers_while_the_job_runs) {
       EXPECT_GT(line["ranks"][1]["lateness_s"].get<double>(), 0.1) << "step " << step;
     }
   }
-  // TensorBoard: the file-version record, then 11 scalars per window (metrics_hub.cpp).
-  EXPECT_EQ(count_tfevents_records(dir_->path() / "dashboard" / "tensorboard"), 1 + 11 * 30);
+  // TensorBoard: the file-version record, then 12 scalars per window (metrics_hub.cpp).
+  EXPECT_EQ(count_tfevents_records(dir_->path() / "dashboard" / "tensorboard"), 1 + 12 * 30);
 }
 
 TEST_F(dashboard_e2e, a_dashboard_port_in_use_stops_the_job_before_training) {

@@ -43,21 +43,27 @@ class trainer_windows {
     builder_ = std::make_unique<io::mlm_batch_builder>(*data_, 0.15, 5);
   }
 
-  /// Runs window `w` of the data (micro-batches of its samples) and steps.
-  compute::window_step_result run(compute::mlm_trainer& trainer, int w, bool overflow_elsewhere = false) {
+  /// Window `w`'s micro-batches, each carrying the window's counts (as the data loader sends them).
+  std::vector<compute::mlm_batch> window_batches(int w) const {
     compute::sample_order order(data_->size(), 5);
     int64_t position = static_cast<int64_t>(w) * window_samples;
     std::vector<compute::sample_ref> window;
     for (int64_t i = 0; i < window_samples; ++i) window.push_back(order.at(static_cast<uint64_t>(position + i)));
     const auto counts = builder_->count(window);
-    last_loss_ = 0.0;
+    std::vector<compute::mlm_batch> batches;
     for (int m = 0; m < window_samples / micro_size; ++m) {
       std::vector<compute::sample_ref> samples;
       for (int64_t i = 0; i < micro_size; ++i) samples.push_back(order.at(static_cast<uint64_t>(position++)));
-      auto batch = builder_->build(samples);
-      batch.window = counts;
-      last_loss_ += trainer.micro_step(batch).loss;
+      batches.push_back(builder_->build(samples));
+      batches.back().window = counts;
     }
+    return batches;
+  }
+
+  /// Runs window `w` of the data (micro-batches of its samples) and steps.
+  compute::window_step_result run(compute::mlm_trainer& trainer, int w, bool overflow_elsewhere = false) {
+    last_loss_ = 0.0;
+    for (const auto& batch : window_batches(w)) last_loss_ += trainer.micro_step(batch).loss;
     return trainer.finish_window(overflow_elsewhere);
   }
 

@@ -36,6 +36,7 @@ struct bench_train_arguments {
   uint32_t sequence_length = 128;
   bool json = false;
   std::string manifest;  ///< run as a launched job on these nodes
+  bool time_split = false;  ///< launched: write metrics and report the median window's split
   double peak_tflops = 0;  ///< the devices' peak for MFU; 0: from the GPU's name, or none
 };
 
@@ -78,6 +79,7 @@ void bench_train(const bench_train_arguments& args) {
   if (args.synthetic) use_synthetic_data(config, args.steps, args.sequence_length, scratch);
   const uint32_t sequence_length = io::token_dataset(config.data.dir, "train").manifest().max_seq_length;
   actors::training_summary summary;
+  nlohmann::json split;  // null unless --time-split
   if (args.manifest.empty()) {
     actors::session_options options;
     options.run_dir = scratch / "run";
@@ -89,14 +91,19 @@ void bench_train(const bench_train_arguments& args) {
   } else {
     // The same measurement as a launched job: every node trains its share, rank 0 reports the
     // cluster's samples/s.
-    const auto reported = run_launched_bench(args.manifest, config, args.steps, scratch / "run", {}, scratch);
+    const std::vector<std::string> monitored{"--bench-monitor"};
+    const auto reported = run_launched_bench(args.manifest, config, args.steps, scratch / "run",
+                                             args.time_split ? monitored : std::vector<std::string>{}, scratch);
     summary.samples_per_second = reported.at("samples_per_s").get<double>();
     summary.tokens_per_second = reported.at("tokens_per_s").get<double>();
+    if (args.time_split) split = median_window_split(scratch / "run" / "metrics.jsonl", config.gradient_accumulation_steps);
   }
   nlohmann::json result = {{"benchmark", "train"},
                            {"world", world},
                            {"manifest", args.manifest},
                            {"sync_every_micro_batch", config.sync_every_micro_batch},
+                           {"overlap_comm", config.overlap_comm},
+                           {"reduce_bucket_size", config.reduce_bucket_size},
                            {"config", args.config},
                            {"model_type", config.model.model_type},
                            {"teacher", config.distillation.teacher},
@@ -109,7 +116,8 @@ void bench_train(const bench_train_arguments& args) {
                            {"device", config.runtime.device},
                            {"timed_windows", args.steps},
                            {"samples_per_s", summary.samples_per_second},
-                           {"tokens_per_s", summary.tokens_per_second}};
+                           {"tokens_per_s", summary.tokens_per_second},
+                           {"window_split", split}};
   result.update(mfu_fields(config, sequence_length, summary.tokens_per_second, world, args.peak_tflops));
   std::printf("%s\n", args.json ? result.dump().c_str() : result.dump(2).c_str());
 }
@@ -131,6 +139,8 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(8, 65535));
   train->add_flag("--json", args->json, "print one JSON line");
   train->add_option("--manifest", args->manifest, "run as a launched job on this cluster manifest");
+  train->add_flag("--time-split", args->time_split,
+                  "with --manifest: keep metrics and report the median window's split (window_split)");
   train->add_option("--peak-tflops", args->peak_tflops,
                     "one worker's peak TFLOP/s for MFU (default: from a known GPU's name; none on CPUs)")
       ->check(CLI::PositiveNumber);

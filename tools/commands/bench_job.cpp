@@ -1,6 +1,8 @@
 #include "tools/commands/bench_job.hpp"
 
 #include <cstdlib>
+#include <fstream>
+#include <map>
 
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
@@ -9,6 +11,7 @@
 #include "io/os/child_process.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
+#include "tools/commands/median.hpp"
 
 namespace troupe::tools {
 
@@ -62,6 +65,23 @@ nlohmann::json run_launched_bench(const std::string& manifest_file, const io::jo
   if (cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join) != 0)
     throw error("bench: a node of the launched job failed");
   return nlohmann::json::parse(io::read_whole_file(summary_file));
+}
+
+nlohmann::json median_window_split(const std::filesystem::path& metrics_file, int64_t micro_batches_per_window) {
+  std::ifstream in(metrics_file);
+  if (!in) throw make_error("bench: ", metrics_file.string(), " is missing (the run wrote no metrics)");
+  const char* fields[] = {"window_s", "time_forward_s", "time_backward_s", "time_allreduce_s", "exposed_comm_s"};
+  std::map<std::string, std::vector<double>> values;
+  int64_t windows = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || windows++ == 0) continue;  // the first window is warm-up
+    const auto window = nlohmann::json::parse(line);
+    for (const char* field : fields) values[field].push_back(window.value(field, 0.0));
+  }
+  nlohmann::json split = {{"windows", windows > 0 ? windows - 1 : 0}};
+  for (const char* field : fields) split[field] = median(values[field]);
+  split["backward_per_micro_s"] = split["time_backward_s"].get<double>() / static_cast<double>(micro_batches_per_window);
+  return split;
 }
 
 }  // namespace troupe::tools

@@ -31,4 +31,10 @@ nlohmann::json run_launched_bench(const std::string& manifest_file, const io::jo
                                   const std::filesystem::path& run_dir, const std::vector<std::string>& node_arguments,
                                   const io::scratch_directory& scratch);
 
+/// The medians over a launched run's timed windows (all but the first) of its metrics.jsonl
+/// fields window_s, time_forward_s, time_backward_s, time_allreduce_s and exposed_comm_s (the
+/// lowest reporting rank's), and of the backward pass of one micro-batch (time_backward_s ÷
+/// gradient_accumulation_steps): {"window_s", ..., "backward_per_micro_s", "windows"}.
+nlohmann::json median_window_split(const std::filesystem::path& metrics_file, int64_t micro_batches_per_window);
+
 }  // namespace troupe::tools

@@ -35,6 +35,7 @@ messages::window_report plain_report() {
   r.window_seconds = 2.0;
   r.forward_seconds = 0.5;
   r.allreduce_seconds = 0.25;
+  r.exposed_comm_seconds = 0.125;
   return r;
 }
 
@@ -48,15 +49,16 @@ bool has(const std::vector<monitor_scalar>& scalars, const std::string& tag) {
   return std::any_of(scalars.begin(), scalars.end(), [&](const auto& s) { return s.tag == tag; });
 }
 
-TEST(monitor_scalars, a_plain_window_writes_deepspeeds_eleven_tags_in_their_units) {
+TEST(monitor_scalars, a_plain_window_writes_deepspeeds_tags_and_troupes_twelve_in_their_units) {
   const auto scalars = monitor_scalars(window_of(plain_report(), 3));
-  EXPECT_EQ(scalars.size(), 11u);
+  EXPECT_EQ(scalars.size(), 12u);
   EXPECT_EQ(value_of(scalars, "Train/Samples/train_loss"), 2.5);
   EXPECT_EQ(value_of(scalars, "Train/Samples/lr"), 1e-4);
   EXPECT_EQ(value_of(scalars, "Train/Samples/samples_per_second"), 32.0);
   EXPECT_EQ(value_of(scalars, "Train/Samples/tokens_per_second"), 3200.0);
   EXPECT_EQ(value_of(scalars, "Train/Samples/elapsed_time_ms_forward"), 500.0);
   EXPECT_EQ(value_of(scalars, "Train/Samples/elapsed_time_ms_backward_allreduce"), 250.0);
+  EXPECT_EQ(value_of(scalars, "Train/Samples/exposed_comm_s"), 0.125);  // troupe's own, in seconds
   EXPECT_DOUBLE_EQ(value_of(scalars, "Train/Samples/perplexity"), std::exp(2.5));
   EXPECT_FALSE(has(scalars, "Train/Samples/loss_scale"));
   EXPECT_FALSE(has(scalars, "Eval/Samples/perplexity"));

@@ -1,0 +1,163 @@
+#include "actors/worker.hpp"
+
+#include <caf/all.hpp>
+#include <torch/cuda.h>
+
+#include "actors/request_failure.hpp"
+#include "io/comm/ring_schedule.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error_code.hpp"
+
+namespace troupe::actors {
+
+// A worker's allreduce, bucket by bucket (compute/gradient_buckets.hpp).
+//
+// Every allreduce of the gradient sums the trainer's buckets in plan order; each bucket's pieces
+// are cut among the rings (io::ring_slice), so ring r gets, bucket after bucket, its part of
+// every piece. Each reducer sums what it gets in the order it got it (one sender, one mailbox),
+// so every rank's ring r sums the same pieces in the same order with the same sequence numbers,
+// however the backward pass was timed. The window statistics follow on ring 0.
+//
+//   begin_reduce(overlap)     before the backward pass that completes the gradient: with
+//                             overlap, the trainer announces each complete bucket from inside
+//                             the backward pass and send_bucket hands it to the reducers there
+//   send_remaining_buckets()  after the backward pass: the buckets not sent yet (all of them
+//                             without overlap)
+//   send_statistics()         ring 0 also sums the window statistics
+//   await_reduce(then)        `then` runs once every reducer replied to every request
+//
+// The replies are awaited (the worker handles nothing else meanwhile), and the buffers stay
+// untouched by the worker while the reducers' threads work on them: during an overlapped
+// backward pass autograd writes only gradients of buckets not yet sent.
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+void worker_state::begin_reduce(bool overlap) {
+  reducing = std::make_shared<reduce_progress>();
+  const int rings = static_cast<int>(settings.reducers.size());
+  current.ring_seconds.resize(static_cast<std::size_t>(rings), 0.0);
+  current.ring_bytes.resize(static_cast<std::size_t>(rings), 0);
+  current.ring_link_units.resize(static_cast<std::size_t>(rings), 0);
+  current.ring_send_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
+  current.ring_receive_done_unix.resize(static_cast<std::size_t>(rings), 0.0);
+  current.ring_receive_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
+  // On a GPU the hooks would run on autograd's device threads, not this actor's: the buckets
+  // go after the backward pass there (docs/architecture.md#overlapped-allreduce).
+  if (overlap && trainer->gradients().is_cpu()) trainer->watch_gradients([this](std::size_t b) { send_bucket(b); });
+}
+
+void worker_state::send_bucket(std::size_t index) {
+  const auto& bucket = trainer->gradient_buckets()[index];
+  if (trainer->gradient_overflowed(bucket)) overflow_in_window = true;  // checked before it is summed
+  float* data = trainer->gradients().data_ptr<float>();
+  const int rings = static_cast<int>(settings.reducers.size());
+  for (const auto& piece : bucket.pieces)
+    for (int r = 0; r < rings; ++r) {
+      const auto part = io::ring_slice(static_cast<std::size_t>(piece.count), rings, r);
+      if (part.empty()) continue;
+      reduce_request request;
+      request.gradient = data + piece.offset + part.begin;
+      request.gradient_count = part.size();
+      request.gradient_owner = trainer;
+      send_request(r, std::move(request));
+    }
+  ++reducing->buckets_sent;
+}
+
+void worker_state::send_remaining_buckets() {
+  const auto& gradients = trainer->gradients();
+  // On a GPU the reducers' NCCL streams read the gradient next: the backward passes queued on
+  // this worker's stream must have run. (A host wait; an event the NCCL stream waits on would
+  // keep the host free, see docs/cluster.md.)
+  if (gradients.is_cuda()) torch::cuda::synchronize(gradients.device().index());
+  if (trainer->gradient_watched())
+    trainer->finish_gradient_watch();
+  else
+    for (std::size_t b = reducing->buckets_sent; b < trainer->gradient_buckets().size(); ++b) send_bucket(b);
+}
+
+void worker_state::send_statistics() {
+  reduce_request request;
+  request.statistics = statistics->data();
+  request.statistic_count = statistics->size();
+  request.statistics_owner = statistics;
+  send_request(0, std::move(request));
+}
+
+void worker_state::send_request(int ring, reduce_request request) {
+  auto progress = reducing;
+  if (progress->awaited == 0 && progress->replied == 0) progress->started = clock::now();
+  request.sequence = reduces++;
+  request.window = settings.start.optimizer_steps + windows_done + 1;
+  ++progress->awaited;
+  // The ring's own timeout (naming the peer) fires first; this one is a backstop.
+  const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
+  const auto r = static_cast<std::size_t>(ring);
+  self->request(settings.reducers[r], backstop, messages::reduce_atom::value, request)
+      .await(
+          [this, progress, r, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
+            current.ring_seconds[r] += sum.seconds;
+            add_link_timing(r, sum.link);
+            current.ring_bytes[r] += static_cast<int64_t>(bytes);
+            ++progress->replied;
+            if (progress->replied == progress->awaited && progress->then) reduce_done(*progress);
+          },
+          [this, ring, window = request.window, backstop](caf::error& failure) {
+            self->quit(explained(std::move(failure),
+                                 "the reducer of ring " + std::to_string(ring) + " (window " + std::to_string(window) + ")",
+                                 backstop));
+          });
+}
+
+void worker_state::await_reduce(std::function<void()> then) {
+  auto& progress = *reducing;
+  progress.compute_done = clock::now();
+  if (progress.awaited == 0) progress.started = progress.compute_done;
+  progress.then = std::move(then);
+  // Replies are handled only after this handler returns, when every request has been sent.
+  if (progress.replied == progress.awaited) reduce_done(progress);
+}
+
+void worker_state::reduce_done(reduce_progress& progress) {
+  last_batch_done = clock::now();  // waiting for reducers is not data wait
+  current.allreduce_seconds += seconds(last_batch_done - progress.started);
+  current.exposed_comm_seconds += seconds(last_batch_done - progress.compute_done);
+  auto then = std::move(progress.then);
+  progress.then = nullptr;
+  try {
+    then();
+  } catch (const std::exception& e) {
+    fail(messages::errc::compute_failed, e.what());
+  }
+}
+
+void worker_state::reduce(carrying what, std::function<void()> then) {
+  begin_reduce(false);
+  if (what != carrying::statistics) send_remaining_buckets();
+  if (what != carrying::gradient) send_statistics();
+  await_reduce(std::move(then));
+}
+
+/// Adds one sum's link timing to ring r's in the window's report (several sums per window: the
+/// means are weighted by their chunks).
+void worker_state::add_link_timing(std::size_t r, const io::link_timing& link) {
+  const auto weighted = [](double mean, int64_t count, double other, int64_t other_count) {
+    const int64_t total = count + other_count;
+    return total > 0 ? mean + (other - mean) * static_cast<double>(other_count) / static_cast<double>(total) : 0.0;
+  };
+  auto& units = current.ring_link_units[r];
+  current.ring_send_posted_unix[r] = weighted(current.ring_send_posted_unix[r], units, link.send_posted_unix, link.sends);
+  current.ring_receive_done_unix[r] =
+      weighted(current.ring_receive_done_unix[r], units, link.receive_done_unix, link.receives);
+  current.ring_receive_posted_unix[r] =
+      weighted(current.ring_receive_posted_unix[r], units, link.receive_posted_unix, link.receives);
+  units += link.sends;
+}
+
+}  // namespace troupe::actors
