@@ -69,7 +69,7 @@ void training_run::prepare_trainers() {
     if (!continuing_ && role_.shared_memory && world_ > 1 && trainer.device == "cpu") {
       try {
         auto region = std::make_shared<io::shared_region>(
-            static_cast<std::size_t>(compute::parameter_count(config_.model)) * sizeof(float),
+            static_cast<std::size_t>(compute::gradient_buffer_elements(config_.model)) * sizeof(float),
             "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
         trainer.gradient_buffer = [region](int64_t numel) {
           return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);

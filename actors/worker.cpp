@@ -122,6 +122,7 @@ void worker_state::synchronise(bool window_full) {
     if (window_full) end_window();
   } else if (settings.sync_every_micro_batch || window_full) {
     send_remaining_buckets();
+    send_word_lookup();
     if (window_full) {
       fill_statistics();
       send_statistics();

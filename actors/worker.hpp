@@ -82,6 +82,7 @@ struct reduce_progress {
   std::size_t buckets_sent = 0;
   int64_t awaited = 0, replied = 0;
   std::function<void()> then;  ///< set once everything is sent; runs after the last reply
+  std::vector<std::function<void()>> before_then;  ///< what the sums' results need first (the word lookup's fold)
   std::chrono::steady_clock::time_point started;       ///< the first request
   std::chrono::steady_clock::time_point compute_done;  ///< the worker had nothing left but to wait
 };
@@ -133,7 +134,9 @@ struct worker_state {
   void send_bucket(std::size_t bucket);
   void send_remaining_buckets();
   void send_statistics();
-  void send_request(int ring, reduce_request request);
+  void send_word_lookup();
+  void send_packed_lookup_rows();
+  void send_request(int ring, reduce_request request, std::function<void()> on_reply = {});
   void await_reduce(std::function<void()> then);
   void reduce_done(reduce_progress& progress);
   void synchronise_replicas(std::function<void()> then);

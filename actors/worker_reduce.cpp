@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 
 #include "actors/request_failure.hpp"
+#include "compute/word_lookup_gradient.hpp"
 #include "io/comm/ring_schedule.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
@@ -16,13 +17,17 @@ namespace troupe::actors {
 // are cut among the rings (io::ring_slice), so ring r gets, bucket after bucket, its part of
 // every piece. Each reducer sums what it gets in the order it got it (one sender, one mailbox),
 // so every rank's ring r sums the same pieces in the same order with the same sequence numbers,
-// however the backward pass was timed. The window statistics follow on ring 0.
+// however the backward pass was timed. Then the lookup part of the word embeddings' gradient
+// (compute/word_lookup_gradient.hpp): ring 0 sums the row flags, and once they are back every
+// rank packs the rows any rank used and the rings sum those; it is folded into the gradient
+// after the last reply. The window statistics go on ring 0 after the flags.
 //
 //   begin_reduce(overlap)     before the backward pass that completes the gradient: with
 //                             overlap, the trainer announces each complete bucket from inside
 //                             the backward pass and send_bucket hands it to the reducers there
 //   send_remaining_buckets()  after the backward pass: the buckets not sent yet (all of them
 //                             without overlap)
+//   send_word_lookup()        the flags, then (on their reply) the packed rows
 //   send_statistics()         ring 0 also sums the window statistics
 //   await_reduce(then)        `then` runs once every reducer replied to every request
 //
@@ -82,6 +87,33 @@ void worker_state::send_remaining_buckets() {
     for (std::size_t b = reducing->buckets_sent; b < trainer->gradient_buckets().size(); ++b) send_bucket(b);
 }
 
+void worker_state::send_word_lookup() {
+  reduce_request flags;
+  flags.gradient = trainer->word_lookup().row_flags().data_ptr<float>();
+  flags.gradient_count = static_cast<std::size_t>(trainer->word_lookup().row_flags().numel());
+  flags.gradient_owner = trainer;
+  send_request(0, std::move(flags), [this] { send_packed_lookup_rows(); });
+}
+
+void worker_state::send_packed_lookup_rows() {
+  auto& lookup = trainer->word_lookup();
+  const auto rows = lookup.rows_used();  // the same on every rank: the flags are summed
+  const auto packed = lookup.pack(rows);
+  if (packed.is_cuda()) torch::cuda::synchronize(packed.device().index());  // the NCCL stream reads it next
+  const auto count = static_cast<std::size_t>(packed.numel());
+  const int rings = static_cast<int>(settings.reducers.size());
+  for (int r = 0; r < rings; ++r) {
+    const auto part = io::ring_slice(count, rings, r);
+    if (part.empty()) continue;
+    reduce_request request;
+    request.gradient = packed.data_ptr<float>() + part.begin;
+    request.gradient_count = part.size();
+    request.gradient_owner = trainer;
+    send_request(r, std::move(request));
+  }
+  reducing->before_then.push_back([this, rows] { trainer->word_lookup().fold_packed(rows); });
+}
+
 void worker_state::send_statistics() {
   reduce_request request;
   request.statistics = statistics->data();
@@ -90,7 +122,7 @@ void worker_state::send_statistics() {
   send_request(0, std::move(request));
 }
 
-void worker_state::send_request(int ring, reduce_request request) {
+void worker_state::send_request(int ring, reduce_request request, std::function<void()> on_reply) {
   auto progress = reducing;
   if (progress->awaited == 0 && progress->replied == 0) progress->started = clock::now();
   request.sequence = reduces++;
@@ -101,11 +133,17 @@ void worker_state::send_request(int ring, reduce_request request) {
   const auto r = static_cast<std::size_t>(ring);
   self->request(settings.reducers[r], backstop, messages::reduce_atom::value, request)
       .await(
-          [this, progress, r, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
+          [this, progress, r, on_reply, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
             current.ring_seconds[r] += sum.seconds;
             add_link_timing(r, sum.link);
             current.ring_bytes[r] += static_cast<int64_t>(bytes);
             ++progress->replied;
+            try {
+              if (on_reply) on_reply();  // may send more requests
+            } catch (const std::exception& e) {
+              fail(messages::errc::compute_failed, e.what());
+              return;
+            }
             if (progress->replied == progress->awaited && progress->then) reduce_done(*progress);
           },
           [this, ring, window = request.window, backstop](caf::error& failure) {
@@ -131,6 +169,8 @@ void worker_state::reduce_done(reduce_progress& progress) {
   auto then = std::move(progress.then);
   progress.then = nullptr;
   try {
+    for (const auto& step : progress.before_then) step();
+    progress.before_then.clear();
     then();
   } catch (const std::exception& e) {
     fail(messages::errc::compute_failed, e.what());

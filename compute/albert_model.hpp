@@ -34,6 +34,8 @@ struct albert_for_pretraining_impl : masked_lm_impl {
   torch::Tensor head_bias;
   torch::nn::Linear sentence_order_classifier{nullptr};
 
+  void look_up_words_in(const torch::Tensor& weight) override { embeddings->lookup_weight = weight; }
+
  protected:
   void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) override;
 

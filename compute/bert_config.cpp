@@ -2,6 +2,11 @@
 
 namespace troupe::compute {
 
+int64_t gradient_buffer_elements(const bert_config& c) {
+  const int64_t width = c.model_type == "albert" ? c.embedding_size : c.hidden_size;
+  return parameter_count(c) + c.vocab_size * width + c.vocab_size;  // word_lookup_gradient::buffer_elements
+}
+
 int64_t parameter_count(const bert_config& c) {
   const int64_t h = c.hidden_size, i = c.intermediate_size;
   if (c.model_type == "albert") {

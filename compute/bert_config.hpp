@@ -32,5 +32,8 @@ struct bert_config {
 /// Parameters of the model_type's MLM with these sizes, in closed form (for bounding staging memory before
 /// any tensor exists; tests/compute/bert_model_test.cpp checks it against a built model).
 int64_t parameter_count(const bert_config& config);
+/// Elements of a trainer's gradient buffer: the flat gradient of every parameter, then the word
+/// lookup's part of the word embeddings' gradient and its row flags (compute/word_lookup_gradient.hpp).
+int64_t gradient_buffer_elements(const bert_config& config);
 
 }  // namespace troupe::compute

@@ -31,7 +31,8 @@ bert_embeddings_impl::bert_embeddings_impl(const bert_config& config, bool token
 torch::Tensor bert_embeddings_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
   const auto seq = input_ids.size(1);
   auto positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
-  auto sum = word_embeddings(input_ids) + position_embeddings(positions).unsqueeze(0);
+  auto words = lookup_weight.defined() ? torch::embedding(lookup_weight, input_ids) : word_embeddings(input_ids);
+  auto sum = words + position_embeddings(positions).unsqueeze(0);
   if (token_type_embeddings) sum = sum + token_type_embeddings(token_type_ids);
   return apply_dropout(layer_norm(sum), dropout_p, is_training(), keys);
 }

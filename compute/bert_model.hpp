@@ -26,6 +26,9 @@ struct bert_embeddings_impl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
+  /// When defined, the words are looked up in this alias of word_embeddings' weight (the
+  /// trainer's, compute/word_lookup_gradient.hpp) instead of the weight itself.
+  torch::Tensor lookup_weight;
   double dropout_p;
   std::shared_ptr<dropout_keys> keys;
 };
@@ -84,6 +87,8 @@ struct bert_for_masked_lm_impl : masked_lm_impl {
   torch::nn::Linear transform_dense{nullptr};
   torch::nn::LayerNorm transform_layer_norm{nullptr};
   torch::Tensor prediction_bias;
+
+  void look_up_words_in(const torch::Tensor& weight) override { embeddings->lookup_weight = weight; }
 
  protected:
   void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) override;

@@ -29,6 +29,8 @@ struct distilbert_for_masked_lm_impl : masked_lm_impl {
   torch::nn::LayerNorm vocab_layer_norm{nullptr};
   torch::Tensor vocab_projector_bias;
 
+  void look_up_words_in(const torch::Tensor& weight) override { embeddings->lookup_weight = weight; }
+
  protected:
   void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) override;
 };

@@ -56,19 +56,25 @@ int64_t gradient_bucket::elements() const {
   return total;
 }
 
-std::vector<gradient_bucket> plan_gradient_buckets(const flat_parameters& parameters, int64_t bucket_elements) {
+std::vector<gradient_bucket> plan_gradient_buckets(const flat_parameters& parameters, int64_t bucket_elements,
+                                                   std::optional<std::size_t> first_slot) {
   const auto& slots = parameters.slots();
   std::vector<std::size_t> walk(slots.size());
   std::iota(walk.begin(), walk.end(), std::size_t{0});
-  std::sort(walk.begin(), walk.end(), [&](std::size_t a, std::size_t b) { return slots[a].declared > slots[b].declared; });
+  std::sort(walk.begin(), walk.end(), [&](std::size_t a, std::size_t b) {
+    if (first_slot && (a == *first_slot || b == *first_slot)) return a == *first_slot;
+    return slots[a].declared > slots[b].declared;
+  });
   std::vector<gradient_bucket> plan;
   std::vector<int> piece_of_kind;
+  bool close = true;
   for (const std::size_t index : walk) {
-    if (plan.empty() || (bucket_elements > 0 && plan.back().elements() >= bucket_elements)) {
+    if (close || (bucket_elements > 0 && plan.back().elements() >= bucket_elements)) {
       plan.emplace_back();
       piece_of_kind.assign(2, -1);
     }
     add_slot(plan.back(), piece_of_kind, slots[index], index);
+    close = first_slot == index;  // a bucket of its own: it lies away from the slots that follow
   }
   for (auto& bucket : plan) {
     auto& pieces = bucket.pieces;

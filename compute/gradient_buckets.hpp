@@ -11,7 +11,8 @@
 /// The order: the backward pass finishes parameters roughly in the reverse of the model's
 /// declaration order (the head first, the embeddings last; a tied or shared weight when its
 /// last use is done). Buckets follow that order: walking the parameters from the last declared
-/// to the first, a bucket closes once it holds `bucket_elements`. A parameter is never split.
+/// to the first (a parameter named to go first before them), a bucket closes once it holds
+/// `bucket_elements`. A parameter is never split.
 /// The flat buffer puts weight-decayed parameters first (compute/flat_parameters.hpp), so one
 /// bucket is up to two contiguous pieces of it: its decayed parameters and the others.
 
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace troupe::compute {
@@ -41,7 +43,11 @@ struct gradient_bucket {
 
 /// The plan for `parameters` (see above). Every slot lies in exactly one bucket; buckets come in
 /// the order the reducers sum them. bucket_elements ≤ 0: one bucket holding everything.
-std::vector<gradient_bucket> plan_gradient_buckets(const flat_parameters& parameters, int64_t bucket_elements);
+/// `first_slot`, when given, starts the walk in a bucket of its own: a parameter the backward pass finishes first
+/// although it was declared early (the word embeddings, whose lookup part is kept apart:
+/// compute/word_lookup_gradient.hpp, so only the tied output layer's part goes into the bucket).
+std::vector<gradient_bucket> plan_gradient_buckets(const flat_parameters& parameters, int64_t bucket_elements,
+                                                   std::optional<std::size_t> first_slot = std::nullopt);
 
 /// Watches one backward pass and says, in plan order, when each bucket's gradients are complete.
 ///

@@ -37,6 +37,9 @@ struct masked_lm_impl : torch::nn::Module {
   /// Every trainable tensor under its HuggingFace name, in a fixed order; a tied output
   /// projection is not listed (it is the word embeddings).
   virtual std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() = 0;
+  /// The input words are looked up in `weight`, an alias of the word embeddings with a gradient
+  /// of its own (compute/word_lookup_gradient.hpp), from now on.
+  virtual void look_up_words_in(const torch::Tensor& weight) = 0;
 
   const bert_config& config() const { return config_; }
   /// Initialises weights as HF does: normal(0, initializer_range) drawn on the CPU from `seed`

@@ -18,6 +18,7 @@
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
 #include "compute/student_init.hpp"
+#include "compute/word_lookup_gradient.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::compute {
@@ -73,16 +74,39 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   model_->train();
   // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
-  auto named = model_->hf_named_parameters();
-  parameters_ = std::make_unique<flat_parameters>(named, options.gradient_buffer);
-  std::vector<at::Tensor> leaves;  // in slot order
-  for (const auto& slot : parameters_->slots()) leaves.push_back(named[slot.declared].second);
-  watch_ = std::make_unique<gradient_watch>(plan_gradient_buckets(*parameters_, options.reduce_bucket_elements), leaves);
+  build_gradient_buffers(options);
   optimizer_ = make_optimizer(options.optimizer);
   if (options.loss_scaling) scaler_ = std::make_unique<loss_scaler>(*options.loss_scaling);
 }
 
 mlm_trainer::~mlm_trainer() = default;
+
+/// The flat parameters and gradient, the word lookup's part of the gradient behind it in the
+/// same buffer, and the watch of the gradient buckets (the word embeddings' first).
+void mlm_trainer::build_gradient_buffers(const trainer_options& options) {
+  auto named = model_->hf_named_parameters();
+  const auto words = std::find_if(named.begin(), named.end(), [](const auto& entry) {
+    const std::string suffix = "embeddings.word_embeddings.weight";
+    return entry.first.size() >= suffix.size() && entry.first.compare(entry.first.size() - suffix.size(), suffix.size(), suffix) == 0;
+  });
+  TROUPE_ENFORCE(words != named.end(), "the model has no word embeddings");
+  const int64_t elements = gradient_buffer_elements(options.model);
+  const auto buffer = options.gradient_buffer ? options.gradient_buffer(elements)
+                                              : at::zeros({elements}, named.front().second.options());
+  parameters_ = std::make_unique<flat_parameters>(named, [&](int64_t numel) { return buffer.narrow(0, 0, numel); });
+  const int64_t flat = parameters_->gradients().numel();
+  lookup_ = std::make_unique<word_lookup_gradient>(words->second, buffer.narrow(0, flat, elements - flat));
+  model_->look_up_words_in(lookup_->lookup_weight());
+  std::vector<at::Tensor> leaves;  // in slot order
+  std::optional<std::size_t> words_slot;
+  const auto& slots = parameters_->slots();
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    leaves.push_back(named[slots[s].declared].second);
+    if (slots[s].name == words->first) words_slot = s;
+  }
+  watch_ = std::make_unique<gradient_watch>(plan_gradient_buckets(*parameters_, options.reduce_bucket_elements, words_slot),
+                                            leaves);
+}
 
 micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::function<void()>& before_backward) {
   TROUPE_ENFORCE(batch.window.samples >= batch.samples && batch.window.masked_tokens >= batch.labels.numel(),
@@ -99,6 +123,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
     autocast_scope autocast(device_, autocast_dtype());
     model_->begin_dropout(batch.sample_keys);
     const auto on_device = to_device(batch, device_);
+    lookup_->mark_rows(on_device.input_ids);
     if (teacher_) {
       const auto distilled = distillation_forward(*model_, *teacher_, on_device, options_.teacher->distillation);
       loss = distilled.parts.total;
@@ -160,6 +185,7 @@ nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {
 window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
   auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
+  if (lookup_->pending()) lookup_->fold_rows();  // alone: no rings summed and folded it
   window_step_result result;
   double unscale = 1.0;
   if (scaler_) {
@@ -187,6 +213,7 @@ window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
 void mlm_trainer::discard_window() {
   torch::NoGradGuard no_grad;
   parameters_->zero_gradients();
+  lookup_->discard();
   if (banked_gradient_.defined()) banked_gradient_.zero_();
 }
 
@@ -206,6 +233,7 @@ const at::Tensor& mlm_trainer::parameter_values() const { return parameters_->va
 
 void mlm_trainer::bank_gradient() {
   torch::NoGradGuard no_grad;
+  TROUPE_ENFORCE(!lookup_->pending(), "bank_gradient before the word lookup's gradient was folded in");
   if (!banked_gradient_.defined()) banked_gradient_ = at::zeros_like(parameters_->gradients());
   banked_gradient_.add_(parameters_->gradients());
   parameters_->zero_gradients();

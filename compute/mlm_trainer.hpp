@@ -24,6 +24,7 @@ namespace troupe::compute {
 
 class flat_parameters;
 class optimizer;
+class word_lookup_gradient;
 struct masked_lm_impl;
 
 /// A teacher to distil from (the `distillation` block and the teacher's checkpoint).
@@ -47,8 +48,9 @@ struct trainer_options {
   uint64_t seed = 42;
   int64_t rank = 0;     ///< for messages (dropout is keyed by sample, not by rank)
   int64_t threads = 1;  ///< intra-op threads, set on the thread that constructs the trainer
-  /// Where the flat gradient lives (zero-filled fp32, `numel` elements), e.g. memory that ring
-  /// neighbours on this host can read; empty: a new tensor.
+  /// Where the gradient buffer lives (zero-filled fp32, `numel` = gradient_buffer_elements(model)
+  /// elements: the flat gradient and the word lookup's part), e.g. memory that ring neighbours on
+  /// this host can read; empty: a new tensor.
   std::function<at::Tensor(int64_t numel)> gradient_buffer;
   /// Gradient buckets (compute/gradient_buckets.hpp): elements per bucket; ≤ 0: one bucket.
   int64_t reduce_bucket_elements = 0;
@@ -123,6 +125,9 @@ class mlm_trainer {
   void watch_gradients(gradient_watch::ready_callback ready) { watch_->arm(std::move(ready)); }
   void finish_gradient_watch() { watch_->finish(); }
   bool gradient_watched() const { return watch_->armed(); }
+  /// The lookup part of the word embeddings' gradient (compute/word_lookup_gradient.hpp): over
+  /// rings the worker sums its rows and folds it in after the buckets; alone, finish_window does.
+  word_lookup_gradient& word_lookup() { return *lookup_; }
   /// The loss scaler's state (checkpoints); none without loss scaling.
   std::optional<loss_scale_state> loss_scale() const;
   /// The masked-LM NLL of `batch` under the current parameters, without dropout or gradients
@@ -174,8 +179,10 @@ class mlm_trainer {
   std::unique_ptr<optimizer> optimizer_;
   std::unique_ptr<loss_scaler> scaler_;  ///< null without loss scaling
   std::unique_ptr<gradient_watch> watch_;
+  std::unique_ptr<word_lookup_gradient> lookup_;
   at::Tensor banked_gradient_;
 
+  void build_gradient_buffers(const trainer_options& options);
   int64_t skipped_steps() const;
   c10::ScalarType autocast_dtype() const;
 };

@@ -62,8 +62,10 @@ namespace troupe::io {
 // Small messages: below small_message_bytes the cost is hops, not bytes, and the two phases'
 // 2(world−1) hops dominate. There each rank's whole buffer travels once round the ring (world−1
 // hops: at step s, position p forwards the contribution of position p−s and receives that of
-// p−s−1) and every rank then adds the world contributions itself, in ring order 0, 1, …,
-// world−1 (value + partial, as the large path adds), so all ranks still get the same bits.
+// p−s−1) and every rank then adds the world contributions itself, each segment in the order the
+// reduce-scatter would have added it (segment g from position g round the ring, value +
+// partial): all ranks get the same bits, and the same bits as the large path and the
+// shared-memory path, which cuts small sums into segments too.
 // Both paths use step and chunk fields from 0; a pair never mixes them because every rank
 // picks the path from the same count.
 //
@@ -394,10 +396,13 @@ void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequenc
     broken_ = true;
     throw;
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    T partial = contributions[i];
-    for (int position = 1; position < n; ++position) partial = slot(position)[i] + partial;
-    data[i] = partial;
+  for (int segment = 0; segment < n; ++segment) {
+    const auto range = ring_segment(count, n, segment);
+    for (std::size_t i = range.begin; i < range.end; ++i) {
+      T partial = slot(segment)[i];
+      for (int hop = 1; hop < n; ++hop) partial = slot(segment + hop)[i] + partial;
+      data[i] = partial;
+    }
   }
 }
 

@@ -77,8 +77,9 @@ class ring_allreduce {
 
   /// Over the transport, sums of at most this many bytes take the latency path (see
   /// ring_allreduce.cpp): every rank's whole buffer travels round the ring and each rank adds
-  /// them in ring order 0, 1, …, world−1, so world−1 hops instead of 2(world−1). Over shared
-  /// memory they take the usual schedule in the region's scratch.
+  /// them itself, in the order the usual schedule would (the same bits), so world−1 hops
+  /// instead of 2(world−1). Over shared memory they take the usual schedule in the region's
+  /// scratch.
   static constexpr std::size_t small_message_bytes = 16384;
 
   struct schedule;

@@ -85,7 +85,7 @@ struct job_config {
   /// each bucket goes to the reducers as soon as the backward pass completed it (overlap_comm),
   /// buckets of about reduce_bucket_size elements (compute/gradient_buckets.hpp).
   bool overlap_comm = true;
-  int64_t reduce_bucket_size = 4'000'000;
+  int64_t reduce_bucket_size = 1'000'000;
 
   /// Overrides train_steps (the CLI's --steps); a schedule without an explicit
   /// total_num_steps follows it.

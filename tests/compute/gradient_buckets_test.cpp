@@ -1,7 +1,7 @@
 // The gradient buckets' plan (every parameter in one bucket, pieces contiguous, the backward
-// pass's order) and the watch that announces them: announced in plan order, most of them while
-// the backward pass still runs, and each one complete when announced (its gradient equals the
-// gradient after the whole backward pass, bit for bit).
+// pass's order, a first parameter alone) and the watch that announces them: announced in plan
+// order, most of them while the backward pass still runs, and each one complete when announced
+// (its gradient equals the gradient after the whole backward pass, bit for bit).
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -62,6 +62,12 @@ TEST(gradient_bucket_plan, covers_every_parameter_once_in_contiguous_pieces_from
   EXPECT_EQ(elements, parameters.gradients().numel());
   EXPECT_EQ(plan.front().slots.front(), std::size_t{7}) << "p7.bias, the last declared, is last in the flat order";
 
+  // A parameter named first opens the walk in a bucket of its own, however large buckets are.
+  const auto first = plan_gradient_buckets(parameters, 0, std::size_t{0});
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].slots, std::vector<std::size_t>{0});
+  EXPECT_EQ(first[1].elements(), parameters.gradients().numel() - 100);
+
   const auto whole = plan_gradient_buckets(parameters, 0);
   ASSERT_EQ(whole.size(), 1u);
   EXPECT_EQ(whole[0].elements(), parameters.gradients().numel());
@@ -117,13 +123,11 @@ TEST(gradient_watch, announces_complete_buckets_in_plan_order_while_the_backward
   }
   const auto early = std::count(seen.during_backward.begin(), seen.during_backward.end(), true);
   EXPECT_GE(early, static_cast<long>(plan.size() / 2)) << "most buckets go before the backward pass returns";
-  // The word embeddings (tied to the output layer) are used first and last: their bucket is
-  // the plan's last and complete only at the end.
-  const auto& last = plan.back();
-  const bool holds_embeddings = std::any_of(last.slots.begin(), last.slots.end(), [&](std::size_t s) {
-    return trainer.named_parameters()[s].first == "bert.embeddings.word_embeddings.weight";
-  });
-  EXPECT_TRUE(holds_embeddings);
+  // The word embeddings' bucket holds only the tied output layer's part of their gradient (the
+  // lookup's is kept apart): it goes first, alone, as soon as the output layer's backward ran.
+  ASSERT_EQ(plan.front().slots.size(), 1u);
+  EXPECT_EQ(trainer.named_parameters()[plan.front().slots[0]].first, "bert.embeddings.word_embeddings.weight");
+  EXPECT_TRUE(seen.during_backward.front());
 
   // Outside a watch the hooks do nothing, and a second watch announces everything again.
   trainer.finish_window();
