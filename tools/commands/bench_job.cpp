@@ -77,9 +77,15 @@ nlohmann::json median_window_split(const std::filesystem::path& metrics_file, in
     if (line.empty() || windows++ == 0) continue;  // the first window is warm-up
     const auto window = nlohmann::json::parse(line);
     for (const char* field : fields) values[field].push_back(window.value(field, 0.0));
+    // The rank that finished its compute last waited for nobody's compute: its wait is the
+    // communication alone (the others' also holds how far they were ahead).
+    for (const auto& rank : window.value("ranks", nlohmann::json::array()))
+      if (rank.value("rank", -1) == window.value("straggler_rank", 0))
+        values["straggler_exposed_comm_s"].push_back(rank["time"].value("allreduce", 0.0));
   }
   nlohmann::json split = {{"windows", windows > 0 ? windows - 1 : 0}};
   for (const char* field : fields) split[field] = median(values[field]);
+  split["straggler_exposed_comm_s"] = median(values["straggler_exposed_comm_s"]);
   split["backward_per_micro_s"] = split["time_backward_s"].get<double>() / static_cast<double>(micro_batches_per_window);
   return split;
 }

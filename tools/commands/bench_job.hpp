@@ -34,7 +34,9 @@ nlohmann::json run_launched_bench(const std::string& manifest_file, const io::jo
 /// The medians over a launched run's timed windows (all but the first) of its metrics.jsonl
 /// fields window_s, time_forward_s, time_backward_s, time_allreduce_s and exposed_comm_s (the
 /// lowest reporting rank's), and of the backward pass of one micro-batch (time_backward_s ÷
-/// gradient_accumulation_steps): {"window_s", ..., "backward_per_micro_s", "windows"}.
+/// gradient_accumulation_steps), and straggler_exposed_comm_s: exposed_comm_s of the rank that
+/// finished its compute last (the others' wait also holds how far ahead of it they were):
+/// {"window_s", ..., "backward_per_micro_s", "straggler_exposed_comm_s", "windows"}.
 nlohmann::json median_window_split(const std::filesystem::path& metrics_file, int64_t micro_batches_per_window);
 
 }  // namespace troupe::tools
