@@ -18,6 +18,7 @@
 
 #include "compute/mlm_trainer.hpp"
 #include "compute/sample_order.hpp"
+#include "compute/word_lookup_gradient.hpp"
 #include "io/data/mlm_batch_builder.hpp"
 #include "io/data/synthetic_dataset.hpp"
 #include "io/data/token_dataset.hpp"
@@ -69,6 +70,10 @@ torch::Tensor train_split(const io::token_dataset& data, const std::vector<int>&
         workers[r]->micro_step(batch);
       }
     }
+    // Each worker's lookup part of the word embeddings' gradient folded into its own first (the
+    // rings sum those rows apart, compute/word_lookup_gradient.hpp; summed whole here, the same
+    // to rounding), then the dense sum an allreduce gives every worker.
+    for (auto& worker : workers) worker->word_lookup().fold_rows();
     auto sum = workers[0]->gradients().clone();
     for (std::size_t r = 1; r < workers.size(); ++r) sum += workers[r]->gradients();
     for (auto& worker : workers) {
@@ -143,6 +148,7 @@ window_result one_window(const io::token_dataset& data, int64_t window, int64_t 
                                       static_cast<double>(batch.labels.numel()) * static_cast<double>(range.count) /
                                       static_cast<double>(window);
     }
+    trainer.word_lookup().fold_rows();  // the whole gradient, the word lookup's part included
     result.gradient = result.gradient.defined() ? result.gradient + trainer.gradients() : trainer.gradients().clone();
   }
   return result;

@@ -21,6 +21,10 @@ bitwise the same parameters (DDP broadcasts rank 0's at start and every rank app
 averaged gradients), compared through the all_reduce MAX and MIN of a float64 checksum of each
 parameter. Either failing makes "correct" false and the exit status 1.
 
+Across hosts (one process per host, as torchrun's nodes): --rank R --master ADDR on each host,
+the same --world and --port everywhere; rank 0 listens on ADDR:PORT. gloo picks the interface
+to ADDR's network unless GLOO_SOCKET_IFNAME says otherwise.
+
 Prints one JSON line with samples_per_s. Needs Debian's python3-torch (apt-get install python3-torch).
 """
 import argparse, json, math, os, sys, time
@@ -64,7 +68,7 @@ def parameter_checksums(model):
 
 
 def run(rank, a):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
+    os.environ.update(MASTER_ADDR=a.master, MASTER_PORT=str(a.port))
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     distributed = a.world > 1
@@ -129,12 +133,17 @@ def run(rank, a):
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     for name, default in dict(world=1, layers=4, hidden=256, heads=4, seq=128, vocab=30522, micro=8, accum=4,
-                              steps=5, threads=1, bf16=0, port=0).items():
+                              steps=5, threads=1, bf16=0, port=0, rank=-1).items():
         p.add_argument("--" + name, type=int, default=default)
+    p.add_argument("--master", default="127.0.0.1", help="rank 0's address (with --rank: across hosts)")
     a = p.parse_args()
+    if a.rank >= 0 and (a.rank >= a.world or not a.port):
+        sys.exit(f"ddp_bert: --rank {a.rank} needs --rank < --world ({a.world}) and a --port shared by every host")
     a.port = a.port or free_port()
     try:
-        if a.world == 1:
+        if a.rank >= 0:
+            run(a.rank, a)  # one rank of a job across hosts
+        elif a.world == 1:
             run(0, a)
         else:
             mp.spawn(run, args=(a,), nprocs=a.world)
