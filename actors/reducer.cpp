@@ -45,7 +45,11 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
         auto& collective = *self->state.collective;
         const auto step = static_cast<int64_t>(request.window);
         const int ring = settings.ring_index;
-        if (ring == 0 && request.gradient_count > 0) settings.faults.at(cluster::fault_phase::allreduce, step);
+        // A window's gradient comes in several requests (its buckets): its faults fire at the first.
+        if (ring == 0 && request.gradient_count > 0 && self->state.faults_fired_for != step) {
+          self->state.faults_fired_for = step;
+          settings.faults.at(cluster::fault_phase::allreduce, step);
+        }
         if (request.gradient_count > 0 && settings.faults.take_partition(step)) {
           const int successor = collective.cut_link_to_successor();
           spdlog::warn("ring {}: dropping what this rank sends to rank {} from now on (injected partition)", ring,

@@ -180,5 +180,22 @@ TEST_F(reducer_test, an_injected_partition_cuts_the_link_once_from_its_window) {
   EXPECT_EQ(script_->cut_links.load(), 1);
 }
 
+TEST_F(reducer_test, a_windows_allreduce_faults_fire_once_however_many_buckets_it_sends) {
+  cluster::injected_fault drop;
+  drop.kind = cluster::fault_kind::drop;
+  drop.node = "a";
+  drop.window = 7;
+  drop.phase = cluster::fault_phase::allreduce;
+  drop.drop_count = 40;
+  auto to_drop = std::make_shared<std::atomic<int64_t>>(0);
+  reducer_settings settings;
+  settings.faults = fault_trigger({drop}, "a", {}, 0, to_drop, nullptr);
+  auto reducer = spawn(settings);
+  std::vector<float> gradient{1};
+  std::vector<double> statistics;
+  for (uint64_t bucket = 0; bucket < 3; ++bucket) reduce(reducer, gradient, statistics, bucket);  // window 7's buckets
+  EXPECT_EQ(to_drop->load(), 40) << "window 7's three requests dropped the heartbeats once";
+}
+
 }  // namespace
 }  // namespace troupe::actors
