@@ -239,7 +239,10 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   if (zero.integer("stage", 0, 0, 3) != 0)
     zero.fail("stage", "0: every worker keeps a whole replica (troupe has no ZeRO partitioning)");
   config.overlap_comm = zero.boolean("overlap_comm", config.overlap_comm);
-  config.reduce_bucket_size = zero.integer("reduce_bucket_size", config.reduce_bucket_size, 1, big);
+  // DeepSpeed's examples write it as a float ("5e8"): any whole number of elements.
+  const double bucket = zero.number("reduce_bucket_size", static_cast<double>(config.reduce_bucket_size), 1, 1e15);
+  if (bucket != std::floor(bucket)) zero.fail("reduce_bucket_size", "a whole number of elements, at least 1 (5e8 is fine)");
+  config.reduce_bucket_size = static_cast<int64_t>(bucket);
   zero.finish();
 
   auto bf16 = root.object("bf16");

@@ -106,6 +106,25 @@ TEST(job_config, fp16_refusals_name_the_field) {
   expect_error(config, {"fp16", "loss_scale_windw"});
 }
 
+TEST(job_config, zero_optimization_takes_deepspeeds_bucket_names_at_stage_0_only) {
+  auto config = valid_config();
+  const auto defaults = parse_job_config(config, "job.json");
+  EXPECT_TRUE(defaults.overlap_comm);
+  EXPECT_EQ(defaults.reduce_bucket_size, 1'000'000);
+  config["zero_optimization"] = {{"stage", 0}, {"overlap_comm", false}, {"reduce_bucket_size", 5e5}};
+  const auto set = parse_job_config(config, "job.json");
+  EXPECT_FALSE(set.overlap_comm);
+  EXPECT_EQ(set.reduce_bucket_size, 500'000);
+  config["zero_optimization"] = {{"stage", 2}};
+  expect_error(config, {"job.json", "zero_optimization.stage", "no ZeRO partitioning"});
+  config["zero_optimization"] = {{"reduce_bucket_size", 0}};
+  expect_error(config, {"zero_optimization.reduce_bucket_size"});
+  config["zero_optimization"] = {{"reduce_bucket_size", 2.5}};
+  expect_error(config, {"zero_optimization.reduce_bucket_size", "whole number"});
+  config["zero_optimization"] = {{"overlap_com", true}};
+  expect_error(config, {"zero_optimization", "overlap_com", "overlap_comm"});
+}
+
 TEST(job_config, batch_sizes_are_derived_like_deepspeed) {
   auto config = valid_config();
   config.erase("gradient_accumulation_steps");
