@@ -164,12 +164,18 @@ TEST_F(reducer_test, a_collective_that_cannot_open_ends_the_reducer_with_its_rea
   EXPECT_NE(reason.find("no such device"), std::string::npos) << reason;
 }
 
+/// A fault of `kind` injected into node "a" at window 7's allreduce.
+cluster::injected_fault allreduce_fault(cluster::fault_kind kind) {
+  cluster::injected_fault fault;
+  fault.kind = kind;
+  fault.node = "a";
+  fault.window = 7;
+  fault.phase = cluster::fault_phase::allreduce;
+  return fault;
+}
+
 TEST_F(reducer_test, an_injected_partition_cuts_the_link_once_from_its_window) {
-  cluster::injected_fault partition;
-  partition.kind = cluster::fault_kind::partition;
-  partition.node = "a";
-  partition.window = 7;
-  partition.phase = cluster::fault_phase::allreduce;
+  const auto partition = allreduce_fault(cluster::fault_kind::partition);
   reducer_settings settings;
   settings.faults = fault_trigger({partition}, "a", {}, 0, nullptr, std::make_shared<std::atomic<bool>>(false));
   auto reducer = spawn(settings);
@@ -181,11 +187,7 @@ TEST_F(reducer_test, an_injected_partition_cuts_the_link_once_from_its_window) {
 }
 
 TEST_F(reducer_test, a_windows_allreduce_faults_fire_once_however_many_buckets_it_sends) {
-  cluster::injected_fault drop;
-  drop.kind = cluster::fault_kind::drop;
-  drop.node = "a";
-  drop.window = 7;
-  drop.phase = cluster::fault_phase::allreduce;
+  auto drop = allreduce_fault(cluster::fault_kind::drop);
   drop.drop_count = 40;
   auto to_drop = std::make_shared<std::atomic<int64_t>>(0);
   reducer_settings settings;
