@@ -126,8 +126,9 @@ struct worker_state {
   void add_link_timing(std::size_t ring, const io::link_timing& link);
   void synchronise(bool window_full);
   void fill_statistics();
-  /// What an allreduce carries: the flat gradient, the statistics (on ring 0), or both.
-  enum class carrying { gradient, statistics, both };
+  /// What a replica copy's allreduce carries: the gradient buffer, or the statistics (on ring
+  /// 0). A window's allreduce goes through the steps below instead (synchronise).
+  enum class carrying { gradient, statistics };
   void reduce(carrying what, std::function<void()> then);
   // An allreduce's steps (actors/worker_reduce.cpp).
   void begin_reduce(bool overlap);

@@ -124,7 +124,7 @@ void worker_state::send_statistics() {
 
 void worker_state::send_request(int ring, reduce_request request, std::function<void()> on_reply) {
   auto progress = reducing;
-  if (progress->awaited == 0 && progress->replied == 0) progress->started = clock::now();
+  if (progress->awaited == 0) progress->started = clock::now();  // the allreduce's first request
   request.sequence = reduces++;
   request.window = settings.start.optimizer_steps + windows_done + 1;
   ++progress->awaited;
@@ -179,8 +179,10 @@ void worker_state::reduce_done(reduce_progress& progress) {
 
 void worker_state::reduce(carrying what, std::function<void()> then) {
   begin_reduce(false);
-  if (what != carrying::statistics) send_remaining_buckets();
-  if (what != carrying::gradient) send_statistics();
+  if (what == carrying::gradient)
+    send_remaining_buckets();
+  else
+    send_statistics();
   await_reduce(std::move(then));
 }
 
