@@ -19,7 +19,7 @@ reduce_result sum_request(reducer_state& state, const reduce_request& request, i
   reduce_result result;
   collective.take_link_timing();  // from here on: this gradient's sum only
   const auto started = clock::now();
-  if (request.gradient_count > 0) collective.sum(request.gradient, request.gradient_count, request.sequence);
+  if (request.gradient_count > 0) collective.sum(request.gradient, request.gradient_count, request.sequence, request.gradient_wire);
   const double gradient_seconds = std::chrono::duration<double>(clock::now() - started).count();
   if (request.gradient_count > 0) result = {gradient_seconds, collective.take_link_timing()};
   if (!state.said_transport && request.gradient_count > 0) {

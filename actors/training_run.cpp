@@ -9,6 +9,7 @@
 #include "actors/metrics_hub.hpp"
 #include "actors/reducer.hpp"
 #include "io/comm/ring_collective.hpp"
+#include "io/comm/wire_format.hpp"
 #ifdef TROUPE_HAS_NCCL
 #include "io/comm/nccl/nccl_collective.hpp"
 #endif
@@ -111,6 +112,7 @@ void training_run::spawn_rank(int local) {
   handoffs_.push_back(w.trainer_handoff);
   w.sync_every_micro_batch = config_.sync_every_micro_batch;
   w.overlap_comm = config_.overlap_comm;
+  w.gradient_wire = *io::parse_wire_format(config_.communication_data_type);  // the config allows no other
   w.distilling = config_.distillation.enabled;
   if (eval_batches_) {
     w.eval_every = config_.eval_every_windows;

@@ -18,6 +18,7 @@
 #include "compute/staging_buffer.hpp"
 #include "compute/window_statistics.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
+#include "io/comm/wire_format.hpp"
 #include "io/data/mlm_batch_builder.hpp"
 #include "messages/error_code.hpp"
 #include "actors/protocol/checkpoint_request.hpp"
@@ -61,6 +62,9 @@ struct worker_settings {
   /// Hand each gradient bucket to the reducers as soon as the backward pass completed it
   /// (zero_optimization.overlap_comm; CPU gradients only). The sums are the same either way.
   bool overlap_comm = true;
+  /// How the window's gradient crosses the links (communication_data_type); state copied
+  /// between replicas always goes in fp32.
+  io::wire_format gradient_wire = io::wire_format::fp32;
   bool distilling = false;  ///< the trainer distils from a teacher: reports carry the loss parts
   std::chrono::seconds collective_timeout{120};
   bool reports = true;  ///< this worker writes checkpoints (global rank 0)

@@ -69,6 +69,7 @@ void worker_state::send_bucket(std::size_t index) {
       reduce_request request;
       request.gradient = data + piece.offset + part.begin;
       request.gradient_count = part.size();
+      request.gradient_wire = settings.gradient_wire;
       request.gradient_owner = trainer;
       send_request(r, std::move(request));
     }
@@ -108,6 +109,7 @@ void worker_state::send_packed_lookup_rows() {
     reduce_request request;
     request.gradient = packed.data_ptr<float>() + part.begin;
     request.gradient_count = part.size();
+    request.gradient_wire = settings.gradient_wire;
     request.gradient_owner = trainer;
     send_request(r, std::move(request));
   }

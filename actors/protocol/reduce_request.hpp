@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "io/comm/transport.hpp"
+#include "io/comm/wire_format.hpp"
 
 namespace troupe::actors {
 
@@ -20,6 +21,9 @@ struct reduce_request {
   double* statistics = nullptr;
   std::size_t statistic_count = 0;
   uint64_t sequence = 0;  ///< distinguishes successive reduces on the ring
+  /// How the gradient crosses the links: the config's communication_data_type for a window's
+  /// gradient, fp32 for state copied between replicas (which must arrive exactly).
+  io::wire_format gradient_wire = io::wire_format::fp32;
   int64_t window = 0;     ///< for messages
   /// Keep `gradient` and `statistics` alive while a reducer works on them: a worker that stops
   /// (another ring failed) may be gone before this reducer's sum returns.

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "io/comm/transport.hpp"
+#include "io/comm/wire_format.hpp"
 
 namespace troupe::io {
 
@@ -25,8 +26,9 @@ class collective {
 
   /// Sums `count` floats at `data` (the gradient slice: host memory, or device memory for
   /// NCCL) over every rank, in place. `sequence` numbers the sums of this ring, equal on every
-  /// rank for the same sum.
-  virtual void sum(float* data, std::size_t count, std::uint64_t sequence) = 0;
+  /// rank for the same sum. `wire`: how they cross the links (io/comm/wire_format.hpp); NCCL
+  /// takes fp32 only.
+  virtual void sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire) = 0;
   /// Sums `count` doubles in host memory (the window statistics) over every rank, in place.
   virtual void sum_host(double* values, std::size_t count, std::uint64_t sequence) = 0;
   /// Makes the current and every later sum fail soon, naming `reason`. Thread-safe.

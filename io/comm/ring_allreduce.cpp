@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_add.hpp"
@@ -69,6 +70,18 @@ namespace troupe::io {
 // Both paths use step and chunk fields from 0; a pair never mixes them because every rank
 // picks the path from the same count.
 //
+// 16-bit communication (wire bf16 or fp16, float sums above small_message_bytes): what
+// crosses a link is rounded to 16 bits, what a rank adds is fp32 (io/comm/wire_format.hpp). A
+// reduce-scatter send narrows the sender's fp32 partial sum into a 16-bit image of `data` and
+// sends that; the receiver widens it and adds it to its own fp32 values. The last addition of
+// each segment (step world−2, at the segment's owner) is rounded as well, because every other
+// rank will receive the result in 16 bits: the owner keeps the same rounded value. Allgather
+// chunks travel and land in the 16-bit image and are widened into `data`; a rank forwards them
+// from the image as they came. So every rank ends with the same bits, R(...(R(R(v₀) + v₁) + …)),
+// with R the rounding, and the shared-memory path, which rounds what it reads from the
+// neighbour's fp32 buffer the same way, gives those bits too. Chunks keep chunk_bytes bytes, so
+// they hold twice the elements.
+//
 // The wrapping fields cannot cause a mismatch: between one pair, sends and receives are posted
 // in the same order on both sides and the transport matches equal tags in posting order, so a
 // repeated tag (a sequence reused, more than 65536 chunks per segment) still pairs correctly.
@@ -128,6 +141,7 @@ struct ring_allreduce::schedule {
   std::string what;  // reused for the description of each wait
   std::vector<std::byte> gathered;  // small path: every position's contribution, in ring order
   std::vector<transport_request> small_sends;
+  std::vector<std::uint16_t> narrow;  // 16-bit communication: the image of data that crosses links
 
   void reserve_staging(std::size_t bytes_per_slot) {
     bytes_per_slot = (bytes_per_slot + staging_alignment - 1) / staging_alignment * staging_alignment;
@@ -191,9 +205,20 @@ namespace {
 template <class T>
 class pipelined_sum {
  public:
+  /// `narrow`: the 16-bit image of data (16-bit communication in `wire`), or null.
   pipelined_sum(transport& t, ring_allreduce::schedule& plan, const ring_settings& settings, int to, int from, T* data,
-                std::uint64_t sequence)
-      : transport_(t), plan_(plan), settings_(settings), to_(to), from_(from), data_(data), sequence_(sequence) {}
+                std::uint64_t sequence, wire_format wire, std::uint16_t* narrow)
+      : transport_(t),
+        plan_(plan),
+        settings_(settings),
+        to_(to),
+        from_(from),
+        data_(data),
+        sequence_(sequence),
+        wire_(wire),
+        narrow_(narrow),
+        element_bytes_(narrow ? wire_element_bytes(wire) : sizeof(T)),
+        last_step_(static_cast<int>(settings.order.size()) - 2) {}
 
   /// Throws transport_error naming the ring, sequence, phase, step, chunk and peer of the
   /// operation that failed.
@@ -243,7 +268,10 @@ class pipelined_sum {
     current_ = nullptr;
     transport_.wait(u.request, deadline(), describe(u, "receive from", from_));
     u.done = true;
-    if (u.phase == reduce_scatter) add_received(u);
+    if (u.phase == reduce_scatter)
+      add_received(u);
+    else if (narrow_)
+      widen_landed(u);
   }
 
   /// Adds a reduce-scatter chunk from its staging slot into data, in blocks with a progress call
@@ -251,18 +279,48 @@ class pipelined_sum {
   /// answering the rendezvous) only moves while that rank progresses, so a long addition would
   /// stall the neighbour's receives.
   void add_received(const unit& u) {
-    const T* in = reinterpret_cast<const T*>(plan_.slot(u.slot));
     for (std::size_t done = 0; done < u.size; done += add_block_elements) {
-      add_into(data_ + u.begin + done, in + done, std::min(add_block_elements, u.size - done));
+      add_block(u, done, std::min(add_block_elements, u.size - done));
       if (add_block_elements < u.size - done) transport_.progress();
     }
     plan_.free_slots.push_back(u.slot);
   }
 
+  /// data += the slot's elements [offset, offset + n) of unit u: widened and, at a segment's
+  /// last addition, rounded, under 16-bit communication (see the comment at the top).
+  void add_block(const unit& u, std::size_t offset, std::size_t n) {
+    T* sum = data_ + u.begin + offset;
+    if constexpr (std::is_same_v<T, float>) {
+      if (narrow_) {
+        const auto* in = reinterpret_cast<const std::uint16_t*>(plan_.slot(u.slot)) + offset;
+        return u.step == last_step_ ? add_widened_and_round(wire_, sum, in, n) : add_widened(wire_, sum, in, n);
+      }
+    }
+    add_into(sum, reinterpret_cast<const T*>(plan_.slot(u.slot)) + offset, n);
+  }
+
+  /// 16-bit communication: an allgather chunk landed in the image; data gets its widened value.
+  void widen_landed(const unit& u) {
+    if constexpr (std::is_same_v<T, float>) widen_into(wire_, narrow_ + u.begin, data_ + u.begin, u.size);
+  }
+
+  /// Where unit u's bytes are sent from: data, or under 16-bit communication the image, into
+  /// which a reduce-scatter chunk and the owner's reduced segment (allgather step 0) are first
+  /// narrowed; later allgather chunks are forwarded as they landed there.
+  const void* send_source(const unit& u) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (narrow_) {
+        if (u.phase == reduce_scatter || u.step == 0) narrow_into(wire_, data_ + u.begin, narrow_ + u.begin, u.size);
+        return narrow_ + u.begin;
+      }
+    }
+    return data_ + u.begin;
+  }
+
   void post_send(unit& u) {
     current_ = &u;
     current_is_send_ = true;
-    u.request = transport_.post_send(to_, u.tag, data_ + u.begin, u.size * sizeof(T));
+    u.request = transport_.post_send(to_, u.tag, send_source(u), u.size * element_bytes_);
     u.posted = true;
   }
 
@@ -281,7 +339,7 @@ class pipelined_sum {
   }
 
   void post_receive(unit& u) {
-    void* target = data_ + u.begin;
+    void* target = narrow_ ? static_cast<void*>(narrow_ + u.begin) : static_cast<void*>(data_ + u.begin);
     if (u.phase == reduce_scatter) {
       u.slot = plan_.free_slots.back();
       plan_.free_slots.pop_back();
@@ -289,7 +347,7 @@ class pipelined_sum {
     }
     current_ = &u;
     current_is_send_ = false;
-    u.request = transport_.post_receive(from_, u.tag, target, u.size * sizeof(T));
+    u.request = transport_.post_receive(from_, u.tag, target, u.size * element_bytes_);
     u.posted = true;
   }
 
@@ -309,6 +367,10 @@ class pipelined_sum {
   const int to_, from_;
   T* const data_;
   const std::uint64_t sequence_;
+  const wire_format wire_;
+  std::uint16_t* const narrow_;
+  const std::size_t element_bytes_;  ///< on the wire
+  const int last_step_;              ///< a reduce-scatter step's number: the segment's last addition
   std::size_t next_post_ = 0;  ///< first receive not yet posted
   /// The unit of the post or test under way: errors thrown there (wait() names its own) get the
   /// same description as a wait's.
@@ -349,8 +411,12 @@ std::size_t ring_allreduce::chunk_elements(std::size_t element_bytes) const {
   return elements;
 }
 
-void ring_allreduce::sum(float* data, std::size_t count, std::uint64_t sequence) { run(data, count, sequence); }
-void ring_allreduce::sum(double* data, std::size_t count, std::uint64_t sequence) { run(data, count, sequence); }
+void ring_allreduce::sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire) {
+  run(data, count, sequence, wire);
+}
+void ring_allreduce::sum(double* data, std::size_t count, std::uint64_t sequence) {
+  run(data, count, sequence, wire_format::fp32);
+}
 
 template <class T>
 void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequence) {
@@ -407,7 +473,7 @@ void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequenc
 }
 
 template <class T>
-void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence) {
+void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence, wire_format requested_wire) {
   const int n = world();
   if (n == 1 || count == 0) return;
   if (broken_)
@@ -415,14 +481,21 @@ void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence) {
                                   ": an earlier sum failed; rebuild the transport and the ring");
   if (!negotiated_) negotiate_shared_memory(sequence);
   const bool small = count * sizeof(T) <= small_message_bytes;
-  if (shared_) return small ? run_shared_small(data, count, sequence) : run_shared(data, count, sequence);
+  const wire_format wire = std::is_same_v<T, float> && !small ? requested_wire : wire_format::fp32;
+  if (shared_) return small ? run_shared_small(data, count, sequence) : run_shared(data, count, sequence, wire);
   if (small) return run_small(data, count, sequence);
 
   schedule& plan = *schedule_;
-  plan.build(count, n, position_, chunk_elements(sizeof(T)), settings_.ring_index, sequence);
-  plan.reserve_staging(plan.largest_chunk * sizeof(T));
+  const std::size_t element_bytes = wire == wire_format::fp32 ? sizeof(T) : wire_element_bytes(wire);
+  plan.build(count, n, position_, chunk_elements(element_bytes), settings_.ring_index, sequence);
+  plan.reserve_staging(plan.largest_chunk * element_bytes);
+  std::uint16_t* narrow = nullptr;
+  if (wire != wire_format::fp32) {
+    if (plan.narrow.size() < count) plan.narrow.resize(count);
+    narrow = plan.narrow.data();
+  }
   try {
-    pipelined_sum<T>(transport_, plan, settings_, next(), previous(), data, sequence).run();
+    pipelined_sum<T>(transport_, plan, settings_, next(), previous(), data, sequence, wire, narrow).run();
   } catch (...) {
     broken_ = true;
     throw;

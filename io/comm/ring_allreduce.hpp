@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/comm/transport.hpp"
+#include "io/comm/wire_format.hpp"
 
 namespace troupe::io {
 
@@ -32,7 +33,8 @@ struct ring_settings {
 /// The caller connects the transport to previous() and next() beforehand. Every rank of the
 /// ring calls sum() with the same element type, count and sequence, in the same order of calls.
 /// sum() blocks until this rank's buffer holds the sum; afterwards every rank's buffer is
-/// bitwise identical, and the order of additions depends only on settings.order and count.
+/// bitwise identical, and the order of additions depends only on settings.order and count
+/// (and, with 16 bits on the wire, the roundings too, on every path).
 ///
 /// Errors: sum() throws transport_error naming the peer and the step awaited when a peer fails
 /// or a wait runs past settings.timeout. The transport then still holds requests that write
@@ -54,7 +56,10 @@ class ring_allreduce {
 
   /// Replaces data[0 … count) by its sum over the ring, in place. `sequence` tells consecutive
   /// calls apart in the tags (its low 16 bits are used). World 1 and count 0 return at once.
-  void sum(float* data, std::size_t count, std::uint64_t sequence);
+  /// `wire`: how the values cross each link when the sum is above small_message_bytes: fp32, or
+  /// rounded to 16 bits and summed in fp32 at every hop (io/comm/wire_format.hpp); every rank
+  /// must pass the same. Small sums are exact.
+  void sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire = wire_format::fp32);
   /// As above, for double.
   void sum(double* data, std::size_t count, std::uint64_t sequence);
 
@@ -89,14 +94,14 @@ class ring_allreduce {
 
  private:
   template <class T>
-  void run(T* data, std::size_t count, std::uint64_t sequence);
+  void run(T* data, std::size_t count, std::uint64_t sequence, wire_format wire);
   template <class T>
   void run_small(T* data, std::size_t count, std::uint64_t sequence);
   /// The handshake of the first sum: decides, identically on every rank, whether this
   /// ring's large sums use shared memory.
   void negotiate_shared_memory(std::uint64_t sequence);
   template <class T>
-  void run_shared(T* data, std::size_t count, std::uint64_t sequence);
+  void run_shared(T* data, std::size_t count, std::uint64_t sequence, wire_format wire);
   template <class T>
   void run_shared_small(T* data, std::size_t count, std::uint64_t sequence);
   std::size_t chunk_elements(std::size_t element_bytes) const;

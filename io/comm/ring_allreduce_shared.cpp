@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "io/comm/ring_schedule.hpp"
@@ -51,13 +52,19 @@ namespace troupe::io {
 // neighbour's counter at the handshake and moves all three on by the units of every sum.
 //
 // On entering, a rank also publishes the sum's signature (sequence, count, element size,
-// chunk) and checks its previous neighbour's: ranks in different sums would number their units
-// differently and read chunks before they are written, so that is an error naming the rank.
+// chunk, wire format) and checks its previous neighbour's: ranks in different sums would
+// number their units differently and read chunks before they are written, so that is an error
+// naming the rank.
 //
 // Waiting follows idle_backoff (io/comm/idle_backoff.hpp: spin 20 µs, or not at all when the ring
 // has more ranks than the host has cores; yield up to 2 ms; then sleep in steps growing to
 // 0.5 ms); it gives up at settings.timeout, or as soon as the neighbour's process is gone,
 // naming the rank, ring, step and chunk.
+//
+// Under 16-bit communication (a sum's wire format) a rank adds the neighbour's fp32 partial sum
+// rounded, as the transport would have carried it, and rounds each segment's last addition;
+// the allgather then copies values that are rounded already. The same bits as over the
+// transport (io/comm/ring_allreduce.cpp, "16-bit communication").
 //
 // Sums of at most small_message_bytes are copied into the region's scratch for this ring and
 // back, so they need no particular buffer; they take the same schedule (not the transport's
@@ -214,6 +221,7 @@ struct ring_allreduce::shared_sum {
   T* const data;
   const std::size_t count;
   const std::uint64_t sequence;
+  const wire_format wire;
   const int n = ring.world();
   const int p = ring.position_;
   const int ring_index = ring.settings_.ring_index;
@@ -224,7 +232,7 @@ struct ring_allreduce::shared_sum {
   const std::uint64_t units = 1 + 2 * static_cast<std::uint64_t>(n - 1) * chunks;
   /// What this sum is. Neighbours that disagreed would number their units differently and read
   /// chunks before they are written, so each rank checks its previous neighbour's on entering.
-  const std::uint64_t call = xxh64_of({sequence, count, sizeof(T), chunk_elements});
+  const std::uint64_t call = xxh64_of({sequence, count, sizeof(T), chunk_elements, static_cast<std::uint64_t>(wire)});
   shared_ring_control& mine = ring.region_->control(ring_index);
   const shared_ring_control& from = path.previous_region->control(ring_index);
   const shared_ring_control& to = path.next_view().control(ring_index);
@@ -271,7 +279,7 @@ struct ring_allreduce::shared_sum {
     wait_for(from, path.previous + 1, previous, path.previous_pid, "entering", 0, 0);
     if (from.call.load(std::memory_order_relaxed) != call)
       fail(previous, "(shared memory): rank " + std::to_string(previous) +
-                         " entered a different sum (sequence, element count, type or chunk size differ)");
+                         " entered a different sum (sequence, element count, type, chunk size or wire format differ)");
     const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
     const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
     if (!previous_buffer)
@@ -298,12 +306,22 @@ struct ring_allreduce::shared_sum {
         const io::element_range piece = io::chunk_range(range.size(), chunk_elements, chunk);
         const std::size_t begin = range.begin + piece.begin;
         if (reducing)
-          add_into(data + begin, source + begin, piece.size());
+          add(data + begin, source + begin, piece.size(), phase_step == n - 2);
         else
           std::memcpy(data + begin, source + begin, piece.size() * sizeof(T));
       }
       mine.progress.store(path.mine + unit_done(step, chunk), std::memory_order_release);
     }
+  }
+
+  /// data += source over n elements; under 16-bit communication the addend is rounded, and so
+  /// is the sum at a segment's `last` addition.
+  void add(T* sum, const T* addend, std::size_t elements, bool last) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (wire != wire_format::fp32)
+        return last ? add_rounded_and_round(wire, sum, addend, elements) : add_rounded(wire, sum, addend, elements);
+    }
+    add_into(sum, addend, elements);
   }
 
   /// Waits for the next rank, which reads this buffer until its last unit, then checks that the
@@ -322,8 +340,8 @@ struct ring_allreduce::shared_sum {
 };
 
 template <class T>
-void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequence) {
-  shared_sum<T> sum{*this, data, count, sequence};
+void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequence, wire_format wire) {
+  shared_sum<T> sum{*this, data, count, sequence, wire};
   const T* source = sum.enter();
   for (int step = 0; step < 2 * (sum.n - 1); ++step) sum.pull_step(source, step);
   sum.finish();
@@ -334,13 +352,13 @@ void ring_allreduce::run_shared_small(T* data, std::size_t count, std::uint64_t 
   static_assert(small_message_bytes <= shared_region::scratch_bytes);
   T* scratch = reinterpret_cast<T*>(region_->scratch(settings_.ring_index));
   std::memcpy(scratch, data, count * sizeof(T));
-  run_shared(scratch, count, sequence);
+  run_shared(scratch, count, sequence, wire_format::fp32);
   std::memcpy(data, scratch, count * sizeof(T));
 }
 
 template void ring_allreduce::run_shared_small<float>(float*, std::size_t, std::uint64_t);
 template void ring_allreduce::run_shared_small<double>(double*, std::size_t, std::uint64_t);
-template void ring_allreduce::run_shared<float>(float*, std::size_t, std::uint64_t);
-template void ring_allreduce::run_shared<double>(double*, std::size_t, std::uint64_t);
+template void ring_allreduce::run_shared<float>(float*, std::size_t, std::uint64_t, wire_format);
+template void ring_allreduce::run_shared<double>(double*, std::size_t, std::uint64_t, wire_format);
 
 }  // namespace troupe::io

@@ -12,8 +12,8 @@ ring_collective::ring_collective(std::shared_ptr<transport> transport, int rank,
 
 ring_collective::~ring_collective() { transport_->cancel_pending(); }
 
-void ring_collective::sum(float* data, std::size_t count, std::uint64_t sequence) {
-  ring_->sum(data, count, 2 * sequence);
+void ring_collective::sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire) {
+  ring_->sum(data, count, 2 * sequence, wire);
 }
 
 void ring_collective::sum_host(double* values, std::size_t count, std::uint64_t sequence) {

@@ -235,6 +235,7 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   config.seed = static_cast<uint64_t>(root.integer("seed", 42, 0, INT64_MAX));
   config.gradient_clipping = root.number("gradient_clipping", config.gradient_clipping, 0.0, 1e9);
   config.sync_every_micro_batch = root.boolean("sync_every_micro_batch", false);
+  config.communication_data_type = root.choice("communication_data_type", "fp32", {"fp32", "bf16", "fp16"});
   auto zero = root.object("zero_optimization");
   if (zero.integer("stage", 0, 0, 3) != 0)
     zero.fail("stage", "0: every worker keeps a whole replica (troupe has no ZeRO partitioning)");

@@ -86,6 +86,9 @@ struct job_config {
   /// buckets of about reduce_bucket_size elements (compute/gradient_buckets.hpp).
   bool overlap_comm = true;
   int64_t reduce_bucket_size = 1'000'000;
+  /// How gradients cross the links between ranks (DeepSpeed's key): "fp32", or "bf16" / "fp16",
+  /// rounded to 16 bits on the wire and summed in fp32 at every hop (io/comm/wire_format.hpp).
+  std::string communication_data_type = "fp32";
 
   /// Overrides train_steps (the CLI's --steps); a schedule without an explicit
   /// total_num_steps follows it.

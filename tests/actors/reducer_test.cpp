@@ -37,7 +37,7 @@ struct script {
 class scripted_collective final : public io::collective {
  public:
   explicit scripted_collective(std::shared_ptr<script> s) : script_(std::move(s)) {}
-  void sum(float* data, std::size_t count, std::uint64_t sequence) override {
+  void sum(float* data, std::size_t count, std::uint64_t sequence, io::wire_format) override {
     run("sum " + std::to_string(count) + " @" + std::to_string(sequence));
     for (std::size_t i = 0; i < count; ++i) data[i] *= 2;  // as two equal ranks would
   }

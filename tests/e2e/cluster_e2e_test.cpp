@@ -116,6 +116,47 @@ TEST_F(cluster_e2e, overlapped_allreduce_sums_the_same_bits_as_after_the_backwar
   compare(3, 2, with_buckets(every, 3000, true), with_buckets(every, 3000, false), "-every");
 }
 
+// communication_data_type "bf16" / "fp16": the same bits over shared memory and over UCX (every
+// hop rounds what crosses it the same way), parameters that differ from fp32 communication's
+// (the rounding happened), and a loss curve near fp32's. The replicas' hash check stops a job
+// whose ranks disagree, so finishing also says every rank held the same bits.
+TEST_F(cluster_e2e, sixteen_bit_communication_gives_one_result_on_both_paths_near_fp32) {
+  const auto base = write_config(6, false, 0.1);
+  const auto shared_manifest = write_manifest(2, "wire-shm.json");
+  json m = json::parse(io_text(shared_manifest));
+  m["rings"]["shared_memory"] = false;
+  const auto ucx_manifest = (*dir_ / "wire-ucx.json").string();
+  testing::write_text(ucx_manifest, m.dump(2));
+  auto fp32 = launch(ucx_manifest, base, "wire-fp32");
+  ASSERT_EQ(fp32.status, 0) << fp32.output;
+  const auto reference = read_metrics("wire-fp32");
+  for (const std::string type : {"bf16", "fp16"}) {
+    json c = json::parse(io_text(base));
+    c["communication_data_type"] = type;
+    const auto config = base + "." + type + ".json";
+    testing::write_text(config, c.dump(2));
+    auto over_shared_memory = launch(shared_manifest, config, "wire-" + type + "-shm");
+    ASSERT_EQ(over_shared_memory.status, 0) << over_shared_memory.output;
+    EXPECT_NE(over_shared_memory.output.find("shared memory"), std::string::npos) << over_shared_memory.output;
+    auto over_ucx = launch(ucx_manifest, config, "wire-" + type + "-ucx");
+    ASSERT_EQ(over_ucx.status, 0) << over_ucx.output;
+    const auto a = read_metrics("wire-" + type + "-shm"), b = read_metrics("wire-" + type + "-ucx");
+    ASSERT_EQ(a.size(), 6u);
+    ASSERT_EQ(b.size(), 6u);
+    double largest = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].parameter_hash, b[i].parameter_hash) << type << ": window " << i + 1;
+      largest = std::max(largest, std::fabs(b[i].loss - reference[i].loss) / std::fabs(reference[i].loss));
+    }
+    // AdamW's first step is close to lr · sign(g), which fp16's 11 bits rarely change: the
+    // rounding shows in the parameters of later windows.
+    EXPECT_NE(b.back().parameter_hash, reference.back().parameter_hash) << type << ": the same parameters as fp32";
+    std::printf("communication_data_type %s: largest relative loss difference to fp32 %.2e over 6 windows\n",
+                type.c_str(), largest);
+    EXPECT_LT(largest, 1e-3) << type;
+  }
+}
+
 TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
   auto delayed = launch(write_manifest(2, "sync.json"), write_config(6), "delayed");
   ASSERT_EQ(delayed.status, 0) << delayed.output;

@@ -18,7 +18,8 @@ class nccl_collective final : public collective {
   nccl_collective(const nccl_unique_id& id, int world, int rank, int device, int ring_index,
                   std::chrono::milliseconds timeout);
 
-  void sum(float* data, std::size_t count, std::uint64_t sequence) override;
+  /// `wire` must be fp32: NCCL sums in the type it is given (the job's config check says so first).
+  void sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire) override;
   void sum_host(double* values, std::size_t count, std::uint64_t sequence) override;
   void abort(const std::string& reason) override { communicator_->abort(reason); }
   std::string transport_name() const override { return "nccl"; }

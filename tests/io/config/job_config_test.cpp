@@ -125,6 +125,19 @@ TEST(job_config, zero_optimization_takes_deepspeeds_bucket_names_at_stage_0_only
   expect_error(config, {"zero_optimization", "overlap_com", "overlap_comm"});
 }
 
+TEST(job_config, communication_data_type_takes_deepspeeds_names) {
+  auto config = valid_config();
+  EXPECT_EQ(parse_job_config(config, "job.json").communication_data_type, "fp32");
+  for (const std::string type : {"fp32", "bf16", "fp16"}) {
+    config["communication_data_type"] = type;
+    EXPECT_EQ(parse_job_config(config, "job.json").communication_data_type, type);
+  }
+  config["communication_data_type"] = "int8";
+  expect_error(config, {"job.json", "communication_data_type", "\"int8\"", "bf16"});
+  config["communication_data_type"] = 16;
+  expect_error(config, {"communication_data_type"});
+}
+
 TEST(job_config, batch_sizes_are_derived_like_deepspeed) {
   auto config = valid_config();
   config.erase("gradient_accumulation_steps");
