@@ -30,6 +30,7 @@ struct allreduce_arguments {
   bool json_output = false;
   std::string transport = "ucx";
   std::string manifest;  ///< --manifest: the ranks run on its nodes (one each) instead of this host
+  std::string wire = "fp32";
 };
 
 /// The manifest the ranks join: `world` single-worker nodes on this host, or (--manifest) the
@@ -65,7 +66,8 @@ std::vector<cluster::node_command> rank_commands(const json& manifest, const all
   for (const auto& node : manifest["nodes"]) {
     const auto name = node["name"].get<std::string>(), host = node["host"].get<std::string>();
     std::vector<std::string> argv = {binary, "bench", "allreduce-rank", "--manifest", (scratch / "manifest.json").string(),
-                                     "--node", name, "--bytes", args.bytes, "--out", (scratch / "result.json").string()};
+                                     "--node", name, "--bytes", args.bytes, "--out", (scratch / "result.json").string(),
+                                     "--wire", args.wire};
     if (cluster::is_local_host(host)) {
       commands.push_back({name, cluster::launch_method::local, argv, false, 0, ""});
       continue;
@@ -97,6 +99,7 @@ void run_driver(const allreduce_arguments& args) {
   if (args.transport == "nccl" && args.rings != 1)
     throw error("--rings: 1 with --transport nccl (one communicator; NCCL picks its own rings)");
   if (args.transport == "nccl" && !args.manifest.empty()) throw error("--manifest: not with --transport nccl");
+  if (args.transport == "nccl" && args.wire != "fp32") throw error("--wire: fp32 with --transport nccl");
   const io::scratch_directory scratch("troupe-bench-allreduce");
   const json manifest = bench_manifest(args, chunk);
   io::write_file_atomically(scratch / "manifest.json", manifest.dump(2));
@@ -127,6 +130,10 @@ void add_bench_allreduce(CLI::App* bench) {
       ->capture_default_str();
   driver->add_option("--manifest", args->manifest,
                      "run one rank per node of this manifest (its hosts, ucx_tls and ssh config; --world ignored)");
+  driver->add_option("--wire", args->wire,
+                     "how the floats cross each link (communication_data_type): fp32, or bf16/fp16 summed in fp32")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   driver->add_flag("--json", args->json_output, "print one JSON line");
   driver->callback([args] { run_driver(*args); });
 
@@ -137,6 +144,7 @@ void add_bench_allreduce(CLI::App* bench) {
   rank->add_option("--node", rank_options->node)->required();
   rank->add_option("--bytes", rank_options->bytes)->required();
   rank->add_option("--out", rank_options->out)->required();
+  rank->add_option("--wire", rank_options->wire)->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   rank->callback([rank_options] {
     try {
       run_allreduce_rank(*rank_options);

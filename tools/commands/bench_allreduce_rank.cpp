@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_allreduce.hpp"
 #include "io/comm/shared_region.hpp"
+#include "io/comm/wire_format.hpp"
 #include "io/config/byte_count.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
@@ -46,8 +48,9 @@ namespace troupe::tools {
 // Every iteration, timed or warm-up: each rank refills its buffer with a known non-zero
 // pattern, rank r writing (r+1)·(i mod 13 + 1) at element i (untimed); the ranks meet at a
 // barrier (a one-element sum, untimed); the sum is timed alone; then every element is compared
-// with the closed form W(W+1)/2·(i mod 13 + 1), exact in float (untimed). A sum in place
-// multiplies the values by W every call, so without the refill they would soon be inexact.
+// with the closed form W(W+1)/2·(i mod 13 + 1), exact in float (untimed; with 16 bits on the
+// wire, --wire, within the rounding's bound W·u relative, u = 2⁻⁸ bf16, 2⁻¹¹ fp16; sums are
+// still timed and reported per fp32 byte, what the gradient holds). A sum in place multiplies the values by W every call, so without the refill they would soon be inexact.
 // After the iterations the ranks sum a vector holding each rank's mean time and wrong-element
 // count: the reported time is the slowest rank's (as nccl-tests reports), and a wrong element
 // on any rank makes the whole benchmark fail.
@@ -149,12 +152,21 @@ struct summing_method {
 /// The pattern and its check (see the prose above).
 float contribution(int rank, std::size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1)); }
 
-std::size_t wrong_elements(const float* data, std::size_t count, int world) {
+/// Elements off the closed form by more than `tolerance` (relative).
+std::size_t wrong_elements(const float* data, std::size_t count, int world, double tolerance = 0) {
   const int triangle = world * (world + 1) / 2;
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < count; ++i)
-    if (data[i] != static_cast<float>(triangle * static_cast<int>(i % 13 + 1))) ++wrong;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double expected = triangle * static_cast<int>(i % 13 + 1);
+    if (std::fabs(data[i] - expected) > tolerance * expected) ++wrong;
+  }
   return wrong;
+}
+
+/// How far a sum of `world` ranks with `wire` on the links may be from the exact one, relative.
+double wire_tolerance(io::wire_format wire, int world) {
+  if (wire == io::wire_format::fp32) return 0;
+  return world * (wire == io::wire_format::bf16 ? 0x1.0p-8 : 0x1.0p-11);
 }
 
 struct measurement {
@@ -165,7 +177,7 @@ struct measurement {
 /// Measures `iterations` timed sums (after warm-up ones) of `count` floats at `data`. With a
 /// `private_source`, each timed sum includes copying it into `data` (out of place).
 measurement measure(const summing_method& method, float* data, std::size_t count, int iterations, int rank,
-                    int world, const float* private_source = nullptr) {
+                    int world, const float* private_source = nullptr, double tolerance = 0) {
   std::vector<float> pattern(count);
   for (std::size_t i = 0; i < count; ++i) pattern[i] = contribution(rank, i);
   const int warm_up = std::max(3, iterations / 5);
@@ -182,7 +194,7 @@ measurement measure(const summing_method& method, float* data, std::size_t count
     method.sum(data, count);
     const auto seconds = std::chrono::duration<double>(clock::now() - start).count();
     if (i >= warm_up) timed_seconds += seconds;
-    wrong += method.wrong ? method.wrong(count, world) : wrong_elements(data, count, world);
+    wrong += method.wrong ? method.wrong(count, world) : wrong_elements(data, count, world, tolerance);
   }
   std::vector<double> gathered(static_cast<std::size_t>(world) + 1, 0.0);
   gathered[static_cast<std::size_t>(rank)] = timed_seconds / iterations;
@@ -247,7 +259,7 @@ json measure_nccl(const actors::cluster_role& role, const std::vector<uint64_t>&
 /// In place and out of place, the rings called directly (no actors). Returns whether every
 /// ring summed through shared memory.
 bool measure_direct(const actors::cluster_role& role, io::shared_region& region, const std::vector<uint64_t>& sizes,
-                    json& results, uint64_t& sequence) {
+                    io::wire_format wire, json& results, uint64_t& sequence) {
   const int rank = role.first_rank, world = role.world, rings = static_cast<int>(role.ring_orders.size());
   float* data = reinterpret_cast<float*>(region.data());
   std::vector<std::unique_ptr<io::ring_allreduce>> ring;
@@ -262,7 +274,7 @@ bool measure_direct(const actors::cluster_role& role, io::shared_region& region,
     const uint64_t s = sequence++;
     threads.run([&](int r) {
       const auto slice = io::ring_slice(count, rings, r);
-      ring[static_cast<std::size_t>(r)]->sum(values + slice.begin, slice.size(), s);
+      ring[static_cast<std::size_t>(r)]->sum(values + slice.begin, slice.size(), s, wire);
     });
   };
   direct.barrier = [&] {
@@ -272,18 +284,22 @@ bool measure_direct(const actors::cluster_role& role, io::shared_region& region,
   direct.gather = [&](std::vector<double>& values) { ring[0]->sum(values.data(), values.size(), sequence++); };
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     const std::size_t count = sizes[k] / sizeof(float);
-    results[k]["in_place"] = figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world), world);
+    const int iterations = iterations_for(sizes[k]);
+    const double tolerance = wire_tolerance(wire, world);
+    results[k]["in_place"] =
+        figures(sizes[k], measure(direct, data, count, iterations, rank, world, nullptr, tolerance), world);
     std::vector<float> source(count);
     for (std::size_t i = 0; i < count; ++i) source[i] = contribution(rank, i);
     results[k]["out_of_place"] =
-        figures(sizes[k], measure(direct, data, count, iterations_for(sizes[k]), rank, world, source.data()), world);
+        figures(sizes[k], measure(direct, data, count, iterations, rank, world, source.data(), tolerance), world);
   }
   return std::all_of(ring.begin(), ring.end(), [](const auto& r) { return r->uses_shared_memory(); });
 }
 
 /// Through the reducer actors, as a training worker drives them.
 void measure_via_reducers(actors::cluster_membership& membership, const std::shared_ptr<io::shared_region>& region,
-                          const std::vector<uint64_t>& sizes, json& results, uint64_t& sequence) {
+                          const std::vector<uint64_t>& sizes, io::wire_format wire, json& results,
+                          uint64_t& sequence) {
   const auto& role = membership.role();
   const int rank = role.first_rank, world = role.world, rings = static_cast<int>(role.ring_orders.size());
   float* data = reinterpret_cast<float*>(region->data());
@@ -318,6 +334,7 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
       const auto slice = io::ring_slice(count, rings, r);
       request.gradient = values + slice.begin;
       request.gradient_count = slice.size();
+      request.gradient_wire = wire;
       request.sequence = s;
       answers.push_back(self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request));
     }
@@ -339,8 +356,10 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
   via_reducers.gather = [&](std::vector<double>& values) { statistics_only(values.data(), values.size()); };
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     const std::size_t count = sizes[k] / sizeof(float);
-    results[k]["via_reducers"] =
-        figures(sizes[k], measure(via_reducers, data, count, iterations_for(sizes[k]), rank, world), world);
+    results[k]["via_reducers"] = figures(
+        sizes[k],
+        measure(via_reducers, data, count, iterations_for(sizes[k]), rank, world, nullptr, wire_tolerance(wire, world)),
+        world);
   }
   for (const auto& reducer : reducers) self->send_exit(reducer, caf::exit_reason::user_shutdown);
 }
@@ -418,9 +437,11 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   json results = json::array();
   for (const auto bytes : sizes) results.push_back({{"bytes", bytes}, {"iterations", iterations_for(bytes)}});
 
-  const bool shared = measure_direct(role, *region, sizes, results, sequence);
+  const auto wire = io::parse_wire_format(options.wire);
+  if (!wire) throw make_error("--wire: \"", options.wire, "\" (expected fp32, bf16 or fp16)");
+  const bool shared = measure_direct(role, *region, sizes, *wire, results, sequence);
   // The direct rings are gone before the reducers' rings use the same transports and region.
-  measure_via_reducers(membership, region, sizes, results, sequence);
+  measure_via_reducers(membership, region, sizes, *wire, results, sequence);
 
   bool correct = true;
   for (auto& result : results) {
@@ -432,6 +453,7 @@ void run_allreduce_rank(const allreduce_rank_options& options) {
   if (rank == 0) {
     json out = {{"benchmark", "allreduce"}, {"world", world}, {"rings", rings},
                 {"chunk_bytes", role.chunk_bytes}, {"transport", shared ? "shared memory" : "ucx"},
+                {"wire", options.wire},
                 {"correct", correct}, {"results", results}};
     io::write_file_atomically(options.out, out.dump());
   }

@@ -13,6 +13,7 @@ struct allreduce_rank_options {
   std::string node;      ///< this rank's node name in it
   std::string bytes;     ///< message sizes, "4K,1M,64M"
   std::string out;       ///< rank 0 writes the JSON result here
+  std::string wire = "fp32";  ///< how the floats cross the links: fp32, bf16 or fp16
 };
 
 /// "4K,1M,64M" → byte counts, each a whole number of floats; throws troupe::error naming --bytes.

@@ -1,9 +1,12 @@
 """Peer benchmark: PyTorch torch.distributed allreduce over gloo (CPU), float sum.
 
   /usr/bin/python3 gloo_allreduce.py [--world 2] [--bytes 4K,64K,1M,4M,16M,64M] [--iters N] [--in-place]
+  /usr/bin/python3 gloo_allreduce.py --rank R --master ADDR --port P --world N ...   (one rank per host)
 
 One process per rank (torch.multiprocessing), rendezvous on 127.0.0.1 at a port the OS hands
-out, one intra-op thread per process. gloo's all_reduce works in place, so by default a call is
+out, one intra-op thread per process; or, with --rank, this process is rank R alone and meets
+the others at ADDR:P (rank 0's host), as torchrun's ranks do across hosts (set
+GLOO_SOCKET_IFNAME to the interface the ranks share). gloo's all_reduce works in place, so by default a call is
 measured out of place, as MPI_Allreduce(sendbuf, recvbuf): the input tensor is copied into the
 output tensor and the output tensor reduced, the copy inside the timed region (it is what an
 out-of-place sum costs with gloo). --in-place times all_reduce alone on the output tensor, after
@@ -41,7 +44,7 @@ def pattern(count, rank, world, phase):
 
 
 def run(rank, a):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
+    os.environ.update(MASTER_ADDR=a.master, MASTER_PORT=str(a.port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=a.world)
     results, correct = [], True
@@ -93,8 +96,16 @@ if __name__ == "__main__":
     p.add_argument("--bytes", default="4K,64K,1M,4M,16M,64M")
     p.add_argument("--iters", type=int, default=0)
     p.add_argument("--in-place", action="store_true")
+    p.add_argument("--rank", type=int, default=None, help="run only this rank (one process per host)")
+    p.add_argument("--master", default="127.0.0.1", help="rank 0's address (with --rank)")
+    p.add_argument("--port", type=int, default=0, help="rank 0's rendezvous port (with --rank)")
     a = p.parse_args()
     a.bytes = [parse_bytes(b) for b in a.bytes.split(",")]
+    if a.rank is not None:
+        if not a.port:
+            sys.exit("gloo_allreduce: --rank needs --port (and --master)")
+        run(a.rank, a)
+        sys.exit(0)
     a.port = free_port()
     try:
         mp.spawn(run, args=(a,), nprocs=a.world)
