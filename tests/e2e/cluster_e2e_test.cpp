@@ -157,6 +157,30 @@ TEST_F(cluster_e2e, sixteen_bit_communication_gives_one_result_on_both_paths_nea
   }
 }
 
+// A window whose last micro-batch is short: 3 nodes, micro-batches of 4, 12 samples a window;
+// node c is killed in window 3 (elastic policy), and the two survivors then take 6 samples of
+// each window, a micro-batch of 4 and one of 2. With and without overlap the parameters are the
+// same bits every window, before the loss and after it.
+TEST_F(cluster_e2e, overlap_keeps_the_bits_when_the_last_micro_batch_is_short) {
+  json c = json::parse(io_text(write_config(7, false, 0.1)));
+  c["train_micro_batch_size_per_gpu"] = 4;
+  const auto base = (*dir_ / "short-micro.json").string();
+  testing::write_text(base, c.dump(2));
+  const auto manifest = write_manifest(3, "short-micro-manifest.json");
+  auto with = launch(manifest, with_buckets(base, 3000, true), "short-overlap", "--inject kill:c@3:forward");
+  ASSERT_EQ(with.status, 0) << with.output;
+  auto without = launch(manifest, with_buckets(base, 3000, false), "short-after", "--inject kill:c@3:forward");
+  ASSERT_EQ(without.status, 0) << without.output;
+  const auto a = read_metrics("short-overlap"), b = read_metrics("short-after");
+  ASSERT_EQ(a.size(), 7u);
+  ASSERT_EQ(b.size(), 7u);
+  EXPECT_EQ(a.back().world_size, 2);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].parameter_hash, b[i].parameter_hash) << "window " << i + 1;
+    EXPECT_EQ(a[i].loss, b[i].loss) << "window " << i + 1;  // bitwise
+  }
+}
+
 TEST_F(cluster_e2e, sync_every_micro_batch_gives_the_same_curve) {
   auto delayed = launch(write_manifest(2, "sync.json"), write_config(6), "delayed");
   ASSERT_EQ(delayed.status, 0) << delayed.output;
