@@ -157,13 +157,15 @@ TEST_F(cluster_e2e, sixteen_bit_communication_gives_one_result_on_both_paths_nea
   }
 }
 
-// A window whose last micro-batch is short: 3 nodes, micro-batches of 4, 12 samples a window;
-// node c is killed in window 3 (elastic policy), and the two survivors then take 6 samples of
-// each window, a micro-batch of 4 and one of 2. With and without overlap the parameters are the
-// same bits every window, before the loss and after it.
-TEST_F(cluster_e2e, overlap_keeps_the_bits_when_the_last_micro_batch_is_short) {
+// Uneven windows: 3 nodes, 9 samples a window in micro-batches of 3; node c is killed in window
+// 3 (elastic policy), and the two survivors then share each window 5 + 4, in micro-batches of
+// 2 + 3 and 2 + 2, all short of the configured 3 and unequal between the ranks (the worker's
+// share is cut evenly: compute/sample_order.hpp). With and without overlap the parameters are
+// the same bits every window, before the loss and after it.
+TEST_F(cluster_e2e, overlap_keeps_the_bits_in_uneven_windows) {
   json c = json::parse(io_text(write_config(7, false, 0.1)));
-  c["train_micro_batch_size_per_gpu"] = 4;
+  c["train_batch_size"] = 9;
+  c["train_micro_batch_size_per_gpu"] = 3;
   const auto base = (*dir_ / "short-micro.json").string();
   testing::write_text(base, c.dump(2));
   const auto manifest = write_manifest(3, "short-micro-manifest.json");
