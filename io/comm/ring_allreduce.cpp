@@ -208,16 +208,8 @@ class pipelined_sum {
   /// `narrow`: the 16-bit image of data (16-bit communication in `wire`), or null.
   pipelined_sum(transport& t, ring_allreduce::schedule& plan, const ring_settings& settings, int to, int from, T* data,
                 std::uint64_t sequence, wire_format wire, std::uint16_t* narrow)
-      : transport_(t),
-        plan_(plan),
-        settings_(settings),
-        to_(to),
-        from_(from),
-        data_(data),
-        sequence_(sequence),
-        wire_(wire),
-        narrow_(narrow),
-        element_bytes_(narrow ? wire_element_bytes(wire) : sizeof(T)),
+      : transport_(t), plan_(plan), settings_(settings), to_(to), from_(from), data_(data), sequence_(sequence),
+        wire_(wire), narrow_(narrow), element_bytes_(narrow ? wire_element_bytes(wire) : sizeof(T)),
         last_step_(static_cast<int>(settings.order.size()) - 2) {}
 
   /// Throws transport_error naming the ring, sequence, phase, step, chunk and peer of the
