@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -88,11 +89,24 @@ class cluster_job_test : public ::testing::Test {
     return lines;
   }
 
+  /// `troupe launch`. The manifest's head port came from io::free_local_port(), and a test
+  /// running beside this one may take it before the head binds it (CI saw it once): when the
+  /// head says it cannot listen on head.port, the manifest gets another free port and the job
+  /// runs again from an empty run directory, at most three times in all.
   static testing::command_result launch(const std::string& manifest, const std::string& config, const std::string& run,
                                         const std::string& extra = "") {
-    return run_command(troupe_binary() + " launch --manifest " + manifest + " --config " + config + " --run-dir " +
-                           (*dir_ / run).string() + " " + extra,
-                       400);
+    for (int attempt = 1;; ++attempt) {
+      auto result = run_command(troupe_binary() + " launch --manifest " + manifest + " --config " + config +
+                                    " --run-dir " + (*dir_ / run).string() + " " + extra,
+                                400);
+      const bool port_taken = result.output.find("head.port: cannot listen on") != std::string::npos;
+      if (result.status == 0 || !port_taken || attempt == 3) return result;
+      std::ifstream in(manifest);
+      json m = json::parse(in);
+      m["head"]["port"] = io::free_local_port();
+      testing::write_text(manifest, m.dump(2));
+      std::filesystem::remove_all(*dir_ / run);
+    }
   }
 
   static inline testing::temp_dir* dir_ = nullptr;
