@@ -112,26 +112,6 @@ TEST(ring_schedule, neighbours_agree_on_the_segment_of_every_step) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// References.
-
-/// The slow obviously-correct reference of the ring's result for element `i` of a slice of
-/// `count` elements: segment g is summed in ring order g, g+1, …, g−1, each rank's value added
-/// to the partial sum it received (value + partial), which is what ring_allreduce promises for
-/// every size and path (the transport's latency path for small sums adds in that order too, so
-/// a sum over UCX gives the bits of one over shared memory).
-template <class T>
-T reference_sum(const std::vector<int>& order, std::size_t count, std::size_t slice_begin, std::size_t i,
-                std::uint64_t seed, bool /*shared_memory*/) {
-  const int world = static_cast<int>(order.size());
-  int segment = 0;
-  while (io::ring_segment(count, world, segment).end <= i) ++segment;
-  T partial = random_input<T>(order[segment], slice_begin + i, seed);
-  for (int hop = 1; hop < world; ++hop)
-    partial = random_input<T>(order[(segment + hop) % world], slice_begin + i, seed) + partial;
-  return partial;
-}
-
-// ---------------------------------------------------------------------------------------------
 // The matrix: worlds × rings × element types × counts, three calls in a row each.
 
 template <class T>
@@ -179,7 +159,7 @@ void check_sums(const rank_context& ctx, const std::vector<T*>& buffers, std::si
   ring.sum(data, slice.size(), sequence + 1);
   std::size_t wrong = 0, first_wrong = 0;
   for (std::size_t i = 0; i < slice.size(); ++i) {
-    const T expected = reference_sum<T>(ctx.order, slice.size(), slice.begin, i, seed, ring.uses_shared_memory());
+    const T expected = reference_sum<T>(ctx.order, slice.size(), slice.begin, i, seed);
     if (std::memcmp(&data[i], &expected, sizeof(T)) != 0 && wrong++ == 0) first_wrong = i;
   }
   if (wrong != 0)

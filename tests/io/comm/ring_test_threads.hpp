@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/comm/ring_schedule.hpp"
 #include "io/comm/shared_region.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 
@@ -154,7 +155,7 @@ inline void expect_no_failures(const std::vector<std::string>& failures) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Inputs.
+// Inputs and references.
 
 inline std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -170,6 +171,29 @@ T random_input(int rank, std::size_t i, std::uint64_t seed) {
   const std::uint64_t h = splitmix64(seed * 1000003 + static_cast<std::uint64_t>(rank) * 0x100000001ull + i);
   const double unit = static_cast<double>(h >> 11) * 0x1.0p-53 - 0.5;  // [-0.5, 0.5)
   return static_cast<T>(std::ldexp(unit, static_cast<int>(h & 15) - 7));
+}
+
+/// The segment of a `count`-element sum over `world` ranks that holds element i.
+inline int segment_holding(std::size_t count, int world, std::size_t i) {
+  int segment = 0;
+  while (io::ring_segment(count, world, segment).end <= i) ++segment;
+  return segment;
+}
+
+/// The slow obviously-correct reference of the ring's result for element `i` of a slice of
+/// `count` elements: segment g is summed in ring order g, g+1, …, g−1, each rank's value added
+/// to the partial sum it received (value + partial), which is what ring_allreduce promises for
+/// every size and path (the transport's latency path for small sums adds in that order too, so
+/// a sum over UCX gives the bits of one over shared memory).
+template <class T>
+T reference_sum(const std::vector<int>& order, std::size_t count, std::size_t slice_begin, std::size_t i,
+                std::uint64_t seed) {
+  const int world = static_cast<int>(order.size());
+  const int segment = segment_holding(count, world, i);
+  T partial = random_input<T>(order[segment], slice_begin + i, seed);
+  for (int hop = 1; hop < world; ++hop)
+    partial = random_input<T>(order[(segment + hop) % world], slice_begin + i, seed) + partial;
+  return partial;
 }
 
 }  // namespace troupe::io::ring_test

@@ -104,22 +104,11 @@ TEST(wire_format_names, parse_what_they_print_and_nothing_else) {
 float rounded_ring_reference(wire_format format, const std::vector<int>& order, std::size_t count, std::size_t i,
                              std::uint64_t seed) {
   const int world = static_cast<int>(order.size());
-  int segment = 0;
-  while (io::ring_segment(count, world, segment).end <= i) ++segment;
+  const int segment = segment_holding(count, world, i);
   float partial = random_input<float>(order[segment], i, seed);
   for (int hop = 1; hop < world; ++hop)
     partial = random_input<float>(order[(segment + hop) % world], i, seed) + torch_rounded(format, partial);
   return torch_rounded(format, partial);
-}
-
-/// What the ring gives without rounding: segment g summed in ring order from position g.
-float exact_ring_order_sum(const std::vector<int>& order, std::size_t count, std::size_t i, std::uint64_t seed) {
-  const int world = static_cast<int>(order.size());
-  int segment = 0;
-  while (io::ring_segment(count, world, segment).end <= i) ++segment;
-  float partial = random_input<float>(order[segment], i, seed);
-  for (int hop = 1; hop < world; ++hop) partial = random_input<float>(order[(segment + hop) % world], i, seed) + partial;
-  return partial;
 }
 
 /// The exact sum and the tolerance the docs state: |ring − exact| ≤ world · u · Σ|v|, with u the
@@ -152,7 +141,7 @@ void check_wire_sum(const rank_context& ctx, float* data, std::size_t count, wir
                             std::to_string(ctx.rank) + (ring.uses_shared_memory() ? ", shared memory" : ", UCX");
   for (std::size_t i = 0; i < count; ++i) {
     // Small sums stay exact fp32 (the ring's own order), whatever the wire format.
-    const float expected = small ? exact_ring_order_sum(ctx.order, count, i, seed)
+    const float expected = small ? reference_sum<float>(ctx.order, count, 0, i, seed)
                                  : rounded_ring_reference(format, ctx.order, count, i, seed);
     if (!same_bits(data[i], expected))
       throw std::runtime_error(where + ": element " + std::to_string(i) + " is " + std::to_string(data[i]) +
