@@ -44,9 +44,14 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
   const auto base = node_arguments(options);
   std::vector<node_command> commands;
   if (inside_slurm) {
-    // One srun with one task per node; each task reads its node index from SLURM_PROCID.
+    // One srun step with one task per node; each task finds its node by SLURMD_NODENAME (or
+    // SLURM_PROCID). Under faults.policy "elastic" a failed task must not end the step: the
+    // others go on without it.
     const auto n = std::to_string(manifest.nodes.size());
-    std::vector<std::string> argv = {"srun", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--kill-on-bad-exit=1"};
+    const bool elastic = manifest.faults.policy == fault_policy::elastic;
+    std::vector<std::string> argv = {"srun", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1",
+                                     elastic ? "--kill-on-bad-exit=0" : "--kill-on-bad-exit=1"};
+    if (options.slurm_cpus_per_node > 0) argv.push_back("--cpus-per-task=" + std::to_string(options.slurm_cpus_per_node));
     argv.insert(argv.end(), base.begin(), base.end());
     argv.push_back("--node-from-slurm");
     commands.push_back({"slurm", launch_method::slurm, argv});

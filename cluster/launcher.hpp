@@ -17,6 +17,7 @@ struct launch_options {
   std::vector<std::string> node_arguments;  ///< passed on to every node (--resume, --steps, …)
   bool dry_run = false;                  ///< print the commands, start nothing
   std::string job_secret;                ///< handed to ssh nodes on stdin (local ones inherit the environment)
+  int64_t slurm_cpus_per_node = 0;       ///< inside Slurm: srun --cpus-per-task (0: srun's default)
 };
 
 /// How a node process is started: fork/exec for this host, ssh for others, srun inside a

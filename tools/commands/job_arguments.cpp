@@ -4,8 +4,9 @@
 
 namespace troupe::tools {
 
-void add_job_options(CLI::App* command, job_arguments& args) {
-  command->add_option("--manifest", args.manifest, "cluster manifest (JSON) or DeepSpeed hostfile")->required();
+void add_job_options(CLI::App* command, job_arguments& args, bool manifest_required) {
+  auto* manifest = command->add_option("--manifest", args.manifest, "cluster manifest (JSON) or DeepSpeed hostfile");
+  if (manifest_required) manifest->required();
   command->add_option("--config", args.config, "job config (JSON, DeepSpeed key names)")->required();
   command->add_option("--run-dir", args.run_dir, "where metrics.jsonl and checkpoints go (global rank 0 writes)")
       ->capture_default_str();

@@ -24,7 +24,8 @@ struct job_arguments {
   dashboard_arguments dashboard;  ///< served by the head node
 };
 
-void add_job_options(CLI::App* command, job_arguments& args);
+/// `manifest_required` false: `troupe launch`, whose manifest may come from a Slurm allocation.
+void add_job_options(CLI::App* command, job_arguments& args, bool manifest_required = true);
 
 /// The node command line's share of `args` (what every node of a launched job gets).
 std::vector<std::string> pass_through(const job_arguments& args);

@@ -12,6 +12,7 @@
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/job_arguments.hpp"
+#include "tools/commands/slurm_launch.hpp"
 
 namespace troupe::tools {
 
@@ -19,20 +20,31 @@ void add_launch_command(CLI::App& app) {
   auto args = std::make_shared<job_arguments>();
   auto dry_run = std::make_shared<bool>(false);
   auto inject = std::make_shared<std::vector<std::string>>();
+  auto slurm = std::make_shared<bool>(false);
   auto* command = app.add_subcommand("launch", "run a job on every node of a cluster manifest");
-  add_job_options(command, *args);
+  add_job_options(command, *args, false);
+  command->add_flag("--slurm", *slurm,
+                    "take the nodes from the Slurm allocation this runs in (the default when SLURM_JOB_ID is set); "
+                    "--manifest then only sets rings, timeouts and faults (docs/cluster.md#slurm)");
   command->add_flag("--dry-run", *dry_run, "print the node commands and start nothing");
   command->add_flag("--overwrite", args->overwrite,
                     "start over in a run directory that holds checkpoints (deletes them and metrics.jsonl)")
       ->excludes("--resume");
   command->add_option("--inject", *inject,
                       "inject a fault (repeatable): kill:NODE@WINDOW[:PHASE], hang:NODE@WINDOW[:PHASE], drop:N:NODE@WINDOW[:PHASE] or slow:MS:NODE@WINDOW (docs/cluster.md)");
-  command->callback([args, dry_run, inject] {
+  command->callback([args, dry_run, inject, slurm] {
+    const auto environment = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
+    cluster::supervised_job job;
+    job.inside_slurm = *slurm || cluster::inside_slurm_job(environment);
+    if (job.inside_slurm) {
+      const auto allocation = prepare_slurm_launch(*args, environment);
+      job.launch.slurm_cpus_per_node = slurm_cpus_per_node(allocation, environment);
+    } else if (args->manifest.empty()) {
+      throw error("launch: --manifest is required outside a Slurm allocation");
+    }
     const auto manifest = cluster::load_manifest(args->manifest);
     cluster::check_job(manifest, args->config);
-    cluster::supervised_job job;
     job.injection = cluster::injection_for_local_nodes(manifest, *inject);
-    job.inside_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
     job.resuming = !args->resume.empty();
     job.overwrite = args->overwrite;
     auto& options = job.launch;

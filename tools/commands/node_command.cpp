@@ -32,7 +32,12 @@ struct node_arguments {
   bool bench_monitor = false;
 };
 
+/// The node a Slurm task runs as: the manifest's node named like the Slurm node it runs on (a
+/// manifest `troupe launch` made from the allocation), else the node at index SLURM_PROCID.
 std::string node_from_slurm(const cluster::cluster_manifest& manifest) {
+  if (const char* here = std::getenv("SLURMD_NODENAME"); here != nullptr)
+    for (const auto& node : manifest.nodes)
+      if (node.name == here) return node.name;
   const char* procid = std::getenv("SLURM_PROCID");
   if (procid == nullptr) throw error("--node-from-slurm: SLURM_PROCID is not set (run under srun)");
   const long index = std::strtol(procid, nullptr, 10);
@@ -131,7 +136,7 @@ void add_node_command(CLI::App& app) {
   auto* command = app.add_subcommand("node", "one node of a launched job (started by `troupe launch`)");
   add_job_options(command, *args);
   command->add_option("--node", node_args->name, "this node's name in the manifest");
-  command->add_flag("--node-from-slurm", node_args->from_slurm, "take the node from SLURM_PROCID (node index)");
+  command->add_flag("--node-from-slurm", node_args->from_slurm, "take the node from SLURMD_NODENAME (a node of that name) or SLURM_PROCID (node index)");
   command->add_flag("--watch-stdin", node_args->watch_stdin,
                     "stop when stdin closes (the launcher's ssh session ended; troupe launch passes it to ssh nodes)");
   command->add_flag("--rejoin,--join", node_args->rejoin,

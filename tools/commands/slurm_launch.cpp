@@ -1,0 +1,75 @@
+#include "tools/commands/slurm_launch.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "actors/event_log.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/config/json_fields.hpp"
+#include "io/os/file_util.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::tools {
+namespace {
+
+nlohmann::json user_manifest(const std::string& file) {
+  if (file.empty()) return nlohmann::json::object();
+  const auto bytes = io::read_file_bytes(file);
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{')
+    throw make_error(file, ": inside Slurm the nodes come from the allocation; --manifest may only be a JSON manifest "
+                           "(rings, timeouts, faults, head.port), not a hostfile");
+  return io::parse_json_text(text, file);
+}
+
+/// A requeued job resumes by itself: from the latest checkpoint, or from the start when the
+/// run it continues stopped before its first.
+void resume_requeued_job(job_arguments& args, int64_t restart_count) {
+  if (restart_count == 0 || !args.resume.empty()) return;
+  if (!io::committed_checkpoints(args.run_dir).empty()) {
+    args.resume = "latest";
+    spdlog::info("Slurm requeued this job ({} restart(s)): resuming from the latest checkpoint in {}", restart_count,
+                 args.run_dir);
+  } else {
+    args.overwrite = true;
+    spdlog::warn("Slurm requeued this job ({} restart(s)) but {} holds no checkpoint: starting over", restart_count,
+                 args.run_dir);
+  }
+}
+
+}  // namespace
+
+cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluster::environment_reader& environment) {
+  const auto allocation = cluster::read_slurm_allocation(environment);
+  const auto manifest = cluster::allocation_manifest(allocation, user_manifest(args.manifest));
+  std::filesystem::create_directories(args.run_dir);
+  const auto file = std::filesystem::absolute(args.run_dir) / ("slurm-job-" + allocation.job_id + ".manifest.json");
+  io::write_file_atomically(file, manifest.dump(2) + "\n");
+  std::string hosts;
+  for (std::size_t i = 0; i < allocation.hosts.size(); ++i)
+    hosts += (i ? ", " : "") + allocation.hosts[i] + " (" + std::to_string(allocation.tasks[i]) + ")";
+  spdlog::info("Slurm job {}, restart {}: nodes (workers) {}; head {}:{}; manifest {}", allocation.job_id,
+               allocation.restart_count, hosts, allocation.hosts.front(), manifest["head"].value("port", 29500),
+               file.string());
+  args.manifest = file.string();
+  resume_requeued_job(args, allocation.restart_count);
+  actors::record_event(std::filesystem::path(args.run_dir) / "events.jsonl",
+                       {{"event", "slurm_job"},
+                        {"job_id", allocation.job_id},
+                        {"restart_count", allocation.restart_count},
+                        {"nodes", allocation.hosts},
+                        {"resume", args.resume}});
+  return allocation;
+}
+
+int64_t slurm_cpus_per_node(const cluster::slurm_allocation& allocation, const cluster::environment_reader& environment) {
+  int64_t per_task = 1;
+  if (const char* cpus = environment("SLURM_CPUS_PER_TASK"); cpus != nullptr && std::atoll(cpus) > 0)
+    per_task = std::atoll(cpus);
+  return *std::min_element(allocation.tasks.begin(), allocation.tasks.end()) * per_task;
+}
+
+}  // namespace troupe::tools
