@@ -101,6 +101,7 @@ void training_run::spawn_rank(int local) {
   w.save_checkpoints = options_.save_checkpoints && w.reports;
   w.skip_checkpoint_when_busy = config_.checkpoint.skip_when_busy;
   w.checkpoint_timeout = options_.checkpoint_timeout;
+  w.stop = options_.stop;
   w.start = start_;
   w.window_samples = static_cast<uint64_t>(config_.train_batch_size);
   w.job = config_.source;

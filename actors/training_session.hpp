@@ -17,6 +17,7 @@
 #include "cluster/fault_injection.hpp"
 #include "io/config/job_config.hpp"
 #include "io/monitor/dashboard_server.hpp"
+#include "io/os/stop_signals.hpp"
 #include "messages/metrics_batch.hpp"
 #include "actors/protocol/training_summary.hpp"
 #include "actors/protocol/reports.hpp"
@@ -55,6 +56,9 @@ struct session_options {
   /// A single-process run's dashboard (a cluster job's is the head's: cluster_membership);
   /// none: no HTTP server (metrics.jsonl and the console are written all the same).
   std::optional<io::dashboard_options> dashboard;
+  /// A scheduler's request to stop after the current window, with a checkpoint
+  /// (io/os/stop_signals.hpp); null: signals keep their default effect.
+  std::shared_ptr<const io::stop_request> stop;
 
   /// Whether anyone reads the run's metrics (files, console, launcher, dashboard); benchmarks
   /// without them run no metrics actors and no hub at all.

@@ -143,6 +143,7 @@ void worker_state::synchronise(bool window_full) {
 void worker_state::fill_statistics() {
   auto mine = totals;
   mine.overflowed_ranks = overflow_in_window ? 1 : 0;  // its buckets were checked as they were sent
+  mine.stopping_ranks = stop_requested() ? 1 : 0;
   if (settings.faults.trigger.diverges(step_in_flight()))  // injected: this replica goes its own way
     trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
   *statistics = compute::window_statistics::pack(mine, {parameter_hash(*trainer), unix_seconds()}, settings.rank,
@@ -178,13 +179,21 @@ void worker_state::end_window() {
   // Alone, the window is the configured one; over rings, the samples all ranks processed.
   const int64_t window_samples =
       settings.reducers.empty() ? static_cast<int64_t>(settings.window_samples) : totals.samples;
+  // Over rings, the summed statistics say whether any rank was asked to stop: all end here.
+  const bool stopping = settings.reducers.empty() ? stop_requested() : totals.stopping_ranks > 0;
   settings.faults.trigger.at(cluster::fault_phase::optimizer, step_in_flight());
   const auto step = trainer->finish_window(totals.overflowed_ranks > 0);
   if (settings.eval_every > 0 && trainer->optimizer_steps() % settings.eval_every == 0) evaluate_held_out();
   report_window(window_samples, step);
   last_batch_done = clock::now();  // the allreduce and the step are not data wait
 
-  const bool last = windows_done == settings.windows;
+  const bool last = windows_done == settings.windows || stopping;
+  if (stopping && windows_done < settings.windows) {
+    summary.stopped_by_signal = stop_requested() ? settings.stop->signal() : -1;
+    if (settings.rank == 0)
+      spdlog::warn("asked to stop: step {} is this run's last{}", trainer->optimizer_steps(),
+                   settings.save_checkpoints ? ", with a checkpoint" : "");
+  }
   const bool periodic = settings.checkpoint_every > 0 && trainer->optimizer_steps() % settings.checkpoint_every == 0;
   if (settings.save_checkpoints && (last || periodic) && metrics) {
     // The window's metrics line is on disk before its checkpoint starts (the hub answers once

@@ -19,6 +19,7 @@
 #include "compute/window_statistics.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/comm/wire_format.hpp"
+#include "io/os/stop_signals.hpp"
 #include "io/data/mlm_batch_builder.hpp"
 #include "messages/error_code.hpp"
 #include "actors/protocol/checkpoint_request.hpp"
@@ -45,6 +46,9 @@ struct worker_settings {
   int64_t checkpoint_every = 0;   ///< windows between checkpoints (0: only at the end)
   int64_t checkpoint_keep = 2;
   bool save_checkpoints = true;   ///< false for benchmarks
+  /// Set by a scheduler's signal: the run ends after the window every rank agrees on, with a
+  /// checkpoint (io/os/stop_signals.hpp); null: never asked.
+  std::shared_ptr<const io::stop_request> stop;
   bool skip_checkpoint_when_busy = false;
   std::chrono::seconds checkpoint_timeout{600};
   io::training_state start;       ///< step and data cursor the run starts from
@@ -156,6 +160,7 @@ struct worker_state {
   void fail(messages::errc code, const std::string& what);
   void inject_faults();
   int64_t step_in_flight() const;  ///< the optimizer step the current window ends with
+  bool stop_requested() const { return settings.stop && settings.stop->requested(); }
 };
 
 /// Protocol:

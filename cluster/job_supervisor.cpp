@@ -17,7 +17,8 @@ namespace troupe::cluster {
 namespace {
 
 bool restart_allowed(const cluster_manifest& manifest, int status, int64_t restart) {
-  return status != 0 && status != 130 && manifest.faults.policy == fault_policy::restart &&
+  return status != 0 && status != 130 && status != stopped_with_checkpoint_status &&
+         manifest.faults.policy == fault_policy::restart &&
          restart <= manifest.faults.max_restarts;
 }
 
@@ -37,7 +38,9 @@ int supervise_job(const cluster_manifest& manifest, supervised_job job) {
     ::setenv(inject_variable, job.injection.c_str(), 1);
   }
   const auto grace = manifest.timeouts.collective + manifest.timeouts.join;
-  int status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace);
+  // After SIGTERM the nodes have timeouts.stop to save and exit; the launcher gives them a little more.
+  const auto stop_grace = manifest.timeouts.stop + std::chrono::seconds(5);
+  int status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace, stop_grace);
   for (int64_t restart = 1; restart_allowed(manifest, status, restart); ++restart) {
     const bool has_checkpoint = !io::committed_checkpoints(options.run_dir).empty();
     const auto backoff = std::chrono::seconds(std::min<int64_t>(30, int64_t{1} << (restart - 1)));
@@ -48,7 +51,7 @@ int supervise_job(const cluster_manifest& manifest, supervised_job job) {
     ::unsetenv(inject_variable);  // injected faults belong to the first run
     if (!has_checkpoint) io::prepare_fresh_run(options.run_dir, true);
     options.node_arguments = job.arguments_for_restart(has_checkpoint ? "latest" : "");
-    status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace);
+    status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace, stop_grace);
   }
   return status;
 }

@@ -20,6 +20,12 @@ struct launch_options {
   int64_t slurm_cpus_per_node = 0;       ///< inside Slurm: srun --cpus-per-task (0: srun's default)
 };
 
+/// The exit status of a node (and of `troupe train`, `troupe launch`) that stopped before the end
+/// of its run because it was asked to (SIGUSR1, SIGTERM: io/os/stop_signals.hpp), after its last
+/// window's checkpoint was committed: EX_TEMPFAIL, "try again later". Not a failure: the
+/// launcher neither stops the others for it nor restarts the job; a batch script requeues on it.
+constexpr int stopped_with_checkpoint_status = 75;
+
 /// How a node process is started: fork/exec for this host, ssh for others, srun inside a
 /// Slurm allocation (one task per node; the node finds its name from SLURM_PROCID).
 enum class launch_method { local, ssh, slurm };
@@ -47,13 +53,17 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
                                         bool inside_slurm);
 
 /// Runs the commands, merges their output line by line with a `[node] ` prefix, forwards
-/// SIGINT/SIGTERM to every child, and reaps every child. When a node fails, the others are
+/// SIGINT/SIGTERM/SIGHUP/SIGUSR1 to every child (SIGTERM and SIGUSR1 ask the nodes to stop after
+/// their window with a checkpoint; after any but SIGUSR1, nodes still running `stop_grace` later
+/// are killed), and reaps every child. When a node fails, the others are
 /// given `grace` to notice and exit (they should, naming it); then they are killed. A node that
 /// `may_fail` is only reported (and, when stopped, killed): the others go on; it is started
 /// again, with `--rejoin` added to its command, up to its `max_restarts` times. Returns 0 when
-/// every node that may not fail exited 0, 130 after forwarding SIGINT/SIGTERM; otherwise
+/// every node that may not fail exited 0, stopped_with_checkpoint_status when nodes stopped early
+/// on request (and none failed), 130 after forwarding SIGINT/SIGTERM; otherwise
 /// prints which node failed first and how, and returns 1.
-int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace);
+int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace,
+              std::chrono::seconds stop_grace = std::chrono::seconds(10));
 
 /// A command line as a shell would need it quoted (for --dry-run and ssh).
 std::string shell_quote(const std::vector<std::string>& argv);

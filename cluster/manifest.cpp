@@ -226,6 +226,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   m.timeouts.window = std::chrono::seconds(timeouts.integer("window_s", m.timeouts.window.count(), 1, 86400 * 7));
   m.timeouts.checkpoint =
       std::chrono::seconds(timeouts.integer("checkpoint_s", m.timeouts.checkpoint.count(), 1, 86400));
+  m.timeouts.stop = std::chrono::seconds(timeouts.integer("stop_s", m.timeouts.stop.count(), 1, 86400));
   m.timeouts.heartbeat_period = std::chrono::milliseconds(
       timeouts.integer("heartbeat_period_ms", m.timeouts.heartbeat_period.count(), 10, 60000));
   m.timeouts.heartbeat = std::chrono::milliseconds(

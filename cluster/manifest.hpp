@@ -36,6 +36,9 @@ struct timeout_spec {
   std::chrono::seconds collective{120};  ///< one allreduce; a dead peer fails within this
   std::chrono::seconds window{900};      ///< one accumulation window, compute included
   std::chrono::seconds checkpoint{600};  ///< one checkpoint save (staging, writing, commit)
+  /// After SIGTERM, how long a node may take to finish its window and checkpoint before it exits
+  /// without them (io/os/stop_signals.hpp): below the scheduler's kill grace (Slurm's KillWait, 30 s).
+  std::chrono::seconds stop{25};
   /// Every node tells the head it is alive this often; a node silent for `heartbeat` is dead.
   std::chrono::milliseconds heartbeat_period{100};
   std::chrono::milliseconds heartbeat{1500};

@@ -181,7 +181,7 @@ std::string describe(const running_node& node) {
 void signal_group(const running_node& node, int signal) { ::kill(-node.pid, signal); }
 
 
-/// SIGINT, SIGTERM and SIGHUP only set a flag while the launcher supervises (async-signal-safe),
+/// SIGINT, SIGTERM, SIGHUP and SIGUSR1 only set a flag while the launcher supervises (async-signal-safe),
 /// and the self-pipe wakes poll() at once; the previous handlers come back at the end.
 class launcher_signals {
  public:
@@ -193,11 +193,13 @@ class launcher_signals {
     ::sigaction(SIGINT, &action, &old_int_);
     ::sigaction(SIGTERM, &action, &old_term_);
     ::sigaction(SIGHUP, &action, &old_hup_);
+    ::sigaction(SIGUSR1, &action, &old_usr1_);
   }
   ~launcher_signals() {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
     ::sigaction(SIGHUP, &old_hup_, nullptr);
+    ::sigaction(SIGUSR1, &old_usr1_, nullptr);
     ::close(wake_pipe[0]);
     ::close(wake_pipe[1]);
     wake_pipe[0] = wake_pipe[1] = -1;
@@ -216,7 +218,7 @@ class launcher_signals {
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {}, old_hup_ {};
+  struct sigaction old_int_ {}, old_term_ {}, old_hup_ {}, old_usr1_ {};
 };
 
 // Supervision: poll every child's output and the wake pipe; reap children as they exit. The
@@ -226,7 +228,8 @@ class launcher_signals {
 // is noted, and started again with --rejoin while it has restarts left.
 class node_supervision {
  public:
-  explicit node_supervision(std::chrono::seconds grace) : grace_(grace) {}
+  node_supervision(std::chrono::seconds grace, std::chrono::seconds stop_grace)
+      : grace_(grace), stop_grace_(stop_grace) {}
 
   int run(const std::vector<node_command>& commands) {
     launcher_signals signals;
@@ -242,6 +245,10 @@ class node_supervision {
     if (first_failure_) {
       out_.note("the job failed: " + *first_failure_);
       return 1;
+    }
+    if (stopped_early_) {
+      out_.note("every node stopped early after a committed checkpoint; --resume latest continues the run");
+      return stopped_with_checkpoint_status;
     }
     if (interrupted_) out_.note("interrupted; every node has stopped");
     return interrupted_ ? 130 : 0;
@@ -267,12 +274,20 @@ class node_supervision {
       if (node.output >= 0) drain(node, out_);
   }
 
+  /// Passes a signal on to every node. SIGUSR1 (a scheduler's warning) and SIGTERM ask the nodes
+  /// to stop after the window in flight with a checkpoint (io/os/stop_signals.hpp): the job ends
+  /// when they have; SIGUSR1 leaves it a normal end. After SIGTERM, SIGINT or SIGHUP whoever is
+  /// still running after `stop_grace` is killed.
   void forward_signal(int signal) {
-    out_.note(std::string(strsignal(signal)) + ": stopping every node");
+    const bool warning = signal == SIGUSR1;
+    out_.note(std::string(strsignal(signal)) +
+              (warning || signal == SIGTERM ? ": asking every node to stop after this window, with a checkpoint"
+                                            : ": stopping every node"));
     for (const auto& node : nodes_)
       if (!node.status) signal_group(node, signal);
+    if (warning) return;
     interrupted_ = true;
-    if (!kill_at_) kill_at_ = clock::now() + std::chrono::seconds(10);
+    if (!kill_at_) kill_at_ = clock::now() + stop_grace_;
   }
 
   void fail(const std::string& failure, std::chrono::seconds grace) {
@@ -296,7 +311,9 @@ class node_supervision {
     node.output_deadline = clock::now() + reaped_output_grace;
     if (node.input >= 0) ::close(node.input);
     node.input = -1;
-    if (*node.status != 0 && node.may_fail && !interrupted_) {
+    if (!node.signaled && *node.status == stopped_with_checkpoint_status) {
+      stopped_early_ = true;  // asked to stop, checkpoint committed: not a failure
+    } else if (*node.status != 0 && node.may_fail && !interrupted_) {
       out_.note("node " + node.name + " " + describe(node) + "; the job goes on without it (faults.policy elastic)");
       // Only while the job runs: every node that may not fail is still there.
       const bool job_running = !first_failure_ && std::none_of(nodes_.begin(), nodes_.end(), [](const running_node& n) {
@@ -353,18 +370,20 @@ class node_supervision {
   }
 
   const std::chrono::seconds grace_;
+  const std::chrono::seconds stop_grace_;
   merged_output out_;
   std::vector<running_node> nodes_;
   std::optional<std::string> first_failure_;
   std::optional<clock::time_point> kill_at_;
   std::vector<std::size_t> restarts_;  ///< nodes (indexes) to start again this round
   bool interrupted_ = false;
+  bool stopped_early_ = false;  ///< a node exited with stopped_with_checkpoint_status
 };
 
 }  // namespace
 
-int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace) {
-  return node_supervision(grace).run(commands);
+int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace, std::chrono::seconds stop_grace) {
+  return node_supervision(grace, stop_grace).run(commands);
 }
 
 }  // namespace troupe::cluster

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const troupe::tools::exit_status& e) {
+    return e.status;
   } catch (const troupe::error& e) {
     std::fprintf(stderr, "troupe: error: %s\n", e.what());
     return 1;

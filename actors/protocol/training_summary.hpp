@@ -17,6 +17,9 @@ struct training_summary {
   double tokens_per_second = 0;
   uint64_t next_position = 0;
   std::string last_checkpoint;
+  /// The signal a run stopped early on, after a checkpoint (io/os/stop_signals.hpp), -1 when
+  /// another node's was; 0: it ran all its windows.
+  int stopped_by_signal = 0;
 };
 
 }  // namespace troupe::actors

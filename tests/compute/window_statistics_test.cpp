@@ -99,9 +99,25 @@ TEST(window_statistics, a_buffer_of_the_wrong_size_is_refused_naming_both_sizes)
     window_statistics::unpack(packed, 3);
     FAIL() << "a 2-rank buffer read as 3 ranks";
   } catch (const error& e) {
-    EXPECT_NE(std::string(e.what()).find("21 values, expected 26"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("22 values, expected 27"), std::string::npos) << e.what();
   }
   EXPECT_THROW(window_statistics::pack(totals_of(1, 1), {1, 1}, 2, 2), error);
+}
+
+}  // namespace
+}  // namespace troupe::compute
+
+namespace troupe::compute {
+namespace {
+
+// A stop request (a scheduler's signal) seen by one rank reaches every rank in the same window.
+TEST(window_statistics, one_rank_asked_to_stop_stops_every_rank) {
+  auto asked = totals_of(1, 1);
+  asked.stopping_ranks = 1;
+  const auto zero = window_statistics::pack(totals_of(1, 1), {7, 1.0}, 0, 2);
+  const auto one = window_statistics::pack(asked, {7, 1.0}, 1, 2);
+  EXPECT_EQ(window_statistics::unpack(sum_of({zero, one}), 2).totals.stopping_ranks, 1);
+  EXPECT_EQ(window_statistics::unpack(sum_of({zero, zero}), 2).totals.stopping_ranks, 0);
 }
 
 }  // namespace

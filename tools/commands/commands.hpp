@@ -5,6 +5,12 @@
 
 namespace troupe::tools {
 
+/// Thrown by a command to end `troupe` with this status after it has said why (e.g.
+/// cluster::stopped_with_checkpoint_status); main returns it.
+struct exit_status {
+  int status;
+};
+
 void add_prepare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);

@@ -65,6 +65,7 @@ void add_launch_command(CLI::App& app) {
       return pass_through(again);
     };
     const int status = cluster::supervise_job(manifest, std::move(job));
+    if (status == cluster::stopped_with_checkpoint_status) throw exit_status{status};
     if (status == 130) throw error("launch interrupted");
     if (status != 0) throw error("launch failed (see the node messages above)");
   });

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <unistd.h>
@@ -13,8 +14,10 @@
 #include "cluster/fault_injection.hpp"
 #include "cluster/job_check.hpp"
 #include "cluster/job_secret.hpp"
+#include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
 #include "io/os/file_util.hpp"
+#include "io/os/stop_signals.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/job_arguments.hpp"
@@ -101,10 +104,13 @@ actors::session_options session_options_for(const job_arguments& args, const nod
 }
 
 void run_this_node(const job_arguments& args, const node_arguments& node_args) {
-  if (node_args.watch_stdin) watch_for_end_of_input();
   const auto node = identify_node(args, node_args);
+  // Before any other thread starts: they inherit the blocked SIGUSR1 and SIGTERM.
+  const io::stop_signal_watcher stop_signals(node.manifest.timeouts.stop);
+  if (node_args.watch_stdin) watch_for_end_of_input();
   auto config = cluster::check_job(node.manifest, args.config);
   auto options = session_options_for(args, node_args, node.manifest);
+  options.stop = stop_signals.request();
   // The launcher hands its local children the injected faults in the environment; a restarted
   // node runs without the faults of its first run.
   const char* injected = std::getenv(cluster::inject_variable);
@@ -119,6 +125,13 @@ void run_this_node(const job_arguments& args, const node_arguments& node_args) {
     if (summary.windows > 0)
       spdlog::info("trained {} windows (step {}), {:.1f} samples/s over the cluster; final loss {:.4f}",
                    summary.windows, summary.optimizer_steps, summary.samples_per_second, summary.losses.back());
+    if (summary.stopped_by_signal != 0) {
+      spdlog::warn("stopped early at step {} ({}); --resume latest continues the run",
+                   summary.optimizer_steps,
+                   summary.stopped_by_signal > 0 ? std::string("on ") + strsignal(summary.stopped_by_signal)
+                                                 : std::string("another node was asked to stop"));
+      throw exit_status{cluster::stopped_with_checkpoint_status};
+    }
   } catch (const std::exception& e) {
     // A reducer may still be blocked in its transport until the collective timeout; the
     // process ends here rather than wait for it (checkpoints on disk are always complete).

@@ -1,11 +1,14 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 
 #include "actors/training_session.hpp"
 #include "cluster/fault_injection.hpp"
+#include "cluster/launcher.hpp"
 #include "io/config/job_config.hpp"
+#include "io/os/stop_signals.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/dashboard_arguments.hpp"
@@ -22,6 +25,7 @@ struct train_arguments {
   bool overwrite = false;
   int64_t window_timeout = 900;
   int64_t checkpoint_timeout = 600;
+  int64_t stop_timeout = 25;
   std::vector<std::string> inject;
   std::string record_samples;
   dashboard_arguments dashboard;
@@ -62,6 +66,11 @@ void add_train_command(CLI::App& app) {
                       "seconds one checkpoint save may take (as a manifest's timeouts.checkpoint_s)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  command->add_option("--stop-timeout", args->stop_timeout,
+                      "seconds after SIGTERM to finish the window and checkpoint before exiting without them (as a "
+                      "manifest's timeouts.stop_s; SIGUSR1 and SIGTERM stop after the window with a checkpoint)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   command->add_option("--inject", args->inject,
                       "inject a fault (repeatable), as troupe launch does, into node local: e.g. kill:local@3, "
                       "slow:200:local@2:forward, stall-checkpoint:4096:local@10 (docs/faults.md)");
@@ -70,6 +79,7 @@ void add_train_command(CLI::App& app) {
   add_dashboard_options(command, args->dashboard);
   command->callback([args] {
     auto config = io::load_job_config(args->config);
+    const io::stop_signal_watcher stop_signals(std::chrono::seconds(args->stop_timeout));
     actors::session_options options;
     options.run_dir = args->run_dir;
     if (args->steps > 0) options.steps = args->steps;
@@ -81,10 +91,16 @@ void add_train_command(CLI::App& app) {
     options.dashboard = dashboard_options_of(args->dashboard);
     options.injected_faults = faults_of(args->inject);
     options.record_samples = args->record_samples;
+    options.stop = stop_signals.request();
     auto summary = actors::run_training(std::move(config), options);
     spdlog::info("trained {} windows (step {}), {:.1f} samples/s; final loss {:.4f}; checkpoint {}", summary.windows,
                  summary.optimizer_steps, summary.samples_per_second,
                  summary.losses.empty() ? 0.0 : summary.losses.back(), summary.last_checkpoint);
+    if (summary.stopped_by_signal > 0) {
+      spdlog::warn("stopped early on {} at step {}; --resume latest continues the run", strsignal(summary.stopped_by_signal),
+                   summary.optimizer_steps);
+      throw exit_status{cluster::stopped_with_checkpoint_status};
+    }
   });
 }
 
