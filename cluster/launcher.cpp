@@ -43,27 +43,22 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
                                         bool inside_slurm) {
   const auto base = node_arguments(options);
   std::vector<node_command> commands;
-  if (inside_slurm) {
-    // One srun step with one task per node; each task finds its node by SLURMD_NODENAME (or
-    // SLURM_PROCID). Under faults.policy "elastic" a failed task must not end the step: the
-    // others go on without it.
-    const auto n = std::to_string(manifest.nodes.size());
-    const bool elastic = manifest.faults.policy == fault_policy::elastic;
-    std::vector<std::string> argv = {"srun", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1",
-                                     elastic ? "--kill-on-bad-exit=0" : "--kill-on-bad-exit=1"};
-    if (options.slurm_cpus_per_node > 0) argv.push_back("--cpus-per-task=" + std::to_string(options.slurm_cpus_per_node));
-    argv.insert(argv.end(), base.begin(), base.end());
-    argv.push_back("--node-from-slurm");
-    commands.push_back({"slurm", launch_method::slurm, argv});
-    return commands;
-  }
   const bool elastic = manifest.faults.policy == fault_policy::elastic;
   for (const auto& node : manifest.nodes) {
     auto argv = base;
     argv.push_back("--node");
     argv.push_back(node.name);
     const bool may_fail = elastic && node.name != manifest.head_node;
-    if (is_local_host(node.host)) {
+    if (inside_slurm) {
+      // One srun step per node, on that node (the allocation's node names are the manifest's):
+      // the launcher sees each node's exit as it does a local or ssh node's, so faults.policy
+      // works as everywhere else, and a lost node can be started again as a step of its own.
+      std::vector<std::string> srun = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + node.host,
+                                       "--job-name=troupe-" + node.name};
+      if (options.slurm_cpus_per_node > 0) srun.push_back("--cpus-per-task=" + std::to_string(options.slurm_cpus_per_node));
+      srun.insert(srun.end(), argv.begin(), argv.end());
+      commands.push_back({node.name, launch_method::slurm, srun, may_fail, may_fail ? manifest.faults.max_restarts : 0});
+    } else if (is_local_host(node.host)) {
       commands.push_back({node.name, launch_method::local, argv, may_fail, may_fail ? manifest.faults.max_restarts : 0});
     } else {
       // The remote shell starts in the same directory (a shared filesystem is assumed, as

@@ -27,11 +27,11 @@ struct launch_options {
 constexpr int stopped_with_checkpoint_status = 75;
 
 /// How a node process is started: fork/exec for this host, ssh for others, srun inside a
-/// Slurm allocation (one task per node; the node finds its name from SLURM_PROCID).
+/// Slurm allocation (one step of one task per node, on that node).
 enum class launch_method { local, ssh, slurm };
 
 struct node_command {
-  std::string node;                ///< the manifest name ("slurm" for the single srun)
+  std::string node;                ///< the manifest name
   launch_method method;
   std::vector<std::string> argv;   ///< what is exec'ed here
   /// Under faults.policy "elastic" every node but the head's may fail without failing the job:

@@ -68,10 +68,15 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_NE(make_job_secret(), make_job_secret());
   EXPECT_FALSE(commands[0].may_fail);  // the head's node: the coordinator lives there
   EXPECT_TRUE(commands[1].may_fail);   // two nodes: faults.policy is elastic by default
+  // Inside Slurm: one srun step per node, on its host, each supervised like any other node.
   const auto slurm = node_commands(manifest, options, true);
-  ASSERT_EQ(slurm.size(), 1u);
-  EXPECT_EQ(slurm[0].argv[0], "srun");
-  EXPECT_EQ(slurm[0].argv.back(), "--node-from-slurm");
+  ASSERT_EQ(slurm.size(), 2u);
+  EXPECT_EQ(slurm[1].argv[0], "srun");
+  EXPECT_EQ(slurm[1].argv[3], "--nodelist=" + manifest.nodes[1].host);
+  EXPECT_EQ(slurm[1].argv.back(), manifest.nodes[1].name);
+  EXPECT_EQ(slurm[1].method, launch_method::slurm);
+  EXPECT_TRUE(slurm[0].head);
+  EXPECT_TRUE(slurm[1].may_fail);
   EXPECT_EQ(shell_quote({"a b", "it's"}), "'a b' 'it'\\''s'");
 }
 

@@ -1,0 +1,159 @@
+// troupe under a real Slurm (label `slurm`): two tools/netcluster hosts with `netcluster slurm
+// up` (munged, slurmctld on this machine, one slurmd per host), jobs submitted with sbatch of
+// configs/slurm/train.sbatch exactly as a user would. What Slurm does to a job (the time-limit
+// warning, scancel, a node lost) is done to it through Slurm's own commands.
+
+#include <chrono>
+#include <thread>
+
+#include "tests/e2e/net_job.hpp"
+
+namespace troupe {
+namespace {
+
+class slurm_test : public net_test {
+ public:
+  static void SetUpTestSuite() {
+    cluster_job_test::SetUpTestSuite();
+    if (!skip_reason().empty()) return;
+    cluster_ = new net_cluster(2, "1gbit");
+    const auto up = cluster_->command("slurm", "up");
+    if (up.status != 0) setup_failure_ = "netcluster slurm up failed: " + up.output;
+    const auto conf = up.output.find("SLURM_CONF=");
+    if (conf != std::string::npos) slurm_conf_ = up.output.substr(conf + 11, up.output.find('\n', conf) - conf - 11);
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;  // netcluster down stops Slurm too
+    cluster_ = nullptr;
+    cluster_job_test::TearDownTestSuite();
+  }
+  void SetUp() override {
+    if (const auto reason = skip_reason(); !reason.empty()) GTEST_SKIP() << reason;
+    ASSERT_TRUE(setup_failure_.empty()) << setup_failure_;
+  }
+
+  static std::string skip_reason() {
+    if (auto reason = net_cluster::skip_reason(); !reason.empty()) return reason;
+    for (const char* tool : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch"})
+      if (!std::filesystem::exists(tool)) return std::string(tool) + " is missing (tools/install-deps installs Slurm)";
+    return "";
+  }
+
+  /// A Slurm client command against the test cluster.
+  static testing::command_result slurm(const std::string& command, int timeout_s = 30) {
+    return run_command("env SLURM_CONF=" + slurm_conf_ + " " + command + " 2>&1", timeout_s);
+  }
+
+  /// sbatch of the template: CONFIG RUN_DIR and `flags` for troupe launch; returns the job id.
+  static std::string submit(const std::string& config, const std::string& run, const std::string& flags) {
+    const auto result =
+        slurm("env OPENBLAS_NUM_THREADS=1 TROUPE_BINARY=" + troupe_binary() + " sbatch --parsable --output=" +
+              (*dir_ / (run + "-%j.out")).string() + " " + TROUPE_SOURCE_DIR + "/configs/slurm/train.sbatch " + config +
+              " " + (*dir_ / run).string() + " " + flags);
+    EXPECT_EQ(result.status, 0) << result.output;
+    return result.output.substr(0, result.output.find_first_not_of("0123456789"));
+  }
+
+  /// Waits until the job has left the queue (up to `seconds`); its final JobState.
+  static std::string wait_for_end(const std::string& job, double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (slurm("squeue -h -j " + job + " -o %T").output.find_first_not_of(" \n") == std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    const auto shown = slurm("scontrol show job " + job).output;
+    const auto at = shown.find("JobState=");
+    return at == std::string::npos ? "gone: " + shown : shown.substr(at + 9, shown.find(' ', at) - at - 9);
+  }
+
+  static std::string output_of(const std::string& run, const std::string& job) {
+    return io_text((*dir_ / (run + "-" + job + ".out")).string());
+  }
+
+  /// The troupe processes left on host `index` (slurmd and sshd belong there).
+  static int troupe_left(std::size_t index) {
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      if (cluster_->troupe_processes(index) == 0) return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return cluster_->troupe_processes(index);
+  }
+
+  static inline net_cluster* cluster_ = nullptr;
+  static inline std::string slurm_conf_, setup_failure_;
+};
+
+// The template trains across both hosts; `scancel --signal=USR1 --batch` (what --signal=B:USR1@120
+// sends before the time limit) makes it checkpoint, requeue itself, and resume: its final
+// parameters equal an uninterrupted job's, bit for bit.
+TEST_F(slurm_test, the_time_limit_warning_checkpoints_requeues_and_resumes_bit_exactly) {
+  const auto config = write_config(60, false, 0.1);
+  const auto sent_before = cluster_->sent_bytes(1);
+  const auto whole = submit(config, "whole", "");
+  ASSERT_EQ(wait_for_end(whole, 240), "COMPLETED") << output_of("whole", whole);
+  const auto whole_log = output_of("whole", whole);
+  EXPECT_NE(whole_log.find("nodes (workers) " + cluster_->hosts()[0].name + " (1), " + cluster_->hosts()[1].name + " (1)"),
+            std::string::npos)
+      << whole_log;
+  EXPECT_NE(whole_log.find("over tcp/eth0"), std::string::npos) << whole_log;
+  EXPECT_GT(cluster_->sent_bytes(1) - sent_before, 100000) << "the gradients crossed host 2's link";
+
+  const auto warned = submit(config, "warned", "");
+  ASSERT_TRUE(wait_for_step(*dir_ / "warned", 3, 120)) << output_of("warned", warned);
+  ASSERT_EQ(slurm("scancel --signal=USR1 --batch " + warned).status, 0);
+  ASSERT_EQ(wait_for_end(warned, 240), "COMPLETED") << output_of("warned", warned);
+  const auto log = output_of("warned", warned);
+  EXPECT_NE(log.find("every node stopped early after a committed checkpoint"), std::string::npos) << log;
+  EXPECT_NE(log.find("requeueing job " + warned), std::string::npos) << log;
+  EXPECT_NE(log.find("restart 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("resuming from the latest checkpoint"), std::string::npos) << log;
+  EXPECT_NE(io_text((*dir_ / "warned" / "events.jsonl").string()).find("\"restart_count\":1"), std::string::npos);
+
+  const auto diff = run_command(troupe_binary() + " ckpt diff " + (*dir_ / "whole").string() +
+                                    " " + (*dir_ / "warned").string(),
+                                60);
+  ASSERT_EQ(diff.status, 0) << diff.output;
+  ASSERT_NE(diff.output.find("max_abs_diff"), std::string::npos) << diff.output;
+  EXPECT_EQ(diff.output.find("\"max_abs_diff\":0.0,"), diff.output.find("\"max_abs_diff\""));
+  std::istringstream lines(diff.output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("max_abs_diff") != std::string::npos) EXPECT_NE(line.find("\"max_abs_diff\":0.0,"), std::string::npos) << line;
+  for (std::size_t h = 0; h < 2; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
+}
+
+// scancel: SIGTERM to every process of the job; each node finishes its window, the checkpoint is
+// committed, and everything is gone before KillWait's SIGKILL.
+TEST_F(slurm_test, scancel_stops_the_job_with_a_committed_checkpoint_and_leaves_no_process) {
+  const auto job = submit(write_config(100000, false, 0.1), "cancelled", "");
+  ASSERT_TRUE(wait_for_step(*dir_ / "cancelled", 3, 120)) << output_of("cancelled", job);
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(slurm("scancel " + job).status, 0);
+  EXPECT_EQ(wait_for_end(job, 60), "CANCELLED") << output_of("cancelled", job);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled_at).count();
+  std::printf("scancel to the job's end: %.1f s\n", seconds);
+  const auto log = output_of("cancelled", job);
+  EXPECT_NE(log.find("every node stopped early after a committed checkpoint"), std::string::npos) << log;
+  const auto verify = run_command(troupe_binary() + " ckpt verify " + (*dir_ / "cancelled").string(), 60);
+  EXPECT_EQ(verify.status, 0) << verify.output;
+  for (std::size_t h = 0; h < 2; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
+}
+
+// A node's task killed inside the allocation: under faults.policy elastic (the default for two
+// nodes) the other trains on to the end, and the job completes.
+TEST_F(slurm_test, a_node_failing_inside_the_allocation_leaves_the_other_training) {
+  const auto job = submit(write_config(40, false, 0.1), "lost", "");
+  ASSERT_TRUE(wait_for_step(*dir_ / "lost", 3, 120)) << output_of("lost", job);
+  const auto host = cluster_->hosts()[1].name;
+  run_command("sh -c 'for p in $(ip netns pids " + host + "); do [ \"$(cat /proc/$p/comm)\" = troupe ] && kill -9 $p; done'", 10);
+  EXPECT_EQ(wait_for_end(job, 240), "COMPLETED") << output_of("lost", job);
+  const auto log = output_of("lost", job);
+  EXPECT_NE(log.find("node " + host + " exited with status 137; the job goes on without it"), std::string::npos) << log;
+  const auto windows = read_metrics("lost");
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().step, 40);
+  EXPECT_EQ(windows.back().world_size, 1);
+  for (std::size_t h = 0; h < 2; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
+}
+
+}  // namespace
+}  // namespace troupe
