@@ -231,3 +231,74 @@ TEST_F(checkpoint_e2e, ckpt_tool_inspects_verifies_exports_imports_diffs_and_pru
 
 }  // namespace
 }  // namespace troupe
+
+namespace troupe {
+namespace {
+
+/// `troupe train` in the background; once metrics.jsonl has `windows` lines (or `wait_for`
+/// exists), `signal` is sent to it; prints "status=N" after its output.
+std::string train_and_signal(const std::string& config, const std::filesystem::path& run, const std::string& flags,
+                             const std::string& signal, const std::string& wait_for = "") {
+  const auto ready = wait_for.empty() ? "[ $(cat " + (run / "metrics.jsonl").string() + " 2>/dev/null | wc -l) -ge 3 ]"
+                                      : "[ -s " + wait_for + " ]";
+  return run_command("sh -c '" + troupe_binary() + " train --config " + config + " --run-dir " + run.string() + " " +
+                         flags + " > " + run.string() + ".log 2>&1 & trainer=$!; i=0; while [ $i -lt 1200 ] && ! " +
+                         ready + "; do sleep 0.05; i=$((i+1)); done; kill -" + signal +
+                         " $trainer; wait $trainer; echo status=$?; cat " + run.string() + ".log'",
+                     300)
+      .output;
+}
+
+// SIGUSR1 (Slurm's warning before the time limit): the window in flight ends, its checkpoint is
+// committed, troupe exits 75; resuming gives the straight run's parameters bit for bit.
+TEST_F(checkpoint_e2e, a_stop_signal_checkpoints_the_window_and_the_resumed_run_is_bit_exact) {
+  auto c = config(false);
+  c["train_steps"] = 400;
+  c.erase("scheduler");  // a constant rate: --steps below then changes no step's rate
+  testing::write_text(*dir_ / "stop.json", c.dump());
+  const auto config_file = (*dir_ / "stop.json").string();
+  const auto output = train_and_signal(config_file, *dir_ / "stopped", "", "USR1");
+  ASSERT_NE(output.find("status=75"), std::string::npos) << output;
+  EXPECT_NE(output.find("stopped early on User defined signal 1 at step"), std::string::npos) << output;
+  const auto stopped = io::load_checkpoint(io::resolve_checkpoint("latest", *dir_ / "stopped"));
+  ASSERT_GE(stopped.state.optimizer_steps, 3);
+  ASSERT_LT(stopped.state.optimizer_steps, 400) << "the signal came before the end";
+  const auto steps = std::to_string(stopped.state.optimizer_steps + 3);
+  auto resumed = run_command(troupe_binary() + " train --config " + config_file + " --run-dir " +
+                             (*dir_ / "stopped").string() + " --steps " + steps + " --resume latest");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  auto straight = run_command(troupe_binary() + " train --config " + config_file + " --run-dir " +
+                              (*dir_ / "unstopped").string() + " --steps " + steps);
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  auto a = io::load_checkpoint(io::resolve_checkpoint("latest", *dir_ / "stopped"));
+  auto b = io::load_checkpoint(io::resolve_checkpoint("latest", *dir_ / "unstopped"));
+  EXPECT_EQ(a.state.optimizer_steps, b.state.optimizer_steps);
+  expect_bitwise_equal(a.parameters, b.parameters);
+  expect_bitwise_equal(a.optimizer, b.optimizer);
+}
+
+// SIGTERM while a checkpoint cannot finish (the disk hangs: stall-checkpoint): after
+// --stop-timeout the process says so and exits by itself, before a scheduler's SIGKILL; the
+// previous checkpoint stays the latest, whole.
+TEST_F(checkpoint_e2e, sigterm_when_the_checkpoint_cannot_finish_exits_within_the_grace_keeping_the_last_one) {
+  auto c = config(false);
+  c["train_steps"] = 400;
+  c["checkpoint"]["every_windows"] = 5;
+  testing::write_text(*dir_ / "hung.json", c.dump());
+  const auto run = *dir_ / "hung";
+  const auto partial = run / "checkpoints" / "step-00000010.tmp" / "model.safetensors.tmp";
+  const auto started = std::chrono::steady_clock::now();
+  const auto output = train_and_signal((*dir_ / "hung.json").string(), run,
+                                       "--stop-timeout 2 --inject stall-checkpoint:4096:local@10", "TERM",
+                                       partial.string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_NE(output.find("status=143"), std::string::npos) << output;
+  EXPECT_NE(output.find("have not finished: exiting without them"), std::string::npos) << output;
+  EXPECT_LT(seconds, 60) << output;
+  EXPECT_EQ(io::read_whole_file(run / "checkpoints" / "latest"), "step-00000005\n");
+  auto verify = run_command(troupe_binary() + " ckpt verify " + (run / "checkpoints" / "step-00000005").string());
+  EXPECT_EQ(verify.status, 0) << verify.output;
+}
+
+}  // namespace
+}  // namespace troupe

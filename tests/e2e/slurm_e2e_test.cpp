@@ -124,8 +124,21 @@ TEST_F(slurm_test, the_time_limit_warning_checkpoints_requeues_and_resumes_bit_e
 // scancel: SIGTERM to every process of the job; each node finishes its window, the checkpoint is
 // committed, and everything is gone before KillWait's SIGKILL.
 TEST_F(slurm_test, scancel_stops_the_job_with_a_committed_checkpoint_and_leaves_no_process) {
-  const auto job = submit(write_config(100000, false, 0.1), "cancelled", "");
-  ASSERT_TRUE(wait_for_step(*dir_ / "cancelled", 3, 120)) << output_of("cancelled", job);
+  auto config = json::parse(io_text(write_config(100000, false, 0.1)));
+  config["checkpoint"]["every_windows"] = 2;
+  const auto config_file = (*dir_ / "config-checkpoint-every-2.json").string();
+  testing::write_text(config_file, config.dump(2));
+  const auto job = submit(config_file, "cancelled", "");
+  ASSERT_TRUE(wait_for_step(*dir_ / "cancelled", 5, 120)) << output_of("cancelled", job);
+
+  // What a person on the login node does while the job runs: read its metrics and checkpoints.
+  const auto run = (*dir_ / "cancelled").string();
+  const auto metrics = run_command(troupe_binary() + " metrics --json " + run, 60);
+  EXPECT_EQ(metrics.status, 0) << metrics.output;
+  EXPECT_NE(metrics.output.find("\"last_step\""), std::string::npos) << metrics.output;
+  const auto listed = run_command(troupe_binary() + " ckpt list --run-dir " + run, 60);
+  EXPECT_EQ(listed.status, 0) << listed.output;
+  EXPECT_NE(listed.output.find("yes"), std::string::npos) << listed.output;  // a valid checkpoint
   const auto cancelled_at = std::chrono::steady_clock::now();
   ASSERT_EQ(slurm("scancel " + job).status, 0);
   EXPECT_EQ(wait_for_end(job, 60), "CANCELLED") << output_of("cancelled", job);
