@@ -282,6 +282,31 @@ cluster_manifest parse_hostfile(const std::string& text, const std::string& sour
   return parse_manifest(root, source);
 }
 
+json manifest_for_hosts(const std::vector<std::string>& hosts, const std::vector<int64_t>& workers, json base) {
+  TROUPE_ENFORCE(!hosts.empty() && hosts.size() == workers.size(), "one worker count per host");
+  if (!base.is_object()) base = json::object();
+  auto nodes = json::array();
+  for (std::size_t i = 0; i < hosts.size(); ++i)
+    nodes.push_back({{"name", hosts[i]}, {"host", hosts[i]}, {"workers", workers[i]}});
+  base["nodes"] = std::move(nodes);
+  auto head = base.contains("head") && base["head"].is_object() ? base["head"] : json::object();
+  head["host"] = hosts.front();
+  head["node"] = hosts.front();
+  base["head"] = std::move(head);
+  return base;
+}
+
+json read_base_manifest(const std::string& file) {
+  if (file.empty()) return json::object();
+  const auto bytes = io::read_file_bytes(file);
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{')
+    throw make_error(file, ": where a scheduler gives the nodes, --manifest may only be a JSON manifest (rings, "
+                           "timeouts, faults, head.port), not a hostfile");
+  return io::parse_json_text(text, file);
+}
+
 cluster_manifest load_manifest(const std::filesystem::path& file) {
   if (!std::filesystem::is_regular_file(file)) throw make_error(file.string(), ": manifest file not found");
   const auto bytes = io::read_file_bytes(file);

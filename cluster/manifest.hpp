@@ -103,6 +103,18 @@ cluster_manifest parse_manifest(const nlohmann::json& root, const std::string& s
 /// the first host is the head.
 cluster_manifest parse_hostfile(const std::string& text, const std::string& source);
 
+/// The manifest of a job whose nodes a scheduler gave (a Slurm allocation, a Kubernetes Indexed
+/// Job), as JSON for parse_manifest: `base` (a user's manifest, or an empty object) with its
+/// "nodes" replaced by one node per host (named like the host, `workers[i]` workers) and its
+/// head moved to the first (head.port stays the base's, else the default). The hosts must
+/// resolve each other's names.
+nlohmann::json manifest_for_hosts(const std::vector<std::string>& hosts, const std::vector<int64_t>& workers,
+                                  nlohmann::json base);
+
+/// The JSON of a manifest whose nodes a scheduler gives (its rings, timeouts, faults, head.port
+/// are kept): an empty object for "", and an error naming the file for a hostfile.
+nlohmann::json read_base_manifest(const std::string& file);
+
 /// Reads a manifest file: JSON when it starts with `{`, a DeepSpeed hostfile otherwise.
 cluster_manifest load_manifest(const std::filesystem::path& file);
 

@@ -154,17 +154,4 @@ slurm_allocation read_slurm_allocation(const environment_reader& environment) {
   return allocation;
 }
 
-nlohmann::json allocation_manifest(const slurm_allocation& allocation, nlohmann::json base) {
-  if (!base.is_object()) base = nlohmann::json::object();
-  auto nodes = nlohmann::json::array();
-  for (std::size_t i = 0; i < allocation.hosts.size(); ++i)
-    nodes.push_back({{"name", allocation.hosts[i]}, {"host", allocation.hosts[i]}, {"workers", allocation.tasks[i]}});
-  base["nodes"] = std::move(nodes);
-  auto head = base.contains("head") && base["head"].is_object() ? base["head"] : nlohmann::json::object();
-  head["host"] = allocation.hosts.front();
-  head["node"] = allocation.hosts.front();
-  base["head"] = std::move(head);
-  return base;
-}
-
 }  // namespace troupe::cluster

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace troupe::cluster {
 
 /// Reads one environment variable: nullptr when it is not set (std::getenv, or a map in tests).
@@ -40,11 +38,5 @@ bool inside_slurm_job(const environment_reader& environment);
 /// or the two that disagree (SLURM_JOB_NUM_NODES against the node list, SLURM_NTASKS against the
 /// tasks per node).
 slurm_allocation read_slurm_allocation(const environment_reader& environment);
-
-/// The manifest of a job on the allocation, as JSON for parse_manifest: `base` (a user's manifest,
-/// or an empty object) with its "nodes" replaced by the allocation's hosts and its head moved to
-/// the first of them (head.port stays the base's, else troupe's default). Names and hosts are the
-/// Slurm node names: the hosts must resolve them, as srun's own tasks do.
-nlohmann::json allocation_manifest(const slurm_allocation& allocation, nlohmann::json base);
 
 }  // namespace troupe::cluster

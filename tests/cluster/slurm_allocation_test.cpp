@@ -131,7 +131,7 @@ TEST(SlurmAllocation, TheManifestTakesTheNodesAndKeepsTheUsersSettings) {
                                {"nodes", {{{"name", "old"}, {"host", "old"}}}},
                                {"rings", {{"count", 2}}},
                                {"timeouts", {{"join_s", 7}}}};
-  const auto manifest = parse_manifest(allocation_manifest(allocation, base), "slurm");
+  const auto manifest = parse_manifest(manifest_for_hosts(allocation.hosts, allocation.tasks, base), "slurm");
   ASSERT_EQ(manifest.nodes.size(), 2u);
   EXPECT_EQ(manifest.nodes[1].name, "tn2");
   EXPECT_EQ(manifest.nodes[1].host, "tn2");
@@ -141,7 +141,7 @@ TEST(SlurmAllocation, TheManifestTakesTheNodesAndKeepsTheUsersSettings) {
   EXPECT_EQ(manifest.head_port, 31000);
   EXPECT_EQ(manifest.rings.count, 2);
   EXPECT_EQ(manifest.timeouts.join.count(), 7);
-  EXPECT_EQ(parse_manifest(allocation_manifest(allocation, nlohmann::json::object()), "slurm").head_port, 29500);
+  EXPECT_EQ(parse_manifest(manifest_for_hosts(allocation.hosts, allocation.tasks, nlohmann::json::object()), "slurm").head_port, 29500);
 }
 
 }  // namespace

@@ -62,6 +62,36 @@ TEST_F(net_test, three_hosts_over_ssh_train_as_one_process_and_their_gradients_c
     EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << "processes left on " << cluster.hosts()[h].name;
 }
 
+// The Kubernetes path without Kubernetes: each host runs `troupe node --from-env` by hand with
+// the variables an Indexed Job's pods get (JOB_COMPLETION_INDEX, the hosts, one job secret), no
+// launcher anywhere; the job trains across both links as one process would.
+TEST_F(net_test, nodes_started_from_the_environment_like_indexed_job_pods_train_as_one_process) {
+  const auto config = write_config(6, false, 0.1);
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "one-env").string(), 300);
+  ASSERT_EQ(single.status, 0) << single.output;
+
+  net_cluster cluster(2, "");
+  const auto hosts = cluster.hosts()[0].address + "," + cluster.hosts()[1].address;
+  const auto run = (*dir_ / "from-env").string();
+  std::string script = "sh -c '";
+  for (std::size_t i = 0; i < 2; ++i)
+    script += std::string(TROUPE_SOURCE_DIR) + "/tools/netcluster exec --name " + cluster.prefix() + " " +
+              cluster.hosts()[i].name + " -- env JOB_COMPLETION_INDEX=" + std::to_string(i) + " TROUPE_HOSTS=" + hosts +
+              " TROUPE_HEAD_PORT=29600 TROUPE_JOB_SECRET=0123456789abcdef OPENBLAS_NUM_THREADS=1 " + troupe_binary() +
+              " node --from-env --config " + config + " --run-dir " + run + " > " + run + "-" + std::to_string(i) +
+              ".log 2>&1 & p" + std::to_string(i) + "=$!; ";
+  script += "wait $p0; echo status0=$?; wait $p1; echo status1=$?; cat " + run + "-0.log " + run + "-1.log'";
+  const auto result = run_command(script, 300);
+  EXPECT_NE(result.output.find("status0=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("status1=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node 1 of 2 from the environment (TROUPE_HOSTS=" + hosts), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("over tcp/eth0"), std::string::npos) << result.output;
+  expect_same_curve(read_metrics("one-env"), read_metrics("from-env"), "2 hosts from the environment vs one process");
+  for (std::size_t h = 0; h < 2; ++h)
+    EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << "processes left on " << cluster.hosts()[h].name;
+}
+
 // Two plain network namespaces of one kernel would let UCX use shared memory; netcluster hosts
 // have their own IPC namespace and /dev/shm, and `troupe bench allreduce --manifest` says what
 // each link used.

@@ -16,6 +16,8 @@
 #include "cluster/job_secret.hpp"
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
+#include "cluster/indexed_job.hpp"
+#include "io/checkpoint/run_directory.hpp"
 #include "io/os/file_util.hpp"
 #include "io/os/stop_signals.hpp"
 #include "messages/error.hpp"
@@ -29,6 +31,7 @@ namespace {
 struct node_arguments {
   std::string name;
   bool from_slurm = false;
+  bool from_env = false;
   bool watch_stdin = false;
   bool rejoin = false;
   bool progress_lines = false;
@@ -65,7 +68,28 @@ void watch_for_end_of_input() {
   }).detach();
 }
 
+/// `--from-env`: the manifest of an indexed job (cluster/indexed_job.hpp) on top of --manifest's
+/// settings; the node is the one at this process's index. Node 0, the head, refuses a run
+/// directory holding another run unless resuming (no launcher checks it here).
+actors::node_identity node_from_environment(const job_arguments& args) {
+  const auto job = cluster::read_indexed_job([](const char* name) { return static_cast<const char*>(std::getenv(name)); });
+  auto json = cluster::manifest_for_hosts(job.hosts, std::vector<int64_t>(job.hosts.size(), job.workers_per_node),
+                                          cluster::read_base_manifest(args.manifest));
+  if (job.head_port > 0) json["head"]["port"] = job.head_port;
+  const auto text = json.dump();
+  actors::node_identity node;
+  node.manifest = cluster::parse_manifest(json, "the environment (" + job.described + ")");
+  node.manifest.file_hash = io::xxh64(text.data(), text.size());
+  node.name = job.hosts[static_cast<std::size_t>(job.index)];
+  if (job.index == 0 && args.resume.empty()) io::prepare_fresh_run(args.run_dir, false);
+  spdlog::info("node {} of {} from the environment ({}); head {}:{}", job.index, job.hosts.size(), job.described,
+               node.manifest.head_host, node.manifest.head_port);
+  return node;
+}
+
 actors::node_identity identify_node(const job_arguments& args, const node_arguments& node_args) {
+  if (node_args.from_env) return node_from_environment(args);
+  if (args.manifest.empty()) throw error("node: --manifest is required (or --from-env)");
   actors::node_identity node;
   node.manifest = cluster::load_manifest(args.manifest);
   node.name = node_args.from_slurm ? node_from_slurm(node.manifest) : node_args.name;
@@ -147,8 +171,13 @@ void add_node_command(CLI::App& app) {
   auto args = std::make_shared<job_arguments>();
   auto node_args = std::make_shared<node_arguments>();
   auto* command = app.add_subcommand("node", "one node of a launched job (started by `troupe launch`)");
-  add_job_options(command, *args);
+  add_job_options(command, *args, false);
   command->add_option("--node", node_args->name, "this node's name in the manifest");
+  command->add_flag("--from-env", node_args->from_env,
+                    "the job's nodes and this node's index from the environment: JOB_COMPLETION_INDEX (a Kubernetes "
+                    "Indexed Job) or TROUPE_NODE_INDEX, TROUPE_HOSTS or TROUPE_NODES + TROUPE_HOST_TEMPLATE "
+                    "(docs/cluster.md#kubernetes); --manifest then only sets rings, timeouts and faults")
+      ->excludes("--node");
   command->add_flag("--node-from-slurm", node_args->from_slurm, "take the node from SLURMD_NODENAME (a node of that name) or SLURM_PROCID (node index)");
   command->add_flag("--watch-stdin", node_args->watch_stdin,
                     "stop when stdin closes (the launcher's ssh session ended; troupe launch passes it to ssh nodes)");

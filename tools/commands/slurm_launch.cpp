@@ -7,23 +7,11 @@
 
 #include "actors/event_log.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
-#include "io/config/json_fields.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::tools {
 namespace {
-
-nlohmann::json user_manifest(const std::string& file) {
-  if (file.empty()) return nlohmann::json::object();
-  const auto bytes = io::read_file_bytes(file);
-  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || text[first] != '{')
-    throw make_error(file, ": inside Slurm the nodes come from the allocation; --manifest may only be a JSON manifest "
-                           "(rings, timeouts, faults, head.port), not a hostfile");
-  return io::parse_json_text(text, file);
-}
 
 /// A requeued job resumes by itself: from the latest checkpoint, or from the start when the
 /// run it continues stopped before its first.
@@ -44,7 +32,7 @@ void resume_requeued_job(job_arguments& args, int64_t restart_count) {
 
 cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluster::environment_reader& environment) {
   const auto allocation = cluster::read_slurm_allocation(environment);
-  const auto manifest = cluster::allocation_manifest(allocation, user_manifest(args.manifest));
+  const auto manifest = cluster::manifest_for_hosts(allocation.hosts, allocation.tasks, cluster::read_base_manifest(args.manifest));
   std::filesystem::create_directories(args.run_dir);
   const auto file = std::filesystem::absolute(args.run_dir) / ("slurm-job-" + allocation.job_id + ".manifest.json");
   io::write_file_atomically(file, manifest.dump(2) + "\n");
