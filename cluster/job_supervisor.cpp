@@ -51,7 +51,8 @@ int supervise_job(const cluster_manifest& manifest, supervised_job job) {
     ::unsetenv(inject_variable);  // injected faults belong to the first run
     if (!has_checkpoint) io::prepare_fresh_run(options.run_dir, true);
     options.node_arguments = job.arguments_for_restart(has_checkpoint ? "latest" : "");
-    status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace, stop_grace);
+    const auto nodes = job.manifest_for_restart ? job.manifest_for_restart() : manifest;
+    status = run_nodes(node_commands(nodes, options, job.inside_slurm), grace, stop_grace);
   }
   return status;
 }

@@ -21,6 +21,9 @@ struct supervised_job {
   /// The node arguments of a run after a restart: `resume` is "latest" when the run directory
   /// holds a checkpoint, "" to start over.
   std::function<std::vector<std::string>(const std::string& resume)> arguments_for_restart;
+  /// The manifest of a restart (faults.policy "restart"): inside Slurm, the allocation's nodes
+  /// still up (tools/commands/slurm_launch.hpp); empty: the first run's manifest.
+  std::function<cluster_manifest()> manifest_for_restart;
 };
 
 /// Runs the job: holds the run directory (io::run_directory_lock) until every node has ended,
@@ -29,7 +32,7 @@ struct supervised_job {
 /// node under run_nodes with the manifest's grace (timeouts.collective + timeouts.join), and
 /// under faults.policy "restart" starts every node again after a failure, from the latest
 /// checkpoint, up to faults.max_restarts times with a backoff of 1, 2, 4 … 30 s (injected
-/// faults only in the first run). Returns the last run's status as run_nodes gives it.
+/// faults only in the first run), on the nodes `manifest_for_restart` gives. Returns the last run's status as run_nodes gives it.
 int supervise_job(const cluster_manifest& manifest, supervised_job job);
 
 }  // namespace troupe::cluster

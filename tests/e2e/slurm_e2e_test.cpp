@@ -168,5 +168,36 @@ TEST_F(slurm_test, a_node_failing_inside_the_allocation_leaves_the_other_trainin
   for (std::size_t h = 0; h < 2; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
 }
 
+// Under faults.policy "restart" a node that Slurm sets down (`scontrol update state=down`; the
+// template's --no-kill keeps the job alive) loses its step; the launcher starts the job again on
+// the node Slurm still counts as up, from the latest checkpoint, and it runs to the end.
+TEST_F(slurm_test, under_restart_a_node_set_down_leaves_the_job_resuming_on_the_node_still_up) {
+  const auto host = cluster_->hosts()[1].name;
+  struct resume_node_at_exit {
+    std::string host;
+    ~resume_node_at_exit() { slurm("scontrol update nodename=" + host + " state=resume"); }
+  } resume{host};
+  const auto manifest = (*dir_ / "restart-manifest.json").string();
+  testing::write_text(manifest, json{{"faults", {{"policy", "restart"}, {"max_restarts", 2}}},
+                                     {"timeouts", {{"join_s", 30}, {"collective_s", 10}}}}
+                                    .dump());
+  auto config = json::parse(io_text(write_config(150, false, 0.1)));
+  config["checkpoint"]["every_windows"] = 2;
+  const auto config_file = (*dir_ / "config-150-checkpoint-every-2.json").string();
+  testing::write_text(config_file, config.dump(2));
+  const auto job = submit(config_file, "down", "--manifest " + manifest);
+  ASSERT_TRUE(wait_for_step(*dir_ / "down", 5, 120)) << output_of("down", job);
+  ASSERT_EQ(slurm("scontrol update nodename=" + host + " state=down reason=troupe-test").status, 0);
+  EXPECT_EQ(wait_for_end(job, 300), "COMPLETED") << output_of("down", job);
+  const auto log = output_of("down", job);
+  EXPECT_NE(log.find("Slurm counts " + host + " as down: the job goes on on 1 node(s)"), std::string::npos) << log;
+  EXPECT_NE(log.find("from the latest checkpoint"), std::string::npos) << log;
+  const auto windows = read_metrics("down");
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().step, 150);
+  EXPECT_EQ(windows.back().world_size, 1);
+  EXPECT_EQ(troupe_left(0), 0);
+}
+
 }  // namespace
 }  // namespace troupe

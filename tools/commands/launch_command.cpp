@@ -39,6 +39,12 @@ void add_launch_command(CLI::App& app) {
     if (job.inside_slurm) {
       const auto allocation = prepare_slurm_launch(*args, environment);
       job.launch.slurm_cpus_per_node = slurm_cpus_per_node(allocation, environment);
+      job.manifest_for_restart = [args, allocation] {
+        keep_live_slurm_nodes(*args, allocation);
+        const auto manifest = cluster::load_manifest(args->manifest);
+        cluster::check_job(manifest, args->config);
+        return manifest;
+      };
     } else if (args->manifest.empty()) {
       throw error("launch: --manifest is required outside a Slurm allocation");
     }

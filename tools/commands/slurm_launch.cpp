@@ -3,15 +3,43 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 #include "actors/event_log.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
+#include "io/os/child_process.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::tools {
 namespace {
+
+/// The hosts among `hosts` that sinfo says are up: allocated, mixed, idle or completing, and
+/// responding (a state without '*').
+std::set<std::string> hosts_slurm_counts_up(const std::vector<std::string>& hosts) {
+  std::string list;
+  for (const auto& host : hosts) list += (list.empty() ? "" : ",") + host;
+  io::child_process sinfo({"/bin/sh", "-c", "exec sinfo --noheader --Node --format='%N %T' --nodes=" + list});
+  std::set<std::string> up;
+  try {
+    for (;;) {
+      std::istringstream line(sinfo.read_line(std::chrono::seconds(30)));
+      std::string name, state;
+      line >> name >> state;
+      const bool responding = state.find('*') == std::string::npos;
+      for (const char* usable : {"allocated", "mixed", "idle", "completing"})
+        if (responding && state.rfind(usable, 0) == 0) up.insert(name);
+    }
+  } catch (const troupe::error&) {
+    // read_line throws at the end of sinfo's output
+  }
+  if (const int status = sinfo.wait(std::chrono::seconds(10)); status != 0)
+    throw make_error("Slurm: sinfo --nodes=", list, " failed (status ", status, ")");
+  return up;
+}
 
 /// A requeued job resumes by itself: from the latest checkpoint, or from the start when the
 /// run it continues stopped before its first.
@@ -51,6 +79,25 @@ cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluste
                         {"nodes", allocation.hosts},
                         {"resume", args.resume}});
   return allocation;
+}
+
+void keep_live_slurm_nodes(const job_arguments& args, const cluster::slurm_allocation& allocation) {
+  const auto up = hosts_slurm_counts_up(allocation.hosts);
+  std::vector<std::string> hosts;
+  std::vector<int64_t> tasks;
+  std::string lost;
+  for (std::size_t i = 0; i < allocation.hosts.size(); ++i) {
+    if (up.count(allocation.hosts[i]) != 0) {
+      hosts.push_back(allocation.hosts[i]);
+      tasks.push_back(allocation.tasks[i]);
+    } else {
+      lost += (lost.empty() ? "" : ", ") + allocation.hosts[i];
+    }
+  }
+  if (hosts.empty()) throw make_error("Slurm: no node of the allocation is up (", lost, ")");
+  if (!lost.empty()) spdlog::warn("Slurm counts {} as down: the job goes on on {} node(s)", lost, hosts.size());
+  const auto manifest = cluster::manifest_for_hosts(hosts, tasks, cluster::read_base_manifest(args.manifest));
+  io::write_file_atomically(args.manifest, manifest.dump(2) + "\n");
 }
 
 int64_t slurm_cpus_per_node(const cluster::slurm_allocation& allocation, const cluster::environment_reader& environment) {

@@ -17,6 +17,13 @@ namespace troupe::tools {
 /// malformed variable, or the manifest's flaw.
 cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluster::environment_reader& environment);
 
+/// Under faults.policy "restart" inside Slurm, before each restart: writes the job's manifest
+/// (`args.manifest`, made by prepare_slurm_launch) again with only the allocation's nodes that
+/// Slurm still counts as up (`sinfo`: not down, drained, failing or unresponsive; under
+/// `--no-kill` a lost node stays in the allocation), so the job resumes on what is left. Throws
+/// troupe::error when none is up or sinfo fails.
+void keep_live_slurm_nodes(const job_arguments& args, const cluster::slurm_allocation& allocation);
+
 /// srun's --cpus-per-task for the single step that starts every node: the tasks (workers) of the
 /// node with the fewest, times SLURM_CPUS_PER_TASK (1 when unset), so that a node process may use
 /// the CPUs Slurm gave its workers where task/cgroup confines it.
