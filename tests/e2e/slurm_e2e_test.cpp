@@ -121,6 +121,26 @@ TEST_F(slurm_test, the_time_limit_warning_checkpoints_requeues_and_resumes_bit_e
   for (std::size_t h = 0; h < 2; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
 }
 
+// The real time-limit warning, not a stand-in: a 1-minute job with --signal=B:USR1@45 is warned
+// by Slurm itself; troupe saves and stops, and with TROUPE_REQUEUE=0 the job ends there.
+TEST_F(slurm_test, slurms_own_time_limit_warning_makes_the_job_save_and_stop) {
+  const auto run = (*dir_ / "timed").string();
+  const auto result = slurm("env OPENBLAS_NUM_THREADS=1 TROUPE_REQUEUE=0 TROUPE_BINARY=" + troupe_binary() +
+                            " sbatch --parsable --time=1 --signal=B:USR1@45 --output=" + run + "-%j.out " +
+                            TROUPE_SOURCE_DIR + "/configs/slurm/train.sbatch " + write_config(1000000, false, 0.1) +
+                            " " + run);
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto job = result.output.substr(0, result.output.find_first_not_of("0123456789"));
+  EXPECT_EQ(wait_for_end(job, 150), "COMPLETED") << output_of("timed", job);
+  const auto log = output_of("timed", job);
+  EXPECT_NE(log.find("stopped early at step"), std::string::npos) << log;
+  EXPECT_NE(log.find("on User defined signal 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("stopped early with a checkpoint; sbatch this script again"), std::string::npos) << log;
+  EXPECT_EQ(log.find("requeueing"), std::string::npos) << log;
+  const auto verify = run_command(troupe_binary() + " ckpt verify " + run, 60);
+  EXPECT_EQ(verify.status, 0) << verify.output;
+}
+
 // scancel: SIGTERM to every process of the job; each node finishes its window, the checkpoint is
 // committed, and everything is gone before KillWait's SIGKILL.
 TEST_F(slurm_test, scancel_stops_the_job_with_a_committed_checkpoint_and_leaves_no_process) {
