@@ -87,7 +87,7 @@ class slurm_test : public net_test {
 // sends before the time limit) makes it checkpoint, requeue itself, and resume: its final
 // parameters equal an uninterrupted job's, bit for bit.
 TEST_F(slurm_test, the_time_limit_warning_checkpoints_requeues_and_resumes_bit_exactly) {
-  const auto config = write_config(60, false, 0.1);
+  const auto config = write_config(150, false, 0.1);  // long enough that the warning lands mid-run
   const auto sent_before = cluster_->sent_bytes(1);
   const auto whole = submit(config, "whole", "");
   ASSERT_EQ(wait_for_end(whole, 240), "COMPLETED") << output_of("whole", whole);
