@@ -296,28 +296,39 @@ json manifest_for_hosts(const std::vector<std::string>& hosts, const std::vector
   return base;
 }
 
+namespace {
+
+/// A manifest file's text; throws naming the file when there is none.
+std::string manifest_text(const std::filesystem::path& file) {
+  if (!std::filesystem::is_regular_file(file)) throw make_error(file.string(), ": manifest file not found");
+  const auto bytes = io::read_file_bytes(file);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+/// JSON when the text starts with '{'; otherwise a DeepSpeed hostfile.
+bool json_manifest(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text[first] == '{';
+}
+
+}  // namespace
+
 json read_base_manifest(const std::string& file) {
   if (file.empty()) return json::object();
-  const auto bytes = io::read_file_bytes(file);
-  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || text[first] != '{')
+  const auto text = manifest_text(file);
+  if (!json_manifest(text))
     throw make_error(file, ": where a scheduler gives the nodes, --manifest may only be a JSON manifest (rings, "
                            "timeouts, faults, head.port), not a hostfile");
   return io::parse_json_text(text, file);
 }
 
 cluster_manifest load_manifest(const std::filesystem::path& file) {
-  if (!std::filesystem::is_regular_file(file)) throw make_error(file.string(), ": manifest file not found");
-  const auto bytes = io::read_file_bytes(file);
-  std::string text(bytes.size(), '\0');
-  std::transform(bytes.begin(), bytes.end(), text.begin(), [](std::byte b) { return static_cast<char>(b); });
-  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto text = manifest_text(file);
   cluster_manifest manifest;
-  if (first == std::string::npos || text[first] != '{') {
-    manifest = parse_hostfile(text, file.string());
-  } else {
+  if (json_manifest(text)) {
     manifest = parse_manifest(io::parse_json_text(text, file.string()), file.string());
+  } else {
+    manifest = parse_hostfile(text, file.string());
   }
   manifest.file_hash = io::xxh64(text.data(), text.size());
   return manifest;

@@ -70,10 +70,10 @@ std::vector<std::string> expand_item(const std::string& item, const std::string&
     if (open == std::string::npos) break;
     const auto close = item.find(']', open);
     if (close == std::string::npos) throw make_error(flaw_prefix, "a '[' without its ']'");
+    const auto numbers = expand_group(item.substr(open + 1, close - open - 1), flaw_prefix);
     std::vector<std::string> longer;
     for (const auto& name : names)
-      for (const auto& number : expand_group(item.substr(open + 1, close - open - 1), flaw_prefix))
-        longer.push_back(name + number);
+      for (const auto& number : numbers) longer.push_back(name + number);
     names = std::move(longer);
     at = close + 1;
     after_group = true;
@@ -122,6 +122,8 @@ std::vector<int64_t> expand_tasks_per_node(const std::string& expression, const 
   if (tasks.empty()) throw make_error(what, "=\"", expression, "\": expected task counts like 2(x3),1");
   return tasks;
 }
+
+const char* process_environment(const char* name) { return std::getenv(name); }
 
 bool inside_slurm_job(const environment_reader& environment) {
   const char* id = environment("SLURM_JOB_ID");

@@ -14,6 +14,9 @@ namespace troupe::cluster {
 /// Reads one environment variable: nullptr when it is not set (std::getenv, or a map in tests).
 using environment_reader = std::function<const char*(const char*)>;
 
+/// This process's environment, as an environment_reader.
+const char* process_environment(const char* name);
+
 struct slurm_allocation {
   std::string job_id;                 ///< SLURM_JOB_ID
   std::vector<std::string> hosts;     ///< SLURM_JOB_NODELIST, expanded

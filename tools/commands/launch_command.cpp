@@ -33,23 +33,27 @@ void add_launch_command(CLI::App& app) {
   command->add_option("--inject", *inject,
                       "inject a fault (repeatable): kill:NODE@WINDOW[:PHASE], hang:NODE@WINDOW[:PHASE], drop:N:NODE@WINDOW[:PHASE] or slow:MS:NODE@WINDOW (docs/cluster.md)");
   command->callback([args, dry_run, inject, slurm] {
-    const auto environment = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
+    const auto environment = cluster::process_environment;
+    // The manifest file read and the job checked against it (again before a restart inside Slurm,
+    // whose manifest then holds only the nodes still up).
+    const auto checked_manifest = [args] {
+      auto manifest = cluster::load_manifest(args->manifest);
+      cluster::check_job(manifest, args->config);
+      return manifest;
+    };
     cluster::supervised_job job;
     job.inside_slurm = *slurm || cluster::inside_slurm_job(environment);
     if (job.inside_slurm) {
       const auto allocation = prepare_slurm_launch(*args, environment);
       job.launch.slurm_cpus_per_node = slurm_cpus_per_node(allocation, environment);
-      job.manifest_for_restart = [args, allocation] {
+      job.manifest_for_restart = [args, allocation, checked_manifest] {
         keep_live_slurm_nodes(*args, allocation);
-        const auto manifest = cluster::load_manifest(args->manifest);
-        cluster::check_job(manifest, args->config);
-        return manifest;
+        return checked_manifest();
       };
     } else if (args->manifest.empty()) {
       throw error("launch: --manifest is required outside a Slurm allocation");
     }
-    const auto manifest = cluster::load_manifest(args->manifest);
-    cluster::check_job(manifest, args->config);
+    const auto manifest = checked_manifest();
     job.injection = cluster::injection_for_local_nodes(manifest, *inject);
     job.resuming = !args->resume.empty();
     job.overwrite = args->overwrite;

@@ -72,7 +72,7 @@ void watch_for_end_of_input() {
 /// settings; the node is the one at this process's index. Node 0, the head, refuses a run
 /// directory holding another run unless resuming (no launcher checks it here).
 actors::node_identity node_from_environment(const job_arguments& args) {
-  const auto job = cluster::read_indexed_job([](const char* name) { return static_cast<const char*>(std::getenv(name)); });
+  const auto job = cluster::read_indexed_job(cluster::process_environment);
   auto json = cluster::manifest_for_hosts(job.hosts, std::vector<int64_t>(job.hosts.size(), job.workers_per_node),
                                           cluster::read_base_manifest(args.manifest));
   if (job.head_port > 0) json["head"]["port"] = job.head_port;
