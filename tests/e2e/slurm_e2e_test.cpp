@@ -174,7 +174,7 @@ TEST_F(slurm_test, scancel_stops_the_job_with_a_committed_checkpoint_and_leaves_
 // A node's task killed inside the allocation: under faults.policy elastic (the default for two
 // nodes) the other trains on to the end, and the job completes.
 TEST_F(slurm_test, a_node_failing_inside_the_allocation_leaves_the_other_training) {
-  const auto job = submit(write_config(40, false, 0.1), "lost", "");
+  const auto job = submit(write_config(300, false, 0.1), "lost", "");  // long enough that the kill lands mid-run
   ASSERT_TRUE(wait_for_step(*dir_ / "lost", 3, 120)) << output_of("lost", job);
   const auto host = cluster_->hosts()[1].name;
   run_command("sh -c 'for p in $(ip netns pids " + host + "); do [ \"$(cat /proc/$p/comm)\" = troupe ] && kill -9 $p; done'", 10);
@@ -183,7 +183,7 @@ TEST_F(slurm_test, a_node_failing_inside_the_allocation_leaves_the_other_trainin
   EXPECT_NE(log.find("node " + host + " exited with status 137; the job goes on without it"), std::string::npos) << log;
   const auto windows = read_metrics("lost");
   ASSERT_FALSE(windows.empty());
-  EXPECT_EQ(windows.back().step, 40);
+  EXPECT_EQ(windows.back().step, 300);
   EXPECT_EQ(windows.back().world_size, 1);
   for (std::size_t h = 0; h < 2; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
 }
