@@ -27,14 +27,6 @@ bool word_character(char32_t c) {
   }
 }
 
-/// Python's str.isspace() for what split() splits on: Unicode whitespace and the ASCII controls
-/// 0x1c..0x1f.
-bool python_space(char32_t c) {
-  if (c == U' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85) return true;
-  const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return category == UTF8PROC_CATEGORY_ZS || category == UTF8PROC_CATEGORY_ZL || category == UTF8PROC_CATEGORY_ZP;
-}
-
 /// re.sub(r'\b(a|an|the)\b', ' ', text): each article standing between word boundaries becomes a space.
 std::u32string without_articles(const std::u32string& text) {
   std::u32string out;

@@ -33,4 +33,10 @@ std::string encode_utf8(const char32_t* begin, const char32_t* end) {
   return out;
 }
 
+bool python_space(char32_t c) {
+  if (c == U' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85) return true;
+  const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return category == UTF8PROC_CATEGORY_ZS || category == UTF8PROC_CATEGORY_ZL || category == UTF8PROC_CATEGORY_ZP;
+}
+
 }  // namespace troupe::io

@@ -20,4 +20,8 @@ void append_utf8(std::string& out, char32_t code_point);
 /// Encodes a run of code points.
 std::string encode_utf8(const char32_t* begin, const char32_t* end);
 
+/// Python's str.isspace(), what str.split() and strip() split on: Unicode whitespace (Zs, Zl,
+/// Zp), \t..\r, the ASCII separators 0x1c..0x1f and U+0085.
+bool python_space(char32_t c);
+
 }  // namespace troupe::io
