@@ -1,0 +1,167 @@
+#include "compute/task_model.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+
+#include "compute/albert_model.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::compute {
+namespace {
+
+std::string encoder_prefix(const bert_config& config) { return config.model_type + "."; }
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+void add_linear(named_tensors& out, const std::string& name, const torch::nn::Linear& linear) {
+  out.emplace_back(name + ".weight", linear->weight);
+  out.emplace_back(name + ".bias", linear->bias);
+}
+
+/// HF's class-name stem of a model type.
+std::string architecture_stem(const std::string& model_type) {
+  if (model_type == "distilbert") return "DistilBert";
+  if (model_type == "albert") return "Albert";
+  return "Bert";
+}
+
+}  // namespace
+
+task_type parse_task_type(const std::string& name, const std::string& field) {
+  if (name == "question_answering") return task_type::question_answering;
+  if (name == "sequence_classification") return task_type::sequence_classification;
+  throw make_error(field, ": expected \"question_answering\" or \"sequence_classification\", got \"", name, "\"");
+}
+
+std::string task_type_name(task_type type) {
+  return type == task_type::question_answering ? "question_answering" : "sequence_classification";
+}
+
+double head_dropout(const bert_config& config, const task_head& head) {
+  if (head.dropout >= 0) return head.dropout;
+  const bool qa = head.type == task_type::question_answering;
+  if (config.model_type == "distilbert") return qa ? 0.1 : 0.2;  // qa_dropout, seq_classif_dropout
+  if (qa) return 0.0;                                             // BERT and ALBERT: none
+  return config.model_type == "albert" ? config.classifier_dropout_prob : config.hidden_dropout_prob;
+}
+
+std::string hf_task_architecture(const bert_config& config, const task_head& head) {
+  return architecture_stem(config.model_type) +
+         (head.type == task_type::question_answering ? "ForQuestionAnswering" : "ForSequenceClassification");
+}
+
+task_model_impl::task_model_impl(const bert_config& config, const task_head& head) : head_(head) {
+  if (head.type == task_type::sequence_classification && head.num_labels < 2)
+    throw make_error("task.num_labels: expected ≥ 2 labels for classification, got ", head.num_labels);
+  if (head.type == task_type::question_answering) head_.num_labels = 2;
+  dropout_ = head_dropout(config, head);
+  encoder = register_module("encoder", make_masked_lm(config));
+  const auto h = config.hidden_size;
+  if (head_.type == task_type::question_answering) {
+    qa_outputs = register_module("qa_outputs", torch::nn::Linear(h, 2));
+  } else {
+    if (config.model_type == "bert") pooler = register_module("pooler", torch::nn::Linear(h, h));
+    if (config.model_type == "distilbert") pre_classifier = register_module("pre_classifier", torch::nn::Linear(h, h));
+    classifier = register_module("classifier", torch::nn::Linear(h, head_.num_labels));
+  }
+  reset_weights(0);
+}
+
+named_tensors task_model_impl::head_parameters() {
+  named_tensors out;
+  if (qa_outputs) add_linear(out, "qa_outputs", qa_outputs);
+  if (pooler) add_linear(out, "bert.pooler.dense", pooler);
+  if (pre_classifier) add_linear(out, "pre_classifier", pre_classifier);
+  if (classifier) add_linear(out, "classifier", classifier);
+  return out;
+}
+
+named_tensors task_model_impl::encoder_parameters() {
+  const auto prefix = encoder_prefix(config());
+  const bool keep_pooler = head_.type == task_type::sequence_classification;
+  named_tensors out;
+  for (auto& [name, tensor] : encoder->hf_named_parameters()) {
+    if (!starts_with(name, prefix)) continue;  // the MLM (and SOP) head
+    if (!keep_pooler && starts_with(name, prefix + "pooler.")) continue;
+    out.emplace_back(name, tensor);
+  }
+  return out;
+}
+
+named_tensors task_model_impl::hf_named_parameters() {
+  auto out = encoder_parameters();
+  for (auto& entry : head_parameters()) out.push_back(std::move(entry));
+  return out;
+}
+
+void task_model_impl::reset_weights(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  encoder->reset_weights(seed);
+  auto generator = at::detail::createCPUGenerator(seed ^ 0x7461736b68656164ULL);  // "taskhead"
+  for (auto& [name, tensor] : head_parameters()) {
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      tensor.zero_();
+    } else {
+      tensor.copy_(at::normal(0.0, config().initializer_range, tensor.sizes(), generator, torch::dtype(torch::kFloat)));
+    }
+  }
+}
+
+void task_model_impl::load_encoder(const named_tensors& pretrained) {
+  const auto prefix = encoder_prefix(config());
+  const auto pooler_prefix = prefix + "pooler.";
+  named_tensors sources;
+  bool has_pooler = false;
+  for (const auto& [name, tensor] : pretrained) {
+    if (!starts_with(name, prefix)) continue;
+    sources.emplace_back(name, tensor);
+    has_pooler = has_pooler || starts_with(name, pooler_prefix);
+  }
+  // An ALBERT checkpoint trained without the sentence-order head has no pooler: keep the fresh one.
+  named_tensors targets;
+  for (auto& [name, tensor] : encoder_parameters())
+    if (has_pooler || !starts_with(name, pooler_prefix)) targets.emplace_back(name, tensor);
+  torch::NoGradGuard no_grad;
+  assign_named_tensors(targets, sources, "pretrained encoder");
+}
+
+torch::Tensor task_model_impl::classify(const torch::Tensor& hidden) {
+  const auto first = hidden.select(1, 0);
+  torch::Tensor pooled;
+  if (config().model_type == "distilbert") {
+    pooled = torch::relu(pre_classifier(first));
+  } else if (config().model_type == "albert") {
+    pooled = torch::tanh(std::dynamic_pointer_cast<albert_for_pretraining_impl>(encoder)->pooler(first));
+  } else {
+    pooled = torch::tanh(pooler(first));
+  }
+  pooled = apply_dropout(pooled, dropout_, is_training(), encoder->dropout_state());
+  return classifier(pooled).to(torch::kFloat);
+}
+
+torch::Tensor task_model_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                                       const torch::Tensor& lengths) {
+  auto hidden = encoder->encode(input_ids, token_type_ids, lengths);
+  if (head_.type == task_type::sequence_classification) return classify(hidden);
+  hidden = apply_dropout(hidden, dropout_, is_training(), encoder->dropout_state());
+  return qa_outputs(hidden).to(torch::kFloat);
+}
+
+torch::Tensor question_answering_loss(const torch::Tensor& logits, const torch::Tensor& start_positions,
+                                      const torch::Tensor& end_positions) {
+  namespace F = torch::nn::functional;
+  const auto ignored = logits.size(1);
+  const auto options = F::CrossEntropyFuncOptions().ignore_index(ignored);
+  const auto start_loss = F::cross_entropy(logits.select(2, 0), start_positions.clamp(0, ignored), options);
+  const auto end_loss = F::cross_entropy(logits.select(2, 1), end_positions.clamp(0, ignored), options);
+  return (start_loss + end_loss) / 2;
+}
+
+torch::Tensor classification_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(logits, labels);
+}
+
+}  // namespace troupe::compute
