@@ -307,6 +307,11 @@ namespace troupe::io {
 
 void reconcile_with_data(job_config& config, const dataset_manifest& data, const std::string& source) {
   const std::string manifest = (config.data.dir / "manifest.json").string();
+  if (!data.fine_tuning_task.empty())
+    throw make_error(source, ": data.dir: ", manifest, " holds ", data.fine_tuning_task,
+                     " fine-tuning examples (`troupe prepare --task ", data.fine_tuning_task,
+                     "`); a pretraining job reads text prepared without --task or with --task sop, and fine-tuning ",
+                     "jobs do not run yet (docs/data.md#fine-tuning-data-squad-and-sentence-classification-in-progress)");
   if (config.model.vocab_size == 0) {
     config.model.vocab_size = data.vocab_size;
   } else if (config.model.vocab_size != data.vocab_size) {

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "io/data/sequence_packer.hpp"
+#include "io/data/split_writer.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
 #include "io/os/remove_tree.hpp"
@@ -112,48 +113,6 @@ std::unique_ptr<tokenizer> make_tokenizer(const prepare_options& options, const 
                    options.tokenizer_spec, "'");
 }
 
-/// Writes one split's sequences into shards and fills its manifest entry.
-class split_writer {
- public:
-  split_writer(std::string name, const std::filesystem::path& dir, const prepare_options& options,
-               const tokenizer& tok)
-      : dir_(dir), options_(options), tokenizer_(tok) {
-    info_.name = std::move(name);
-  }
-
-  void add_document(const std::vector<packed_sequence>& sequences) {
-    ++info_.documents;
-    for (const auto& sequence : sequences) {
-      if (!writer_) {
-        info_.shard_files.push_back(detail::concat(info_.name, "-", info_.shard_files.size(), ".bin"));
-        writer_ = std::make_unique<token_shard_writer>(dir_ / info_.shard_files.back(), options_.max_seq_length,
-                                                       tokenizer_.vocab_size());
-      }
-      writer_->append(sequence, tokenizer_.specials().pad);
-      ++info_.sequences;
-      info_.tokens += sequence.tokens.size();
-      if (writer_->size() >= options_.sequences_per_shard) flush();
-    }
-  }
-
-  split_info finish() {
-    flush();
-    return info_;
-  }
-
- private:
-  void flush() {
-    if (writer_) writer_->finish();
-    writer_.reset();
-  }
-
-  std::filesystem::path dir_;
-  const prepare_options& options_;
-  const tokenizer& tokenizer_;
-  split_info info_;
-  std::unique_ptr<token_shard_writer> writer_;
-};
-
 }  // namespace
 
 prepare_summary prepare_corpus(const prepare_options& options) {
@@ -186,8 +145,8 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     std::vector<bool> is_validation(documents.size(), false);
     for (std::size_t i = 0; i < validation_count; ++i) is_validation[order[i]] = true;
 
-    split_writer train("train", work_dir, options, *tok);
-    split_writer validation("validation", work_dir, options, *tok);
+    split_writer train("train", work_dir, options.max_seq_length, options.sequences_per_shard, *tok);
+    split_writer validation("validation", work_dir, options.max_seq_length, options.sequences_per_shard, *tok);
     prepare_summary summary;
     for (std::size_t d = 0; d < documents.size(); ++d) {
       std::vector<std::vector<int32_t>> segments;

@@ -47,12 +47,13 @@ std::string dataset_manifest::to_json() const {
                    {"max_seq_length", max_seq_length},
                    {"vocab_size", vocab_size},
                    {"vocab_hash", vocab_hash},
-                   {"task", sentence_order ? "sop" : "mlm"},
+                   {"task", !fine_tuning_task.empty() ? fine_tuning_task : sentence_order ? "sop" : "mlm"},
                    {"tokenizer", {{"kind", tokenizer_kind}, {"file", tokenizer_file}, {"lower_case", lower_case}}},
                    {"special_tokens",
                     {{"pad", specials.pad}, {"unk", specials.unk}, {"cls", specials.cls},
                      {"sep", specials.sep}, {"mask", specials.mask}}},
                    {"splits", splits_json}};
+  if (fine_tuning_task == "classify") manifest["labels"] = labels;
   return manifest.dump(2) + "\n";
 }
 
@@ -78,8 +79,14 @@ dataset_manifest dataset_manifest::from_file(const std::filesystem::path& file) 
   manifest.file_hash = hex64(xxh64(text.data(), text.size()));
   if (root.contains("task")) {  // absent in data prepared before SOP existed: masked-LM only
     const auto task = required<std::string>(root, "task", where);
-    if (task != "mlm" && task != "sop") throw make_error(where, ": task is \"", task, "\", expected \"mlm\" or \"sop\"");
+    if (task != "mlm" && task != "sop" && task != "squad" && task != "classify")
+      throw make_error(where, ": task is \"", task, "\", expected \"mlm\", \"sop\", \"squad\" or \"classify\"");
     manifest.sentence_order = task == "sop";
+    if (task == "squad" || task == "classify") manifest.fine_tuning_task = task;
+  }
+  if (manifest.fine_tuning_task == "classify") {
+    manifest.labels = required<std::vector<std::string>>(root, "labels", where);
+    if (manifest.labels.size() < 2) throw make_error(where, ": labels: expected at least 2 class names");
   }
   const auto tokenizer = required<json>(root, "tokenizer", where);
   manifest.tokenizer_kind = required<std::string>(tokenizer, "kind", where + ": tokenizer");
@@ -130,6 +137,13 @@ token_dataset::token_dataset(const std::filesystem::path& dir, const std::string
     if (shards_.back()->has_sentence_order() != manifest_.sentence_order)
       throw make_error((dir / file).string(), ": the shard ", shards_.back()->has_sentence_order() ? "has" : "lacks",
                        " sentence-order labels, but the manifest's task is ", manifest_.sentence_order ? "sop" : "mlm");
+    if (shards_.back()->has_task_labels() != !manifest_.fine_tuning_task.empty())
+      throw make_error((dir / file).string(), ": the shard ", shards_.back()->has_task_labels() ? "has" : "lacks",
+                       " fine-tuning labels, but the manifest's task is \"",
+                       !manifest_.fine_tuning_task.empty() ? manifest_.fine_tuning_task
+                       : manifest_.sentence_order          ? "sop"
+                                                           : "mlm",
+                       "\"");
     total_ += shards_.back()->size();
   }
   if (total_ != info->sequences)

@@ -34,6 +34,11 @@ struct dataset_manifest {
   /// `prepare --task sop`: every sequence carries ALBERT's sentence-order label ("task": "sop";
   /// absent or "mlm": none).
   bool sentence_order = false;
+  /// `prepare --task squad` or `--task classify`: every sequence is a fine-tuning example with
+  /// task labels (io/data/token_shards.hpp; "task" in the file); empty: pretraining data.
+  std::string fine_tuning_task;
+  /// `--task classify`: the label set, sorted (io/data/classification_file.hpp); label i is class i.
+  std::vector<std::string> labels;
   special_token_ids specials;
   std::vector<split_info> splits;
 

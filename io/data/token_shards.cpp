@@ -15,7 +15,9 @@ namespace {
 
 constexpr char shard_magic[8] = {'T', 'R', 'P', 'S', 'H', 'R', 'D', '1'};
 constexpr uint32_t shard_version = 2;  ///< 2: flags and the labels section; 1 is still read
+constexpr uint32_t task_shard_version = 3;  ///< 3: the task labels section too
 constexpr uint32_t sentence_order_flag = 1;
+constexpr uint32_t task_labels_flag = 2;
 constexpr std::size_t header_bytes = 64;
 
 struct shard_header {
@@ -113,6 +115,14 @@ void token_shard_writer::append(const packed_sequence& sequence, int32_t pad_id)
   TROUPE_ENFORCE(labels_.empty() || (labels_.front() < 0) == (sequence.sentence_order < 0),
                  "a shard's sequences either all carry a sentence-order label or none do");
   labels_.push_back(sequence.sentence_order);
+  if (lengths_.size() == 1) has_task_labels_ = sequence.task_labels.has_value();
+  TROUPE_ENFORCE(has_task_labels_ == sequence.task_labels.has_value(),
+                 "a shard's sequences either all carry task labels or none do");
+  if (sequence.task_labels) {
+    TROUPE_ENFORCE((*sequence.task_labels)[0] >= 0 && (*sequence.task_labels)[1] >= 0, "task labels ",
+                   (*sequence.task_labels)[0], ", ", (*sequence.task_labels)[1]);
+    task_labels_.insert(task_labels_.end(), sequence.task_labels->begin(), sequence.task_labels->end());
+  }
 }
 
 uint64_t token_shard_writer::finish() {
@@ -125,23 +135,27 @@ uint64_t token_shard_writer::finish() {
   std::vector<std::byte> labels;
   if (labelled)
     for (const auto label : labels_) labels.push_back(static_cast<std::byte>(label));
+  const auto* task_bytes = reinterpret_cast<const std::byte*>(task_labels_.data());
+  const std::size_t task_size = task_labels_.size() * sizeof(int32_t);
   xxh64_stream hash;
   hash.update(tokens_.data(), tokens_.size());
   hash.update(index.data(), index.size());
   hash.update(labels.data(), labels.size());
+  hash.update(task_bytes, task_size);
   const uint64_t checksum = hash.digest();
 
   shard_header header{};
   std::memcpy(header.magic, shard_magic, 8);
-  header.version = shard_version;
+  header.version = has_task_labels_ ? task_shard_version : shard_version;
   header.token_bytes = token_bytes_;
   header.sequence_length = sequence_length_;
-  header.flags = labelled ? sentence_order_flag : 0;
+  header.flags = (labelled ? sentence_order_flag : 0) | (has_task_labels_ ? task_labels_flag : 0);
   header.sequence_count = lengths_.size();
   header.payload_xxh64 = checksum;
   write_file_atomically(path_, {byte_span{reinterpret_cast<const std::byte*>(&header), sizeof header},
                                 byte_span{tokens_.data(), tokens_.size()},
-                                byte_span{index.data(), index.size()}, byte_span{labels.data(), labels.size()}});
+                                byte_span{index.data(), index.size()}, byte_span{labels.data(), labels.size()},
+                                byte_span{task_bytes, task_size}});
   return checksum;
 }
 
@@ -153,11 +167,15 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
     throw make_error(name, ": token shard is truncated (", file_.size(), " bytes, header needs 64)");
   auto header = load<shard_header>(file_.data());
   if (std::memcmp(header.magic, shard_magic, 8) != 0) throw make_error(name, ": not a troupe token shard (bad magic)");
-  if (header.version != 1 && header.version != shard_version)
-    throw make_error(name, ": token shard version ", header.version, ", expected 1 or ", shard_version);
-  if ((header.version == 1 && header.flags != 0) || (header.flags & ~sentence_order_flag) != 0)
+  if (header.version < 1 || header.version > task_shard_version)
+    throw make_error(name, ": token shard version ", header.version, ", expected 1 to ", task_shard_version);
+  const uint32_t known_flags = header.version == 1   ? 0
+                               : header.version == 2 ? sentence_order_flag
+                                                     : sentence_order_flag | task_labels_flag;
+  if ((header.flags & ~known_flags) != 0)
     throw make_error(name, ": unknown token shard flags ", header.flags, " (version ", header.version, ")");
   const bool labelled = (header.flags & sentence_order_flag) != 0;
+  const bool task_labelled = (header.flags & task_labels_flag) != 0;
   if (header.token_bytes != 2 && header.token_bytes != 4)
     throw make_error(name, ": token_bytes must be 2 or 4, found ", header.token_bytes);
   if (header.sequence_length != expected_sequence_length)
@@ -167,13 +185,14 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
   sequence_length_ = header.sequence_length;
   count_ = header.sequence_count;
   payload_hash_ = header.payload_xxh64;
-  const uint64_t row_bytes = uint64_t{sequence_length_} * token_bytes_ + 4 + (labelled ? 1 : 0);
+  const uint64_t row_bytes = uint64_t{sequence_length_} * token_bytes_ + 4 + (labelled ? 1 : 0) + (task_labelled ? 8 : 0);
   if (count_ > (file_.size() - header_bytes) / row_bytes || header_bytes + count_ * row_bytes != file_.size())
     throw make_error(name, ": size ", file_.size(), " does not match ", count_, " sequences of ", sequence_length_,
                      " tokens (corrupt or truncated shard)");
   tokens_ = file_.data() + header_bytes;
   index_ = tokens_ + count_ * sequence_length_ * token_bytes_;
   if (labelled) labels_ = index_ + count_ * 4;
+  if (task_labelled) task_labels_ = index_ + count_ * (labelled ? 5 : 4);
   // The stamp describes the file as it was mapped (fstat of that descriptor), not whatever the
   // path names by now.
   const std::string stamp = stamp_text(file_.identity(), header.payload_xxh64, vocab_size, sequence_length_);
@@ -188,6 +207,9 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
     if (labelled && view.sentence_order != 0 && view.sentence_order != 1)
       throw make_error(name, ": sequence ", i, " has sentence-order label ", static_cast<int>(view.sentence_order),
                        " (expected 0 or 1)");
+    if (task_labelled && (view.task_labels[0] < 0 || view.task_labels[1] < 0))
+      throw make_error(name, ": sequence ", i, " has task labels ", view.task_labels[0], ", ", view.task_labels[1],
+                       " (expected ≥ 0)");
     for (uint32_t p = 0; p < sequence_length_; ++p) {
       auto id = view.token(p);
       if (id < 0 || id >= vocab_size)
@@ -206,6 +228,10 @@ sequence_view token_shard::sequence(uint64_t index) const {
   view.length = load<uint16_t>(index_ + index * 4);
   view.type_boundary = load<uint16_t>(index_ + index * 4 + 2);
   if (labels_) view.sentence_order = static_cast<int8_t>(load<uint8_t>(labels_ + index));
+  if (task_labels_) {
+    view.task_labels[0] = load<int32_t>(task_labels_ + index * 8);
+    view.task_labels[1] = load<int32_t>(task_labels_ + index * 8 + 4);
+  }
   return view;
 }
 

@@ -7,6 +7,7 @@
 
 #include "io/data/corpus_preparer.hpp"
 #include "io/data/synthetic_dataset.hpp"
+#include "io/data/task_preparer.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
 #include "io/os/remove_tree.hpp"
@@ -21,10 +22,42 @@ struct prepare_arguments {
   std::string verify;          ///< a data directory to check fully
   uint64_t synthetic = 0;      ///< random sequences instead of a corpus
   int64_t vocab_size = 30522;  ///< of the synthetic data
-  std::string task = "mlm";    ///< "sop": ALBERT's sentence-order labels too
+  std::string task = "mlm";    ///< "sop": ALBERT's sentence-order labels too; "squad", "classify": fine-tuning
+  io::task_prepare_options fine_tuning;  ///< --task squad|classify
 };
 
-void prepare(const prepare_arguments& args) {
+bool is_fine_tuning(const std::string& task) { return task == "squad" || task == "classify"; }
+
+void prepare_fine_tuning(const prepare_arguments& args, bool length_given) {
+  auto options = args.fine_tuning;
+  options.task = args.task;
+  if (args.corpus.inputs.size() != 1)
+    throw make_error("--input: expected the task's training file (one file) with --task ", args.task, ", got ",
+                     args.corpus.inputs.size());
+  options.train_file = args.corpus.inputs.front();
+  options.tokenizer_spec = args.corpus.tokenizer_spec;
+  options.out = args.corpus.out;
+  options.lower_case = args.corpus.lower_case;
+  options.max_seq_length = length_given ? args.corpus.max_seq_length : 0;
+  options.sequences_per_shard = args.corpus.sequences_per_shard;
+  options.overwrite = args.corpus.overwrite;
+  const auto summary = io::prepare_task_data(options);
+  spdlog::info("prepared {} ({}): {} training examples ({} sequences), {} validation examples ({} sequences){}",
+               options.out.string(), args.task, summary.train_examples, summary.train_sequences,
+               summary.validation_examples, summary.validation_sequences,
+               summary.skipped > 0 ? detail::concat("; ", summary.skipped,
+                                                    " questions skipped: their answer text is not in their context")
+                                   : std::string());
+}
+
+void prepare(const prepare_arguments& args, bool length_given) {
+  if (is_fine_tuning(args.task)) {
+    if (args.corpus.out.empty()) throw error("prepare: --out is required");
+    prepare_fine_tuning(args, length_given);
+    return;
+  }
+  if (!args.fine_tuning.validation_file.empty())
+    throw error("prepare: --validation is for --task squad or classify (a corpus is split by --validation-fraction)");
   if (!args.verify.empty()) {
     const auto start = std::chrono::steady_clock::now();
     const uint64_t sequences = io::verify_dataset(args.verify);
@@ -79,10 +112,17 @@ void add_prepare_command(CLI::App& app) {
   command->add_flag("--overwrite", options.overwrite, "replace an existing output directory");
   command->add_flag("!--cased", options.lower_case, "WordPiece: keep case and accents (cased vocabularies)");
   auto* task = command->add_option("--task", args->task,
-                                   "mlm, or sop: also ALBERT's sentence-order labels (segment pairs from one document, "
-                                   "swapped half the time)")
+                                   "mlm; sop: also ALBERT's sentence-order labels (segment pairs from one document, "
+                                   "swapped half the time); squad or classify: a fine-tuning task's file (--input) "
+                                   "as model inputs with their labels")
                    ->capture_default_str()
-                   ->check(CLI::IsMember({"mlm", "sop"}));
+                   ->check(CLI::IsMember({"mlm", "sop", "squad", "classify"}));
+  command->add_option("--validation", args->fine_tuning.validation_file,
+                      "squad/classify: the task's validation file (the validation split)");
+  command->add_option("--doc-stride", args->fine_tuning.doc_stride, "squad: pieces between window starts")
+      ->capture_default_str();
+  command->add_option("--max-query-length", args->fine_tuning.max_query_length, "squad: question pieces kept")
+      ->capture_default_str();
   auto* synthetic = command->add_option("--synthetic", args->synthetic,
                                         "write N random sequences instead of a corpus (benchmarks)")
                         ->check(CLI::PositiveNumber)
@@ -96,9 +136,10 @@ void add_prepare_command(CLI::App& app) {
                       "its verification stamps")
       ->excludes(input)
       ->excludes(synthetic);
-  command->callback([args] {
+  auto* length = command->get_option("--max-seq-length");
+  command->callback([args, length] {
     args->corpus.sentence_order = args->task == "sop";
-    prepare(*args);
+    prepare(*args, length->count() > 0);
   });
 }
 
