@@ -1,7 +1,6 @@
 #include "io/data/corpus_preparer.hpp"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <fstream>
 #include <memory>
 
+#include "io/data/data_tokenizer.hpp"
 #include "io/data/sequence_packer.hpp"
 #include "io/data/split_writer.hpp"
 #include "io/data/token_dataset.hpp"
@@ -126,10 +126,8 @@ prepare_summary prepare_corpus(const prepare_options& options) {
   auto documents = find_documents(options.inputs);
   if (documents.empty()) throw make_error("--input: no files found in the given inputs");
 
-  const auto work_dir = std::filesystem::path(options.out.string() + ".tmp-" + std::to_string(::getpid()));
-  remove_tree(work_dir);
-  std::filesystem::create_directories(work_dir);
-  try {
+  prepare_summary summary;
+  write_data_directory(options.out, options.overwrite, [&](const std::filesystem::path& work_dir) {
     auto tok = make_tokenizer(options, documents, work_dir);
 
     // The validation documents are the first ceil(fraction × n) in xxh64 order (at least one
@@ -147,7 +145,6 @@ prepare_summary prepare_corpus(const prepare_options& options) {
 
     split_writer train("train", work_dir, options.max_seq_length, options.sequences_per_shard, *tok);
     split_writer validation("validation", work_dir, options.max_seq_length, options.sequences_per_shard, *tok);
-    prepare_summary summary;
     for (std::size_t d = 0; d < documents.size(); ++d) {
       std::vector<std::vector<int32_t>> segments;
       for (const auto& sentence : read_sentences(documents[d])) {
@@ -168,25 +165,12 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     if (summary.train_sequences == 0)
       throw make_error("--input: the inputs hold no text to train on (", documents.size(), " files, all empty)");
 
-    dataset_manifest manifest;
-    manifest.max_seq_length = options.max_seq_length;
-    manifest.vocab_size = tok->vocab_size();
-    manifest.tokenizer_kind = tok->kind();
-    manifest.tokenizer_file = tok->save_to(work_dir);
-    manifest.lower_case = options.lower_case;
+    auto manifest = manifest_for_tokenizer(*tok, work_dir, options.max_seq_length, options.lower_case);
     manifest.sentence_order = options.sentence_order;
-    manifest.vocab_hash = file_xxh64_hex(work_dir / manifest.tokenizer_file);
-    manifest.specials = tok->specials();
     manifest.splits = {train.finish(), validation.finish()};
-    write_file_atomically(work_dir / "manifest.json", manifest.to_json());
-    verify_dataset(work_dir);  // once per prepare: later opens trust the stamps it writes
-
-    move_directory_into_place(work_dir, options.out);
-    return summary;
-  } catch (...) {
-    remove_tree_quietly(work_dir);
-    throw;
-  }
+    return manifest;
+  });
+  return summary;
 }
 
 }  // namespace troupe::io

@@ -17,4 +17,17 @@ std::unique_ptr<tokenizer> open_data_tokenizer(const dataset_manifest& manifest,
       wordpiece_tokenizer::from_file(file, wordpiece_options{manifest.lower_case, 100}));
 }
 
+dataset_manifest manifest_for_tokenizer(const tokenizer& tokens, const std::filesystem::path& data_dir,
+                                        uint32_t max_seq_length, bool lower_case) {
+  dataset_manifest manifest;
+  manifest.max_seq_length = max_seq_length;
+  manifest.vocab_size = tokens.vocab_size();
+  manifest.tokenizer_kind = tokens.kind();
+  manifest.tokenizer_file = tokens.save_to(data_dir);
+  manifest.lower_case = lower_case;
+  manifest.vocab_hash = file_xxh64_hex(data_dir / manifest.tokenizer_file);
+  manifest.specials = tokens.specials();
+  return manifest;
+}
+
 }  // namespace troupe::io

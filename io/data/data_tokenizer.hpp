@@ -2,6 +2,7 @@
 /// The tokenizer a prepared data directory was made with, rebuilt from its manifest (to encode
 /// new text the way the training data was encoded, e.g. for `troupe fill-mask`).
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 
@@ -14,5 +15,12 @@ struct dataset_manifest;
 /// WordPiece (the manifest's vocab.txt and casing) or SentencePiece (its model file). Throws
 /// troupe::error naming the file when it is missing.
 std::unique_ptr<tokenizer> open_data_tokenizer(const dataset_manifest& manifest, const std::filesystem::path& data_dir);
+
+/// The other way: saves `tokens` into the data directory being written (`data_dir`) and
+/// returns its manifest with what the tokenizer decides filled in (vocabulary size and hash,
+/// tokenizer kind and file, casing, special ids) and `max_seq_length`; splits and task are the
+/// caller's.
+dataset_manifest manifest_for_tokenizer(const tokenizer& tokens, const std::filesystem::path& data_dir,
+                                        uint32_t max_seq_length, bool lower_case);
 
 }  // namespace troupe::io

@@ -1,5 +1,9 @@
 #include "io/data/split_writer.hpp"
 
+#include <unistd.h>
+
+#include "io/os/file_util.hpp"
+#include "io/os/remove_tree.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::io {
@@ -34,6 +38,23 @@ split_info split_writer::finish() {
 void split_writer::flush() {
   if (writer_) writer_->finish();
   writer_.reset();
+}
+
+void write_data_directory(const std::filesystem::path& out, bool overwrite,
+                          const std::function<dataset_manifest(const std::filesystem::path& work_dir)>& fill) {
+  refuse_existing(out, overwrite);
+  const auto work_dir = std::filesystem::path(out.string() + ".tmp-" + std::to_string(::getpid()));
+  remove_tree(work_dir);
+  std::filesystem::create_directories(work_dir);
+  try {
+    const auto manifest = fill(work_dir);
+    write_file_atomically(work_dir / "manifest.json", manifest.to_json());
+    verify_dataset(work_dir);  // once per prepare: later opens trust the stamps it writes
+    move_directory_into_place(work_dir, out);
+  } catch (...) {
+    remove_tree_quietly(work_dir);
+    throw;
+  }
 }
 
 }  // namespace troupe::io

@@ -1,9 +1,11 @@
 #pragma once
-/// One split of a data directory being written: its sequences into numbered shard files
-/// ("train-0.bin", "train-1.bin", …, sequences_per_shard each) and its manifest entry.
+/// Writing a data directory: each split's sequences into numbered shard files ("train-0.bin",
+/// "train-1.bin", …, sequences_per_shard each) with its manifest entry, and the directory itself
+/// written beside its final place and renamed into it only when whole.
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,5 +36,12 @@ class split_writer {
   split_info info_;
   std::unique_ptr<token_shard_writer> writer_;
 };
+
+/// Makes `out` with `fill`: fill(work_dir) writes the tokenizer and shards into work_dir (a
+/// sibling of `out`) and returns the manifest; the manifest is written, every shard checked in
+/// full (stamping them), and work_dir renamed to `out`. On any failure work_dir is removed and
+/// `out` left as it was. `out` must not exist unless `overwrite` (checked first).
+void write_data_directory(const std::filesystem::path& out, bool overwrite,
+                          const std::function<dataset_manifest(const std::filesystem::path& work_dir)>& fill);
 
 }  // namespace troupe::io

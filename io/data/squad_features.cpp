@@ -19,18 +19,8 @@ std::vector<char32_t> code_points_of(std::string_view text, const std::string& w
 
 /// " ".join(text.strip().split()) in Python.
 std::string python_split_join(std::string_view text) {
-  std::string out;
-  bool pending_space = false;
-  for (char32_t c : code_points_of(text, "answer text")) {
-    if (python_space(c)) {
-      pending_space = !out.empty();
-      continue;
-    }
-    if (pending_space) out += ' ';
-    pending_space = false;
-    append_utf8(out, c);
-  }
-  return out;
+  const auto chars = code_points_of(text, "answer text");
+  return join_python_words(chars.data(), chars.data() + chars.size());
 }
 
 std::string join_words(const std::vector<std::string>& words, int64_t first, int64_t last) {

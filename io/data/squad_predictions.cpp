@@ -80,18 +80,7 @@ std::string joined_pieces(const piece_text& text, const std::vector<int32_t>& id
   }
   std::vector<char32_t> chars;
   decode_utf8(raw, chars);
-  std::string out;
-  bool pending_space = false;
-  for (char32_t c : chars) {
-    if (python_space(c)) {
-      pending_space = !out.empty();
-      continue;
-    }
-    if (pending_space) out += ' ';
-    pending_space = false;
-    append_utf8(out, c);
-  }
-  return out;
+  return join_python_words(chars.data(), chars.data() + chars.size());
 }
 
 std::u32string to_u32(const std::string& text) {

@@ -1,7 +1,5 @@
 #include "io/data/task_preparer.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <memory>
 #include <tuple>
@@ -12,8 +10,6 @@
 #include "io/data/split_writer.hpp"
 #include "io/data/squad_file.hpp"
 #include "io/data/token_dataset.hpp"
-#include "io/os/file_util.hpp"
-#include "io/os/remove_tree.hpp"
 #include "io/text/wordpiece_tokenizer.hpp"
 #include "messages/error.hpp"
 
@@ -96,7 +92,6 @@ void check_options(const task_prepare_options& options) {
     throw make_error("--max-seq-length: expected 8..65535, got ", options.max_seq_length);
   if (options.task == "squad")
     check_squad_feature_settings({options.max_seq_length, options.doc_stride, options.max_query_length});
-  refuse_existing(options.out, options.overwrite);
 }
 
 }  // namespace
@@ -117,10 +112,7 @@ task_prepare_summary prepare_task_data(const task_prepare_options& given) {
       throw make_error(options.train_file.string(), ": label: expected at least 2 distinct labels, got ",
                        summary.labels.size());
   }
-  const auto work_dir = std::filesystem::path(options.out.string() + ".tmp-" + std::to_string(::getpid()));
-  remove_tree(work_dir);
-  std::filesystem::create_directories(work_dir);
-  try {
+  write_data_directory(options.out, options.overwrite, [&](const std::filesystem::path& work_dir) {
     const auto length = static_cast<uint32_t>(options.max_seq_length);
     split_writer train("train", work_dir, length, options.sequences_per_shard, *tokens);
     split_writer validation("validation", work_dir, length, options.sequences_per_shard, *tokens);
@@ -141,26 +133,14 @@ task_prepare_summary prepare_task_data(const task_prepare_options& given) {
     if (summary.train_sequences == 0)
       throw make_error(options.train_file.string(), ": no example to train on (every answer was outside its context)");
 
-    dataset_manifest manifest;
-    manifest.max_seq_length = length;
-    manifest.vocab_size = tokens->vocab_size();
-    manifest.tokenizer_kind = tokens->kind();
-    manifest.tokenizer_file = tokens->save_to(work_dir);
-    manifest.lower_case = lower_case;
+    auto manifest = manifest_for_tokenizer(*tokens, work_dir, length, lower_case);
     manifest.fine_tuning_task = options.task;
     manifest.labels = summary.labels;
-    manifest.vocab_hash = file_xxh64_hex(work_dir / manifest.tokenizer_file);
-    manifest.specials = tokens->specials();
     manifest.splits = {train.finish(), validation.finish()};
     if (manifest.splits.back().sequences == 0) manifest.splits.pop_back();
-    write_file_atomically(work_dir / "manifest.json", manifest.to_json());
-    verify_dataset(work_dir);
-    move_directory_into_place(work_dir, options.out);
-    return summary;
-  } catch (...) {
-    remove_tree_quietly(work_dir);
-    throw;
-  }
+    return manifest;
+  });
+  return summary;
 }
 
 }  // namespace troupe::io

@@ -75,18 +75,7 @@ std::string normalize_squad_answer(std::string_view text) {
     if (!ascii_punctuation(lower)) lowered += lower;
   }
   const auto spaced = without_articles(lowered);
-  std::string out;
-  bool pending_space = false;
-  for (const char32_t c : spaced) {
-    if (python_space(c)) {
-      pending_space = !out.empty();
-      continue;
-    }
-    if (pending_space) out += ' ';
-    pending_space = false;
-    append_utf8(out, c);
-  }
-  return out;
+  return join_python_words(spaced.data(), spaced.data() + spaced.size());
 }
 
 double squad_exact_match(std::string_view prediction, std::string_view gold) {

@@ -39,4 +39,19 @@ bool python_space(char32_t c) {
   return category == UTF8PROC_CATEGORY_ZS || category == UTF8PROC_CATEGORY_ZL || category == UTF8PROC_CATEGORY_ZP;
 }
 
+std::string join_python_words(const char32_t* begin, const char32_t* end) {
+  std::string out;
+  bool pending_space = false;
+  for (const char32_t* it = begin; it != end; ++it) {
+    if (python_space(*it)) {
+      pending_space = !out.empty();
+      continue;
+    }
+    if (pending_space) out += ' ';
+    pending_space = false;
+    append_utf8(out, *it);
+  }
+  return out;
+}
+
 }  // namespace troupe::io

@@ -24,4 +24,8 @@ std::string encode_utf8(const char32_t* begin, const char32_t* end);
 /// Zp), \t..\r, the ASCII separators 0x1c..0x1f and U+0085.
 bool python_space(char32_t c);
 
+/// " ".join(text.split()) in Python: the words between python_space runs, joined by one space,
+/// as UTF-8.
+std::string join_python_words(const char32_t* begin, const char32_t* end);
+
 }  // namespace troupe::io

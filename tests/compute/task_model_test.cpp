@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tests/support/error_text.hpp"
+#include "tests/support/tiny_bert.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -17,15 +18,9 @@ namespace {
 using troupe::testing::expect_error;
 
 bert_config tiny(const std::string& type) {
-  bert_config config;
+  auto config = troupe::testing::tiny_bert();
   config.model_type = type;
-  config.vocab_size = 40;
-  config.hidden_size = 12;
-  config.num_hidden_layers = 2;
-  config.num_attention_heads = 3;
-  config.intermediate_size = 20;
-  config.max_position_embeddings = 16;
-  config.embedding_size = 8;
+  config.embedding_size = 8;  // ALBERT's factorised embeddings
   return config;
 }
 
