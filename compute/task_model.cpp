@@ -67,7 +67,7 @@ task_model_impl::task_model_impl(const bert_config& config, const task_head& hea
     if (config.model_type == "distilbert") pre_classifier = register_module("pre_classifier", torch::nn::Linear(h, h));
     classifier = register_module("classifier", torch::nn::Linear(h, head_.num_labels));
   }
-  reset_weights(0);
+  reset_head(0);  // make_masked_lm left the encoder as reset_weights(0) does
 }
 
 named_tensors task_model_impl::head_parameters() {
@@ -98,8 +98,12 @@ named_tensors task_model_impl::hf_named_parameters() {
 }
 
 void task_model_impl::reset_weights(uint64_t seed) {
-  torch::NoGradGuard no_grad;
   encoder->reset_weights(seed);
+  reset_head(seed);
+}
+
+void task_model_impl::reset_head(uint64_t seed) {
+  torch::NoGradGuard no_grad;
   auto generator = at::detail::createCPUGenerator(seed ^ 0x7461736b68656164ULL);  // "taskhead"
   for (auto& [name, tensor] : head_parameters()) {
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {

@@ -82,6 +82,8 @@ struct task_model_impl : torch::nn::Module {
  private:
   torch::Tensor classify(const torch::Tensor& hidden);
   named_tensors head_parameters();
+  /// The head alone, as reset_weights does it.
+  void reset_head(uint64_t seed);
 
   task_head head_;
   double dropout_ = 0;

@@ -23,15 +23,6 @@ std::string python_split_join(std::string_view text) {
   return join_python_words(chars.data(), chars.data() + chars.size());
 }
 
-std::string join_words(const std::vector<std::string>& words, int64_t first, int64_t last) {
-  std::string out;
-  for (int64_t w = first; w <= last; ++w) {
-    if (w > first) out += ' ';
-    out += words[static_cast<std::size_t>(w)];
-  }
-  return out;
-}
-
 /// The context's word pieces and, for each, its word (tok_to_orig_index); for each word, its
 /// first piece (orig_to_tok_index).
 struct context_pieces {
@@ -78,7 +69,7 @@ piece_span answer_pieces(const squad_question& question, const squad_context_wor
   const auto end_char = std::min(answer.start + answer_chars - 1, context_chars - 1);
   const auto first_word = std::max<int64_t>(0, context.word_of_char[static_cast<std::size_t>(answer.start)]);
   const auto last_word = std::max<int64_t>(0, context.word_of_char[static_cast<std::size_t>(end_char)]);
-  const auto actual = join_words(context.words, first_word, last_word);
+  const auto actual = context.joined(first_word, last_word);
   if (actual.find(python_split_join(answer.text)) == std::string::npos) return {};
   piece_span span;
   span.first = pieces.first_piece_of_word[static_cast<std::size_t>(first_word)];
@@ -132,6 +123,15 @@ void check_squad_feature_settings(const squad_feature_settings& settings) {
   if (settings.doc_stride > room)
     throw make_error("doc_stride: expected ≤ max_seq_length − max_query_length − 3 = ", room, " (the context room of a ",
                      "window; a longer stride skips context), got ", settings.doc_stride);
+}
+
+std::string squad_context_words::joined(int64_t first, int64_t last) const {
+  std::string out;
+  for (int64_t w = first; w <= last; ++w) {
+    if (w > first) out += ' ';
+    out += words[static_cast<std::size_t>(w)];
+  }
+  return out;
 }
 
 squad_context_words split_squad_context(std::string_view context) {

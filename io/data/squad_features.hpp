@@ -51,6 +51,9 @@ void check_squad_feature_settings(const squad_feature_settings& settings);
 struct squad_context_words {
   std::vector<std::string> words;
   std::vector<int64_t> word_of_char;
+
+  /// Words first..last joined by single spaces (" ".join(doc_tokens[first:last + 1])).
+  std::string joined(int64_t first, int64_t last) const;
 };
 squad_context_words split_squad_context(std::string_view context);
 

@@ -34,14 +34,14 @@ struct span_candidate {
   double score() const { return start_logit + end_logit; }
 };
 
-bool answer_may_start(const squad_feature& feature, int64_t position) {
-  const auto piece = position - feature.context_offset;
-  return piece >= 0 && piece < feature.context_length() && feature.max_context[static_cast<std::size_t>(piece)] != 0;
-}
-
 bool is_context(const squad_feature& feature, int64_t position) {
   const auto piece = position - feature.context_offset;
   return piece >= 0 && piece < feature.context_length();
+}
+
+bool answer_may_start(const squad_feature& feature, int64_t position) {
+  return is_context(feature, position) &&
+         feature.max_context[static_cast<std::size_t>(position - feature.context_offset)] != 0;
 }
 
 void add_window_spans(std::size_t window, const squad_feature& feature, const squad_window_logits& logits,
@@ -101,16 +101,11 @@ std::pair<std::u32string, std::vector<std::size_t>> without_spaces(const std::u3
 }
 
 std::string span_text(const squad_feature& feature, const span_candidate& span, const piece_text& text,
-                      const std::vector<std::string>& words, bool lower_case) {
+                      const squad_context_words& context, bool lower_case) {
   const std::vector<int32_t> ids(feature.input_ids.begin() + span.start, feature.input_ids.begin() + span.end + 1);
   const auto first_word = feature.word_of_piece[static_cast<std::size_t>(span.start - feature.context_offset)];
   const auto last_word = feature.word_of_piece[static_cast<std::size_t>(span.end - feature.context_offset)];
-  std::string original;
-  for (auto w = first_word; w <= last_word; ++w) {
-    if (w > first_word) original += ' ';
-    original += words[static_cast<std::size_t>(w)];
-  }
-  return final_answer_text(joined_pieces(text, ids), original, lower_case);
+  return final_answer_text(joined_pieces(text, ids), context.joined(first_word, last_word), lower_case);
 }
 
 void add_softmax(std::vector<squad_candidate>& n_best) {
@@ -178,13 +173,13 @@ squad_answer_prediction predict_squad_answer(const squad_question& question,
   std::stable_sort(spans.begin(), spans.end(),
                    [](const span_candidate& a, const span_candidate& b) { return a.score() > b.score(); });
 
-  const auto words = split_squad_context(question.context).words;
+  const auto context = split_squad_context(question.context);
   squad_answer_prediction prediction;
   std::set<std::string> seen;
   for (const auto& span : spans) {
     if (static_cast<int64_t>(prediction.n_best.size()) >= settings.n_best_size) break;
     std::string answer;
-    if (span.start > 0) answer = span_text(*features[span.window], span, text, words, settings.lower_case);
+    if (span.start > 0) answer = span_text(*features[span.window], span, text, context, settings.lower_case);
     if (!seen.insert(answer).second) continue;
     prediction.n_best.push_back({answer, span.start_logit, span.end_logit, 0});
   }

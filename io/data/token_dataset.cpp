@@ -37,6 +37,11 @@ const split_info* dataset_manifest::find_split(const std::string& name) const {
   return nullptr;
 }
 
+std::string dataset_manifest::task_name() const {
+  if (!fine_tuning_task.empty()) return fine_tuning_task;
+  return sentence_order ? "sop" : "mlm";
+}
+
 std::string dataset_manifest::to_json() const {
   json splits_json = json::object();
   for (const auto& split : splits)
@@ -47,7 +52,7 @@ std::string dataset_manifest::to_json() const {
                    {"max_seq_length", max_seq_length},
                    {"vocab_size", vocab_size},
                    {"vocab_hash", vocab_hash},
-                   {"task", !fine_tuning_task.empty() ? fine_tuning_task : sentence_order ? "sop" : "mlm"},
+                   {"task", task_name()},
                    {"tokenizer", {{"kind", tokenizer_kind}, {"file", tokenizer_file}, {"lower_case", lower_case}}},
                    {"special_tokens",
                     {{"pad", specials.pad}, {"unk", specials.unk}, {"cls", specials.cls},
@@ -136,14 +141,10 @@ token_dataset::token_dataset(const std::filesystem::path& dir, const std::string
     shards_.push_back(std::make_unique<token_shard>(dir / file, manifest_.max_seq_length, manifest_.vocab_size, check));
     if (shards_.back()->has_sentence_order() != manifest_.sentence_order)
       throw make_error((dir / file).string(), ": the shard ", shards_.back()->has_sentence_order() ? "has" : "lacks",
-                       " sentence-order labels, but the manifest's task is ", manifest_.sentence_order ? "sop" : "mlm");
+                       " sentence-order labels, but the manifest's task is ", manifest_.task_name());
     if (shards_.back()->has_task_labels() != !manifest_.fine_tuning_task.empty())
       throw make_error((dir / file).string(), ": the shard ", shards_.back()->has_task_labels() ? "has" : "lacks",
-                       " fine-tuning labels, but the manifest's task is \"",
-                       !manifest_.fine_tuning_task.empty() ? manifest_.fine_tuning_task
-                       : manifest_.sentence_order          ? "sop"
-                                                           : "mlm",
-                       "\"");
+                       " fine-tuning labels, but the manifest's task is \"", manifest_.task_name(), "\"");
     total_ += shards_.back()->size();
   }
   if (total_ != info->sequences)

@@ -42,6 +42,8 @@ struct dataset_manifest {
   special_token_ids specials;
   std::vector<split_info> splits;
 
+  /// What the file's "task" says: the fine-tuning task, else "sop" or "mlm".
+  std::string task_name() const;
   const split_info* find_split(const std::string& name) const;
   std::string to_json() const;
   /// Parses manifest.json; throws troupe::error naming the file and the field.

@@ -52,7 +52,6 @@ void prepare_fine_tuning(const prepare_arguments& args, bool length_given) {
 
 void prepare(const prepare_arguments& args, bool length_given) {
   if (is_fine_tuning(args.task)) {
-    if (args.corpus.out.empty()) throw error("prepare: --out is required");
     prepare_fine_tuning(args, length_given);
     return;
   }
