@@ -3,13 +3,13 @@
 // encoded as HF's tokenizers encode them for classification.
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 #include "io/data/classification_file.hpp"
 #include "io/data/sentence_pair_encoding.hpp"
 #include "io/os/scratch_directory.hpp"
 #include "io/text/wordpiece_tokenizer.hpp"
 #include "tests/support/error_text.hpp"
+#include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
 namespace {
@@ -20,7 +20,7 @@ struct data_files {
   scratch_directory dir{"classification"};
   std::filesystem::path write(const std::string& name, const std::string& text) {
     const auto path = dir.path() / name;
-    std::ofstream(path) << text;
+    troupe::testing::write_text(path, text);
     return path;
   }
 };

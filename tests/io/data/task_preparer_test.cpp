@@ -2,13 +2,13 @@
 // the manifest's task and label set) read back through token_dataset, and its refusals.
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 #include "io/config/job_config.hpp"
 #include "io/data/task_preparer.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/scratch_directory.hpp"
 #include "tests/support/error_text.hpp"
+#include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
 namespace {
@@ -19,7 +19,7 @@ struct task_files {
   scratch_directory dir{"task-prepare"};
   std::filesystem::path write(const std::string& name, const std::string& text) {
     const auto path = dir.path() / name;
-    std::ofstream(path) << text;
+    troupe::testing::write_text(path, text);
     return path;
   }
   // [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then the words from 5.
