@@ -3,7 +3,6 @@
 // encoded as HF's tokenizers encode them for classification.
 #include <gtest/gtest.h>
 
-
 #include "io/data/classification_file.hpp"
 #include "io/data/sentence_pair_encoding.hpp"
 #include "io/os/scratch_directory.hpp"

@@ -2,7 +2,6 @@
 // the manifest's task and label set) read back through token_dataset, and its refusals.
 #include <gtest/gtest.h>
 
-
 #include "io/config/job_config.hpp"
 #include "io/data/task_preparer.hpp"
 #include "io/data/token_dataset.hpp"
