@@ -101,6 +101,7 @@ class training_run {
   std::vector<compute::trainer_options> trainers_;
   std::vector<std::shared_ptr<io::shared_region>> regions_;
   std::shared_ptr<const compute::teacher_setup> teacher_;  ///< distillation's, read by check_inputs
+  std::shared_ptr<const compute::named_tensors> pretrained_;  ///< fine-tuning's starting model, or null
   std::shared_ptr<const std::vector<double>> masking_weights_;  ///< data.mlm_smoothing's, or null
   std::shared_ptr<const std::vector<bool>> word_continuations_;  ///< data.whole_word_masking's, or null
   std::optional<io::run_directory_lock> run_directory_;

@@ -7,6 +7,7 @@
 #include "compute/bert_config.hpp"
 #include "compute/borrowed_tensor.hpp"
 #include "compute/device_check.hpp"
+#include "io/checkpoint/pretrained_encoder.hpp"
 #include "io/checkpoint/teacher_checkpoint.hpp"
 #include "io/comm/shared_region.hpp"
 #include "messages/error.hpp"
@@ -17,6 +18,15 @@ namespace troupe::actors {
 void training_run::check_inputs() {
   if (options_.steps) config_.set_train_steps(*options_.steps);
   dataset_ = std::make_shared<const io::token_dataset>(config_.data.dir, "train");
+  if (config_.task && !config_.task->pretrained.empty()) {
+    // Its sizes every generation (the config may leave the model to it), its tensors only when they start the run.
+    const bool fresh = !continuing_ && options_.resume.empty();
+    const auto pretrained = io::read_pretrained_encoder(config_, dataset_->manifest(), "config", fresh);
+    pretrained_ = pretrained.parameters;
+    if (fresh && reports_)
+      spdlog::info("fine-tuning {} from {} ({} model)", compute::task_type_name(config_.task->head.type),
+                   pretrained.dir.string(), config_.model.model_type);
+  }
   io::reconcile_with_data(config_, dataset_->manifest(), "config");
   if (nccl()) {
     // The manifest's devices place the workers (transport "nccl"); the config's runtime.device
@@ -69,12 +79,13 @@ void training_run::prepare_trainers() {
   if (continuing_) regions_ = carried_->regions;  // the trainers' gradients live in them
   for (int local = 0; local < local_workers_; ++local) {
     auto trainer = trainer_options_of(config_, teacher_);
+    trainer.pretrained = pretrained_;
     trainer.rank = first_rank_ + local;
     if (nccl()) trainer.device = "cuda:" + std::to_string(role_.cuda_devices[static_cast<std::size_t>(local)]);
     if (!continuing_ && role_.shared_memory && world_ > 1 && trainer.device == "cpu") {
       try {
         auto region = std::make_shared<io::shared_region>(
-            static_cast<std::size_t>(compute::gradient_buffer_elements(config_.model)) * sizeof(float),
+            static_cast<std::size_t>(compute::gradient_buffer_elements(config_.model, trainer.task)) * sizeof(float),
             "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
         trainer.gradient_buffer = [region](int64_t numel) {
           return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
@@ -90,7 +101,8 @@ void training_run::prepare_trainers() {
 
 /// fp32 parameters and two optimizer moments are staged for each checkpoint.
 void training_run::check_staging_fits() const {
-  const int64_t staged_bytes = 12 * compute::parameter_count(config_.model);
+  const auto task = config_.task ? std::optional(config_.task->head) : std::nullopt;
+  const int64_t staged_bytes = 12 * compute::trained_parameter_count(config_.model, task);
   if (options_.save_checkpoints && staged_bytes > config_.checkpoint.max_staging_bytes)
     throw make_error("config: checkpoint.max_staging_bytes: ", config_.checkpoint.max_staging_bytes,
                      " bytes cannot hold one staged copy of the parameters and optimizer moments (", staged_bytes,

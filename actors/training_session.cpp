@@ -25,6 +25,7 @@ compute::trainer_options trainer_options_of(const io::job_config& config,
   options.seed = config.seed;
   options.threads = config.runtime.threads;
   options.reduce_bucket_elements = config.reduce_bucket_size;
+  if (config.task) options.task = config.task->head;
   return options;
 }
 

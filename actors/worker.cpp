@@ -109,6 +109,10 @@ void worker_state::run_micro_batch(const micro_batch& batch) {
     totals.sentence_order_loss_sum += result.sentence_order_loss;
     totals.sentence_order_correct += result.sentence_order_correct;
   }
+  if (result.task) {
+    task = true;
+    totals.task_correct += result.task_correct;
+  }
   totals.samples += batch.batch.samples;
   if (settings.start.dataset_size > 0) current.epoch = batch.batch.first_position / settings.start.dataset_size;
 }
@@ -266,6 +270,10 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
     report.loss_mlm = totals.loss_part_sums[1];
     report.loss_sop = totals.sentence_order_loss_sum;
     report.sop_accuracy = static_cast<double>(totals.sentence_order_correct) / samples;
+  }
+  if (task) {
+    report.task = true;
+    report.task_accuracy = static_cast<double>(totals.task_correct) / samples;
   }
   const auto now = clock::now();
   report.window_seconds = seconds(now - window_start);

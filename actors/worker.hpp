@@ -114,6 +114,7 @@ struct worker_state {
   /// This rank's sums over the window so far; after an allreduce, every rank's.
   compute::window_totals totals;
   bool sentence_order = false;  ///< the trainer reported SOP (ALBERT)
+  bool task = false;            ///< the trainer reported a fine-tuning task
   double last_lr = 0;
   compute::staging_buffer parameter_staging, optimizer_staging;
   uint64_t saves_started = 0, saves_finished = 0;

@@ -60,6 +60,7 @@ void worker_state::stage_and_send(bool last) {
   // Dropout is keyed by sample: its seed is all a resume needs (no per-rank stream position).
   request.contents.state.rng = {{io::dropout_keys_name, trainer->dropout_seed(), 0}};
   request.contents.model = settings.trainer.model;
+  request.contents.task = settings.trainer.task;
   request.contents.parameters = parameter_staging.stage(trainer->named_parameters());
   request.contents.optimizer = optimizer_staging.stage(trainer->optimizer_state());
   request.contents.job = settings.job;

@@ -1,5 +1,5 @@
 #pragma once
-/// A masked-LM micro-batch as tensors.
+/// A micro-batch as tensors: masked-LM pretraining's, or a fine-tuning task's (unmasked, with task labels).
 
 #include <ATen/Tensor.h>
 
@@ -24,6 +24,9 @@ struct mlm_batch {
   at::Tensor masked_positions;  ///< [n] int64 flat positions (row × seq + column)
   at::Tensor labels;            ///< [n] int64 original tokens at those positions
   at::Tensor sentence_order_labels;  ///< [batch] int64 SOP labels (0 in order, 1 swapped), or undefined
+  /// Fine-tuning: [batch, 2] int64, the answer's start and end positions (question answering)
+  /// or the class and 0 (classification); undefined in pretraining. Nothing is masked then.
+  at::Tensor task_labels;
   int64_t samples = 0;
   int64_t tokens = 0;           ///< real (unpadded) tokens
   uint64_t first_position = 0;  ///< global stream position of the first sample

@@ -18,6 +18,7 @@
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
 #include "compute/student_init.hpp"
+#include "compute/task_model.hpp"
 #include "compute/word_lookup_gradient.hpp"
 #include "messages/error.hpp"
 
@@ -39,6 +40,8 @@ mlm_batch to_device(const mlm_batch& batch, c10::Device device) {
   moved.lengths = to_device(batch.lengths, device);
   moved.masked_positions = to_device(batch.masked_positions, device);
   moved.labels = to_device(batch.labels, device);
+  moved.sentence_order_labels = to_device(batch.sentence_order_labels, device);
+  moved.task_labels = to_device(batch.task_labels, device);
   return moved;
 }
 
@@ -58,6 +61,27 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
     : options_(options), device_(options.device) {
   at::set_num_threads(static_cast<int>(options.threads));
   if (device_.is_cuda()) use_deterministic_cuda_kernels();  // reruns repeat every bit
+  build_models(options);
+  // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
+  model_->seed_dropout(keyed_random(options.seed, 0xd2));
+  build_gradient_buffers(options);
+  optimizer_ = make_optimizer(options.optimizer);
+  if (options.loss_scaling) scaler_ = std::make_unique<loss_scaler>(*options.loss_scaling);
+}
+
+/// The trained model (the masked-LM model, or a task model on its encoder) from the seed, a
+/// pretrained encoder or a distillation teacher, on the device in training mode.
+void mlm_trainer::build_models(const trainer_options& options) {
+  if (options.task) {
+    TROUPE_ENFORCE(!options.teacher, "a fine-tuning trainer has no distillation teacher");
+    task_ = std::make_shared<task_model_impl>(options.model, *options.task);
+    task_->reset_weights(options.seed);
+    if (options.pretrained) task_->load_encoder(*options.pretrained);
+    model_ = task_->encoder;
+    task_->to(device_);
+    task_->train();
+    return;
+  }
   model_ = make_masked_lm(options.model);
   model_->reset_weights(options.seed);
   if (options.teacher) {
@@ -72,11 +96,6 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   }
   model_->to(device_);
   model_->train();
-  // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
-  model_->seed_dropout(keyed_random(options.seed, 0xd2));
-  build_gradient_buffers(options);
-  optimizer_ = make_optimizer(options.optimizer);
-  if (options.loss_scaling) scaler_ = std::make_unique<loss_scaler>(*options.loss_scaling);
 }
 
 mlm_trainer::~mlm_trainer() = default;
@@ -84,13 +103,13 @@ mlm_trainer::~mlm_trainer() = default;
 /// The flat parameters and gradient, the word lookup's part of the gradient behind it in the
 /// same buffer, and the watch of the gradient buckets (the word embeddings' first).
 void mlm_trainer::build_gradient_buffers(const trainer_options& options) {
-  auto named = model_->hf_named_parameters();
+  auto named = task_ ? task_->hf_named_parameters() : model_->hf_named_parameters();
   const auto words = std::find_if(named.begin(), named.end(), [](const auto& entry) {
     const std::string suffix = "embeddings.word_embeddings.weight";
     return entry.first.size() >= suffix.size() && entry.first.compare(entry.first.size() - suffix.size(), suffix.size(), suffix) == 0;
   });
   TROUPE_ENFORCE(words != named.end(), "the model has no word embeddings");
-  const int64_t elements = gradient_buffer_elements(options.model);
+  const int64_t elements = gradient_buffer_elements(options.model, options.task);
   const auto buffer = options.gradient_buffer ? options.gradient_buffer(elements)
                                               : at::zeros({elements}, named.front().second.options());
   parameters_ = std::make_unique<flat_parameters>(named, [&](int64_t numel) { return buffer.narrow(0, 0, numel); });
@@ -109,14 +128,15 @@ void mlm_trainer::build_gradient_buffers(const trainer_options& options) {
 }
 
 micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::function<void()>& before_backward) {
-  TROUPE_ENFORCE(batch.window.samples >= batch.samples && batch.window.masked_tokens >= batch.labels.numel(),
+  const int64_t masked = batch.labels.defined() ? batch.labels.numel() : 0;
+  TROUPE_ENFORCE(batch.window.samples >= batch.samples && batch.window.masked_tokens >= masked,
                  "the micro-batch lacks its window's counts (window samples ", batch.window.samples, ", masked ",
                  batch.window.masked_tokens, "; the data loader sets them)");
   const auto share = [](const at::Tensor& sum, int64_t count) {
     return count > 0 ? sum / static_cast<double>(count) : sum * 0.0;
   };
   micro_step_result result;
-  result.masked_tokens = batch.labels.numel();
+  result.masked_tokens = masked;
   auto start = std::chrono::steady_clock::now();
   at::Tensor loss;
   {
@@ -124,7 +144,9 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
     model_->begin_dropout(batch.sample_keys);
     const auto on_device = to_device(batch, device_);
     lookup_->mark_rows(on_device.input_ids);
-    if (teacher_) {
+    if (task_) {
+      loss = task_loss(on_device, result);
+    } else if (teacher_) {
       const auto distilled = distillation_forward(*model_, *teacher_, on_device, options_.teacher->distillation);
       loss = distilled.parts.total;
       result.teacher_seconds = distilled.teacher_seconds;
@@ -162,7 +184,28 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
   return result;
 }
 
+at::Tensor mlm_trainer::task_loss(const mlm_batch& batch, micro_step_result& result) {
+  TROUPE_ENFORCE(batch.task_labels.defined(), "a fine-tuning micro-batch without task labels");
+  const auto logits = task_->forward(batch.input_ids, batch.token_type_ids, batch.lengths);
+  at::Tensor sum, correct;
+  if (task_->head().type == task_type::question_answering) {
+    // HF's loss is the mean over examples of (start CE + end CE) / 2: summed here, divided by the window's examples.
+    const auto starts = batch.task_labels.select(1, 0), ends = batch.task_labels.select(1, 1);
+    sum = (at::cross_entropy_loss(logits.select(2, 0), starts, {}, at::Reduction::Sum) +
+           at::cross_entropy_loss(logits.select(2, 1), ends, {}, at::Reduction::Sum)) / 2;
+    correct = logits.select(2, 0).argmax(-1).eq(starts).logical_and(logits.select(2, 1).argmax(-1).eq(ends));
+  } else {
+    const auto labels = batch.task_labels.select(1, 0);
+    sum = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum);
+    correct = logits.argmax(-1).eq(labels);
+  }
+  result.task = true;
+  result.task_correct = correct.sum().item<int64_t>();
+  return sum / static_cast<double>(batch.window.samples);
+}
+
 nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {
+  TROUPE_ENFORCE(!task_, "the masked-LM evaluation of a fine-tuning trainer");
   torch::NoGradGuard no_grad;
   model_->eval();
   nll_sum sum;

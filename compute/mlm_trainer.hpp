@@ -19,6 +19,7 @@
 #include "compute/mlm_evaluation.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer_config.hpp"
+#include "compute/task_head.hpp"
 
 namespace troupe::compute {
 
@@ -26,6 +27,7 @@ class flat_parameters;
 class optimizer;
 class word_lookup_gradient;
 struct masked_lm_impl;
+struct task_model_impl;
 
 /// A teacher to distil from (the `distillation` block and the teacher's checkpoint).
 struct teacher_setup {
@@ -57,6 +59,12 @@ struct trainer_options {
   /// Distillation: the loss is compute::distillation_loss against this frozen teacher; null:
   /// the masked-LM loss.
   std::shared_ptr<const teacher_setup> teacher;
+  /// Fine-tuning: the task head on the encoder (compute/task_model.hpp), trained on batches with
+  /// task labels; none: masked-LM pretraining.
+  std::optional<task_head> task;
+  /// Fine-tuning from a pretrained model: its parameters (CPU, HF names), whose encoder the task
+  /// model starts from (the head from `seed`); null: everything from `seed`.
+  std::shared_ptr<const named_tensors> pretrained;
 };
 
 /// A distillation micro-batch's loss parts, each its share of the window's part (zero without a
@@ -79,6 +87,10 @@ struct micro_step_result {
   bool sentence_order = false;
   double sentence_order_loss = 0.0;  ///< share of the window's SOP loss (its sum ÷ the window's samples)
   int64_t sentence_order_correct = 0;
+  /// Fine-tuning: loss is the task's (its per-example sum ÷ the window's samples); correct
+  /// counts the examples whose label (QA: start and end both) the logits' argmax got right.
+  bool task = false;
+  int64_t task_correct = 0;
   int64_t masked_tokens = 0;
   double forward_seconds = 0.0;
   double backward_seconds = 0.0;
@@ -173,7 +185,8 @@ class mlm_trainer {
  private:
   trainer_options options_;
   c10::Device device_;
-  std::shared_ptr<masked_lm_impl> model_;
+  std::shared_ptr<masked_lm_impl> model_;  ///< under fine-tuning, the task model's encoder
+  std::shared_ptr<task_model_impl> task_;  ///< fine-tuning's; null in pretraining
   std::shared_ptr<masked_lm_impl> teacher_;  ///< distillation's, frozen; null without
   std::unique_ptr<flat_parameters> parameters_;
   std::unique_ptr<optimizer> optimizer_;
@@ -182,7 +195,10 @@ class mlm_trainer {
   std::unique_ptr<word_lookup_gradient> lookup_;
   at::Tensor banked_gradient_;
 
+  void build_models(const trainer_options& options);
   void build_gradient_buffers(const trainer_options& options);
+  /// The loss of a fine-tuning micro-batch (on the device) as its share of the window's.
+  at::Tensor task_loss(const mlm_batch& batch, micro_step_result& result);
   int64_t skipped_steps() const;
   c10::ScalarType autocast_dtype() const;
 };

@@ -21,37 +21,7 @@ void add_linear(named_tensors& out, const std::string& name, const torch::nn::Li
   out.emplace_back(name + ".bias", linear->bias);
 }
 
-/// HF's class-name stem of a model type.
-std::string architecture_stem(const std::string& model_type) {
-  if (model_type == "distilbert") return "DistilBert";
-  if (model_type == "albert") return "Albert";
-  return "Bert";
-}
-
 }  // namespace
-
-task_type parse_task_type(const std::string& name, const std::string& field) {
-  if (name == "question_answering") return task_type::question_answering;
-  if (name == "sequence_classification") return task_type::sequence_classification;
-  throw make_error(field, ": expected \"question_answering\" or \"sequence_classification\", got \"", name, "\"");
-}
-
-std::string task_type_name(task_type type) {
-  return type == task_type::question_answering ? "question_answering" : "sequence_classification";
-}
-
-double head_dropout(const bert_config& config, const task_head& head) {
-  if (head.dropout >= 0) return head.dropout;
-  const bool qa = head.type == task_type::question_answering;
-  if (config.model_type == "distilbert") return qa ? 0.1 : 0.2;  // qa_dropout, seq_classif_dropout
-  if (qa) return 0.0;                                             // BERT and ALBERT: none
-  return config.model_type == "albert" ? config.classifier_dropout_prob : config.hidden_dropout_prob;
-}
-
-std::string hf_task_architecture(const bert_config& config, const task_head& head) {
-  return architecture_stem(config.model_type) +
-         (head.type == task_type::question_answering ? "ForQuestionAnswering" : "ForSequenceClassification");
-}
 
 task_model_impl::task_model_impl(const bert_config& config, const task_head& head) : head_(head) {
   if (head.type == task_type::sequence_classification && head.num_labels < 2)

@@ -29,26 +29,9 @@
 
 #include "compute/masked_lm.hpp"
 #include "compute/named_tensors.hpp"
+#include "compute/task_head.hpp"
 
 namespace troupe::compute {
-
-enum class task_type { question_answering, sequence_classification };
-
-/// "question_answering" or "sequence_classification"; throws troupe::error naming the field.
-task_type parse_task_type(const std::string& name, const std::string& field);
-std::string task_type_name(task_type type);
-
-struct task_head {
-  task_type type = task_type::question_answering;
-  int64_t num_labels = 2;   ///< classification: ≥ 2; question answering: always 2 (start, end)
-  double dropout = -1;      ///< before the head; < 0: HF's default for the model type (above)
-};
-
-/// The dropout probability HF applies before `head` on `config`'s model type.
-double head_dropout(const bert_config& config, const task_head& head);
-
-/// The HF task model's class name, e.g. "DistilBertForQuestionAnswering".
-std::string hf_task_architecture(const bert_config& config, const task_head& head);
 
 struct task_model_impl : torch::nn::Module {
   /// Throws troupe::error when num_labels < 2 for classification.

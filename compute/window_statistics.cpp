@@ -10,8 +10,8 @@ namespace {
 constexpr std::size_t loss_sum_slot = 0, samples_slot = 1, tokens_slot = 2, masked_tokens_slot = 3;
 constexpr std::size_t first_loss_part_slot = 4;
 constexpr std::size_t sentence_order_loss_slot = 8, sentence_order_correct_slot = 9, overflow_slot = 10;
-constexpr std::size_t stop_slot = 11;
-constexpr std::size_t header_slots = 12;
+constexpr std::size_t stop_slot = 11, task_correct_slot = 12;
+constexpr std::size_t header_slots = 13;
 constexpr std::size_t hash_parts = 4;  ///< 16 bits each
 constexpr std::size_t slots_per_rank = hash_parts + 1;
 
@@ -34,6 +34,7 @@ std::vector<double> window_statistics::pack(const window_totals& mine, const ran
   values[sentence_order_correct_slot] = static_cast<double>(mine.sentence_order_correct);
   values[overflow_slot] = static_cast<double>(mine.overflowed_ranks);
   values[stop_slot] = static_cast<double>(mine.stopping_ranks);
+  values[task_correct_slot] = static_cast<double>(mine.task_correct);
   const std::size_t first = first_slot_of(rank);
   for (std::size_t part = 0; part < hash_parts; ++part)
     values[first + part] = static_cast<double>((stamp.parameter_hash >> (16 * part)) & 0xffff);
@@ -56,6 +57,7 @@ window_statistics window_statistics::unpack(const std::vector<double>& summed, i
   totals.sentence_order_correct = static_cast<int64_t>(summed[sentence_order_correct_slot]);
   totals.overflowed_ranks = static_cast<int64_t>(summed[overflow_slot]);
   totals.stopping_ranks = static_cast<int64_t>(summed[stop_slot]);
+  totals.task_correct = static_cast<int64_t>(summed[task_correct_slot]);
   result.ranks.resize(static_cast<std::size_t>(world));
   for (int64_t rank = 0; rank < world; ++rank) {
     const std::size_t first = first_slot_of(rank);

@@ -11,10 +11,11 @@
 ///              skips the window's step, whatever its summed gradient looks like
 ///   [11]       ranks asked to stop (a scheduler's signal, io/os/stop_signals.hpp): above 0,
 ///              every rank checkpoints after this window and ends the run, all after the same one
-///   [12+5r .. 12+5r+3]  rank r's parameter hash in four 16-bit parts, zero in every other
+///   [12]       fine-tuning: examples whose task label the model got right
+///   [13+5r .. 13+5r+3]  rank r's parameter hash in four 16-bit parts, zero in every other
 ///              rank's contribution, so after the sum every rank holds every rank's hash exactly
 ///              (doubles add integers below 2^53 exactly)
-///   [12+5r+4]  the wall-clock second at which rank r entered the allreduce: every rank learns
+///   [13+5r+4]  the wall-clock second at which rank r entered the allreduce: every rank learns
 ///              who came last and by how much (as good as the hosts' clocks agree)
 ///
 /// Counts travel as doubles and come back exact while they stay below 2^53.
@@ -38,6 +39,7 @@ struct window_totals {
   int64_t sentence_order_correct = 0;      ///< SOP right guesses
   int64_t overflowed_ranks = 0;            ///< fp16: ranks whose own gradient overflowed
   int64_t stopping_ranks = 0;              ///< ranks asked to stop after this window
+  int64_t task_correct = 0;                ///< fine-tuning: examples labelled right
 };
 
 /// What each rank stamps into its own slots.

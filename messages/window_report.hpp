@@ -51,6 +51,8 @@ struct window_report {
   bool sentence_order = false;  ///< an ALBERT window with SOP: loss = loss_mlm + loss_sop
   double loss_sop = 0;          ///< sentence-order cross-entropy, per-sample mean over all ranks
   double sop_accuracy = 0;      ///< share of the window's samples whose order was guessed right
+  bool task = false;            ///< a fine-tuning window: loss is the task head's, per-example mean over all ranks
+  double task_accuracy = 0;     ///< share of its examples labelled right (QA: start and end both)
   double loss_scale = 0;        ///< fp16: the loss scale this window's backward passes used (0: none)
   bool skipped_step = false;    ///< fp16: the gradient overflowed on some rank; no optimizer step
   /// Per ring, this rank's link to its successor and from its predecessor in the gradient's sum

@@ -27,7 +27,7 @@ using window_report_member =
                  bool window_report::*, std::vector<double> window_report::*, std::vector<int64_t> window_report::*>;
 
 /// The windows whose monitors show a field.
-enum class shown_in { every_window, distillation, loss_parts, sentence_order, loss_scaling };
+enum class shown_in { every_window, distillation, loss_parts, sentence_order, loss_scaling, task };
 
 struct window_report_field {
   const char* schema_name;  ///< in metrics.capnp's WindowReport
@@ -41,7 +41,7 @@ struct window_report_field {
 
 /// Whether `report`'s window shows fields of `shown` (distillation: its loss parts; loss_parts:
 /// distillation or ALBERT's sentence order, both of which report the masked-LM part; loss
-/// scaling: fp16's scale, when set).
+/// scaling: fp16's scale, when set; task: fine-tuning's accuracy).
 inline bool shows(shown_in shown, const window_report& report) {
   switch (shown) {
     case shown_in::every_window: return true;
@@ -49,6 +49,7 @@ inline bool shows(shown_in shown, const window_report& report) {
     case shown_in::loss_parts: return report.distilled || report.sentence_order;
     case shown_in::sentence_order: return report.sentence_order;
     case shown_in::loss_scaling: return report.loss_scale > 0;
+    case shown_in::task: return report.task;
   }
   return false;
 }
@@ -110,6 +111,9 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"ringReceivePostedUnix", &window_report::ring_receive_posted_unix},
       {"exposedCommSeconds", &window_report::exposed_comm_seconds, "exposed_comm_s", "Train/Samples/exposed_comm_s",
        "troupe_exposed_comm_seconds", "Allreduce time of the last window that the backward pass did not hide."},
+      {"task", &window_report::task},
+      {"taskAccuracy", &window_report::task_accuracy, nullptr, "Train/Samples/task_accuracy", "troupe_task_accuracy",
+       "Fine-tuning: share of the last window's examples whose label the model got right.", shown_in::task},
   };
   return fields;
 }

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   troupe::tools::add_train_command(app);
   troupe::tools::add_eval_command(app);
   troupe::tools::add_fill_mask_command(app);
+  troupe::tools::add_predict_command(app);
   troupe::tools::add_bench_command(app);
   troupe::tools::add_ckpt_command(app);
   troupe::tools::add_launch_command(app);

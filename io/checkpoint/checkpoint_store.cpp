@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "io/checkpoint/hf_model_config.hpp"
+#include "io/checkpoint/hf_task_config.hpp"
 #include "io/checkpoint/safetensors.hpp"
 #include "io/checkpoint/safetensors_header.hpp"
 #include "io/config/json_fields.hpp"
@@ -143,7 +144,7 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   hashes["optimizer.safetensors"] =
       write_safetensors(temporary / "optimizer.safetensors", contents.optimizer, {{"format", "pt"}});
   hashes["config.json"] =
-      write_file_atomically(temporary / "config.json", hf_model_config(contents.model).dump(2) + "\n");
+      write_file_atomically(temporary / "config.json", hf_config(contents.model, contents.task).dump(2) + "\n");
 
   checkpoint_manifest manifest;
   manifest.step = s.optimizer_steps;
@@ -263,7 +264,9 @@ checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_
   s.loss_scale = manifest.loss_scaler;
   contents.job = json::parse(manifest.job_config, nullptr, false);
   if (contents.job.is_discarded()) throw make_error(dir.string(), ": the manifest's job config is not valid JSON");
-  contents.model = model_config_from_hf(parse_json_file(dir / "config.json"), (dir / "config.json").string());
+  const auto config = parse_json_file(dir / "config.json");
+  contents.model = model_config_from_hf(config, (dir / "config.json").string());
+  contents.task = task_head_from_hf(config, contents.model, (dir / "config.json").string());
   contents.parameters = tensors_of("model.safetensors");
   if (with_optimizer) contents.optimizer = tensors_of("optimizer.safetensors");
   return contents;

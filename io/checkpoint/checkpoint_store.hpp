@@ -4,7 +4,8 @@
 /// RUN_DIR/checkpoints/step-00000100/
 ///   model.safetensors      parameters under HuggingFace names
 ///   optimizer.safetensors  optimizer moments over the flat buffer
-///   config.json            HuggingFace BertConfig (transformers and `troupe eval` rebuild the model)
+///   config.json            HuggingFace BertConfig (transformers and `troupe eval` rebuild the model;
+///                          a fine-tuned model's names its task class: io/checkpoint/hf_task_config.hpp)
 ///   manifest.bin           Cap'n Proto CheckpointManifest, written last: step, data cursor, RNG
 ///                          counters, scheduler, world size, job config + hash, every file's
 ///                          size and xxh64
@@ -27,6 +28,7 @@
 
 #include "compute/bert_config.hpp"
 #include "compute/loss_scaler.hpp"
+#include "compute/task_head.hpp"
 #include "compute/named_tensors.hpp"
 #include "io/checkpoint/checkpoint_manifest.hpp"
 #include "io/checkpoint/safetensors.hpp"
@@ -52,6 +54,7 @@ struct checkpoint_contents {
   std::filesystem::path dir;
   training_state state;
   compute::bert_config model;
+  std::optional<compute::task_head> task;  ///< a fine-tuned model's head (config.json's architectures); none: MLM
   compute::named_tensors parameters;
   compute::named_tensors optimizer;
   nlohmann::json job;

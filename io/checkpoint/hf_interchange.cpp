@@ -9,6 +9,8 @@
 #include "compute/masked_lm.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/checkpoint/hf_model_config.hpp"
+#include "io/checkpoint/hf_task_config.hpp"
+#include "compute/task_model.hpp"
 #include "io/checkpoint/safetensors.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
@@ -97,6 +99,60 @@ bool is_head(const std::string& name) {
          name.rfind("sop_classifier.", 0) == 0;
 }
 
+/// A masked-LM (or bare encoder) checkpoint's tensors under troupe's names, checked against the
+/// model `model_config` describes; a missing MLM head keeps the fresh initialisation.
+compute::named_tensors import_masked_lm_tensors(const std::filesystem::path& weights,
+                                                const compute::bert_config& model_config) {
+  compute::named_tensors loaded;
+  for (auto& [name, tensor] : read_safetensors(weights).tensors) {
+    auto mapped = troupe_name(name, model_config.model_type);
+    if (!is_dropped(mapped)) loaded.emplace_back(mapped, tensor.to(at::kFloat));
+  }
+  // Check names and shapes against the model the config describes; a missing MLM head (a
+  // BertModel or DistilBertModel checkpoint) keeps the fresh initialisation.
+  const auto model = compute::make_masked_lm(model_config);
+  auto targets = model->hf_named_parameters();
+  bool has_head = false;
+  for (const auto& [name, tensor] : loaded) has_head = has_head || is_head(name);
+  if (!has_head) {
+    spdlog::warn("{}: no pre-training head ({}); initialising it fresh", weights.string(),
+                 model_config.model_type == "distilbert" ? "vocab_*"
+                 : model_config.model_type == "albert"   ? "predictions.*, sop_classifier.*"
+                                                           : "cls.predictions.*");
+    targets.erase(std::remove_if(targets.begin(), targets.end(), [](auto& e) { return is_head(e.first); }),
+                  targets.end());
+  }
+  compute::assign_named_tensors(targets, loaded, weights.string());
+  std::set<std::string> known;
+  for (const auto& [name, value] : model->hf_named_parameters()) known.insert(name);
+  for (const auto& [name, tensor] : loaded)
+    if (known.count(name) == 0)
+      throw make_error(weights.string(), ": tensor '", name, "' is not part of a ", model_config.model_type,
+                       " masked-LM");
+
+  return compute::cpu_copies(model->hf_named_parameters());
+}
+
+/// A task model's tensors (HF's ForQuestionAnswering / ForSequenceClassification names, which are
+/// troupe's): exactly the tensors of the task model the config describes.
+compute::named_tensors import_task_tensors(const std::filesystem::path& weights, const compute::bert_config& model_config,
+                                           const compute::task_head& head) {
+  compute::named_tensors loaded;
+  for (auto& [name, tensor] : read_safetensors(weights).tensors)
+    if (name.find("position_ids") == std::string::npos)
+      loaded.emplace_back(troupe_name(name, model_config.model_type), tensor.to(at::kFloat));
+  compute::task_model_impl model(model_config, head);
+  auto targets = model.hf_named_parameters();
+  compute::assign_named_tensors(targets, loaded, weights.string());
+  std::set<std::string> known;
+  for (const auto& [name, value] : targets) known.insert(name);
+  for (const auto& [name, tensor] : loaded)
+    if (known.count(name) == 0)
+      throw make_error(weights.string(), ": tensor '", name, "' is not part of a ",
+                       compute::hf_task_architecture(model_config, head));
+  return compute::cpu_copies(targets);
+}
+
 }  // namespace
 
 void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesystem::path& hf_dir,
@@ -109,7 +165,7 @@ void export_hf(const std::filesystem::path& checkpoint_dir, const std::filesyste
   const auto temporary = std::filesystem::path(hf_dir.string() + ".tmp");
   remove_tree(temporary);
   std::filesystem::create_directories(temporary);
-  write_file_atomically(temporary / "config.json", hf_model_config(checkpoint.model).dump(2) + "\n");
+  write_file_atomically(temporary / "config.json", hf_config(checkpoint.model, checkpoint.task).dump(2) + "\n");
   write_safetensors(temporary / "model.safetensors", checkpoint.parameters, {{"format", "pt"}});
   write_tokenizer(tokenizer, temporary, checkpoint.model.max_position_embeddings);
   fsync_directory(temporary);
@@ -134,34 +190,9 @@ void import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path&
 
   checkpoint_contents contents;
   contents.model = model_config_from_hf(config, config_path.string());
-  compute::named_tensors loaded;
-  for (auto& [name, tensor] : read_safetensors(weights).tensors) {
-    auto mapped = troupe_name(name, contents.model.model_type);
-    if (!is_dropped(mapped)) loaded.emplace_back(mapped, tensor.to(at::kFloat));
-  }
-  // Check names and shapes against the model the config describes; a missing MLM head (a
-  // BertModel or DistilBertModel checkpoint) keeps the fresh initialisation.
-  const auto model = compute::make_masked_lm(contents.model);
-  auto targets = model->hf_named_parameters();
-  bool has_head = false;
-  for (const auto& [name, tensor] : loaded) has_head = has_head || is_head(name);
-  if (!has_head) {
-    spdlog::warn("{}: no pre-training head ({}); initialising it fresh", weights.string(),
-                 contents.model.model_type == "distilbert" ? "vocab_*"
-                 : contents.model.model_type == "albert"   ? "predictions.*, sop_classifier.*"
-                                                           : "cls.predictions.*");
-    targets.erase(std::remove_if(targets.begin(), targets.end(), [](auto& e) { return is_head(e.first); }),
-                  targets.end());
-  }
-  compute::assign_named_tensors(targets, loaded, weights.string());
-  std::set<std::string> known;
-  for (const auto& [name, value] : model->hf_named_parameters()) known.insert(name);
-  for (const auto& [name, tensor] : loaded)
-    if (known.count(name) == 0)
-      throw make_error(weights.string(), ": tensor '", name, "' is not part of a ", contents.model.model_type,
-                       " masked-LM");
-
-  contents.parameters = compute::cpu_copies(model->hf_named_parameters());
+  contents.task = task_head_from_hf(config, contents.model, config_path.string());
+  contents.parameters = contents.task ? import_task_tensors(weights, contents.model, *contents.task)
+                                      : import_masked_lm_tensors(weights, contents.model);
   const auto vocab_file = vocab.empty() ? hf_dir / "vocab.txt" : vocab;
   if (std::filesystem::exists(vocab_file)) {
     contents.state.vocab_hash = file_xxh64_hex(vocab_file);

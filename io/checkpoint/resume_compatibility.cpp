@@ -55,6 +55,14 @@ void check_resume_compatible(const checkpoint_contents& checkpoint, const job_co
   require_same(checkpoint, "model.max_position_embeddings", saved_model.max_position_embeddings,
                model.max_position_embeddings);
   require_same(checkpoint, "model.type_vocab_size", saved_model.type_vocab_size, model.type_vocab_size);
+  const auto head_of = [](const std::optional<compute::task_head>& head) {
+    return head ? compute::task_type_name(head->type) : std::string("none (masked-LM pretraining)");
+  };
+  const auto task = config.task ? std::optional(config.task->head) : std::nullopt;
+  require_same(checkpoint, "task.type", head_of(checkpoint.task), head_of(task));
+  if (task && task->type == compute::task_type::sequence_classification)
+    require_same(checkpoint, "the task's labels (the data's)", nlohmann::json(checkpoint.task->labels).dump(),
+                 nlohmann::json(task->labels).dump());
 
   if (imported) return;
   const auto saved = saved_job(checkpoint);

@@ -79,6 +79,19 @@ compute::distillation_config parse_distillation(json_fields& fields) {
   return d;
 }
 
+/// The `task` block; the labels come from the data, the pretrained model is read and checked
+/// when the job starts (io/checkpoint/pretrained_encoder.hpp).
+task_config parse_task(json_fields& fields) {
+  task_config task;
+  if (!fields.has("type")) fields.fail("type", "\"question_answering\" or \"sequence_classification\"");
+  task.head.type = compute::parse_task_type(fields.choice("type", "", {"question_answering", "sequence_classification"}),
+                                            "task.type");
+  task.pretrained = fields.string("pretrained", "");
+  task.head.dropout = fields.number("dropout", -1.0, 0.0, 0.99);
+  fields.finish();
+  return task;
+}
+
 compute::optimizer_config parse_optimizer(json_fields& fields) {
   compute::optimizer_config optimizer;
   auto type = fields.choice("type", "AdamW", {"AdamW", "Adam", "Lamb", "LAMB"});
@@ -271,6 +284,15 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
     auto distillation = root.object("distillation");
     config.distillation = parse_distillation(distillation);
   }
+  if (root.has("task")) {
+    auto task = root.object("task");
+    config.task = parse_task(task);
+    config.model_from_pretrained = !root.has("model") && !config.task->pretrained.empty();
+    if (config.distillation.enabled) root.fail("distillation", "no value in a fine-tuning job (a `task` block)");
+    if (config.eval_every_windows > 0)
+      root.fail("eval_every_windows", "0 in a fine-tuning job: score the task with `troupe eval --task` "
+                                      "(docs/fine-tuning.md)");
+  }
   auto optimizer = root.object("optimizer");
   config.optimizer = parse_optimizer(optimizer);
   auto scheduler = root.object("scheduler");
@@ -305,13 +327,40 @@ job_config load_job_config(const std::filesystem::path& file, int64_t workers) {
 
 namespace troupe::io {
 
+namespace {
+
+/// A fine-tuning job needs its task's examples, a pretraining job text; classification takes its
+/// labels from the data.
+void reconcile_task_with_data(job_config& config, const dataset_manifest& data, const std::string& source,
+                              const std::string& manifest) {
+  if (!config.task) {
+    if (!data.fine_tuning_task.empty())
+      throw make_error(source, ": data.dir: ", manifest, " holds ", data.fine_tuning_task,
+                       " fine-tuning examples (`troupe prepare --task ", data.fine_tuning_task,
+                       "`); a pretraining job reads text prepared without --task or with --task sop, a fine-tuning ",
+                       "job has a `task` block (docs/configuration.md#task)");
+    return;
+  }
+  const auto type = config.task->head.type;
+  const std::string wanted = type == compute::task_type::question_answering ? "squad" : "classify";
+  if (data.fine_tuning_task != wanted)
+    throw make_error(source, ": task.type: \"", compute::task_type_name(type), "\" trains on `troupe prepare --task ",
+                     wanted, "` examples; ", manifest, " holds ",
+                     data.fine_tuning_task.empty() ? "pretraining text" : data.fine_tuning_task + " examples");
+  if (type == compute::task_type::sequence_classification) {
+    if (data.labels.size() < 2)
+      throw make_error(source, ": data.dir: ", manifest, " lists ", data.labels.size(),
+                       " label(s); classification needs at least 2");
+    config.task->head.labels = data.labels;
+    config.task->head.num_labels = static_cast<int64_t>(data.labels.size());
+  }
+}
+
+}  // namespace
+
 void reconcile_with_data(job_config& config, const dataset_manifest& data, const std::string& source) {
   const std::string manifest = (config.data.dir / "manifest.json").string();
-  if (!data.fine_tuning_task.empty())
-    throw make_error(source, ": data.dir: ", manifest, " holds ", data.fine_tuning_task,
-                     " fine-tuning examples (`troupe prepare --task ", data.fine_tuning_task,
-                     "`); a pretraining job reads text prepared without --task or with --task sop, and fine-tuning ",
-                     "jobs do not run yet (docs/data.md#fine-tuning-data-squad-and-sentence-classification-in-progress)");
+  reconcile_task_with_data(config, data, source, manifest);
   if (config.model.vocab_size == 0) {
     config.model.vocab_size = data.vocab_size;
   } else if (config.model.vocab_size != data.vocab_size) {
@@ -319,7 +368,7 @@ void reconcile_with_data(job_config& config, const dataset_manifest& data, const
                      " differs from the data's vocabulary of ", data.vocab_size, " tokens (", manifest,
                      "); the model and the dataset must use the same vocabulary");
   }
-  if (config.model.sentence_order_prediction && !data.sentence_order)
+  if (config.model.sentence_order_prediction && !data.sentence_order && !config.task)
     throw make_error(source, ": model.sentence_order_prediction: ", manifest,
                      " was prepared without sentence-order labels; prepare the corpus with `troupe prepare --task sop`, "
                      "or set model.sentence_order_prediction to false (masked-LM only)");

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "compute/distillation_config.hpp"
 #include "compute/loss_scaler.hpp"
 #include "compute/optimizer_config.hpp"
+#include "compute/task_head.hpp"
 
 namespace troupe::io {
 
@@ -51,6 +53,14 @@ struct monitor_config {
   std::string job_name;               ///< a subfolder of output_path, when given
 };
 
+/// The `task` block: fine-tuning a task head on the encoder (docs/configuration.md#task).
+struct task_config {
+  compute::task_head head;  ///< classification's labels and num_labels come from the data (reconcile_with_data)
+  /// A pretraining run directory (its newest checkpoint) or checkpoint directory whose encoder
+  /// the model starts from; empty: from scratch (the seed).
+  std::string pretrained;
+};
+
 struct job_config {
   int64_t train_batch_size = 0;
   int64_t micro_batch_size = 0;  ///< train_micro_batch_size_per_gpu
@@ -69,6 +79,9 @@ struct job_config {
   compute::loss_scale_config loss_scaling;
   compute::bert_config model;  ///< model.type is model.model_type
   compute::distillation_config distillation;
+  std::optional<task_config> task;  ///< fine-tuning; none: pretraining
+  /// The config has no `model` block: a fine-tuning job takes the pretrained model's.
+  bool model_from_pretrained = false;
   compute::optimizer_config optimizer;
   compute::schedule_config scheduler;
   data_config data;

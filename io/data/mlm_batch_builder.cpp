@@ -54,15 +54,18 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
   auto* ids = out.input_ids.data_ptr<int64_t>();
   auto* types = out.token_type_ids.data_ptr<int64_t>();
   auto* length_data = lengths.data_ptr<int64_t>();
-  std::vector<int64_t> positions, labels, sentence_order;
+  const bool fine_tuning = !dataset_.manifest().fine_tuning_task.empty();
+  std::vector<int64_t> positions, labels, sentence_order, task_labels;
   std::vector<int32_t> row(static_cast<std::size_t>(seq));
   bool any_padding = false;
   for (int64_t b = 0; b < batch; ++b) {
     auto view = dataset_.sequence(samples[static_cast<std::size_t>(b)].sample_id);
     for (int64_t p = 0; p < seq; ++p) row[static_cast<std::size_t>(p)] = view.token(static_cast<std::size_t>(p));
-    auto chosen = compute::mask_tokens(row.data(), view.length, masking_, seed_,
-                                       samples[static_cast<std::size_t>(b)].epoch,
-                                       samples[static_cast<std::size_t>(b)].sample_id);
+    const auto chosen = fine_tuning ? std::vector<compute::masked_position>{}
+                                    : compute::mask_tokens(row.data(), view.length, masking_, seed_,
+                                                           samples[static_cast<std::size_t>(b)].epoch,
+                                                           samples[static_cast<std::size_t>(b)].sample_id);
+    if (fine_tuning) task_labels.insert(task_labels.end(), view.task_labels.begin(), view.task_labels.end());
     for (int64_t p = 0; p < seq; ++p) {
       ids[b * seq + p] = row[static_cast<std::size_t>(p)];
       types[b * seq + p] = (p >= view.type_boundary && p < view.length) ? 1 : 0;
@@ -85,20 +88,23 @@ compute::mlm_batch mlm_batch_builder::build(const std::vector<compute::sample_re
     TROUPE_ENFORCE(static_cast<int64_t>(sentence_order.size()) == batch, "some sequences lack sentence-order labels");
     out.sentence_order_labels = at::tensor(sentence_order, at::kLong);
   }
+  if (fine_tuning) out.task_labels = at::tensor(task_labels, at::kLong).view({batch, 2});
   out.samples = batch;
   return out;
 }
 
 compute::window_counts mlm_batch_builder::count(const std::vector<compute::sample_ref>& samples) const {
   compute::window_counts counts;
+  const bool fine_tuning = !dataset_.manifest().fine_tuning_task.empty();
   std::vector<int32_t> row(static_cast<std::size_t>(dataset_.manifest().max_seq_length));
   for (const auto& sample : samples) {
     auto view = dataset_.sequence(sample.sample_id);
+    counts.tokens += view.length;
+    ++counts.samples;
+    if (fine_tuning) continue;  // nothing is masked
     for (std::size_t p = 0; p < row.size(); ++p) row[p] = view.token(p);
     counts.masked_tokens += static_cast<int64_t>(
         compute::mask_tokens(row.data(), view.length, masking_, seed_, sample.epoch, sample.sample_id).size());
-    counts.tokens += view.length;
-    ++counts.samples;
   }
   return counts;
 }

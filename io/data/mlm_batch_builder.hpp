@@ -13,7 +13,8 @@
 namespace troupe::io {
 
 /// Reads the sequences of the given samples, masks each with compute::mask_tokens keyed by
-/// (seed, epoch, sample id), and lays them out as tensors. Pure function of its inputs.
+/// (seed, epoch, sample id), and lays them out as tensors. Pure function of its inputs. Fine-tuning
+/// data (`prepare --task squad|classify`) is not masked: its batches carry the task labels.
 class mlm_batch_builder {
  public:
   /// `token_weights`: smoothed masking (compute::smoothed_token_weights), or null;

@@ -136,6 +136,10 @@ task_prepare_summary prepare_task_data(const task_prepare_options& given) {
     auto manifest = manifest_for_tokenizer(*tokens, work_dir, length, lower_case);
     manifest.fine_tuning_task = options.task;
     manifest.labels = summary.labels;
+    if (options.task == "squad") {
+      manifest.doc_stride = options.doc_stride;
+      manifest.max_query_length = options.max_query_length;
+    }
     manifest.splits = {train.finish(), validation.finish()};
     if (manifest.splits.back().sequences == 0) manifest.splits.pop_back();
     return manifest;

@@ -59,6 +59,8 @@ std::string dataset_manifest::to_json() const {
                      {"sep", specials.sep}, {"mask", specials.mask}}},
                    {"splits", splits_json}};
   if (fine_tuning_task == "classify") manifest["labels"] = labels;
+  if (fine_tuning_task == "squad" && doc_stride > 0)
+    manifest["squad"] = {{"doc_stride", doc_stride}, {"max_query_length", max_query_length}};
   return manifest.dump(2) + "\n";
 }
 
@@ -92,6 +94,13 @@ dataset_manifest dataset_manifest::from_file(const std::filesystem::path& file) 
   if (manifest.fine_tuning_task == "classify") {
     manifest.labels = required<std::vector<std::string>>(root, "labels", where);
     if (manifest.labels.size() < 2) throw make_error(where, ": labels: expected at least 2 class names");
+  }
+  if (manifest.fine_tuning_task == "squad" && root.contains("squad")) {
+    const auto squad = required<json>(root, "squad", where);
+    manifest.doc_stride = required<int64_t>(squad, "doc_stride", where + ": squad");
+    manifest.max_query_length = required<int64_t>(squad, "max_query_length", where + ": squad");
+    if (manifest.doc_stride < 1 || manifest.max_query_length < 1)
+      throw make_error(where, ": squad: doc_stride and max_query_length must be at least 1");
   }
   const auto tokenizer = required<json>(root, "tokenizer", where);
   manifest.tokenizer_kind = required<std::string>(tokenizer, "kind", where + ": tokenizer");

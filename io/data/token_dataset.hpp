@@ -39,6 +39,10 @@ struct dataset_manifest {
   std::string fine_tuning_task;
   /// `--task classify`: the label set, sorted (io/data/classification_file.hpp); label i is class i.
   std::vector<std::string> labels;
+  /// `--task squad`: how the windows were cut ("squad" in the file), so that evaluation cuts the
+  /// official file's questions the same way (io/data/squad_features.hpp); 0 when not recorded.
+  int64_t doc_stride = 0;
+  int64_t max_query_length = 0;
   special_token_ids specials;
   std::vector<split_info> splits;
 

@@ -136,6 +136,7 @@ nlohmann::json window_json(const window_summary& window) {
   if (r.distilled)
     line["loss_parts"] = {{"ce", r.loss_ce}, {"mlm", r.loss_mlm}, {"cos", r.loss_cos}, {"mse", r.loss_mse}};
   if (r.sentence_order) line["sop"] = {{"loss", r.loss_sop}, {"accuracy", r.sop_accuracy}, {"mlm_loss", r.loss_mlm}};
+  if (r.task) line["task"] = {{"accuracy", r.task_accuracy}};
   if (r.loss_scale > 0) line["fp16"] = {{"loss_scale", r.loss_scale}, {"skipped_step", r.skipped_step}};
   return line;
 }
@@ -175,6 +176,10 @@ window_summary window_from_json(const nlohmann::json& line) {
     cluster.loss_sop = sop.value("loss", 0.0);
     cluster.sop_accuracy = sop.value("accuracy", 0.0);
     cluster.loss_mlm = sop.value("mlm_loss", 0.0);
+  }
+  if (const auto task = line.find("task"); task != line.end() && task->is_object()) {
+    cluster.task = true;
+    cluster.task_accuracy = task->value("accuracy", 0.0);
   }
   if (line.contains("fp16")) {
     cluster.loss_scale = line["fp16"].value("loss_scale", 0.0);

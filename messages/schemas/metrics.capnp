@@ -51,6 +51,8 @@ struct WindowReport {
   ringReceiveDoneUnix @41 :List(Float64);  # mean time the predecessor's chunks were in place
   ringReceivePostedUnix @42 :List(Float64);  # mean time this rank posted the receives for them
   exposedCommSeconds @43 :Float64;  # of allreduceSeconds, what the worker waited after its backward pass
+  task @44 :Bool;                   # a fine-tuning window: loss is the task head's (per-example mean)
+  taskAccuracy @45 :Float64;        # share of the window's examples whose label (QA: start and end) was right
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

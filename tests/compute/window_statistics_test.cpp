@@ -23,6 +23,7 @@ window_totals totals_of(double loss_sum, int64_t samples, int64_t overflowed = 0
   totals.sentence_order_loss_sum = 0.5;
   totals.sentence_order_correct = samples - 1;
   totals.overflowed_ranks = overflowed;
+  totals.task_correct = samples - 2;
   return totals;
 }
 
@@ -47,6 +48,7 @@ TEST(window_statistics, one_rank_reads_back_what_it_packed) {
   EXPECT_EQ(read.totals.sentence_order_loss_sum, 0.5);
   EXPECT_EQ(read.totals.sentence_order_correct, 3);
   EXPECT_EQ(read.totals.overflowed_ranks, 0);
+  EXPECT_EQ(read.totals.task_correct, 2);
   ASSERT_EQ(read.ranks.size(), 1u);
   EXPECT_EQ(read.ranks[0].parameter_hash, 0xfedcba9876543210ull);
   EXPECT_EQ(read.ranks[0].ready_unix_seconds, 1764050000.125);
@@ -63,6 +65,7 @@ TEST(window_statistics, the_sum_of_two_ranks_holds_both_totals_and_both_stamps_e
   EXPECT_EQ(read.totals.masked_tokens, 5 * 9);
   EXPECT_EQ(read.totals.loss_part_sums[0], 1.5 * 5);
   EXPECT_EQ(read.totals.sentence_order_correct, 3);
+  EXPECT_EQ(read.totals.task_correct, 1);
   ASSERT_EQ(read.ranks.size(), 2u);
   EXPECT_EQ(read.ranks[0].parameter_hash, 0xffffffffffffffffull);
   EXPECT_EQ(read.ranks[1].parameter_hash, 0xffffffffffffffffull);
@@ -99,7 +102,7 @@ TEST(window_statistics, a_buffer_of_the_wrong_size_is_refused_naming_both_sizes)
     window_statistics::unpack(packed, 3);
     FAIL() << "a 2-rank buffer read as 3 ranks";
   } catch (const error& e) {
-    EXPECT_NE(std::string(e.what()).find("22 values, expected 27"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("23 values, expected 28"), std::string::npos) << e.what();
   }
   EXPECT_THROW(window_statistics::pack(totals_of(1, 1), {1, 1}, 2, 2), error);
 }

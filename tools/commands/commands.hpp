@@ -15,6 +15,7 @@ void add_prepare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_fill_mask_command(CLI::App& app);
+void add_predict_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_ckpt_command(CLI::App& app);
 void add_launch_command(CLI::App& app);

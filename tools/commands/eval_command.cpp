@@ -13,6 +13,7 @@
 #include "io/text/word_pieces.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/commands.hpp"
+#include "tools/commands/task_evaluation.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -28,6 +29,10 @@ struct eval_arguments {
   std::optional<double> mask_probability;  ///< default: the checkpoint's data.mask_probability
   bool bf16 = false;
   bool json = false;
+  std::string task;                  ///< "squad" or "classify": must be the checkpoint's head
+  std::string input;                 ///< squad: the official file to answer
+  std::string predictions;           ///< squad: where to write {id: answer}
+  io::squad_prediction_settings answers;
 };
 
 double share(int64_t part, int64_t whole) { return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0; }
@@ -54,13 +59,18 @@ void add_accuracy(nlohmann::json& result, const std::string& prefix, const guess
 /// so that with the run's eval_samples it measures what the run's periodic held-out evaluation
 /// measured —, the unigram perplexity of the same predicted tokens, top-1/top-5 accuracy per
 /// masked piece and per whole word, and pseudo-perplexity over the first `pseudo_samples`.
-nlohmann::json evaluate(const eval_arguments& args) {
-  compute::check_device(args.device, "--device");
-  auto dir = io::resolve_checkpoint(args.checkpoint, args.checkpoint);
-  auto checkpoint = io::load_checkpoint(dir, /*with_optimizer=*/false);
+/// --data, or the data the checkpoint's job trained on.
+std::string data_dir_of(const eval_arguments& args, const io::checkpoint_contents& checkpoint) {
   const auto job_data = checkpoint.job.value("data", nlohmann::json::object());
   std::string data_dir = args.data.empty() ? job_data.value("dir", "") : args.data;
   if (data_dir.empty()) throw make_error("--data: not given, and the checkpoint's job.json names no data.dir");
+  return data_dir;
+}
+
+nlohmann::json evaluate_masked_lm(const eval_arguments& args, const io::checkpoint_contents& checkpoint) {
+  const auto& dir = checkpoint.dir;
+  const auto job_data = checkpoint.job.value("data", nlohmann::json::object());
+  const auto data_dir = data_dir_of(args, checkpoint);
   io::token_dataset validation(data_dir, "validation");
   io::token_dataset train(data_dir, "train");
   if (validation.manifest().vocab_hash != checkpoint.state.vocab_hash)
@@ -127,7 +137,35 @@ nlohmann::json evaluate(const eval_arguments& args) {
   return result;
 }
 
+/// A fine-tuned checkpoint gets its task's scores, a pretrained one the masked-LM's.
+nlohmann::json evaluate(const eval_arguments& args) {
+  compute::check_device(args.device, "--device");
+  auto dir = io::resolve_checkpoint(args.checkpoint, args.checkpoint);
+  auto checkpoint = io::load_checkpoint(dir, /*with_optimizer=*/false);
+  checkpoint.dir = dir;
+  const std::string head = !checkpoint.task ? ""
+                           : checkpoint.task->type == compute::task_type::question_answering ? "squad"
+                                                                                              : "classify";
+  if (!args.task.empty() && args.task != head)
+    throw make_error("--task ", args.task, ": ", dir.string(), " is ",
+                     head.empty() ? "a pretrained model without a task head (leave --task out for its masked-LM scores)"
+                                  : "a fine-tuned " + head + " model (--task " + head + ")");
+  if (head.empty()) return evaluate_masked_lm(args, checkpoint);
+  task_eval_settings settings;
+  settings.data_dir = data_dir_of(args, checkpoint);
+  settings.squad_file = args.input;
+  settings.predictions = args.predictions;
+  settings.device = args.device;
+  settings.bf16 = args.bf16;
+  settings.batch_size = args.batch_size;
+  settings.max_samples = args.max_samples;
+  settings.answers = args.answers;
+  io::check_squad_prediction_settings(settings.answers);
+  return evaluate_task(checkpoint, settings);
+}
+
 void print_evaluation(const nlohmann::json& result) {
+  if (result.contains("task")) return print_task_evaluation(result);
   const auto percent = [&](const std::string& key) { return 100 * result[key].get<double>(); };
   std::printf("checkpoint          %s (step %lld)\n", result["checkpoint"].get<std::string>().c_str(),
               static_cast<long long>(result["step"].get<int64_t>()));
@@ -159,7 +197,7 @@ void print_evaluation(const nlohmann::json& result) {
 
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<eval_arguments>();
-  auto* command = app.add_subcommand("eval", "masked-LM perplexity, pseudo-perplexity and the unigram baseline");
+  auto* command = app.add_subcommand("eval", "masked-LM perplexity, pseudo-perplexity and the unigram baseline; a fine-tuned model's task scores (SQuAD exact match/F1, accuracy/F1)");
   command->add_option("--checkpoint", args->checkpoint, "checkpoint directory or run directory")->required();
   command->add_option("--data", args->data, "data directory (default: the checkpoint's data.dir)");
   command->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
@@ -180,6 +218,17 @@ void add_eval_command(CLI::App& app) {
       ->check(CLI::Range(0.01, 0.9));
   command->add_flag("--bf16", args->bf16, "run the model under bf16 autocast");
   command->add_flag("--json", args->json, "print one JSON object");
+  command->add_option("--task", args->task, "a fine-tuned model's task (squad or classify; default: the checkpoint's)")
+      ->check(CLI::IsMember({"squad", "classify"}));
+  command->add_option("--input", args->input, "squad: the SQuAD v1.1/v2.0 file to answer and score (e.g. dev-v1.1.json)");
+  command->add_option("--predictions", args->predictions, "squad: write the official predictions file {id: answer}");
+  command->add_option("--n-best-size", args->answers.n_best_size, "squad: start and end candidates per window")
+      ->capture_default_str();
+  command->add_option("--max-answer-length", args->answers.max_answer_length, "squad: longest answer in pieces")
+      ->capture_default_str();
+  command->add_option("--null-score-diff-threshold", args->answers.null_score_diff_threshold,
+                      "squad v2.0: answer \"\" when the null score beats the best span by more than this")
+      ->capture_default_str();
   command->callback([args] {
     auto result = evaluate(*args);
     if (args->json) {

@@ -66,6 +66,9 @@ fill_mask_session open_session(const fill_mask_arguments& args) {
   fill_mask_session s;
   s.checkpoint_dir = io::resolve_checkpoint(args.checkpoint, args.checkpoint);
   auto checkpoint = io::load_checkpoint(s.checkpoint_dir, /*with_optimizer=*/false);
+  if (checkpoint.task)
+    throw make_error(s.checkpoint_dir.string(), ": a fine-tuned ", compute::task_type_name(checkpoint.task->type),
+                     " model has no masked-LM head to fill [MASK] with; ask it with `troupe predict`");
   std::string data_dir = args.data;
   if (data_dir.empty()) data_dir = checkpoint.job.value("data", nlohmann::json::object()).value("dir", "");
   if (data_dir.empty()) throw make_error("--data: not given, and the checkpoint's job config names no data.dir");

@@ -299,3 +299,85 @@ TEST(job_config, model_and_data_vocabularies_must_agree) {
 
 }  // namespace
 }  // namespace troupe::io
+
+namespace troupe::io {
+namespace {
+
+TEST(job_config, the_task_block_makes_a_fine_tuning_job_and_its_refusals_name_the_field) {
+  auto c = valid_config();
+  c.erase("model");
+  c["task"] = {{"type", "sequence_classification"}, {"pretrained", "runs/pretrain"}, {"dropout", 0.2}};
+  auto config = parse_job_config(c, "job.json");
+  ASSERT_TRUE(config.task.has_value());
+  EXPECT_EQ(config.task->head.type, compute::task_type::sequence_classification);
+  EXPECT_EQ(config.task->pretrained, "runs/pretrain");
+  EXPECT_EQ(config.task->head.dropout, 0.2);
+  EXPECT_TRUE(config.model_from_pretrained) << "no model block: the pretrained model's";
+  c["model"] = {{"hidden_size", 64}, {"num_attention_heads", 2}};
+  EXPECT_FALSE(parse_job_config(c, "job.json").model_from_pretrained);
+  EXPECT_FALSE(parse_job_config(valid_config(), "job.json").task.has_value());
+
+  auto bad = c;
+  bad["task"]["type"] = "ner";
+  expect_error(bad, {"job.json", "task.type", "question_answering"});
+  bad = c;
+  bad["task"].erase("type");
+  expect_error(bad, {"task.type", "\"question_answering\" or \"sequence_classification\""});
+  bad = c;
+  bad["task"]["pretrianed"] = "x";
+  expect_error(bad, {"task.pretrianed", "pretrained"});
+  bad = c;
+  bad["task"]["dropout"] = 1.5;
+  expect_error(bad, {"task.dropout"});
+  bad = c;
+  bad["eval_every_windows"] = 10;
+  expect_error(bad, {"eval_every_windows", "troupe eval --task"});
+  bad = c;
+  bad["distillation"] = {{"teacher", "runs/teacher"}};
+  expect_error(bad, {"distillation", "fine-tuning job"});
+}
+
+TEST(job_config, fine_tuning_takes_its_labels_from_the_data_and_refuses_the_wrong_data) {
+  dataset_manifest classify;
+  classify.vocab_size = 30522;
+  classify.max_seq_length = 64;
+  classify.fine_tuning_task = "classify";
+  classify.labels = {"negative", "positive"};
+  auto c = valid_config();
+  c["task"] = {{"type", "sequence_classification"}};
+  auto config = parse_job_config(c, "job.json");
+  reconcile_with_data(config, classify, "job.json");
+  EXPECT_EQ(config.task->head.num_labels, 2);
+  EXPECT_EQ(config.task->head.labels, classify.labels);
+
+  c["task"]["type"] = "question_answering";
+  auto qa = parse_job_config(c, "job.json");
+  try {
+    reconcile_with_data(qa, classify, "job.json");
+    FAIL() << "question answering on classification data";
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("task.type: \"question_answering\" trains on `troupe prepare --task squad` "
+                                         "examples; data/x/manifest.json holds classify examples"),
+              std::string::npos)
+        << e.what();
+  }
+  auto pretraining = parse_job_config(valid_config(), "job.json");
+  try {
+    reconcile_with_data(pretraining, classify, "job.json");
+    FAIL() << "pretraining on classification data";
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds classify fine-tuning examples"), std::string::npos) << e.what();
+  }
+  dataset_manifest text;
+  text.vocab_size = 30522;
+  text.max_seq_length = 64;
+  try {
+    reconcile_with_data(qa, text, "job.json");
+    FAIL() << "question answering on pretraining text";
+  } catch (const troupe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds pretraining text"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace troupe::io
