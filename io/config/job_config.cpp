@@ -291,7 +291,7 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
     if (config.distillation.enabled) root.fail("distillation", "no value in a fine-tuning job (a `task` block)");
     if (config.eval_every_windows > 0)
       root.fail("eval_every_windows", "0 in a fine-tuning job: score the task with `troupe eval --task` "
-                                      "(docs/fine-tuning.md)");
+                                      "(docs/configuration.md#task)");
   }
   auto optimizer = root.object("optimizer");
   config.optimizer = parse_optimizer(optimizer);

@@ -89,6 +89,12 @@ class cluster_job_test : public ::testing::Test {
     return lines;
   }
 
+  /// `troupe train` of `config` into the run directory `run` (under the test directory).
+  static testing::command_result train(const std::string& config, const std::string& run, const std::string& extra = "") {
+    return run_command(troupe_binary() + " train --no-dashboard --config " + config + " --run-dir " +
+                       (*dir_ / run).string() + " " + extra);
+  }
+
   /// `troupe launch`. The manifest's head port came from io::free_local_port(), and a test
   /// running beside this one may take it before the head binds it (CI saw it once): when the
   /// head says it cannot listen on head.port, the manifest gets another free port and the job

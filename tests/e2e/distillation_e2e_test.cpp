@@ -80,11 +80,6 @@ class distillation_e2e : public cluster_job_test {
     return path.string();
   }
 
-  static testing::command_result train(const std::string& config, const std::string& run, const std::string& extra = "") {
-    return run_command(troupe_binary() + " train --no-dashboard --config " + config + " --run-dir " +
-                       (*dir_ / run).string() + " " + extra);
-  }
-
   static json last_metrics_line(const std::string& run) {
     std::ifstream in(*dir_ / run / "metrics.jsonl");
     std::string line, last;

@@ -5,6 +5,7 @@
 // and names) imported back to the same scores — and the bad task configs refused before any
 // work, naming the field.
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -104,6 +105,13 @@ class fine_tuning_e2e : public cluster_job_test {
                    "--max-seq-length 24");
   }
 
+  static std::string squad_data() {
+    write_squad_file(*dir_ / "squad-train.json", 40, 3);
+    write_squad_file(*dir_ / "squad-dev.json", 8, 4);
+    return prepare("squad", "squad-data", (*dir_ / "squad-train.json").string(), (*dir_ / "squad-dev.json").string(),
+                   "--max-seq-length 32 --doc-stride 8 --max-query-length 8");
+  }
+
   /// A fine-tuning job of `steps` windows (global batch 12, dropout 0.1 in the encoder, the
   /// head's HF default), the model taken from the pretrained checkpoint; `changes` merged last.
   static std::string task_config(const std::string& name, const std::string& type, const std::string& data,
@@ -118,11 +126,6 @@ class fine_tuning_e2e : public cluster_job_test {
     const auto path = *dir_ / (name + ".json");
     testing::write_text(path, c.dump(2));
     return path.string();
-  }
-
-  static testing::command_result train(const std::string& config, const std::string& run, const std::string& extra = "") {
-    return run_command(troupe_binary() + " train --no-dashboard --config " + config + " --run-dir " +
-                       (*dir_ / run).string() + " " + extra);
   }
 
   static json command_json(const std::string& command) {
@@ -211,11 +214,8 @@ TEST_F(fine_tuning_e2e, classification_learns_across_nodes_resumes_exactly_score
 }
 
 TEST_F(fine_tuning_e2e, question_answering_learns_across_nodes_and_is_scored_with_the_official_rules) {
-  write_squad_file(*dir_ / "squad-train.json", 40, 3);
-  write_squad_file(*dir_ / "squad-dev.json", 8, 4);
+  const auto data = squad_data();
   write_squad_file(*dir_ / "squad-dev-v2.json", 6, 5, /*impossible=*/true);
-  const auto data = prepare("squad", "squad-data", (*dir_ / "squad-train.json").string(),
-                            (*dir_ / "squad-dev.json").string(), "--max-seq-length 32 --doc-stride 8 --max-query-length 8");
   const auto config = task_config("squad", "question_answering", data, 12);
   auto single = train(config, "squad-single");
   ASSERT_EQ(single.status, 0) << single.output;
@@ -260,6 +260,32 @@ TEST_F(fine_tuning_e2e, question_answering_learns_across_nodes_and_is_scored_wit
   const auto weights = io_text((hf / "model.safetensors").string());
   EXPECT_NE(weights.find("\"qa_outputs.weight\""), std::string::npos);
   EXPECT_EQ(weights.find("pooler"), std::string::npos) << "BertForQuestionAnswering has no pooler";
+}
+
+// configs/polarity-finetune.json and configs/squad-finetune.json as a user copies them, pointed at
+// the toy pretrained run and task data, for two windows with everything else as written.
+TEST_F(fine_tuning_e2e, the_ready_fine_tuning_configs_train) {
+  for (const auto& [name, data] : {std::pair{std::string("polarity-finetune"), classification_data()},
+                                   std::pair{std::string("squad-finetune"), squad_data()}}) {
+    auto c = json::parse(io_text(std::string(TROUPE_SOURCE_DIR) + "/configs/" + name + ".json"));
+    EXPECT_FALSE(c.contains("model")) << name << ": the model is the pretrained run's";
+    c["task"]["pretrained"] = pretrain();
+    c["data"]["dir"] = data;
+    c["train_steps"] = 2;
+    c["checkpoint"]["every_windows"] = 2;
+    c["scheduler"]["params"]["warmup_num_steps"] = 1;
+    c["runtime"]["threads"] = 1;
+    c["steps_per_print"] = 1;
+    const auto path = *dir_ / (name + "-config.json");
+    testing::write_text(path, c.dump(2));
+    auto run = train(path.string(), name);
+    ASSERT_EQ(run.status, 0) << name << "\n" << run.output;
+    const auto windows = read_metrics(name);
+    ASSERT_EQ(windows.size(), 2u) << name;
+    for (const auto& w : windows) EXPECT_TRUE(std::isfinite(w.loss) && w.loss > 0) << name << ": " << w.loss;
+    EXPECT_NE(run.output.find("acc "), std::string::npos) << "the progress line shows the task's accuracy\n"
+                                                          << run.output;
+  }
 }
 
 TEST_F(fine_tuning_e2e, bad_task_jobs_are_refused_before_any_work_naming_the_field) {

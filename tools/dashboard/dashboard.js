@@ -259,7 +259,7 @@
   }
 
   /** The parts of the loss a window line may carry beyond the total (metrics.jsonl): distillation's
-   *  `loss_parts`, ALBERT's `sop` and fp16's `fp16`. Each entry: label, the value from a line
+   *  `loss_parts`, ALBERT's `sop`, fine-tuning's `task` and fp16's `fp16`. Each entry: label, the value from a line
    *  (undefined when the line lacks it), and its axis ("loss", "share" 0–1, or "scale" log). */
   const LOSS_PART_SERIES = [
     { label: "soft-target KL", axis: "loss", get: (w) => w.loss_parts && w.loss_parts.ce },
@@ -268,6 +268,7 @@
     { label: "logit MSE", axis: "loss", get: (w) => w.loss_parts && w.loss_parts.mse },
     { label: "sentence order", axis: "loss", get: (w) => w.sop && w.sop.loss },
     { label: "SOP accuracy", axis: "share", get: (w) => w.sop && w.sop.accuracy },
+    { label: "task accuracy", axis: "share", get: (w) => w.task && w.task.accuracy },
     { label: "fp16 loss scale", axis: "scale", get: (w) => w.fp16 && w.fp16.loss_scale },
   ];
 
@@ -724,7 +725,8 @@
     const straggler = currentStraggler(model.state);
     const items = [
       ["loss", fmtSig(w.loss)],
-      ["perplexity", fmtSig(w.perplexity)],
+      // A fine-tuning window's loss is the task's: its accuracy, not a perplexity, says how it goes.
+      w.task ? ["task accuracy", fmtSig(w.task.accuracy)] : ["perplexity", fmtSig(w.perplexity)],
       ["eval perplexity", fmtSig(evalPpl)],
       ["learning rate", fmtSig(w.lr)],
       ["grad norm", fmtSig(w.grad_norm)],
