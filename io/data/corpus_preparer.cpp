@@ -84,9 +84,7 @@ std::vector<std::string> read_sentences(const document& doc) {
 
 std::unique_ptr<tokenizer> make_tokenizer(const prepare_options& options, const std::vector<document>& documents,
                                           const std::filesystem::path& work_dir) {
-  const auto colon = options.tokenizer_spec.find(':');
-  const std::string kind = options.tokenizer_spec.substr(0, colon);
-  const std::string argument = colon == std::string::npos ? "" : options.tokenizer_spec.substr(colon + 1);
+  const auto [kind, argument] = parse_tokenizer_spec(options.tokenizer_spec);
   if (kind == "wordpiece" && !argument.empty())
     return std::make_unique<wordpiece_tokenizer>(
         wordpiece_tokenizer::from_file(argument, wordpiece_options{options.lower_case, 100}));

@@ -30,4 +30,9 @@ dataset_manifest manifest_for_tokenizer(const tokenizer& tokens, const std::file
   return manifest;
 }
 
+tokenizer_spec parse_tokenizer_spec(const std::string& spec) {
+  const auto colon = spec.find(':');
+  return {spec.substr(0, colon), colon == std::string::npos ? "" : spec.substr(colon + 1)};
+}
+
 }  // namespace troupe::io

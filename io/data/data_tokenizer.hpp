@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "io/text/tokenizer.hpp"
 
@@ -22,5 +23,13 @@ std::unique_ptr<tokenizer> open_data_tokenizer(const dataset_manifest& manifest,
 /// caller's.
 dataset_manifest manifest_for_tokenizer(const tokenizer& tokens, const std::filesystem::path& data_dir,
                                         uint32_t max_seq_length, bool lower_case);
+
+/// `troupe prepare --tokenizer KIND:ARGUMENT` (wordpiece:VOCAB.txt, sentencepiece:SIZE, data:DIR)
+/// split at its first colon; the argument is empty without one.
+struct tokenizer_spec {
+  std::string kind;
+  std::string argument;
+};
+tokenizer_spec parse_tokenizer_spec(const std::string& spec);
 
 }  // namespace troupe::io

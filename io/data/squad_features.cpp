@@ -11,12 +11,6 @@ namespace {
 /// run_squad.py's _is_whitespace (narrower than Python's isspace).
 bool squad_space(char32_t c) { return c == U' ' || c == U'\t' || c == U'\r' || c == U'\n' || c == 0x202F; }
 
-std::vector<char32_t> code_points_of(std::string_view text, const std::string& what) {
-  std::vector<char32_t> out;
-  if (auto bad = decode_utf8(text, out)) throw make_error(what, ": invalid UTF-8 at byte ", *bad);
-  return out;
-}
-
 /// " ".join(text.strip().split()) in Python.
 std::string python_split_join(std::string_view text) {
   const auto chars = code_points_of(text, "answer text");

@@ -84,8 +84,7 @@ std::string joined_pieces(const piece_text& text, const std::vector<int32_t>& id
 }
 
 std::u32string to_u32(const std::string& text) {
-  std::vector<char32_t> chars;
-  if (auto bad = decode_utf8(text, chars)) throw make_error("answer text: invalid UTF-8 at byte ", *bad);
+  const auto chars = code_points_of(text, "answer text");
   return {chars.begin(), chars.end()};
 }
 

@@ -22,9 +22,7 @@ struct opened_tokenizer {
 };
 
 opened_tokenizer open_tokenizer(const task_prepare_options& options) {
-  const auto colon = options.tokenizer_spec.find(':');
-  const std::string kind = options.tokenizer_spec.substr(0, colon);
-  const std::string argument = colon == std::string::npos ? "" : options.tokenizer_spec.substr(colon + 1);
+  const auto [kind, argument] = parse_tokenizer_spec(options.tokenizer_spec);
   if (kind == "data" && !argument.empty()) {
     const auto manifest = dataset_manifest::from_file(std::filesystem::path(argument) / "manifest.json");
     return {open_data_tokenizer(manifest, argument), manifest.lower_case};

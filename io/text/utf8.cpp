@@ -1,5 +1,7 @@
 #include "io/text/utf8.hpp"
 
+#include "messages/error.hpp"
+
 #include <utf8proc.h>
 
 namespace troupe::io {
@@ -18,6 +20,12 @@ std::optional<std::size_t> decode_utf8(std::string_view text, std::vector<char32
     offset += static_cast<std::size_t>(consumed);
   }
   return std::nullopt;
+}
+
+std::vector<char32_t> code_points_of(std::string_view text, const std::string& what) {
+  std::vector<char32_t> out;
+  if (auto bad = decode_utf8(text, out)) throw make_error(what, ": invalid UTF-8 at byte ", *bad);
+  return out;
 }
 
 void append_utf8(std::string& out, char32_t code_point) {

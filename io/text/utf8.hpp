@@ -14,6 +14,9 @@ namespace troupe::io {
 /// std::nullopt when the whole text is valid UTF-8 (then `out` holds every code point).
 std::optional<std::size_t> decode_utf8(std::string_view text, std::vector<char32_t>& out);
 
+/// decode_utf8 or throw: troupe::error "`what`: invalid UTF-8 at byte N".
+std::vector<char32_t> code_points_of(std::string_view text, const std::string& what);
+
 /// Appends the UTF-8 encoding of `code_point` to `out`.
 void append_utf8(std::string& out, char32_t code_point);
 
