@@ -37,6 +37,13 @@ test("ALBERT's sentence order and fp16's loss scale get their own axes, gaps sta
   assert.deepEqual(data, [[1, 2], [9.5, 9.0], [0.69, 0.6], [0.5, 0.75], [65536, null]]);
 });
 
+test("a fine-tuning job charts its task accuracy as a share", () => {
+  const windows = [{ step: 1, loss: 0.69, task: { accuracy: 0.5 } }, { step: 2, loss: 0.6, task: { accuracy: 0.625 } }];
+  const { series, data } = page.lossPartsChartData(windows);
+  assert.deepEqual(series.map((s) => [s.label, s.axis]), [["task accuracy", "share"]]);
+  assert.deepEqual(data, [[1, 2], [0.5, 0.625]]);
+});
+
 test("the loss chart merges training and evaluation steps on one axis", () => {
   const series = { step: [1, 2, 4], loss: [3, 2, 1], perplexity: [20, 7.4, 2.7], eval_step: [2, 3],
                    eval_perplexity: [8, 6] };
