@@ -99,6 +99,15 @@ bool is_head(const std::string& name) {
          name.rfind("sop_classifier.", 0) == 0;
 }
 
+/// Throws naming the first of `loaded` that `model` (what the tensors are for: `what`) has not.
+void refuse_unknown_tensors(const compute::named_tensors& loaded, const compute::named_tensors& model,
+                            const std::filesystem::path& weights, const std::string& what) {
+  std::set<std::string> known;
+  for (const auto& [name, value] : model) known.insert(name);
+  for (const auto& [name, tensor] : loaded)
+    if (known.count(name) == 0) throw make_error(weights.string(), ": tensor '", name, "' is not part of a ", what);
+}
+
 /// A masked-LM (or bare encoder) checkpoint's tensors under troupe's names, checked against the
 /// model `model_config` describes; a missing MLM head keeps the fresh initialisation.
 compute::named_tensors import_masked_lm_tensors(const std::filesystem::path& weights,
@@ -123,13 +132,7 @@ compute::named_tensors import_masked_lm_tensors(const std::filesystem::path& wei
                   targets.end());
   }
   compute::assign_named_tensors(targets, loaded, weights.string());
-  std::set<std::string> known;
-  for (const auto& [name, value] : model->hf_named_parameters()) known.insert(name);
-  for (const auto& [name, tensor] : loaded)
-    if (known.count(name) == 0)
-      throw make_error(weights.string(), ": tensor '", name, "' is not part of a ", model_config.model_type,
-                       " masked-LM");
-
+  refuse_unknown_tensors(loaded, model->hf_named_parameters(), weights, model_config.model_type + " masked-LM");
   return compute::cpu_copies(model->hf_named_parameters());
 }
 
@@ -144,12 +147,7 @@ compute::named_tensors import_task_tensors(const std::filesystem::path& weights,
   compute::task_model_impl model(model_config, head);
   auto targets = model.hf_named_parameters();
   compute::assign_named_tensors(targets, loaded, weights.string());
-  std::set<std::string> known;
-  for (const auto& [name, value] : targets) known.insert(name);
-  for (const auto& [name, tensor] : loaded)
-    if (known.count(name) == 0)
-      throw make_error(weights.string(), ": tensor '", name, "' is not part of a ",
-                       compute::hf_task_architecture(model_config, head));
+  refuse_unknown_tensors(loaded, targets, weights, compute::hf_task_architecture(model_config, head));
   return compute::cpu_copies(targets);
 }
 

@@ -12,6 +12,7 @@
 #include "io/data/mlm_batch_builder.hpp"
 #include "io/text/word_pieces.hpp"
 #include "messages/error.hpp"
+#include "tools/commands/checkpoint_data.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/task_evaluation.hpp"
 
@@ -59,18 +60,10 @@ void add_accuracy(nlohmann::json& result, const std::string& prefix, const guess
 /// so that with the run's eval_samples it measures what the run's periodic held-out evaluation
 /// measured —, the unigram perplexity of the same predicted tokens, top-1/top-5 accuracy per
 /// masked piece and per whole word, and pseudo-perplexity over the first `pseudo_samples`.
-/// --data, or the data the checkpoint's job trained on.
-std::string data_dir_of(const eval_arguments& args, const io::checkpoint_contents& checkpoint) {
-  const auto job_data = checkpoint.job.value("data", nlohmann::json::object());
-  std::string data_dir = args.data.empty() ? job_data.value("dir", "") : args.data;
-  if (data_dir.empty()) throw make_error("--data: not given, and the checkpoint's job.json names no data.dir");
-  return data_dir;
-}
-
 nlohmann::json evaluate_masked_lm(const eval_arguments& args, const io::checkpoint_contents& checkpoint) {
   const auto& dir = checkpoint.dir;
   const auto job_data = checkpoint.job.value("data", nlohmann::json::object());
-  const auto data_dir = data_dir_of(args, checkpoint);
+  const auto data_dir = checkpoint_data_dir(args.data, checkpoint).string();
   io::token_dataset validation(data_dir, "validation");
   io::token_dataset train(data_dir, "train");
   if (validation.manifest().vocab_hash != checkpoint.state.vocab_hash)
@@ -152,7 +145,7 @@ nlohmann::json evaluate(const eval_arguments& args) {
                                   : "a fine-tuned " + head + " model (--task " + head + ")");
   if (head.empty()) return evaluate_masked_lm(args, checkpoint);
   task_eval_settings settings;
-  settings.data_dir = data_dir_of(args, checkpoint);
+  settings.data_dir = checkpoint_data_dir(args.data, checkpoint);
   settings.squad_file = args.input;
   settings.predictions = args.predictions;
   settings.device = args.device;

@@ -19,6 +19,7 @@
 #include "io/text/detokenize.hpp"
 #include "io/text/word_pieces.hpp"
 #include "messages/error.hpp"
+#include "tools/commands/checkpoint_data.hpp"
 #include "tools/commands/commands.hpp"
 
 namespace troupe::tools {
@@ -69,14 +70,9 @@ fill_mask_session open_session(const fill_mask_arguments& args) {
   if (checkpoint.task)
     throw make_error(s.checkpoint_dir.string(), ": a fine-tuned ", compute::task_type_name(checkpoint.task->type),
                      " model has no masked-LM head to fill [MASK] with; ask it with `troupe predict`");
-  std::string data_dir = args.data;
-  if (data_dir.empty()) data_dir = checkpoint.job.value("data", nlohmann::json::object()).value("dir", "");
-  if (data_dir.empty()) throw make_error("--data: not given, and the checkpoint's job config names no data.dir");
-  s.data_dir = data_dir;
+  s.data_dir = checkpoint_data_dir(args.data, checkpoint);
   s.manifest = io::dataset_manifest::from_file(s.data_dir / "manifest.json");
-  if (!checkpoint.state.vocab_hash.empty() && s.manifest.vocab_hash != checkpoint.state.vocab_hash)
-    throw make_error(data_dir, ": vocabulary ", s.manifest.vocab_hash, " differs from the checkpoint's ",
-                     checkpoint.state.vocab_hash, " (", s.checkpoint_dir.string(), ")");
+  require_checkpoint_vocabulary(s.manifest, s.data_dir, checkpoint, s.checkpoint_dir);
   s.tokenizer = io::open_data_tokenizer(s.manifest, s.data_dir);
   s.pieces = s.tokenizer->pieces();
   const auto& specials = s.manifest.specials;

@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "io/data/sentence_pair_encoding.hpp"
 #include "io/data/token_dataset.hpp"
 #include "messages/error.hpp"
+#include "tools/commands/checkpoint_data.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/commands/task_evaluation.hpp"
 
@@ -60,14 +62,10 @@ predict_session open_session(const predict_arguments& args) {
     throw make_error("--task ", args.task, ": ", dir.string(), " is ",
                      s.checkpoint.task ? "a fine-tuned " + compute::task_type_name(s.checkpoint.task->type) + " model"
                                        : "a pretrained model without a task head (fine-tune it with a `task` block)");
-  const auto job_data = s.checkpoint.job.value("data", json::object());
-  s.data_dir = args.data.empty() ? job_data.value("dir", "") : args.data;
-  if (s.data_dir.empty()) throw make_error("--data: not given, and the checkpoint's job.json names no data.dir");
+  s.data_dir = checkpoint_data_dir(args.data, s.checkpoint);
   s.manifest = args.task == "squad" ? squad_manifest(s.data_dir)
                                     : io::dataset_manifest::from_file(s.data_dir / "manifest.json");
-  if (s.manifest.vocab_hash != s.checkpoint.state.vocab_hash && !s.checkpoint.state.vocab_hash.empty())
-    throw make_error(s.data_dir.string(), ": its tokenizer (", s.manifest.vocab_hash, ") is not the checkpoint's (",
-                     s.checkpoint.state.vocab_hash, ")");
+  require_checkpoint_vocabulary(s.manifest, s.data_dir, s.checkpoint, dir);
   s.tokens = io::open_data_tokenizer(s.manifest, s.data_dir);
   s.model = std::make_unique<compute::task_inference>(s.checkpoint.model, *s.checkpoint.task, s.checkpoint.parameters,
                                                       c10::Device(args.device), false);
@@ -97,10 +95,8 @@ json predict_label(const predict_arguments& args, predict_session& s) {
   const auto encoded = io::encode_sentences(*s.tokens, args.texts[0], pair, s.manifest.max_seq_length);
   const auto length = static_cast<int64_t>(encoded.input_ids.size());
   auto ids = at::empty({1, length}, at::kLong), types = at::empty({1, length}, at::kLong);
-  for (int64_t p = 0; p < length; ++p) {
-    ids[0][p] = encoded.input_ids[static_cast<std::size_t>(p)];
-    types[0][p] = encoded.token_types[static_cast<std::size_t>(p)];
-  }
+  std::copy(encoded.input_ids.begin(), encoded.input_ids.end(), ids.data_ptr<int64_t>());
+  std::copy(encoded.token_types.begin(), encoded.token_types.end(), types.data_ptr<int64_t>());
   const auto probabilities = s.model->logits(ids, types, {}).softmax(-1)[0].contiguous();
   const auto& labels = s.checkpoint.task->labels;
   json ranked = json::array();

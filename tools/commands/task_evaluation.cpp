@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -44,7 +45,8 @@ json evaluate_classification(const io::checkpoint_contents& checkpoint, const ta
     const auto gold = batch.task_labels.select(1, 0).contiguous();
     loss_sum += at::cross_entropy_loss(logits, gold, {}, at::Reduction::Sum).item<double>();
     const auto predicted = logits.argmax(-1).contiguous();
-    for (int64_t i = 0; i < gold.size(0); ++i) scores.add(predicted[i].item<int64_t>(), gold[i].item<int64_t>());
+    const int64_t *guess = predicted.data_ptr<int64_t>(), *truth = gold.data_ptr<int64_t>();
+    for (int64_t i = 0; i < gold.size(0); ++i) scores.add(guess[i], truth[i]);
   }
   return {{"task", "classify"},
           {"examples", scores.examples()},
@@ -66,14 +68,12 @@ std::vector<io::squad_window_logits> window_logits(compute::task_inference& mode
     const auto count = static_cast<int64_t>(std::min(features.size() - start, static_cast<std::size_t>(batch_size)));
     auto ids = at::full({count, seq}, pad, at::kLong), types = at::zeros({count, seq}, at::kLong);
     auto lengths = at::empty({count}, at::kLong);
+    int64_t *id = ids.data_ptr<int64_t>(), *type = types.data_ptr<int64_t>(), *length = lengths.data_ptr<int64_t>();
     for (int64_t b = 0; b < count; ++b) {
       const auto& feature = features[start + static_cast<std::size_t>(b)];
-      const auto length = static_cast<int64_t>(feature.input_ids.size());
-      for (int64_t p = 0; p < length; ++p) {
-        ids[b][p] = feature.input_ids[static_cast<std::size_t>(p)];
-        types[b][p] = feature.token_types[static_cast<std::size_t>(p)];
-      }
-      lengths[b] = length;
+      std::copy(feature.input_ids.begin(), feature.input_ids.end(), id + b * seq);
+      std::copy(feature.token_types.begin(), feature.token_types.end(), type + b * seq);
+      length[b] = static_cast<int64_t>(feature.input_ids.size());
     }
     const auto logits = model.logits(ids, types, lengths).contiguous();
     for (int64_t b = 0; b < count; ++b) {
