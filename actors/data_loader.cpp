@@ -9,10 +9,20 @@
 namespace troupe::actors {
 namespace {
 
-/// The counts of the window s.next_window over all ranks' shares (every global position of it).
-compute::window_counts count_window(const data_loader_state& s, const data_loader_settings& settings) {
-  const uint64_t first = settings.start_position + s.next_window * settings.window_samples;
+/// The counts of the window s.next_window over all ranks' shares (every global position of it),
+/// or over this rank's share only (settings.own_share_counts).
+compute::window_counts count_window(const data_loader_state& s, const data_loader_settings& settings,
+                                    uint64_t micro_batches) {
   std::vector<compute::sample_ref> samples;
+  if (settings.own_share_counts) {
+    for (uint64_t micro = 0; micro < micro_batches; ++micro) {
+      const auto range = compute::micro_batch_range(settings.start_position, s.next_window, settings.window_samples,
+                                                    settings.rank, settings.world, micro, settings.micro_size);
+      for (uint64_t i = 0; i < range.count; ++i) samples.push_back(s.order->at(range.first + i));
+    }
+    return s.builder->count(samples);
+  }
+  const uint64_t first = settings.start_position + s.next_window * settings.window_samples;
   samples.reserve(settings.window_samples);
   for (uint64_t i = 0; i < settings.window_samples; ++i) samples.push_back(s.order->at(first + i));
   return s.builder->count(samples);
@@ -36,7 +46,7 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
           while (s.credit > 0 && s.next_window < settings.windows) {
             if (s.next_micro == 0) {
               settings.faults.at(cluster::fault_phase::data, settings.start_step + static_cast<int64_t>(s.next_window) + 1);
-              s.window = count_window(s, settings);
+              s.window = count_window(s, settings, micro_batches);
             }
             const auto range =
                 compute::micro_batch_range(settings.start_position, s.next_window, settings.window_samples,

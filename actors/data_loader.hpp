@@ -29,6 +29,9 @@ struct data_loader_settings {
   uint64_t windows = 0;         ///< windows to produce
   int64_t start_step = 0;       ///< optimizer steps done before the first window (for faults)
   fault_trigger faults;         ///< injected kills and hangs of the "data" phase
+  /// DiLoCo (compute/sync_config.hpp): each micro-batch carries the counts of this rank's own
+  /// share of the window, the denominators of the loss its inner steps train on.
+  bool own_share_counts = false;
   /// --record-samples (session_options::record_samples): when set, one line "position epoch
   /// sample_id" per sample sent is appended here, so a run can show that no sample was skipped
   /// or repeated.
@@ -43,7 +46,7 @@ struct data_loader_state {
   uint64_t next_micro = 0;
   int64_t credit = 0;
   std::ofstream sample_log;
-  compute::window_counts window;  ///< of next_window, over every rank's share (counted at its first micro-batch)
+  compute::window_counts window;  ///< of next_window, over every rank's share or this rank's (counted at its first micro-batch)
 };
 
 /// Each window's share of this rank (compute::micro_batch_range: contiguous, as even as the

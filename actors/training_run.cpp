@@ -115,6 +115,8 @@ void training_run::spawn_rank(int local) {
   w.overlap_comm = config_.overlap_comm;
   w.gradient_wire = *io::parse_wire_format(config_.communication_data_type);  // the config allows no other
   w.distilling = config_.distillation.enabled;
+  w.sync = config_.sync;
+  if (config_.sync.diloco_mode()) w.outer_wire = *io::parse_wire_format(config_.sync.diloco.communication_data_type);
   if (eval_batches_) {
     w.eval_every = config_.eval_every_windows;
     w.eval_samples = std::min<uint64_t>(static_cast<uint64_t>(config_.eval_samples), validation_->size());
@@ -190,6 +192,7 @@ data_loader_settings training_run::loader_settings(int rank) const {
   d.windows = static_cast<uint64_t>(windows_);
   d.start_step = start_.optimizer_steps;
   d.faults = worker_faults_.trigger;
+  d.own_share_counts = config_.sync.diloco_mode();
   if (!options_.record_samples.empty())
     d.sample_log = options_.record_samples /
                    ("rank-" + std::to_string(rank) + "-pid-" + std::to_string(::getpid()) + ".txt");

@@ -26,6 +26,7 @@ compute::trainer_options trainer_options_of(const io::job_config& config,
   options.threads = config.runtime.threads;
   options.reduce_bucket_elements = config.reduce_bucket_size;
   if (config.task) options.task = config.task->head;
+  if (config.sync.diloco_mode()) options.diloco = config.sync.diloco;
   return options;
 }
 

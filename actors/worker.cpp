@@ -25,10 +25,11 @@ using clock = std::chrono::steady_clock;
 
 double seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-/// xxh64 of the parameters' bytes on the CPU; on a GPU the device-side fingerprint (only its 8
-/// bytes cross to the host). Every rank of a world trains on the same kind of device.
+/// xxh64 of the bytes of the parameters every replica agrees on (DiLoCo: the round's start) on
+/// the CPU; on a GPU the device-side fingerprint (only its 8 bytes cross to the host). Every
+/// rank of a world trains on the same kind of device.
 uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
-  const auto& values = trainer.parameter_values();
+  const auto& values = trainer.agreed_parameter_values();
   if (!values.is_cpu()) return compute::tensor_fingerprint(values);
   return io::xxh64(values.data_ptr(), static_cast<std::size_t>(values.numel()) * values.element_size());
 }
@@ -72,8 +73,8 @@ void worker_state::on_batch(micro_batch& batch) {
     inject_faults();
     const bool window_full = batch.last_in_window;
     // The backward pass that completes the gradient to sum may hand it over bucket by bucket.
-    if (!settings.reducers.empty() && (window_full || settings.sync_every_micro_batch))
-      begin_reduce(settings.overlap_comm);
+    if (!settings.reducers.empty() && !diloco() && (window_full || settings.sync_every_micro_batch))
+      begin_reduce(settings.overlap_comm, settings.gradient_wire);
     if (batch.batch.samples > 0) run_micro_batch(batch);  // an empty one only keeps the ranks in step
     self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
     ++micro_in_window;
@@ -124,6 +125,10 @@ void worker_state::run_micro_batch(const micro_batch& batch) {
 void worker_state::synchronise(bool window_full) {
   if (settings.reducers.empty()) {
     if (window_full) end_window();
+  } else if (diloco()) {  // an inner step: only the window's statistics cross the links
+    if (!window_full) return;
+    fill_statistics();
+    reduce(carrying::statistics, [this] { end_window(); });
   } else if (settings.sync_every_micro_batch || window_full) {
     send_remaining_buckets();
     send_word_lookup();
@@ -146,6 +151,10 @@ void worker_state::synchronise(bool window_full) {
 /// (compute/window_statistics.hpp).
 void worker_state::fill_statistics() {
   auto mine = totals;
+  if (diloco()) {  // this rank's losses are means over its own share: weighted for the window's
+    overflow_in_window = trainer->gradient_overflowed();
+    mine = compute::with_losses_scaled(mine, static_cast<double>(compute::loss_weight(mine, fine_tuning())));
+  }
   mine.overflowed_ranks = overflow_in_window ? 1 : 0;  // its buckets were checked as they were sent
   mine.stopping_ranks = stop_requested() ? 1 : 0;
   if (settings.faults.trigger.diverges(step_in_flight()))  // injected: this replica goes its own way
@@ -173,13 +182,16 @@ void worker_state::take_reduced_statistics() {
   }
 }
 
-/// The window's optimizer step (of the window's mean loss, clipped), its report, and the
-/// checkpoint or the end of the run when due.
+/// The window's optimizer step (of the window's mean loss, clipped; DiLoCo: of the rank's own
+/// share's, then the outer step when one is due), its report, and the checkpoint or the end of
+/// the run when due.
 void worker_state::end_window() {
+  const int64_t own_weight = compute::loss_weight(totals, fine_tuning());  // before the sum replaces the totals
   if (settings.reducers.empty())
     current.parameter_hash = parameter_hash(*trainer);
   else
     take_reduced_statistics();
+  if (diloco()) weigh_window(own_weight);
   // Alone, the window is the configured one; over rings, the samples all ranks processed.
   const int64_t window_samples =
       settings.reducers.empty() ? static_cast<int64_t>(settings.window_samples) : totals.samples;
@@ -187,6 +199,17 @@ void worker_state::end_window() {
   const bool stopping = settings.reducers.empty() ? stop_requested() : totals.stopping_ranks > 0;
   settings.faults.trigger.at(cluster::fault_phase::optimizer, step_in_flight());
   const auto step = trainer->finish_window(totals.overflowed_ranks > 0);
+  const bool last = windows_done + 1 == settings.windows || stopping;
+  if (diloco() && (settings.sync.outer_step_after(trainer->optimizer_steps()) || last)) {
+    outer_step([this, window_samples, step, stopping] { close_window(window_samples, step, stopping); });
+    return;
+  }
+  close_window(window_samples, step, stopping);
+}
+
+/// After the window's step (and any outer step): the held-out evaluation when due, the report,
+/// and the checkpoint or the end of the run.
+void worker_state::close_window(int64_t window_samples, const compute::window_step_result& step, bool stopping) {
   if (settings.eval_every > 0 && trainer->optimizer_steps() % settings.eval_every == 0) evaluate_held_out();
   report_window(window_samples, step);
   last_batch_done = clock::now();  // the allreduce and the step are not data wait
@@ -275,6 +298,7 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
     report.task = true;
     report.task_accuracy = static_cast<double>(totals.task_correct) / samples;
   }
+  report.diloco = diloco();
   const auto now = clock::now();
   report.window_seconds = seconds(now - window_start);
   window_start = now;

@@ -16,6 +16,7 @@
 #include "actors/fault_trigger.hpp"
 #include "compute/mlm_trainer.hpp"
 #include "compute/staging_buffer.hpp"
+#include "compute/sync_config.hpp"
 #include "compute/window_statistics.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/comm/wire_format.hpp"
@@ -70,6 +71,11 @@ struct worker_settings {
   /// between replicas always goes in fp32.
   io::wire_format gradient_wire = io::wire_format::fp32;
   bool distilling = false;  ///< the trainer distils from a teacher: reports carry the loss parts
+  /// sync.mode "diloco": inner steps on this rank's own share, with only the window statistics
+  /// summed, and every sync.diloco.inner_steps (and at the run's last window) an outer step
+  /// whose pseudo-gradient crosses the links as `outer_wire` (actors/worker_outer_step.cpp).
+  compute::sync_config sync;
+  io::wire_format outer_wire = io::wire_format::fp32;
   std::chrono::seconds collective_timeout{120};
   bool reports = true;  ///< this worker writes checkpoints (global rank 0)
   /// At the start of a membership generation after the first: the step every replica starts
@@ -93,6 +99,9 @@ struct reduce_progress {
   std::vector<std::function<void()>> before_then;  ///< what the sums' results need first (the word lookup's fold)
   std::chrono::steady_clock::time_point started;       ///< the first request
   std::chrono::steady_clock::time_point compute_done;  ///< the worker had nothing left but to wait
+  /// How this allreduce's gradient buffer crosses the links: the config's
+  /// communication_data_type for a window's gradient, fp32 for state copied between replicas.
+  io::wire_format wire = io::wire_format::fp32;
 };
 
 /// The worker's state and the steps of its protocol (below), each a named member function; the
@@ -127,6 +136,9 @@ struct worker_state {
   uint64_t reduces = 0;  ///< sequence number of the next reduce request
   std::shared_ptr<reduce_progress> reducing;  ///< the allreduce under way, or the last one
   bool overflow_in_window = false;  ///< loss scaling: a bucket of this rank's held an inf or NaN before its sum
+  /// DiLoCo: this rank's loss weights (compute::loss_weight) over the round's inner steps so far,
+  /// and every rank's together.
+  double round_weight = 0, round_total_weight = 0;
 
   // The protocol's steps, in the order a window runs them.
   void start(const caf::actor& data_loader);
@@ -138,9 +150,9 @@ struct worker_state {
   /// What a replica copy's allreduce carries: the gradient buffer, or the statistics (on ring
   /// 0). A window's allreduce goes through the steps below instead (synchronise).
   enum class carrying { gradient, statistics };
-  void reduce(carrying what, std::function<void()> then);
+  void reduce(carrying what, std::function<void()> then, io::wire_format wire = io::wire_format::fp32);
   // An allreduce's steps (actors/worker_reduce.cpp).
-  void begin_reduce(bool overlap);
+  void begin_reduce(bool overlap, io::wire_format wire);
   void send_bucket(std::size_t bucket);
   void send_remaining_buckets();
   void send_statistics();
@@ -152,6 +164,12 @@ struct worker_state {
   void synchronise_replicas(std::function<void()> then);
   void copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then);
   void end_window();
+  void close_window(int64_t window_samples, const compute::window_step_result& step, bool stopping);
+  // DiLoCo's steps (actors/worker_outer_step.cpp).
+  bool diloco() const { return settings.sync.diloco_mode(); }
+  bool fine_tuning() const { return settings.trainer.task.has_value(); }
+  void weigh_window(int64_t own_weight);
+  void outer_step(std::function<void()> then);
   void evaluate_held_out();
   void take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);
@@ -169,7 +187,10 @@ struct worker_state {
 ///                                     over the rings first) grants the loader `prefetch` credits
 ///   ← (batch_atom, micro_batch)       forward + backward into the flat gradient; on the
 ///                                     window's last micro-batch: allreduce (when there are
-///                                     reducers), average, clip, step
+///                                     reducers), average, clip, step; under DiLoCo only the
+///                                     statistics are summed, the step is the rank's own, and
+///                                     every inner_steps windows the pseudo-gradient is summed
+///                                     and the outer optimizer steps
 ///   → reducers: (reduce_atom, reduce_request) for each gradient bucket of the window's last
 ///     micro-batch (of every micro-batch with sync_every_micro_batch), during its backward pass
 ///     with overlap_comm, then the statistics; all awaited before the optimizer steps

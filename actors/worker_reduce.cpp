@@ -22,7 +22,8 @@ namespace troupe::actors {
 // rank packs the rows any rank used and the rings sum those; it is folded into the gradient
 // after the last reply. The window statistics go on ring 0 after the flags.
 //
-//   begin_reduce(overlap)     before the backward pass that completes the gradient: with
+//   begin_reduce(overlap, wire)
+//                             before the backward pass that completes the gradient: with
 //                             overlap, the trainer announces each complete bucket from inside
 //                             the backward pass and send_bucket hands it to the reducers there
 //   send_remaining_buckets()  after the backward pass: the buckets not sent yet (all of them
@@ -43,8 +44,9 @@ double seconds(clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-void worker_state::begin_reduce(bool overlap) {
+void worker_state::begin_reduce(bool overlap, io::wire_format wire) {
   reducing = std::make_shared<reduce_progress>();
+  reducing->wire = wire;
   const int rings = static_cast<int>(settings.reducers.size());
   current.ring_seconds.resize(static_cast<std::size_t>(rings), 0.0);
   current.ring_bytes.resize(static_cast<std::size_t>(rings), 0);
@@ -69,7 +71,7 @@ void worker_state::send_bucket(std::size_t index) {
       reduce_request request;
       request.gradient = data + piece.offset + part.begin;
       request.gradient_count = part.size();
-      request.gradient_wire = settings.gradient_wire;
+      request.gradient_wire = reducing->wire;
       request.gradient_owner = trainer;
       send_request(r, std::move(request));
     }
@@ -109,7 +111,7 @@ void worker_state::send_packed_lookup_rows() {
     reduce_request request;
     request.gradient = packed.data_ptr<float>() + part.begin;
     request.gradient_count = part.size();
-    request.gradient_wire = settings.gradient_wire;
+    request.gradient_wire = reducing->wire;
     request.gradient_owner = trainer;
     send_request(r, std::move(request));
   }
@@ -179,8 +181,8 @@ void worker_state::reduce_done(reduce_progress& progress) {
   }
 }
 
-void worker_state::reduce(carrying what, std::function<void()> then) {
-  begin_reduce(false);
+void worker_state::reduce(carrying what, std::function<void()> then, io::wire_format wire) {
+  begin_reduce(false, wire);
   if (what == carrying::gradient)
     send_remaining_buckets();
   else

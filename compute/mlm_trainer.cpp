@@ -17,6 +17,7 @@
 #include "compute/lr_schedule.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
+#include "compute/outer_optimizer.hpp"
 #include "compute/student_init.hpp"
 #include "compute/task_model.hpp"
 #include "compute/word_lookup_gradient.hpp"
@@ -66,6 +67,7 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
   build_gradient_buffers(options);
   optimizer_ = make_optimizer(options.optimizer);
+  if (options.diloco) outer_ = std::make_unique<outer_optimizer>(*options.diloco, parameters_->values());
   if (options.loss_scaling) scaler_ = std::make_unique<loss_scaler>(*options.loss_scaling);
 }
 
@@ -264,7 +266,25 @@ std::vector<at::Tensor> mlm_trainer::state_buffers() {
   optimizer_->ensure_state(*parameters_);
   std::vector<at::Tensor> buffers{parameters_->values()};
   for (auto& [name, moment] : optimizer_->state()) buffers.push_back(moment);
+  if (outer_) {
+    buffers.push_back(outer_->round_start());
+    for (auto& [name, momentum] : outer_->state()) buffers.push_back(momentum);
+  }
   return buffers;
+}
+
+void mlm_trainer::put_pseudo_gradient(double weight) {
+  TROUPE_ENFORCE(outer_, "put_pseudo_gradient without sync.mode \"diloco\"");
+  outer_->put_pseudo_gradient(parameters_->values(), parameters_->gradients(), weight);
+}
+
+void mlm_trainer::outer_step(double total_weight) {
+  TROUPE_ENFORCE(outer_, "outer_step without sync.mode \"diloco\"");
+  outer_->step(parameters_->values(), parameters_->gradients(), total_weight);
+}
+
+const at::Tensor& mlm_trainer::agreed_parameter_values() const {
+  return outer_ ? outer_->round_start() : parameters_->values();
 }
 
 void mlm_trainer::set_optimizer_steps(int64_t steps) { optimizer_->set_steps(steps - skipped_steps()); }
@@ -336,6 +356,8 @@ named_tensors mlm_trainer::named_parameters() const {
 
 named_tensors mlm_trainer::optimizer_state() const {
   auto state = optimizer_->state();
+  if (outer_)
+    for (auto& entry : outer_->state()) state.push_back(entry);
   state.erase(std::remove_if(state.begin(), state.end(), [](const auto& e) { return !e.second.defined(); }),
               state.end());
   return state;
@@ -343,14 +365,28 @@ named_tensors mlm_trainer::optimizer_state() const {
 
 named_tensors mlm_trainer::optimizer_buffers() {
   optimizer_->ensure_state(*parameters_);
-  return optimizer_->state();
+  auto state = optimizer_->state();
+  if (outer_)
+    for (auto& entry : outer_->state()) state.push_back(entry);
+  return state;
 }
 
 void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps,
                        const std::optional<loss_scale_state>& loss_scale) {
   assign_named_tensors(named_parameters(), parameters, "checkpoint model");
   if (scaler_ && loss_scale) scaler_->restore(*loss_scale);
-  if (!state.empty()) optimizer_->load_state(*parameters_, state, optimizer_steps - skipped_steps());
+  // DiLoCo checkpoints are taken right after an outer step: the parameters are the round's start.
+  named_tensors inner;
+  for (const auto& entry : state) {
+    if (entry.first != "outer_momentum")
+      inner.push_back(entry);
+    else if (outer_)
+      outer_->load_state(entry.second);
+    else
+      throw make_error("optimizer state: 'outer_momentum' is DiLoCo's (sync.mode \"diloco\"); this job synchronises windows");
+  }
+  if (outer_) outer_->restart_round(parameters_->values());
+  if (!inner.empty()) optimizer_->load_state(*parameters_, inner, optimizer_steps - skipped_steps());
 }
 
 }  // namespace troupe::compute

@@ -19,12 +19,14 @@
 #include "compute/mlm_evaluation.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer_config.hpp"
+#include "compute/sync_config.hpp"
 #include "compute/task_head.hpp"
 
 namespace troupe::compute {
 
 class flat_parameters;
 class optimizer;
+class outer_optimizer;
 class word_lookup_gradient;
 struct masked_lm_impl;
 struct task_model_impl;
@@ -65,6 +67,9 @@ struct trainer_options {
   /// Fine-tuning from a pretrained model: its parameters (CPU, HF names), whose encoder the task
   /// model starts from (the head from `seed`); null: everything from `seed`.
   std::shared_ptr<const named_tensors> pretrained;
+  /// DiLoCo (sync.mode "diloco"): the trainer also keeps the outer optimizer, whose momentum
+  /// checkpoints hold as "outer_momentum"; none: window synchronisation.
+  std::optional<diloco_config> diloco;
 };
 
 /// A distillation micro-batch's loss parts, each its share of the window's part (zero without a
@@ -160,13 +165,21 @@ class mlm_trainer {
   /// stay as the last finished window left them.
   void discard_window();
   /// The flat buffers that are a replica's state: parameters, then the optimizer's moments
-  /// (allocated now when no step has run). Copying them and the step count from another
+  /// (allocated now when no step has run), then DiLoCo's round start and outer momentum. Copying them and the step count from another
   /// replica makes this one equal to it (how a node joining a running job gets its state).
   std::vector<at::Tensor> state_buffers();
   /// Windows stepped, skipped ones included (the job's step); the optimizer's own count (its
   /// bias correction) and the learning-rate schedule advance only with applied steps.
   void set_optimizer_steps(int64_t steps);
   int64_t optimizer_steps() const;
+  /// DiLoCo: the carrier (the flat gradient buffer, zero after finish_window) takes this
+  /// replica's pseudo-gradient times `weight` (compute/outer_optimizer.hpp), to be summed over
+  /// the replicas; outer_step then divides the sum by the replicas' total weight, steps the
+  /// outer optimizer and sets the parameters to the result.
+  void put_pseudo_gradient(double weight);
+  void outer_step(double total_weight);
+  /// The parameters every replica agrees on: DiLoCo's round start, else the parameters.
+  const at::Tensor& agreed_parameter_values() const;
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
   named_tensors named_parameters() const;
   named_tensors optimizer_state() const;
@@ -190,6 +203,7 @@ class mlm_trainer {
   std::shared_ptr<masked_lm_impl> teacher_;  ///< distillation's, frozen; null without
   std::unique_ptr<flat_parameters> parameters_;
   std::unique_ptr<optimizer> optimizer_;
+  std::unique_ptr<outer_optimizer> outer_;  ///< DiLoCo's; null in window synchronisation
   std::unique_ptr<loss_scaler> scaler_;  ///< null without loss scaling
   std::unique_ptr<gradient_watch> watch_;
   std::unique_ptr<word_lookup_gradient> lookup_;

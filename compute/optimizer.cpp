@@ -11,16 +11,17 @@
 
 namespace troupe::compute {
 
-std::vector<std::pair<std::string, at::Tensor>> optimizer::state() const {
-  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
+optimizer::optimizer(std::vector<std::string> names) {
+  for (auto& name : names) state_.emplace_back(std::move(name), at::Tensor());
 }
 
 void optimizer::load_state(const flat_parameters& parameters,
                            const std::vector<std::pair<std::string, at::Tensor>>& state, int64_t steps) {
   ensure_state(parameters);
   for (const auto& [name, tensor] : state) {
-    at::Tensor* target = name == "exp_avg" ? &exp_avg_ : name == "exp_avg_sq" ? &exp_avg_sq_ : nullptr;
-    if (target == nullptr) throw make_error("optimizer state: unknown tensor '", name, "'");
+    const auto kept = std::find_if(state_.begin(), state_.end(), [&](const auto& entry) { return entry.first == name; });
+    if (kept == state_.end()) throw make_error("optimizer state: unknown tensor '", name, "' for this optimizer");
+    at::Tensor* target = &kept->second;
     if (tensor.numel() != target->numel())
       throw make_error("optimizer state: '", name, "' has ", tensor.numel(), " elements, the model needs ",
                        target->numel());
@@ -30,9 +31,8 @@ void optimizer::load_state(const flat_parameters& parameters,
 }
 
 void optimizer::ensure_state(const flat_parameters& parameters) {
-  if (exp_avg_.defined()) return;
-  exp_avg_ = at::zeros_like(parameters.values());
-  exp_avg_sq_ = at::zeros_like(parameters.values());
+  for (auto& [name, tensor] : state_)
+    if (!tensor.defined()) tensor = at::zeros_like(parameters.values());
 }
 
 void adamw_reference_update(const at::Tensor& values, const at::Tensor& grads, const at::Tensor& exp_avg,
@@ -90,26 +90,28 @@ void adamw_optimizer::step(flat_parameters& parameters, double lr) {
   ++step_;
   const auto& values = parameters.values();
   if (values.device().is_cpu() && values.scalar_type() == at::kFloat)
-    adamw_fused_cpu(values, parameters.gradients(), exp_avg_, exp_avg_sq_, parameters.decay_numel(), config_, lr,
-                    step_);
+    adamw_fused_cpu(values, parameters.gradients(), state_tensor(0), state_tensor(1), parameters.decay_numel(), config_,
+                    lr, step_);
   else
-    adamw_reference_update(values, parameters.gradients(), exp_avg_, exp_avg_sq_, parameters.decay_numel(), config_,
-                           lr, step_);
+    adamw_reference_update(values, parameters.gradients(), state_tensor(0), state_tensor(1), parameters.decay_numel(),
+                           config_, lr, step_);
 }
 
 void lamb_optimizer::step(flat_parameters& parameters, double lr) {
   ensure_state(parameters);
   ++step_;
   const auto& grads = parameters.gradients();
-  exp_avg_.mul_(config_.beta1).add_(grads, 1.0 - config_.beta1);
-  exp_avg_sq_.mul_(config_.beta2).addcmul_(grads, grads, 1.0 - config_.beta2);
+  auto& exp_avg = state_tensor(0);
+  auto& exp_avg_sq = state_tensor(1);
+  exp_avg.mul_(config_.beta1).add_(grads, 1.0 - config_.beta1);
+  exp_avg_sq.mul_(config_.beta2).addcmul_(grads, grads, 1.0 - config_.beta2);
   double bias_correction1 = 1.0, bias_correction2 = 1.0;
   if (config_.bias_correction) {
     bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
     bias_correction2 = 1.0 - std::pow(config_.beta2, static_cast<double>(step_));
   }
   // Adam direction for the whole buffer, then weight decay and the trust ratio per tensor.
-  auto update = (exp_avg_ / bias_correction1) / ((exp_avg_sq_ / bias_correction2).sqrt_().add_(config_.eps));
+  auto update = (exp_avg / bias_correction1) / ((exp_avg_sq / bias_correction2).sqrt_().add_(config_.eps));
   for (const auto& slot : parameters.slots()) {
     auto weight = parameters.value(slot);
     auto direction = update.narrow(0, slot.offset, slot.numel).view(slot.shape);
@@ -123,8 +125,33 @@ void lamb_optimizer::step(flat_parameters& parameters, double lr) {
   }
 }
 
+sgd_optimizer::sgd_optimizer(const optimizer_config& config)
+    : optimizer(config.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
+      config_(config) {}
+
+void sgd_optimizer::step(flat_parameters& parameters, double lr) {
+  ensure_state(parameters);
+  ++step_;
+  auto& values = parameters.values();
+  at::Tensor direction = parameters.gradients();
+  if (config_.weight_decay != 0.0 && parameters.decay_numel() > 0) {
+    direction = direction.clone();
+    direction.narrow(0, 0, parameters.decay_numel()).add_(values.narrow(0, 0, parameters.decay_numel()), config_.weight_decay);
+  }
+  if (config_.momentum != 0.0) {
+    auto& buffer = state_tensor(0);
+    if (step_ == 1)
+      buffer.copy_(direction);  // torch starts the buffer at the first gradient, undamped
+    else
+      buffer.mul_(config_.momentum).add_(direction, 1.0 - config_.dampening);
+    direction = config_.nesterov ? direction.add(buffer, config_.momentum) : buffer;
+  }
+  values.add_(direction, -lr);
+}
+
 std::unique_ptr<optimizer> make_optimizer(const optimizer_config& config) {
   if (config.kind == optimizer_kind::lamb) return std::make_unique<lamb_optimizer>(config);
+  if (config.kind == optimizer_kind::sgd) return std::make_unique<sgd_optimizer>(config);
   return std::make_unique<adamw_optimizer>(config);
 }
 

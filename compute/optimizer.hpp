@@ -1,5 +1,5 @@
 #pragma once
-/// AdamW and LAMB over flat fp32 master weights.
+/// AdamW, LAMB and SGD over flat fp32 master weights.
 
 #include <ATen/Tensor.h>
 
@@ -20,25 +20,33 @@ class optimizer {
   /// One update with learning rate `lr`; increments the step count first.
   virtual void step(flat_parameters& parameters, double lr) = 0;
   int64_t steps() const { return step_; }
-  /// State to checkpoint: ("exp_avg", m), ("exp_avg_sq", v) over the flat buffer.
-  std::vector<std::pair<std::string, at::Tensor>> state() const;
+  /// State to checkpoint, over the flat buffer: AdamW and LAMB ("exp_avg", m), ("exp_avg_sq", v);
+  /// SGD with momentum ("momentum_buffer", b), without none. Undefined tensors before the first
+  /// step or ensure_state.
+  std::vector<std::pair<std::string, at::Tensor>> state() const { return state_; }
   /// Restores state() and the step count; throws troupe::error on a size mismatch.
   void load_state(const flat_parameters& parameters, const std::vector<std::pair<std::string, at::Tensor>>& state,
                   int64_t steps);
-  /// Allocates the moments (zero) for `parameters` if they are not yet.
+  /// Allocates the state (zero) for `parameters` if it is not yet.
   void ensure_state(const flat_parameters& parameters);
   /// Sets the step count (the moments were copied from a replica that took that many).
   void set_steps(int64_t steps) { step_ = steps; }
 
  protected:
+  /// `names`: the state tensors this optimizer keeps, in state()'s order.
+  explicit optimizer(std::vector<std::string> names);
+  /// The state tensor state()[index] (allocated by ensure_state).
+  at::Tensor& state_tensor(std::size_t index) { return state_[index].second; }
   int64_t step_ = 0;
-  at::Tensor exp_avg_, exp_avg_sq_;
+
+ private:
+  std::vector<std::pair<std::string, at::Tensor>> state_;
 };
 
 /// torch.optim.AdamW's update, applied to the decay and no-decay ranges of the flat buffer.
 class adamw_optimizer final : public optimizer {
  public:
-  explicit adamw_optimizer(const optimizer_config& config) : config_(config) {}
+  explicit adamw_optimizer(const optimizer_config& config) : optimizer({"exp_avg", "exp_avg_sq"}), config_(config) {}
   void step(flat_parameters& parameters, double lr) override;
 
  private:
@@ -50,7 +58,19 @@ class adamw_optimizer final : public optimizer {
 /// clamped to [min_trust, max_trust] (1 when either norm is zero).
 class lamb_optimizer final : public optimizer {
  public:
-  explicit lamb_optimizer(const optimizer_config& config) : config_(config) {}
+  explicit lamb_optimizer(const optimizer_config& config) : optimizer({"exp_avg", "exp_avg_sq"}), config_(config) {}
+  void step(flat_parameters& parameters, double lr) override;
+
+ private:
+  optimizer_config config_;
+};
+
+/// torch.optim.SGD's update (weight decay added to the gradient, momentum with dampening, the
+/// first step's buffer the gradient itself, Nesterov optional), with weight decay on the decay
+/// range only as for AdamW. DeepSpeed passes "SGD" through to torch.optim.SGD.
+class sgd_optimizer final : public optimizer {
+ public:
+  explicit sgd_optimizer(const optimizer_config& config);
   void step(flat_parameters& parameters, double lr) override;
 
  private:

@@ -6,7 +6,7 @@
 
 namespace troupe::compute {
 
-enum class optimizer_kind { adamw, lamb };
+enum class optimizer_kind { adamw, lamb, sgd };
 
 struct optimizer_config {
   optimizer_kind kind = optimizer_kind::adamw;
@@ -18,6 +18,9 @@ struct optimizer_config {
   bool bias_correction = true;  ///< LAMB: Adam-style bias correction of the moments
   double min_trust = 0.01;      ///< LAMB: lower clamp of the trust ratio (DeepSpeed min_coeff)
   double max_trust = 10.0;      ///< LAMB: upper clamp of the trust ratio (DeepSpeed max_coeff)
+  double momentum = 0.0;        ///< SGD: momentum (0: plain SGD, no state)
+  double dampening = 0.0;       ///< SGD: (1 − dampening) of each gradient enters the momentum
+  bool nesterov = false;        ///< SGD: Nesterov momentum
 };
 
 enum class schedule_kind { constant, warmup_decay, warmup_linear_decay_exp };

@@ -92,4 +92,13 @@ std::optional<int64_t> window_statistics::first_diverged_rank() const {
   return std::nullopt;
 }
 
+int64_t loss_weight(const window_totals& totals, bool task) { return task ? totals.samples : totals.masked_tokens; }
+
+window_totals with_losses_scaled(window_totals totals, double factor) {
+  totals.loss_sum *= factor;
+  for (auto& part : totals.loss_part_sums) part *= factor;
+  totals.sentence_order_loss_sum *= factor;
+  return totals;
+}
+
 }  // namespace troupe::compute

@@ -42,6 +42,16 @@ struct window_totals {
   int64_t task_correct = 0;                ///< fine-tuning: examples labelled right
 };
 
+/// DiLoCo's inner steps (compute/sync_config.hpp) train each rank on the mean loss over its own
+/// share: a rank's loss terms are means over its share, not shares of the window's. The
+/// window's numbers are then the ranks' losses weighted by loss_weight (the count the main loss
+/// is a mean over: examples when fine-tuning, else masked tokens), which makes the window's
+/// masked-LM or task loss exactly what window synchronisation reports: each rank adds its loss
+/// terms scaled by its weight, and after the sum they are scaled by 1 / the summed weight.
+int64_t loss_weight(const window_totals& totals, bool task);
+/// `totals` with its loss terms (loss, parts, SOP loss) multiplied by `factor`.
+window_totals with_losses_scaled(window_totals totals, double factor);
+
 /// What each rank stamps into its own slots.
 struct rank_stamp {
   uint64_t parameter_hash = 0;    ///< of the parameters the window started from

@@ -53,6 +53,11 @@ struct window_report {
   double sop_accuracy = 0;      ///< share of the window's samples whose order was guessed right
   bool task = false;            ///< a fine-tuning window: loss is the task head's, per-example mean over all ranks
   double task_accuracy = 0;     ///< share of its examples labelled right (QA: start and end both)
+  /// A DiLoCo window (sync.mode "diloco"): an inner step, each rank on its own share (the loss is
+  /// still the window's over every rank: compute/window_statistics.hpp, loss_weight).
+  bool diloco = false;
+  bool outer_step = false;      ///< DiLoCo: the window ended with an outer step
+  int64_t outer_bytes = 0;      ///< DiLoCo: bytes this rank put on the links for the outer step's pseudo-gradient
   double loss_scale = 0;        ///< fp16: the loss scale this window's backward passes used (0: none)
   bool skipped_step = false;    ///< fp16: the gradient overflowed on some rank; no optimizer step
   /// Per ring, this rank's link to its successor and from its predecessor in the gradient's sum

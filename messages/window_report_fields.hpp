@@ -27,7 +27,7 @@ using window_report_member =
                  bool window_report::*, std::vector<double> window_report::*, std::vector<int64_t> window_report::*>;
 
 /// The windows whose monitors show a field.
-enum class shown_in { every_window, distillation, loss_parts, sentence_order, loss_scaling, task };
+enum class shown_in { every_window, distillation, loss_parts, sentence_order, loss_scaling, task, diloco };
 
 struct window_report_field {
   const char* schema_name;  ///< in metrics.capnp's WindowReport
@@ -41,7 +41,7 @@ struct window_report_field {
 
 /// Whether `report`'s window shows fields of `shown` (distillation: its loss parts; loss_parts:
 /// distillation or ALBERT's sentence order, both of which report the masked-LM part; loss
-/// scaling: fp16's scale, when set; task: fine-tuning's accuracy).
+/// scaling: fp16's scale, when set; task: fine-tuning's accuracy; diloco: DiLoCo's outer steps).
 inline bool shows(shown_in shown, const window_report& report) {
   switch (shown) {
     case shown_in::every_window: return true;
@@ -50,6 +50,7 @@ inline bool shows(shown_in shown, const window_report& report) {
     case shown_in::sentence_order: return report.sentence_order;
     case shown_in::loss_scaling: return report.loss_scale > 0;
     case shown_in::task: return report.task;
+    case shown_in::diloco: return report.diloco;
   }
   return false;
 }
@@ -114,6 +115,9 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"task", &window_report::task},
       {"taskAccuracy", &window_report::task_accuracy, nullptr, "Train/Samples/task_accuracy", "troupe_task_accuracy",
        "Fine-tuning: share of the last window's examples whose label the model got right.", shown_in::task},
+      {"diloco", &window_report::diloco},
+      {"outerStep", &window_report::outer_step},
+      {"outerBytes", &window_report::outer_bytes, nullptr, "Train/Samples/outer_bytes", nullptr, nullptr, shown_in::diloco},
   };
   return fields;
 }

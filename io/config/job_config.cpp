@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "io/config/json_fields.hpp"
+#include "io/config/sync_block.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 
@@ -92,13 +93,31 @@ task_config parse_task(json_fields& fields) {
   return task;
 }
 
+/// torch.optim.SGD's parameters (DeepSpeed hands "SGD" to torch): no betas or eps.
+void parse_sgd(json_fields& params, compute::optimizer_config& optimizer) {
+  optimizer.weight_decay = params.number("weight_decay", 0.0, 0.0, 10.0);
+  optimizer.momentum = params.number("momentum", 0.0, 0.0, 1.0);
+  optimizer.dampening = params.number("dampening", 0.0, 0.0, 1.0);
+  optimizer.nesterov = params.boolean("nesterov", false);
+  if (optimizer.nesterov && (optimizer.momentum <= 0.0 || optimizer.dampening != 0.0))
+    params.fail("nesterov", "false unless momentum > 0 and dampening is 0 (as torch.optim.SGD requires)");
+}
+
 compute::optimizer_config parse_optimizer(json_fields& fields) {
   compute::optimizer_config optimizer;
-  auto type = fields.choice("type", "AdamW", {"AdamW", "Adam", "Lamb", "LAMB"});
-  optimizer.kind = (type == "Lamb" || type == "LAMB") ? compute::optimizer_kind::lamb : compute::optimizer_kind::adamw;
+  auto type = fields.choice("type", "AdamW", {"AdamW", "Adam", "Lamb", "LAMB", "SGD"});
+  optimizer.kind = (type == "Lamb" || type == "LAMB") ? compute::optimizer_kind::lamb
+                   : type == "SGD"                    ? compute::optimizer_kind::sgd
+                                                      : compute::optimizer_kind::adamw;
   if (optimizer.kind == compute::optimizer_kind::lamb) optimizer.eps = 1e-6;
   auto params = fields.object("params");
   optimizer.lr = params.number("lr", optimizer.lr, 0.0, 10.0);
+  if (optimizer.kind == compute::optimizer_kind::sgd) {
+    parse_sgd(params, optimizer);
+    params.finish();
+    fields.finish();
+    return optimizer;
+  }
   auto betas = params.numbers("betas", {optimizer.beta1, optimizer.beta2}, 2);
   for (double beta : betas)
     if (beta < 0.0 || beta >= 1.0) params.fail("betas", "two numbers in [0, 1)");
@@ -221,6 +240,26 @@ void parse_monitors(json_fields& root, job_config& config) {
   }
 }
 
+/// The `sync` block and what DiLoCo rules out elsewhere: its outer steps are the only moments
+/// the replicas agree, so checkpoints and held-out evaluations fall on them.
+void parse_sync_block(json_fields& root, job_config& config) {
+  auto block = root.object("sync");
+  config.sync = parse_sync(block);
+  if (!config.sync.diloco_mode()) return;
+  const int64_t inner = config.sync.diloco.inner_steps;
+  if (config.sync_every_micro_batch)
+    root.fail("sync_every_micro_batch", "false with sync.mode \"diloco\" (its workers step alone between outer steps)");
+  if (config.communication_data_type != "fp32")
+    root.fail("communication_data_type", "no value with sync.mode \"diloco\": no gradient crosses the links; set "
+                                         "sync.communication_data_type for the pseudo-gradient");
+  if (config.checkpoint.every_windows % inner != 0)
+    root.object("checkpoint").fail("every_windows", detail::concat("a multiple of sync.inner_steps (", inner,
+                                   "): a checkpoint holds the replicas' state right after an outer step"));
+  if (config.eval_every_windows % inner != 0)
+    root.fail("eval_every_windows", detail::concat("a multiple of sync.inner_steps (", inner,
+                                                   "): the held-out score is of the parameters after an outer step"));
+}
+
 void parse_runtime(json_fields& root, job_config& config) {
   auto runtime = root.object("runtime");
   config.runtime.device = runtime.string("device", "cpu");
@@ -303,6 +342,7 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   parse_checkpoint(root, config);
   parse_monitors(root, config);
   parse_runtime(root, config);
+  parse_sync_block(root, config);
   if (config.fp16 && config.runtime.device == "cpu")
     fp16.fail("enabled", "false on runtime.device \"cpu\": CPU autocast has no fp16 (use bf16.enabled there); "
                          "fp16 with loss scaling needs a \"cuda:N\" device");

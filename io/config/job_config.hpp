@@ -12,6 +12,7 @@
 #include "compute/distillation_config.hpp"
 #include "compute/loss_scaler.hpp"
 #include "compute/optimizer_config.hpp"
+#include "compute/sync_config.hpp"
 #include "compute/task_head.hpp"
 
 namespace troupe::io {
@@ -102,6 +103,8 @@ struct job_config {
   /// How gradients cross the links between ranks (DeepSpeed's key): "fp32", or "bf16" / "fp16",
   /// rounded to 16 bits on the wire and summed in fp32 at every hop (io/comm/wire_format.hpp).
   std::string communication_data_type = "fp32";
+  /// How replicas agree: window synchronisation (default) or DiLoCo (docs/configuration.md#sync).
+  compute::sync_config sync;
 
   /// Overrides train_steps (the CLI's --steps); a schedule without an explicit
   /// total_num_steps follows it.

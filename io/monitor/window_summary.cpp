@@ -137,6 +137,7 @@ nlohmann::json window_json(const window_summary& window) {
     line["loss_parts"] = {{"ce", r.loss_ce}, {"mlm", r.loss_mlm}, {"cos", r.loss_cos}, {"mse", r.loss_mse}};
   if (r.sentence_order) line["sop"] = {{"loss", r.loss_sop}, {"accuracy", r.sop_accuracy}, {"mlm_loss", r.loss_mlm}};
   if (r.task) line["task"] = {{"accuracy", r.task_accuracy}};
+  if (r.diloco) line["diloco"] = {{"outer_step", r.outer_step}, {"outer_bytes", r.outer_bytes}};
   if (r.loss_scale > 0) line["fp16"] = {{"loss_scale", r.loss_scale}, {"skipped_step", r.skipped_step}};
   return line;
 }
@@ -180,6 +181,11 @@ window_summary window_from_json(const nlohmann::json& line) {
   if (const auto task = line.find("task"); task != line.end() && task->is_object()) {
     cluster.task = true;
     cluster.task_accuracy = task->value("accuracy", 0.0);
+  }
+  if (const auto diloco = line.find("diloco"); diloco != line.end() && diloco->is_object()) {
+    cluster.diloco = true;
+    cluster.outer_step = diloco->value("outer_step", false);
+    cluster.outer_bytes = diloco->value("outer_bytes", int64_t{0});
   }
   if (line.contains("fp16")) {
     cluster.loss_scale = line["fp16"].value("loss_scale", 0.0);

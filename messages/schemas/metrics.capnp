@@ -53,6 +53,9 @@ struct WindowReport {
   exposedCommSeconds @43 :Float64;  # of allreduceSeconds, what the worker waited after its backward pass
   task @44 :Bool;                   # a fine-tuning window: loss is the task head's (per-example mean)
   taskAccuracy @45 :Float64;        # share of the window's examples whose label (QA: start and end) was right
+  diloco @46 :Bool;                 # a DiLoCo inner step (sync.mode "diloco")
+  outerStep @47 :Bool;              # DiLoCo: the window ended with an outer step
+  outerBytes @48 :Int64;            # DiLoCo: bytes this rank sent for the outer step's pseudo-gradient
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 #include <torch/torch.h>
 
 #include <cmath>
 
 #include "compute/flat_parameters.hpp"
 #include "compute/lr_schedule.hpp"
+#include "compute/outer_optimizer.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -47,6 +49,112 @@ TEST(adamw, matches_torch_optim_adamw_over_steps) {
   const double difference = std::max(max_difference(weight, reference_weight), max_difference(bias, reference_bias));
   std::printf("max |troupe - torch.optim.AdamW| = %.3g\n", difference);
   EXPECT_LT(difference, 1e-6);
+}
+
+/// troupe's SGD against torch::optim::SGD (LibTorch's port of torch.optim.SGD) over six steps,
+/// weight decay on the weight only as troupe groups it.
+double sgd_difference_from_torch(double momentum, double dampening, bool nesterov, double weight_decay) {
+  torch::manual_seed(1);
+  auto weight = torch::randn({6, 4}, torch::requires_grad());
+  auto bias = torch::randn({4}, torch::requires_grad());
+  auto reference_weight = weight.detach().clone().requires_grad_();
+  auto reference_bias = bias.detach().clone().requires_grad_();
+  optimizer_config config;
+  config.kind = optimizer_kind::sgd;
+  config.momentum = momentum;
+  config.dampening = dampening;
+  config.nesterov = nesterov;
+  config.weight_decay = weight_decay;
+  flat_parameters flat({{"layer.weight", weight}, {"layer.bias", bias}});
+  auto ours = make_optimizer(config);
+  const auto options = [&](double decay) {
+    return std::make_unique<torch::optim::SGDOptions>(
+        torch::optim::SGDOptions(0.05).momentum(momentum).dampening(dampening).nesterov(nesterov).weight_decay(decay));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{reference_weight}, options(weight_decay));
+  groups.emplace_back(std::vector<at::Tensor>{reference_bias}, options(0.0));
+  torch::optim::SGD reference(groups, torch::optim::SGDOptions(0.05));
+  for (int step = 0; step < 6; ++step) {
+    auto input = torch::randn({3, 6});
+    flat.zero_gradients();
+    (torch::matmul(input, weight) + bias).pow(2).sum().backward();
+    reference.zero_grad();
+    (torch::matmul(input, reference_weight) + reference_bias).pow(2).sum().backward();
+    ours->step(flat, 0.05);
+    reference.step();
+  }
+  EXPECT_EQ(ours->state().size(), momentum != 0.0 ? 1u : 0u);
+  return std::max(max_difference(weight, reference_weight), max_difference(bias, reference_bias));
+}
+
+TEST(sgd, matches_torch_optim_sgd_in_every_variant) {
+  EXPECT_LT(sgd_difference_from_torch(0.0, 0.0, false, 0.0), 1e-6);
+  EXPECT_LT(sgd_difference_from_torch(0.9, 0.0, false, 0.01), 1e-6);
+  EXPECT_LT(sgd_difference_from_torch(0.9, 0.3, false, 0.0), 1e-6);  // dampening: the first step is undamped
+  EXPECT_LT(sgd_difference_from_torch(0.8, 0.0, true, 0.05), 1e-6);
+}
+
+TEST(sgd, plain_step_has_closed_form) {
+  auto weight = torch::tensor({1.0f, -2.0f}, torch::requires_grad());
+  flat_parameters flat({{"w.weight", weight}});
+  optimizer_config config;
+  config.kind = optimizer_kind::sgd;
+  config.weight_decay = 0.0;
+  auto sgd = make_optimizer(config);
+  flat.gradients().copy_(torch::tensor({0.5f, -1.0f}));
+  sgd->step(flat, 0.1);
+  EXPECT_LT(max_difference(weight, torch::tensor({0.95f, -1.9f})), 1e-7);
+}
+
+/// The outer step written out per element, in doubles: the obviously-correct reference.
+TEST(outer_optimizer, matches_nesterov_and_heavy_ball_written_out) {
+  for (const bool nesterov : {true, false}) {
+    diloco_config config;
+    config.outer_lr = 0.7;
+    config.outer_momentum = 0.9;
+    config.nesterov = nesterov;
+    auto values = torch::tensor({1.0f, -2.0f, 0.5f});
+    outer_optimizer outer(config, values);
+    std::vector<double> start{1.0, -2.0, 0.5}, momentum(3, 0.0);
+    auto carrier = torch::zeros({3});
+    const std::vector<std::vector<float>> replicas[] = {{{0.9f, -1.8f, 0.6f}, {1.1f, -2.1f, 0.3f}},
+                                                        {{0.5f, -1.0f, 0.2f}, {0.7f, -1.5f, 0.1f}}};
+    const double weights[] = {30.0, 10.0};
+    for (const auto& round : replicas) {
+      auto summed = torch::zeros({3});
+      for (std::size_t r = 0; r < round.size(); ++r) {  // each replica's weighted pseudo-gradient, summed as the rings would
+        outer.put_pseudo_gradient(torch::tensor(round[r]), carrier, weights[r]);
+        summed += carrier;
+      }
+      carrier.copy_(summed);
+      outer.step(values, carrier, weights[0] + weights[1]);
+      for (std::size_t i = 0; i < 3; ++i) {
+        const double delta = ((start[i] - round[0][i]) * weights[0] + (start[i] - round[1][i]) * weights[1]) / 40.0;
+        momentum[i] = 0.9 * momentum[i] + delta;
+        start[i] -= 0.7 * (nesterov ? delta + 0.9 * momentum[i] : momentum[i]);
+        EXPECT_NEAR(values[static_cast<int64_t>(i)].item<double>(), start[i], 1e-5);
+        EXPECT_NEAR(outer.round_start()[static_cast<int64_t>(i)].item<double>(), start[i], 1e-5);
+      }
+      EXPECT_EQ(carrier.abs().sum().item<float>(), 0.0f);
+    }
+  }
+}
+
+TEST(outer_optimizer, lr_one_without_momentum_takes_the_weighted_mean) {
+  diloco_config config;
+  config.outer_lr = 1.0;
+  config.outer_momentum = 0.0;
+  auto values = torch::tensor({2.0f, 4.0f});
+  outer_optimizer outer(config, values);
+  auto carrier = torch::zeros({2});
+  outer.put_pseudo_gradient(torch::tensor({1.0f, 1.0f}), carrier, 3.0);  // one replica of weight 3 …
+  auto sum = carrier.clone();
+  outer.put_pseudo_gradient(torch::tensor({5.0f, 9.0f}), carrier, 1.0);  // … one of weight 1
+  carrier += sum;
+  outer.step(values, carrier, 4.0);
+  EXPECT_LT(max_difference(values, torch::tensor({2.0f, 3.0f})), 1e-6);  // (3·1 + 5)/4, (3·1 + 9)/4
+  EXPECT_THROW(outer.step(values, carrier, 0.0), std::exception);
 }
 
 TEST(adamw, first_step_has_closed_form) {

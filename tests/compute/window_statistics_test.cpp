@@ -123,5 +123,33 @@ TEST(window_statistics, one_rank_asked_to_stop_stops_every_rank) {
   EXPECT_EQ(window_statistics::unpack(sum_of({zero, zero}), 2).totals.stopping_ranks, 0);
 }
 
+TEST(window_statistics, diloco_weighting_gives_the_window_loss_of_window_synchronisation) {
+  // Two ranks' own masked-LM sums and counts: rank 0 predicts 30 tokens with NLL sum 90, rank 1
+  // 10 tokens with sum 50. Window synchronisation reports (90 + 50) / 40; DiLoCo's ranks report
+  // means over their own shares (3 and 5), weighted by their masked tokens and summed.
+  window_totals a, b;
+  a.masked_tokens = 30;
+  a.samples = 4;
+  a.loss_sum = 3.0;
+  b.masked_tokens = 10;
+  b.samples = 2;
+  b.loss_sum = 5.0;
+  const auto weighted_a = with_losses_scaled(a, static_cast<double>(loss_weight(a, false)));
+  const auto weighted_b = with_losses_scaled(b, static_cast<double>(loss_weight(b, false)));
+  const auto summed = sum_of({window_statistics::pack(weighted_a, {}, 0, 2), window_statistics::pack(weighted_b, {}, 1, 2)});
+  const auto window = window_statistics::unpack(summed, 2).totals;
+  const auto total_weight = loss_weight(window, false);
+  EXPECT_EQ(total_weight, 40);
+  EXPECT_DOUBLE_EQ(with_losses_scaled(window, 1.0 / static_cast<double>(total_weight)).loss_sum, 140.0 / 40.0);
+  // Fine-tuning losses are means over examples: weighted by samples.
+  EXPECT_EQ(loss_weight(a, true), 4);
+  window_totals parts;
+  parts.loss_part_sums = {1, 2, 3, 4};
+  parts.sentence_order_loss_sum = 0.5;
+  const auto doubled = with_losses_scaled(parts, 2.0);
+  EXPECT_EQ(doubled.loss_part_sums[3], 8.0);
+  EXPECT_EQ(doubled.sentence_order_loss_sum, 1.0);
+}
+
 }  // namespace
 }  // namespace troupe::compute

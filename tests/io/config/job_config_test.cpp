@@ -379,5 +379,70 @@ TEST(job_config, fine_tuning_takes_its_labels_from_the_data_and_refuses_the_wron
   }
 }
 
+TEST(job_config, sync_block_reads_diloco_and_defaults_to_window) {
+  EXPECT_FALSE(parse_job_config(valid_config(), "job.json").sync.diloco_mode());
+  auto c = valid_config();
+  c["sync"] = json::parse(R"({"mode": "diloco", "inner_steps": 50, "communication_data_type": "bf16",
+                               "outer_optimizer": {"type": "nesterov", "params": {"lr": 0.7, "momentum": 0.9}}})");
+  const auto config = parse_job_config(c, "job.json");
+  ASSERT_TRUE(config.sync.diloco_mode());
+  EXPECT_EQ(config.sync.diloco.inner_steps, 50);
+  EXPECT_TRUE(config.sync.diloco.nesterov);
+  EXPECT_DOUBLE_EQ(config.sync.diloco.outer_lr, 0.7);
+  EXPECT_DOUBLE_EQ(config.sync.diloco.outer_momentum, 0.9);
+  EXPECT_EQ(config.sync.diloco.communication_data_type, "bf16");
+  EXPECT_TRUE(config.sync.outer_step_after(100));
+  EXPECT_FALSE(config.sync.outer_step_after(99));
+  c["sync"] = {{"mode", "diloco"}, {"outer_optimizer", {{"type", "sgd"}}}};
+  EXPECT_FALSE(parse_job_config(c, "job.json").sync.diloco.nesterov);
+}
+
+TEST(job_config, bad_sync_blocks_are_refused_naming_the_field) {
+  const auto with_sync = [](json sync) {
+    auto c = valid_config();
+    c["sync"] = std::move(sync);
+    return c;
+  };
+  expect_error(with_sync({{"mode", "local"}}), {"job.json", "sync.mode", "diloco"});
+  expect_error(with_sync({{"mode", "window"}, {"inner_steps", 5}}), {"sync.inner_steps"});
+  expect_error(with_sync({{"mode", "diloco"}, {"inner_steps", 0}}), {"sync.inner_steps"});
+  expect_error(with_sync({{"mode", "diloco"}, {"outer_optimizer", {{"type", "adam"}}}}), {"sync.outer_optimizer.type"});
+  expect_error(with_sync({{"mode", "diloco"}, {"outer_optimizer", {{"params", {{"lr", 0}}}}}}),
+               {"sync.outer_optimizer.params.lr", "positive"});
+  expect_error(with_sync({{"mode", "diloco"}, {"outer_optimizer", {{"params", {{"momentum", 1.5}}}}}}),
+               {"sync.outer_optimizer.params.momentum"});
+  expect_error(with_sync({{"mode", "diloco"}, {"communication_data_type", "int8"}}),
+               {"sync.communication_data_type", "not built yet"});
+  expect_error(with_sync({{"mode", "diloco"}, {"fragments", 4}}), {"sync.fragments", "not built yet"});
+  expect_error(with_sync({{"mode", "diloco"}, {"overlap_steps", 2}}), {"sync.overlap_steps"});
+  auto c = with_sync({{"mode", "diloco"}, {"inner_steps", 10}});
+  c["checkpoint"] = {{"every_windows", 15}};
+  expect_error(c, {"checkpoint.every_windows", "multiple of sync.inner_steps (10)"});
+  c["checkpoint"] = {{"every_windows", 20}};
+  c["eval_every_windows"] = 5;
+  expect_error(c, {"eval_every_windows", "multiple of sync.inner_steps"});
+  c.erase("eval_every_windows");
+  c["sync_every_micro_batch"] = true;
+  expect_error(c, {"sync_every_micro_batch", "diloco"});
+  c.erase("sync_every_micro_batch");
+  c["communication_data_type"] = "bf16";
+  expect_error(c, {"communication_data_type", "sync.communication_data_type"});
+}
+
+TEST(job_config, sgd_takes_torch_s_parameters_and_nothing_of_adam) {
+  auto c = valid_config();
+  c["optimizer"] = json::parse(R"({"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9, "nesterov": true}})");
+  const auto config = parse_job_config(c, "job.json");
+  EXPECT_EQ(config.optimizer.kind, compute::optimizer_kind::sgd);
+  EXPECT_DOUBLE_EQ(config.optimizer.momentum, 0.9);
+  EXPECT_TRUE(config.optimizer.nesterov);
+  EXPECT_DOUBLE_EQ(config.optimizer.weight_decay, 0.0);  // torch.optim.SGD's default
+  c["optimizer"]["params"]["betas"] = {0.9, 0.99};
+  expect_error(c, {"optimizer.params.betas"});
+  c["optimizer"]["params"].erase("betas");
+  c["optimizer"]["params"]["momentum"] = 0;
+  expect_error(c, {"optimizer.params.nesterov", "momentum > 0"});
+}
+
 }  // namespace
 }  // namespace troupe::io

@@ -1,0 +1,59 @@
+#include "actors/worker.hpp"
+
+#include <caf/all.hpp>
+
+#include "compute/window_statistics.hpp"
+#include "io/comm/wire_format.hpp"
+
+namespace troupe::actors {
+
+// DiLoCo (compute/sync_config.hpp, docs/configuration.md#sync). Each window is an inner step:
+// the data loader gives every micro-batch the counts of this rank's own share, so the rank's
+// gradient is of the mean loss over its share and its optimizer steps on it alone. Only the
+// window statistics cross the links (ring 0, a few hundred bytes): every rank still learns the
+// window's loss, whether any rank was asked to stop, and the hash of the parameters the
+// replicas agree on (the round's start), so a diverged replica is still named.
+//
+//   weigh_window(own)     after the statistics' sum: the window's losses are the ranks' own,
+//                         weighted by compute::loss_weight; the round's weights grow by this
+//                         rank's and by every rank's
+//   outer_step(then)      every sync.diloco.inner_steps steps and after the run's last window:
+//                         the flat gradient buffer (zero after the inner step) carries this
+//                         rank's pseudo-gradient times its round weight through the rings
+//                         (communication_data_type of the sync block; fp32 sums at every hop);
+//                         the sum divided by every rank's round weight is the outer gradient,
+//                         the outer optimizer steps, and every replica continues from the
+//                         same parameters (replica equality holds after each outer step)
+//
+// With one rank the sum is the rank's own: the outer step runs without rings.
+
+void worker_state::weigh_window(int64_t own_weight) {
+  const int64_t total_weight = compute::loss_weight(totals, fine_tuning());
+  if (!settings.reducers.empty() && total_weight > 0)
+    totals = compute::with_losses_scaled(totals, 1.0 / static_cast<double>(total_weight));
+  round_weight += static_cast<double>(own_weight);
+  round_total_weight += static_cast<double>(total_weight);
+}
+
+void worker_state::outer_step(std::function<void()> then) {
+  const double own = round_weight, total = round_total_weight;
+  round_weight = round_total_weight = 0;
+  trainer->put_pseudo_gradient(own);
+  auto finish = [this, total, then = std::move(then)] {
+    trainer->outer_step(total);
+    current.outer_step = true;
+    then();
+  };
+  if (settings.reducers.empty()) {
+    finish();
+    return;
+  }
+  // What a ring allreduce sends per rank: 2(n−1)/n of the buffer.
+  const auto world = static_cast<double>(settings.world);
+  current.outer_bytes = static_cast<int64_t>(static_cast<double>(trainer->gradients().numel()) *
+                                             static_cast<double>(io::wire_element_bytes(settings.outer_wire)) * 2.0 *
+                                             (world - 1.0) / world);
+  reduce(carrying::gradient, std::move(finish), settings.outer_wire);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,41 @@
+#include "io/config/sync_block.hpp"
+
+namespace troupe::io {
+namespace {
+
+void parse_outer_optimizer(json_fields& fields, compute::diloco_config& diloco) {
+  diloco.nesterov = fields.choice("type", "nesterov", {"nesterov", "sgd"}) == "nesterov";
+  auto params = fields.object("params");
+  diloco.outer_lr = params.number("lr", diloco.outer_lr, 0.0, 100.0);
+  if (diloco.outer_lr <= 0.0) params.fail("lr", "a positive learning rate");
+  diloco.outer_momentum = params.number("momentum", diloco.outer_momentum, 0.0, 0.999999);
+  params.finish();
+  fields.finish();
+}
+
+}  // namespace
+
+compute::sync_config parse_sync(json_fields& fields) {
+  compute::sync_config sync;
+  sync.mode = fields.choice("mode", "window", {"window", "diloco"}) == "diloco" ? compute::sync_mode::diloco
+                                                                              : compute::sync_mode::window;
+  if (!sync.diloco_mode()) {
+    fields.finish();  // window mode takes no other key
+    return sync;
+  }
+  auto& diloco = sync.diloco;
+  diloco.inner_steps = fields.integer("inner_steps", diloco.inner_steps, 1, int64_t{1} << 30);
+  auto outer = fields.object("outer_optimizer");
+  parse_outer_optimizer(outer, diloco);
+  diloco.communication_data_type = fields.choice("communication_data_type", "fp32", {"fp32", "bf16", "fp16", "int8"});
+  if (diloco.communication_data_type == "int8")
+    fields.fail("communication_data_type", "\"fp32\", \"bf16\" or \"fp16\" (int8 with per-chunk scales is not built yet)");
+  if (fields.integer("fragments", 1, 1, 1024) != 1)
+    fields.fail("fragments", "1: streaming DiLoCo (fragments synchronised at staggered steps) is not built yet");
+  if (fields.integer("overlap_steps", 0, 0, 1024) != 0)
+    fields.fail("overlap_steps", "0: an outer exchange behind the next inner steps is not built yet");
+  fields.finish();
+  return sync;
+}
+
+}  // namespace troupe::io
