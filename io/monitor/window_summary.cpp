@@ -142,27 +142,11 @@ nlohmann::json window_json(const window_summary& window) {
   return line;
 }
 
-window_summary window_from_json(const nlohmann::json& line) {
-  window_summary window;
-  window.step = line.at("step").get<int64_t>();
-  window.unix_seconds = line.value("unix_s", 0.0);
-  if (line.contains("eval_perplexity")) window.eval_perplexity = line["eval_perplexity"].get<double>();
-  if (const auto named = line.find("straggler"); named != line.end() && named->is_object())
-    window.straggler = named_straggler{named->value("rank", -1), named->value("reason", std::string()),
-                                       named->value("seconds", 0.0), named->value("windows", int64_t{0})};
-  messages::window_report cluster;
-  cluster.step = window.step;
-  for (const auto& field : messages::window_report_fields()) {
-    if (field.json_key == nullptr) continue;
-    std::visit([&](auto member) {
-      auto& value = cluster.*member;
-      value = line.value(field.json_key, value);
-    }, field.member);
-  }
-  // null: an fp16 window whose overflow skipped the step (JSON has no NaN).
-  if (const auto norm = line.find("grad_norm"); norm != line.end())
-    cluster.grad_norm = norm->is_null() ? std::numeric_limits<double>::quiet_NaN() : norm->get<double>();
-  cluster.parameter_hash = from_hex64(line.value("parameter_hash", std::string("0")));
+namespace {
+
+/// The line's nested groups of the cluster's numbers: distillation's loss parts, ALBERT's SOP,
+/// fine-tuning's accuracy, DiLoCo's outer step and fp16's loss scale.
+void read_groups(const nlohmann::json& line, messages::window_report& cluster) {
   if (line.contains("loss_parts")) {
     const auto& parts = line["loss_parts"];
     cluster.distilled = true;
@@ -191,6 +175,32 @@ window_summary window_from_json(const nlohmann::json& line) {
     cluster.loss_scale = line["fp16"].value("loss_scale", 0.0);
     cluster.skipped_step = line["fp16"].value("skipped_step", false);
   }
+}
+
+}  // namespace
+
+window_summary window_from_json(const nlohmann::json& line) {
+  window_summary window;
+  window.step = line.at("step").get<int64_t>();
+  window.unix_seconds = line.value("unix_s", 0.0);
+  if (line.contains("eval_perplexity")) window.eval_perplexity = line["eval_perplexity"].get<double>();
+  if (const auto named = line.find("straggler"); named != line.end() && named->is_object())
+    window.straggler = named_straggler{named->value("rank", -1), named->value("reason", std::string()),
+                                       named->value("seconds", 0.0), named->value("windows", int64_t{0})};
+  messages::window_report cluster;
+  cluster.step = window.step;
+  for (const auto& field : messages::window_report_fields()) {
+    if (field.json_key == nullptr) continue;
+    std::visit([&](auto member) {
+      auto& value = cluster.*member;
+      value = line.value(field.json_key, value);
+    }, field.member);
+  }
+  // null: an fp16 window whose overflow skipped the step (JSON has no NaN).
+  if (const auto norm = line.find("grad_norm"); norm != line.end())
+    cluster.grad_norm = norm->is_null() ? std::numeric_limits<double>::quiet_NaN() : norm->get<double>();
+  cluster.parameter_hash = from_hex64(line.value("parameter_hash", std::string("0")));
+  read_groups(line, cluster);
   const auto time_split = [](messages::window_report& r, const nlohmann::json& time) {
     r.data_wait_seconds = time.value("data_wait", 0.0);
     r.forward_seconds = time.value("forward", 0.0);

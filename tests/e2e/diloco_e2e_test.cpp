@@ -1,0 +1,157 @@
+// DiLoCo end to end (issue 24): `sync.mode "diloco"` through `troupe train` and `troupe launch`.
+// The equivalences the issue states — H = 1 with SGD and an outer step of lr 1 without momentum
+// is window synchronisation; one worker with H inner steps and outer lr 1 is plain training —
+// each checked against a control that must differ; two nodes with Nesterov momentum and bf16
+// pseudo-gradients: replicas agree at every window (the statistics carry the agreed hash), the
+// outer steps fall every H windows and at the end, and their bytes are reported; an exact
+// resume from a checkpoint taken at an outer step; and the refusals before any work.
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "tests/e2e/cluster_job.hpp"
+
+namespace troupe {
+namespace {
+
+class diloco_e2e : public cluster_job_test {
+ protected:
+  /// The cluster tests' model and data with `sync` and `optimizer` as given, clipping off.
+  static std::string config(const std::string& name, const json& sync, const json& optimizer, int64_t steps,
+                            int64_t checkpoint_every = 0) {
+    auto c = json::parse(io_text(write_config(steps)));
+    c["gradient_clipping"] = 0.0;
+    c["optimizer"] = optimizer;
+    if (!sync.is_null()) c["sync"] = sync;
+    c["checkpoint"]["every_windows"] = checkpoint_every;
+    const auto path = *dir_ / (name + ".json");
+    testing::write_text(path, c.dump(2));
+    return path.string();
+  }
+
+  static json diloco(int64_t inner_steps, double lr, double momentum, const std::string& wire = "fp32") {
+    return {{"mode", "diloco"},
+            {"inner_steps", inner_steps},
+            {"communication_data_type", wire},
+            {"outer_optimizer", {{"type", "nesterov"}, {"params", {{"lr", lr}, {"momentum", momentum}}}}}};
+  }
+
+  static json sgd() { return {{"type", "SGD"}, {"params", {{"lr", 0.05}}}}; }
+  static json adamw() { return {{"type", "AdamW"}, {"params", {{"lr", 2e-3}}}}; }
+
+  static std::vector<json> lines(const std::string& run) {
+    std::vector<json> out;
+    std::ifstream in(*dir_ / run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  }
+
+  /// The largest relative difference of two runs' window losses (same number of windows).
+  static double loss_gap(const std::vector<window_line>& a, const std::vector<window_line>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double gap = 0;
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      gap = std::max(gap, std::abs(a[i].loss - b[i].loss) / std::abs(a[i].loss));
+    return gap;
+  }
+};
+
+TEST_F(diloco_e2e, one_inner_step_of_sgd_with_a_plain_outer_step_is_window_synchronisation) {
+  const auto manifest = write_manifest(2, "two-abort.json", "abort");
+  auto result = launch(manifest, config("window-sgd", nullptr, sgd(), 6), "window-sgd");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = launch(manifest, config("diloco-h1", diloco(1, 1.0, 0.0), sgd(), 6), "diloco-h1");
+  ASSERT_EQ(result.status, 0) << result.output;
+  // The control: an outer lr of 0.5 halves every update, and the curve must leave the tolerance.
+  result = launch(manifest, config("diloco-h1-half", diloco(1, 0.5, 0.0), sgd(), 6), "diloco-h1-half");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto window = read_metrics("window-sgd"), h1 = read_metrics("diloco-h1"), half = read_metrics("diloco-h1-half");
+  ASSERT_EQ(window.size(), 6u);
+  const double gap = loss_gap(window, h1), control = loss_gap(window, half);
+  std::printf("H=1 vs window sync: max relative loss gap %.3g (control, outer lr 0.5: %.3g)\n", gap, control);
+  EXPECT_LT(gap, 1e-5);  // float tolerance: the pseudo-gradient is a difference of parameters
+  EXPECT_GT(control, 1e-3);
+  for (const auto& line : lines("diloco-h1")) EXPECT_TRUE(line.at("diloco").at("outer_step").get<bool>());
+}
+
+TEST_F(diloco_e2e, one_worker_with_h_inner_steps_and_outer_lr_one_is_plain_training) {
+  auto result = train(config("plain-adamw", nullptr, adamw(), 6), "plain-adamw");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = train(config("alone-h3", diloco(3, 1.0, 0.0), adamw(), 6), "alone-h3");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = train(config("alone-h3-nesterov", diloco(3, 0.7, 0.9), adamw(), 6), "alone-h3-nesterov");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto plain = read_metrics("plain-adamw"), alone = read_metrics("alone-h3");
+  const auto nesterov = read_metrics("alone-h3-nesterov");
+  std::printf("one worker, H=3, outer lr 1 vs plain: max relative loss gap %.3g (control, Nesterov 0.7/0.9: %.3g)\n",
+              loss_gap(plain, alone), loss_gap(plain, nesterov));
+  EXPECT_LT(loss_gap(plain, alone), 1e-5);
+  EXPECT_GT(loss_gap(plain, nesterov), 1e-4);  // an outer step that moves elsewhere shows after step 3
+  const auto steps = lines("alone-h3");
+  ASSERT_EQ(steps.size(), 6u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].at("diloco").at("outer_step").get<bool>(), (i + 1) % 3 == 0) << "step " << i + 1;
+    EXPECT_EQ(steps[i].at("diloco").at("outer_bytes").get<int64_t>(), 0);  // alone: nothing crosses a link
+  }
+}
+
+TEST_F(diloco_e2e, two_nodes_agree_after_every_outer_step_and_send_bf16_pseudo_gradients) {
+  const auto manifest = write_manifest(2, "two-abort-bf16.json", "abort");
+  // 7 windows with H = 3: outer steps after 3, 6 and the run's last, 7.
+  auto result = launch(manifest, config("two-bf16", diloco(3, 0.7, 0.9, "bf16"), adamw(), 7), "two-bf16");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = launch(manifest, config("two-fp32", diloco(3, 0.7, 0.9), adamw(), 7), "two-fp32");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto bf16 = lines("two-bf16"), fp32 = lines("two-fp32");
+  ASSERT_EQ(bf16.size(), 7u);
+  ASSERT_EQ(fp32.size(), 7u);
+  for (std::size_t i = 0; i < bf16.size(); ++i) {
+    const bool outer = (i + 1) % 3 == 0 || i + 1 == 7;
+    EXPECT_EQ(bf16[i].at("diloco").at("outer_step").get<bool>(), outer) << "step " << i + 1;
+    EXPECT_EQ(bf16[i].at("reported_ranks").get<int>(), 2);
+    const auto bytes = bf16[i].at("diloco").at("outer_bytes").get<int64_t>();
+    const auto fp32_bytes = fp32[i].at("diloco").at("outer_bytes").get<int64_t>();
+    if (outer) {
+      EXPECT_GT(bytes, 0);
+      EXPECT_NEAR(static_cast<double>(fp32_bytes), 2.0 * static_cast<double>(bytes), 2.0);  // 16 bits a value
+    } else {
+      EXPECT_EQ(bytes, 0);
+    }
+  }
+  // Until the first outer step both runs train alike; after it the rounding shows, within 1%.
+  EXPECT_DOUBLE_EQ(bf16[2].at("loss").get<double>(), fp32[2].at("loss").get<double>());
+  EXPECT_NEAR(bf16[6].at("loss").get<double>(), fp32[6].at("loss").get<double>(), 0.01 * fp32[6].at("loss").get<double>());
+  EXPECT_NE(bf16[6].at("parameter_hash"), fp32[6].at("parameter_hash"));
+  EXPECT_LT(fp32[6].at("loss").get<double>(), fp32[0].at("loss").get<double>());
+}
+
+TEST_F(diloco_e2e, resuming_from_an_outer_step_continues_bit_for_bit) {
+  // Stopped after the outer step of window 4, resumed to 8: windows 7 and 8 start from the outer
+  // step of window 6, which needs the outer momentum the checkpoint kept.
+  const auto job = config("resume", diloco(2, 0.7, 0.9), adamw(), 8, 2);
+  auto result = train(job, "straight");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = train(job, "resumed", "--steps 4");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = train(job, "resumed", "--resume latest");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto straight = read_metrics("straight"), resumed = read_metrics("resumed");
+  ASSERT_EQ(resumed.size(), 8u) << result.output;
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(resumed[i].loss, straight[i].loss) << "step " << i + 1;
+    EXPECT_EQ(resumed[i].parameter_hash, straight[i].parameter_hash) << "step " << i + 1;
+  }
+}
+
+TEST_F(diloco_e2e, diloco_under_elastic_faults_is_refused_before_any_node_starts) {
+  const auto manifest = write_manifest(2, "two-elastic.json");  // the default policy for two nodes
+  const auto result = launch(manifest, config("elastic", diloco(2, 0.7, 0.9), adamw(), 4), "elastic");
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.output.find("sync.mode: \"diloco\""), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("faults.policy \"elastic\""), std::string::npos) << result.output;
+  EXPECT_FALSE(std::filesystem::exists(*dir_ / "elastic" / "metrics.jsonl"));
+}
+
+}  // namespace
+}  // namespace troupe
