@@ -99,6 +99,7 @@ void training_run::spawn_rank(int local) {
   w.checkpoint_keep = config_.checkpoint.keep;
   w.reports = reports_ && local == 0;
   w.save_checkpoints = options_.save_checkpoints && w.reports;
+  w.job_checkpoints = options_.save_checkpoints;
   w.skip_checkpoint_when_busy = config_.checkpoint.skip_when_busy;
   w.checkpoint_timeout = options_.checkpoint_timeout;
   w.stop = options_.stop;

@@ -103,10 +103,14 @@ void training_run::prepare_trainers() {
   }
 }
 
-/// fp32 parameters and two optimizer moments are staged for each checkpoint.
+/// fp32 parameters and the optimizer's state are staged for each checkpoint (under DiLoCo every
+/// rank's inner state and the outer momentum).
 void training_run::check_staging_fits() const {
   const auto task = config_.task ? std::optional(config_.task->head) : std::nullopt;
-  const int64_t staged_bytes = 12 * compute::trained_parameter_count(config_.model, task);
+  const bool diloco = config_.sync.diloco_mode();
+  const int64_t copies =
+      1 + compute::optimizer_state_tensors(config_.optimizer) * (diloco ? world_ : 1) + (diloco ? 1 : 0);
+  const int64_t staged_bytes = 4 * copies * compute::trained_parameter_count(config_.model, task);
   if (options_.save_checkpoints && staged_bytes > config_.checkpoint.max_staging_bytes)
     throw make_error("config: checkpoint.max_staging_bytes: ", config_.checkpoint.max_staging_bytes,
                      " bytes cannot hold one staged copy of the parameters and optimizer moments (", staged_bytes,

@@ -222,6 +222,15 @@ void worker_state::close_window(int64_t window_samples, const compute::window_st
                    settings.save_checkpoints ? ", with a checkpoint" : "");
   }
   const bool periodic = settings.checkpoint_every > 0 && trainer->optimizer_steps() % settings.checkpoint_every == 0;
+  // DiLoCo over several ranks: the writer first collects every rank's own inner state.
+  if (diloco() && !settings.reducers.empty() && settings.job_checkpoints && (last || periodic)) {
+    gather_inner_states(1, 0, [this, last, periodic] { save_or_finish(last, periodic); });
+    return;
+  }
+  save_or_finish(last, periodic);
+}
+
+void worker_state::save_or_finish(bool last, bool periodic) {
   if (settings.save_checkpoints && (last || periodic) && metrics) {
     // The window's metrics line is on disk before its checkpoint starts (the hub answers once
     // it wrote it): a run resumed from this checkpoint finds every window up to it reported.

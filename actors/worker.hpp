@@ -47,6 +47,9 @@ struct worker_settings {
   int64_t checkpoint_every = 0;   ///< windows between checkpoints (0: only at the end)
   int64_t checkpoint_keep = 2;
   bool save_checkpoints = true;   ///< false for benchmarks
+  /// The job writes checkpoints (on global rank 0): every rank knows, so that under DiLoCo all
+  /// take part in collecting the ranks' inner optimizer states for them.
+  bool job_checkpoints = true;
   /// Set by a scheduler's signal: the run ends after the window every rank agrees on, with a
   /// checkpoint (io/os/stop_signals.hpp); null: never asked.
   std::shared_ptr<const io::stop_request> stop;
@@ -139,6 +142,9 @@ struct worker_state {
   /// DiLoCo: this rank's loss weights (compute::loss_weight) over the round's inner steps so far,
   /// and every rank's together.
   double round_weight = 0, round_total_weight = 0;
+  /// DiLoCo, on the writer: the other ranks' inner optimizer states at the last checkpoint
+  /// ("rank<r>/<name>"; buffers allocated once).
+  compute::named_tensors peer_optimizer_states;
 
   // The protocol's steps, in the order a window runs them.
   void start(const caf::actor& data_loader);
@@ -165,11 +171,13 @@ struct worker_state {
   void copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then);
   void end_window();
   void close_window(int64_t window_samples, const compute::window_step_result& step, bool stopping);
+  void save_or_finish(bool last, bool periodic);
   // DiLoCo's steps (actors/worker_outer_step.cpp).
   bool diloco() const { return settings.sync.diloco_mode(); }
   bool fine_tuning() const { return settings.trainer.task.has_value(); }
   void weigh_window(int64_t own_weight);
   void outer_step(std::function<void()> then);
+  void gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then);
   void evaluate_held_out();
   void take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);

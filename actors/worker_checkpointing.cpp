@@ -62,7 +62,9 @@ void worker_state::stage_and_send(bool last) {
   request.contents.model = settings.trainer.model;
   request.contents.task = settings.trainer.task;
   request.contents.parameters = parameter_staging.stage(trainer->named_parameters());
-  request.contents.optimizer = optimizer_staging.stage(trainer->optimizer_state());
+  auto optimizer = trainer->optimizer_state();
+  optimizer.insert(optimizer.end(), peer_optimizer_states.begin(), peer_optimizer_states.end());  // DiLoCo's other ranks
+  request.contents.optimizer = optimizer_staging.stage(optimizer);
   request.contents.job = settings.job;
   current.checkpoint_stall_seconds += seconds(clock::now() - staging_since);
   ++saves_started;

@@ -1,6 +1,9 @@
 #include "actors/worker.hpp"
 
 #include <caf/all.hpp>
+#include <ATen/ATen.h>
+
+#include <algorithm>
 
 #include "compute/window_statistics.hpp"
 #include "io/comm/wire_format.hpp"
@@ -24,6 +27,10 @@ namespace troupe::actors {
 //                         the sum divided by every rank's round weight is the outer gradient,
 //                         the outer optimizer steps, and every replica continues from the
 //                         same parameters (replica equality holds after each outer step)
+//   gather_inner_states   before a checkpoint: each rank's inner optimizer state goes to the
+//                         writer through the rings, one buffer of one rank at a time (the owner
+//                         puts it in the carrier, every other rank zeros: x + 0 + … = x exactly,
+//                         in fp32), so a resume on the same world size gives every rank its own
 //
 // With one rank the sum is the rank's own: the outer step runs without rings.
 
@@ -54,6 +61,37 @@ void worker_state::outer_step(std::function<void()> then) {
                                              static_cast<double>(io::wire_element_bytes(settings.outer_wire)) * 2.0 *
                                              (world - 1.0) / world);
   reduce(carrying::gradient, std::move(finish), settings.outer_wire);
+}
+
+void worker_state::gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then) {
+  auto state = trainer->inner_optimizer_buffers();
+  if (buffer == state.size()) {
+    ++owner;
+    buffer = 0;
+  }
+  if (owner >= settings.world || state.empty()) {
+    then();
+    return;
+  }
+  const auto& carrier = trainer->gradients();
+  if (settings.rank == owner)
+    carrier.copy_(state[buffer].second);
+  else
+    carrier.zero_();
+  auto keep = [this, owner, buffer, name = state[buffer].first, then = std::move(then)]() mutable {
+    const auto& summed = trainer->gradients();
+    if (settings.reports) {
+      const std::string key = "rank" + std::to_string(owner) + "/" + name;
+      auto kept = std::find_if(peer_optimizer_states.begin(), peer_optimizer_states.end(),
+                               [&](const auto& entry) { return entry.first == key; });
+      if (kept == peer_optimizer_states.end())
+        kept = peer_optimizer_states.insert(kept, {key, at::empty_like(summed)});
+      kept->second.copy_(summed);
+    }
+    summed.zero_();
+    gather_inner_states(owner, buffer + 1, std::move(then));
+  };
+  reduce(carrying::gradient, std::move(keep), io::wire_format::fp32);
 }
 
 }  // namespace troupe::actors

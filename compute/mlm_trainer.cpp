@@ -283,6 +283,11 @@ void mlm_trainer::outer_step(double total_weight) {
   outer_->step(parameters_->values(), parameters_->gradients(), total_weight);
 }
 
+named_tensors mlm_trainer::inner_optimizer_buffers() {
+  optimizer_->ensure_state(*parameters_);
+  return optimizer_->state();
+}
+
 const at::Tensor& mlm_trainer::agreed_parameter_values() const {
   return outer_ ? outer_->round_start() : parameters_->values();
 }
@@ -375,16 +380,23 @@ void mlm_trainer::load(const named_tensors& parameters, const named_tensors& sta
                        const std::optional<loss_scale_state>& loss_scale) {
   assign_named_tensors(named_parameters(), parameters, "checkpoint model");
   if (scaler_ && loss_scale) scaler_->restore(*loss_scale);
-  // DiLoCo checkpoints are taken right after an outer step: the parameters are the round's start.
-  named_tensors inner;
+  // DiLoCo checkpoints are taken right after an outer step: the parameters are the round's
+  // start. Each rank takes its own inner state when the checkpoint holds one for it.
+  const std::string own_prefix = "rank" + std::to_string(options_.rank) + "/";
+  named_tensors inner, own;
   for (const auto& entry : state) {
-    if (entry.first != "outer_momentum")
+    if (entry.first.rfind(own_prefix, 0) == 0)
+      own.emplace_back(entry.first.substr(own_prefix.size()), entry.second);
+    else if (entry.first.rfind("rank", 0) == 0 && entry.first.find('/') != std::string::npos)
+      continue;  // another rank's
+    else if (entry.first != "outer_momentum")
       inner.push_back(entry);
     else if (outer_)
       outer_->load_state(entry.second);
     else
       throw make_error("optimizer state: 'outer_momentum' is DiLoCo's (sync.mode \"diloco\"); this job synchronises windows");
   }
+  if (!own.empty()) inner = std::move(own);
   if (outer_) outer_->restart_round(parameters_->values());
   if (!inner.empty()) optimizer_->load_state(*parameters_, inner, optimizer_steps - skipped_steps());
 }

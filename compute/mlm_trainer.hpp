@@ -178,6 +178,10 @@ class mlm_trainer {
   /// outer optimizer and sets the parameters to the result.
   void put_pseudo_gradient(double weight);
   void outer_step(double total_weight);
+  /// The inner optimizer's state tensors (allocated now when no step has run): under DiLoCo
+  /// each replica's own. A checkpoint of several DiLoCo ranks holds rank r's (r > 0) under
+  /// "rank<r>/<name>", and load() gives every rank its own back.
+  named_tensors inner_optimizer_buffers();
   /// The parameters every replica agrees on: DiLoCo's round start, else the parameters.
   const at::Tensor& agreed_parameter_values() const;
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
@@ -186,7 +190,8 @@ class mlm_trainer {
   /// The optimizer moments, allocated now if no step has run yet. With named_parameters(): where
   /// a checkpoint can be read in place; load() given these same tensors copies nothing.
   named_tensors optimizer_buffers();
-  /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments;
+  /// Restores parameters (by HF name) and, when `optimizer_state` is not empty, the moments
+  /// (this rank's "rank<r>/" entries when the checkpoint has them, else the unprefixed ones);
   /// `loss_scale`, when given and this trainer scales, the scaler (before the step count, which
   /// counts its skipped steps).
   void load(const named_tensors& parameters, const named_tensors& optimizer_state, int64_t optimizer_steps,

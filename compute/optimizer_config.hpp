@@ -23,6 +23,13 @@ struct optimizer_config {
   bool nesterov = false;        ///< SGD: Nesterov momentum
 };
 
+/// How many tensors of the parameters' size the optimizer keeps (what its checkpoints hold):
+/// AdamW and LAMB two moments, SGD a momentum buffer when it has momentum.
+inline int64_t optimizer_state_tensors(const optimizer_config& config) {
+  if (config.kind == optimizer_kind::sgd) return config.momentum != 0.0 ? 1 : 0;
+  return 2;
+}
+
 enum class schedule_kind { constant, warmup_decay, warmup_linear_decay_exp };
 enum class warmup_shape { linear, log };
 

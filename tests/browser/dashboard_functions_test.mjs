@@ -44,6 +44,19 @@ test("a fine-tuning job charts its task accuracy as a share", () => {
   assert.deepEqual(data, [[1, 2], [0.5, 0.625]]);
 });
 
+test("a DiLoCo job shows its last outer step and what it sent; other jobs show nothing", () => {
+  assert.deepEqual(page.outerStepKpis([{ step: 1, loss: 3 }]), []);
+  const windows = [
+    { step: 49, diloco: { outer_step: false, outer_bytes: 0 } },
+    { step: 50, diloco: { outer_step: true, outer_bytes: 3 * 1024 * 1024 } },
+    { step: 51, diloco: { outer_step: false, outer_bytes: 0 } },
+  ];
+  assert.deepEqual(page.outerStepKpis(windows), [["last outer step", "step 50"], ["outer exchange", "3.0 MiB"]]);
+  assert.deepEqual(page.outerStepKpis(windows.slice(0, 1)), [["last outer step", "none yet"]]);
+  assert.deepEqual(page.outerStepKpis([{ step: 3, diloco: { outer_step: true, outer_bytes: 0 } }]),
+                   [["last outer step", "step 3"], ["outer exchange", "alone"]]);
+});
+
 test("the loss chart merges training and evaluation steps on one axis", () => {
   const series = { step: [1, 2, 4], loss: [3, 2, 1], perplexity: [20, 7.4, 2.7], eval_step: [2, 3],
                    eval_perplexity: [8, 6] };

@@ -283,6 +283,20 @@
     return { series: present, data };
   }
 
+  /** A DiLoCo job's headline numbers (sync.mode "diloco": its lines carry `diloco`): the step
+   *  of the last outer step among `windows` and what rank 0 sent for its pseudo-gradient; none
+   *  for other jobs. */
+  function outerStepKpis(windows) {
+    const list = windows || [];
+    if (!list.some((w) => w && w.diloco)) return [];
+    const outer = list.filter((w) => w && w.diloco && w.diloco.outer_step);
+    if (outer.length === 0) return [["last outer step", "none yet"]];
+    const latest = outer[outer.length - 1];
+    const bytes = toNumber(latest.diloco.outer_bytes);
+    return [["last outer step", `step ${latest.step}`],
+            ["outer exchange", bytes ? `${fmtMiB(bytes)} MiB` : "alone"]];
+  }
+
   /** At most about `max` evenly spaced entries of a sorted list (axis ticks for many ranks). */
   function thinTicks(values, max) {
     const every = Math.max(1, Math.ceil(values.length / max));
@@ -425,7 +439,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, linksText, stragglerReason, lossPartsChartData, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, linksText, stragglerReason, lossPartsChartData, outerStepKpis, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -734,6 +748,7 @@
       ["tokens/s", fmtSig(w.tokens_per_s)],
       ["window", w.window_s == null ? "–" : `${fmtSig(w.window_s)} s`],
       ["straggler", straggler === null ? "none" : `rank ${straggler}${stragglerReason(model.state)}`],
+      ...outerStepKpis(model.windows),
     ];
     const key = JSON.stringify(items);
     const box = $("kpis");
