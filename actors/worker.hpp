@@ -139,9 +139,9 @@ struct worker_state {
   uint64_t reduces = 0;  ///< sequence number of the next reduce request
   std::shared_ptr<reduce_progress> reducing;  ///< the allreduce under way, or the last one
   bool overflow_in_window = false;  ///< loss scaling: a bucket of this rank's held an inf or NaN before its sum
-  /// DiLoCo: this rank's loss weights (compute::loss_weight) over the round's inner steps so far,
-  /// and every rank's together.
-  double round_weight = 0, round_total_weight = 0;
+  /// DiLoCo: every rank's loss weights (compute::loss_weight) over the round's inner steps so far
+  /// in this membership generation (this rank's own are kept by its trainer).
+  double round_total_weight = 0;
   /// DiLoCo, on the writer: the other ranks' inner optimizer states at the last checkpoint
   /// ("rank<r>/<name>"; buffers allocated once).
   compute::named_tensors peer_optimizer_states;
@@ -178,6 +178,7 @@ struct worker_state {
   void weigh_window(int64_t own_weight);
   void outer_step(std::function<void()> then);
   void gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then);
+  void survivors_outer_step(double total_weight, std::function<void()> then);
   void evaluate_held_out();
   void take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);

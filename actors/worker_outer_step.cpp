@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <spdlog/spdlog.h>
 
 #include "compute/window_statistics.hpp"
 #include "io/comm/wire_format.hpp"
@@ -27,6 +28,9 @@ namespace troupe::actors {
 //                         the sum divided by every rank's round weight is the outer gradient,
 //                         the outer optimizer steps, and every replica continues from the
 //                         same parameters (replica equality holds after each outer step)
+//   survivors_outer_step  at the start of a membership generation (actors/worker_replica_copy.cpp):
+//                         the replicas that are left finish the round among themselves, each
+//                         weighted by what it trained on in the round (a joining node by 0)
 //   gather_inner_states   before a checkpoint: each rank's inner optimizer state goes to the
 //                         writer through the rings, one buffer of one rank at a time (the owner
 //                         puts it in the carrier, every other rank zeros: x + 0 + … = x exactly,
@@ -38,14 +42,14 @@ void worker_state::weigh_window(int64_t own_weight) {
   const int64_t total_weight = compute::loss_weight(totals, fine_tuning());
   if (!settings.reducers.empty() && total_weight > 0)
     totals = compute::with_losses_scaled(totals, 1.0 / static_cast<double>(total_weight));
-  round_weight += static_cast<double>(own_weight);
+  trainer->add_round_weight(static_cast<double>(own_weight));
   round_total_weight += static_cast<double>(total_weight);
 }
 
 void worker_state::outer_step(std::function<void()> then) {
-  const double own = round_weight, total = round_total_weight;
-  round_weight = round_total_weight = 0;
-  trainer->put_pseudo_gradient(own);
+  const double total = round_total_weight;
+  round_total_weight = 0;
+  trainer->put_pseudo_gradient(trainer->round_weight());
   auto finish = [this, total, then = std::move(then)] {
     trainer->outer_step(total);
     current.outer_step = true;
@@ -61,6 +65,22 @@ void worker_state::outer_step(std::function<void()> then) {
                                              static_cast<double>(io::wire_element_bytes(settings.outer_wire)) * 2.0 *
                                              (world - 1.0) / world);
   reduce(carrying::gradient, std::move(finish), settings.outer_wire);
+}
+
+void worker_state::survivors_outer_step(double total_weight, std::function<void()> then) {
+  round_total_weight = 0;
+  if (total_weight <= 0) {  // the generation starts right after an outer step: nothing to finish
+    then();
+    return;
+  }
+  if (settings.rank == 0)
+    spdlog::info("the {} replicas left finish the round among themselves: an outer step before step {}", settings.world,
+                 settings.synchronise_to_steps + 1);
+  trainer->put_pseudo_gradient(trainer->round_weight());
+  reduce(carrying::gradient, [this, total_weight, then = std::move(then)] {
+    trainer->outer_step(total_weight);
+    then();
+  }, settings.outer_wire);
 }
 
 void worker_state::gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then) {

@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 #include <algorithm>
+#include <numeric>
 #include <spdlog/spdlog.h>
 
 #include "messages/error.hpp"
@@ -16,19 +17,37 @@ namespace troupe::actors {
 // through the rings: the donor puts its values in, every other rank zeros, and after the sum
 // (x + 0 + … = x exactly) every rank copies the result out. Finally every replica takes the
 // donor's step count and zeroes the gradient. Costs three allreduces of the parameter size.
+//
+// Under DiLoCo the replicas differ between outer steps, so the members first finish the round
+// among themselves: each also puts its round weight in a slot of its own, and before the copy
+// every member takes part in an outer step (actors/worker_outer_step.cpp) in which each
+// pseudo-gradient counts by what its replica trained on in the round (a joining node's, zero, by
+// nothing). When the donor's own weight is zero it stands right after a completed outer step,
+// which already holds every rank's round: then there is nothing to finish. The copy then gives
+// every member the donor's state: the new round start and outer momentum, and the donor's inner
+// optimizer state (each survivor's own is not kept).
 void worker_state::synchronise_replicas(std::function<void()> then) {
   auto& flags = *statistics;
-  flags.assign(static_cast<std::size_t>(settings.world), 0.0);
-  flags[static_cast<std::size_t>(settings.rank)] = trainer->optimizer_steps() == settings.synchronise_to_steps ? 1 : 0;
-  reduce(carrying::statistics, [this, then] {
+  const auto world = static_cast<std::size_t>(settings.world);
+  const auto rank = static_cast<std::size_t>(settings.rank);
+  flags.assign(diloco() ? 2 * world : world, 0.0);
+  flags[rank] = trainer->optimizer_steps() == settings.synchronise_to_steps ? 1 : 0;
+  if (diloco()) flags[world + rank] = trainer->round_weight();
+  reduce(carrying::statistics, [this, then, world] {
     const auto& summed = *statistics;
-    const auto donor = std::find(summed.begin(), summed.end(), 1.0) - summed.begin();
-    if (donor == static_cast<std::ptrdiff_t>(summed.size()))
+    const auto donor = std::find(summed.begin(), summed.begin() + static_cast<std::ptrdiff_t>(world), 1.0) - summed.begin();
+    if (donor == static_cast<std::ptrdiff_t>(world))
       throw make_error("no replica stands at step ", settings.synchronise_to_steps, " to copy the state from");
     if (trainer->optimizer_steps() != settings.synchronise_to_steps)
       spdlog::info("rank {} copies the state of step {} from rank {} (it stood at step {})", settings.rank,
                    settings.synchronise_to_steps, donor, trainer->optimizer_steps());
-    copy_state_from(donor, 0, then);
+    if (diloco()) {
+      const auto weights = summed.begin() + static_cast<std::ptrdiff_t>(world);
+      const double total = weights[donor] > 0 ? std::accumulate(weights, summed.end(), 0.0) : 0.0;
+      survivors_outer_step(total, [this, donor, then] { copy_state_from(donor, 0, then); });
+    } else {
+      copy_state_from(donor, 0, then);
+    }
   });
 }
 
@@ -37,6 +56,7 @@ void worker_state::copy_state_from(int64_t donor, std::size_t buffer, std::funct
   const auto& carrier = trainer->gradients();
   if (buffer == buffers.size()) {
     trainer->discard_window();
+    trainer->clear_round_weight();  // DiLoCo: every member now stands at the donor's round start
     trainer->set_optimizer_steps(settings.synchronise_to_steps);
     then();
     return;

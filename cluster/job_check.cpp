@@ -20,12 +20,6 @@ io::job_config check_job(const cluster_manifest& manifest, const std::string& co
   if (manifest.transport == "nccl" && manifest.faults.policy == fault_policy::elastic)
     throw make_error(manifest.source, ": transport: \"nccl\" with faults.policy \"elastic\" (NCCL rings are not re-planned "
                      "after a node loss yet; use faults.policy \"abort\" or \"restart\")");
-  // Survivors would have to finish the outer step among themselves and a rejoining node take
-  // the outer optimizer's state: not built yet.
-  if (config.sync.diloco_mode() && manifest.faults.policy == fault_policy::elastic)
-    throw make_error(config_file, ": sync.mode: \"diloco\" with ", manifest.source,
-                     ": faults.policy \"elastic\" (DiLoCo does not recover a lost node in place yet; use faults.policy "
-                     "\"abort\" or \"restart\", which resumes from the last checkpoint)");
   if (config.distillation.enabled)  // refused here, before any node starts
     io::load_teacher_checkpoint(config.distillation, config.model, data.manifest(), config_file);
   return config;

@@ -283,6 +283,17 @@ void mlm_trainer::outer_step(double total_weight) {
   outer_->step(parameters_->values(), parameters_->gradients(), total_weight);
 }
 
+void mlm_trainer::add_round_weight(double weight) {
+  TROUPE_ENFORCE(outer_, "add_round_weight without sync.mode \"diloco\"");
+  outer_->add_round_weight(weight);
+}
+
+double mlm_trainer::round_weight() const { return outer_ ? outer_->round_weight() : 0.0; }
+
+void mlm_trainer::clear_round_weight() {
+  if (outer_) outer_->clear_round_weight();
+}
+
 named_tensors mlm_trainer::inner_optimizer_buffers() {
   optimizer_->ensure_state(*parameters_);
   return optimizer_->state();

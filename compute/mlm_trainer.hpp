@@ -178,6 +178,11 @@ class mlm_trainer {
   /// outer optimizer and sets the parameters to the result.
   void put_pseudo_gradient(double weight);
   void outer_step(double total_weight);
+  /// DiLoCo: this replica's weight in the current round (compute/outer_optimizer.hpp).
+  void add_round_weight(double weight);
+  double round_weight() const;
+  /// After a replica copied another's state: a new round starts from the copied round start.
+  void clear_round_weight();
   /// The inner optimizer's state tensors (allocated now when no step has run): under DiLoCo
   /// each replica's own. A checkpoint of several DiLoCo ranks holds rank r's (r > 0) under
   /// "rank<r>/<name>", and load() gives every rank its own back.

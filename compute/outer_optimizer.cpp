@@ -27,11 +27,13 @@ void outer_optimizer::step(const at::Tensor& values, const at::Tensor& carrier, 
     start_.sub_(momentum_, config_.outer_lr);
   values.copy_(start_);
   carrier.zero_();
+  round_weight_ = 0;
 }
 
 named_tensors outer_optimizer::state() const { return {{"outer_momentum", momentum_}}; }
 
 void outer_optimizer::load_state(const at::Tensor& momentum) {
+  round_weight_ = 0;  // checkpoints are taken right after an outer step
   if (momentum.numel() != momentum_.numel())
     throw make_error("optimizer state: 'outer_momentum' has ", momentum.numel(), " elements, the model needs ",
                      momentum_.numel());

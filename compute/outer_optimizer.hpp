@@ -29,6 +29,12 @@ class outer_optimizer {
   /// Starts the round from `values` (after they were loaded from a checkpoint, taken at an outer step).
   void restart_round(const at::Tensor& values) { start_.copy_(values); }
 
+  /// This replica's weight in the round so far (compute::loss_weight of its inner steps): kept
+  /// here, with the trainer, so that it survives a membership change; step() restarts it.
+  void add_round_weight(double weight) { round_weight_ += weight; }
+  double round_weight() const { return round_weight_; }
+  void clear_round_weight() { round_weight_ = 0; }
+
   /// θ: the round's starting parameters (what every replica agrees on between outer steps).
   const at::Tensor& round_start() const { return start_; }
   /// ("outer_momentum", b), for checkpoints.
@@ -40,6 +46,7 @@ class outer_optimizer {
   diloco_config config_;
   at::Tensor start_;     ///< θ
   at::Tensor momentum_;  ///< b
+  double round_weight_ = 0;
 };
 
 }  // namespace troupe::compute

@@ -3,8 +3,9 @@
 // is window synchronisation; one worker with H inner steps and outer lr 1 is plain training —
 // each checked against a control that must differ; two nodes with Nesterov momentum and bf16
 // pseudo-gradients: replicas agree at every window (the statistics carry the agreed hash), the
-// outer steps fall every H windows and at the end, and their bytes are reported; an exact
-// resume from a checkpoint taken at an outer step; and the refusals before any work.
+// outer steps fall every H windows and at the end, and their bytes are reported; exact resumes
+// from a checkpoint taken at an outer step, alone and on two nodes (each rank its own inner
+// optimizer state); a node lost mid-round and one that rejoins.
 
 #include <cmath>
 #include <filesystem>
@@ -163,13 +164,44 @@ TEST_F(diloco_e2e, two_nodes_resume_each_with_its_own_inner_state_bit_for_bit) {
   }
 }
 
-TEST_F(diloco_e2e, diloco_under_elastic_faults_is_refused_before_any_node_starts) {
-  const auto manifest = write_manifest(2, "two-elastic.json");  // the default policy for two nodes
-  const auto result = launch(manifest, config("elastic", diloco(2, 0.7, 0.9), adamw(), 4), "elastic");
-  EXPECT_NE(result.status, 0);
-  EXPECT_NE(result.output.find("sync.mode: \"diloco\""), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("faults.policy \"elastic\""), std::string::npos) << result.output;
-  EXPECT_FALSE(std::filesystem::exists(*dir_ / "elastic" / "metrics.jsonl"));
+TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_round_and_the_job) {
+  // Three nodes, H = 3, node c killed as window 5 starts (the second round's second step): the
+  // survivors redo window 5 as generation 1 after an outer step among themselves, weighted by
+  // what each trained on in the round; the outer steps stay at 3, 6 and 9.
+  const auto manifest = write_manifest(3, "three-elastic.json");  // elastic: the default for three nodes
+  const auto result = launch(manifest, config("elastic-kill", diloco(3, 0.7, 0.9), adamw(), 9), "elastic-kill",
+                             "--inject kill:c@5");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("redo the window in flight as generation 1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("the 2 replicas left finish the round among themselves: an outer step before step 5"),
+            std::string::npos)
+      << result.output;
+  const auto windows = lines("elastic-kill");
+  ASSERT_EQ(windows.size(), 9u);
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    EXPECT_EQ(windows[i].at("world_size").get<int>(), i < 4 ? 3 : 2) << "window " << i + 1;
+    EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), (i + 1) % 3 == 0) << "window " << i + 1;
+    EXPECT_TRUE(std::isfinite(windows[i].at("loss").get<double>()));
+  }
+  EXPECT_LT(windows.back().at("loss").get<double>(), windows.front().at("loss").get<double>());
+}
+
+TEST_F(diloco_e2e, a_restarted_node_rejoins_with_the_round_start_and_outer_momentum_of_a_live_replica) {
+  json m = json::parse(io_text(write_manifest(3, "three-rejoin.json")));
+  m["faults"]["max_restarts"] = 1;
+  const auto manifest = *dir_ / "three-rejoin.json";
+  testing::write_text(manifest, m.dump());
+  // Node a sleeps 150 ms per micro-batch, so the job still runs when c is back.
+  const auto result = launch(manifest.string(), config("rejoin", diloco(3, 0.7, 0.9), adamw(), 30), "diloco-rejoin",
+                             "--inject kill:c@4 --inject slow:150:a@1");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("node c (127.0.0.1) restarted and joins as generation 2"), std::string::npos)
+      << result.output;
+  const auto windows = lines("diloco-rejoin");
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().at("world_size").get<int>(), 3) << "node c did not rejoin before the end";
+  // Every window after the rejoin passed the replica check (the summed hashes of the round start).
+  EXPECT_LT(windows.back().at("loss").get<double>(), windows.front().at("loss").get<double>());
 }
 
 }  // namespace
