@@ -74,8 +74,8 @@ void worker_state::survivors_outer_step(double total_weight, std::function<void(
     return;
   }
   if (settings.rank == 0)
-    spdlog::info("the {} replicas left finish the round among themselves: an outer step before step {}", settings.world,
-                 settings.synchronise_to_steps + 1);
+    spdlog::info("the {} members of the new generation finish the round among themselves: an outer step before "
+                 "step {}", settings.world, settings.synchronise_to_steps + 1);
   trainer->put_pseudo_gradient(trainer->round_weight());
   reduce(carrying::gradient, [this, total_weight, then = std::move(then)] {
     trainer->outer_step(total_weight);

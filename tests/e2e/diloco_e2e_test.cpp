@@ -127,41 +127,42 @@ TEST_F(diloco_e2e, two_nodes_agree_after_every_outer_step_and_send_bf16_pseudo_g
   EXPECT_LT(fp32[6].at("loss").get<double>(), fp32[0].at("loss").get<double>());
 }
 
-TEST_F(diloco_e2e, resuming_from_an_outer_step_continues_bit_for_bit) {
-  // Stopped after the outer step of window 4, resumed to 8: windows 7 and 8 start from the outer
-  // step of window 6, which needs the outer momentum the checkpoint kept.
-  const auto job = config("resume", diloco(2, 0.7, 0.9), adamw(), 8, 2);
-  auto result = train(job, "straight");
+/// Runs an 8-window DiLoCo job (H 2, a checkpoint at every outer step) straight, and again
+/// stopped after window 4 and resumed: every window must be the same bits. `run(job, dir,
+/// extra)` trains or launches it. Windows 7 and 8 start from the outer step of window 6, which
+/// needs the outer momentum (and every rank's inner state) the checkpoint kept.
+template <typename Run>
+void expect_resume_bit_for_bit(const std::string& job, const std::string& name, Run run) {
+  auto result = run(job, name + "-straight", "");
   ASSERT_EQ(result.status, 0) << result.output;
-  result = train(job, "resumed", "--steps 4");
+  result = run(job, name + "-resumed", "--steps 4");
   ASSERT_EQ(result.status, 0) << result.output;
-  result = train(job, "resumed", "--resume latest");
+  result = run(job, name + "-resumed", "--resume latest");
   ASSERT_EQ(result.status, 0) << result.output;
-  const auto straight = read_metrics("straight"), resumed = read_metrics("resumed");
+  const auto straight = cluster_job_test::read_metrics(name + "-straight");
+  const auto resumed = cluster_job_test::read_metrics(name + "-resumed");
   ASSERT_EQ(resumed.size(), 8u) << result.output;
   for (std::size_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(resumed[i].loss, straight[i].loss) << "step " << i + 1;
-    EXPECT_EQ(resumed[i].parameter_hash, straight[i].parameter_hash) << "step " << i + 1;
+    EXPECT_EQ(resumed[i].loss, straight[i].loss) << name << ", step " << i + 1;
+    EXPECT_EQ(resumed[i].parameter_hash, straight[i].parameter_hash) << name << ", step " << i + 1;
   }
+}
+
+TEST_F(diloco_e2e, resuming_from_an_outer_step_continues_bit_for_bit) {
+  expect_resume_bit_for_bit(config("resume", diloco(2, 0.7, 0.9), adamw(), 8, 2), "alone",
+                            [](const std::string& job, const std::string& run, const std::string& extra) {
+                              return train(job, run, extra);
+                            });
 }
 
 TEST_F(diloco_e2e, two_nodes_resume_each_with_its_own_inner_state_bit_for_bit) {
   // Each rank's AdamW moments are its own under DiLoCo: the checkpoint collects rank 1's
   // ("rank1/exp_avg", …) and a resume on two nodes gives each its own back.
   const auto manifest = write_manifest(2, "two-abort-resume.json", "abort");
-  const auto job = config("two-resume", diloco(2, 0.7, 0.9), adamw(), 8, 2);
-  auto result = launch(manifest, job, "two-straight");
-  ASSERT_EQ(result.status, 0) << result.output;
-  result = launch(manifest, job, "two-resumed", "--steps 4");
-  ASSERT_EQ(result.status, 0) << result.output;
-  result = launch(manifest, job, "two-resumed", "--resume latest");
-  ASSERT_EQ(result.status, 0) << result.output;
-  const auto straight = read_metrics("two-straight"), resumed = read_metrics("two-resumed");
-  ASSERT_EQ(resumed.size(), 8u) << result.output;
-  for (std::size_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(resumed[i].loss, straight[i].loss) << "step " << i + 1;
-    EXPECT_EQ(resumed[i].parameter_hash, straight[i].parameter_hash) << "step " << i + 1;
-  }
+  expect_resume_bit_for_bit(config("two-resume", diloco(2, 0.7, 0.9), adamw(), 8, 2), "two",
+                            [&](const std::string& job, const std::string& run, const std::string& extra) {
+                              return launch(manifest, job, run, extra);
+                            });
 }
 
 TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_round_and_the_job) {
@@ -173,7 +174,8 @@ TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_roun
                              "--inject kill:c@5");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("redo the window in flight as generation 1"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("the 2 replicas left finish the round among themselves: an outer step before step 5"),
+  EXPECT_NE(result.output.find("the 2 members of the new generation finish the round among themselves: an outer "
+                               "step before step 5"),
             std::string::npos)
       << result.output;
   const auto windows = lines("elastic-kill");
