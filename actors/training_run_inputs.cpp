@@ -34,14 +34,12 @@ void training_run::check_inputs() {
     for (int device : role_.cuda_devices)
       compute::check_device("cuda:" + std::to_string(device), "manifest: nodes[" + role_.node + "].devices");
     // NCCL sums in the type it is given: 16 bits on the wire would mean 16-bit sums.
-    if (config_.communication_data_type != "fp32")
-      throw make_error("config: communication_data_type: \"", config_.communication_data_type,
-                       "\" needs the rings' own transport (ucx or shared memory), which sums in fp32 at every hop; "
-                       "under transport \"nccl\" use \"fp32\"");
-    if (config_.sync.diloco_mode() && config_.sync.diloco.communication_data_type != "fp32")
-      throw make_error("config: sync.communication_data_type: \"", config_.sync.diloco.communication_data_type,
-                       "\" needs the rings' own transport (ucx or shared memory), which sums in fp32 at every hop; "
-                       "under transport \"nccl\" use \"fp32\"");
+    for (const auto& [key, type] : {std::pair{"communication_data_type", config_.communication_data_type},
+                                    std::pair{"sync.communication_data_type", config_.sync.diloco.communication_data_type}})
+      if (type != "fp32")
+        throw make_error("config: ", key, ": \"", type,
+                         "\" needs the rings' own transport (ucx or shared memory), which sums in fp32 at every hop; "
+                         "under transport \"nccl\" use \"fp32\"");
   } else {
     compute::check_device(config_.runtime.device, "config: runtime.device");
     // Over UCX or shared memory the rings sum host memory: a GPU trains one worker alone.

@@ -179,6 +179,7 @@ struct worker_state {
   void outer_step(std::function<void()> then);
   void gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then);
   void survivors_outer_step(double total_weight, std::function<void()> then);
+  void sum_and_step_outer(double total_weight, std::function<void()> then);
   void evaluate_held_out();
   void take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);

@@ -48,39 +48,42 @@ void worker_state::weigh_window(int64_t own_weight) {
 
 void worker_state::outer_step(std::function<void()> then) {
   const double total = round_total_weight;
-  round_total_weight = 0;
-  trainer->put_pseudo_gradient(trainer->round_weight());
-  auto finish = [this, total, then = std::move(then)] {
-    trainer->outer_step(total);
-    current.outer_step = true;
-    then();
-  };
-  if (settings.reducers.empty()) {
-    finish();
-    return;
+  current.outer_step = true;
+  if (!settings.reducers.empty()) {
+    // What a ring allreduce sends per rank: 2(n−1)/n of the buffer.
+    const auto world = static_cast<double>(settings.world);
+    current.outer_bytes = static_cast<int64_t>(static_cast<double>(trainer->gradients().numel()) *
+                                               static_cast<double>(io::wire_element_bytes(settings.outer_wire)) * 2.0 *
+                                               (world - 1.0) / world);
   }
-  // What a ring allreduce sends per rank: 2(n−1)/n of the buffer.
-  const auto world = static_cast<double>(settings.world);
-  current.outer_bytes = static_cast<int64_t>(static_cast<double>(trainer->gradients().numel()) *
-                                             static_cast<double>(io::wire_element_bytes(settings.outer_wire)) * 2.0 *
-                                             (world - 1.0) / world);
-  reduce(carrying::gradient, std::move(finish), settings.outer_wire);
+  sum_and_step_outer(total, std::move(then));
 }
 
 void worker_state::survivors_outer_step(double total_weight, std::function<void()> then) {
-  round_total_weight = 0;
   if (total_weight <= 0) {  // the generation starts right after an outer step: nothing to finish
+    round_total_weight = 0;
     then();
     return;
   }
   if (settings.rank == 0)
     spdlog::info("the {} members of the new generation finish the round among themselves: an outer step before "
                  "step {}", settings.world, settings.synchronise_to_steps + 1);
+  sum_and_step_outer(total_weight, std::move(then));
+}
+
+/// Every member's pseudo-gradient times its round weight, summed over the rings (alone: its
+/// own), then the outer step with every member's weight, `total_weight`; a new round begins.
+void worker_state::sum_and_step_outer(double total_weight, std::function<void()> then) {
+  round_total_weight = 0;
   trainer->put_pseudo_gradient(trainer->round_weight());
-  reduce(carrying::gradient, [this, total_weight, then = std::move(then)] {
+  auto step = [this, total_weight, then = std::move(then)] {
     trainer->outer_step(total_weight);
     then();
-  }, settings.outer_wire);
+  };
+  if (settings.reducers.empty())
+    step();
+  else
+    reduce(carrying::gradient, std::move(step), settings.outer_wire);
 }
 
 void worker_state::gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then) {
@@ -101,7 +104,7 @@ void worker_state::gather_inner_states(int64_t owner, std::size_t buffer, std::f
   auto keep = [this, owner, buffer, name = state[buffer].first, then = std::move(then)]() mutable {
     const auto& summed = trainer->gradients();
     if (settings.reports) {
-      const std::string key = "rank" + std::to_string(owner) + "/" + name;
+      const std::string key = compute::rank_state_name(owner, name);
       auto kept = std::find_if(peer_optimizer_states.begin(), peer_optimizer_states.end(),
                                [&](const auto& entry) { return entry.first == key; });
       if (kept == peer_optimizer_states.end())

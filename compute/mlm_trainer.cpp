@@ -370,22 +370,22 @@ named_tensors mlm_trainer::named_parameters() const {
   return named;
 }
 
-named_tensors mlm_trainer::optimizer_state() const {
-  auto state = optimizer_->state();
+std::string rank_state_name(int64_t rank, const std::string& name) { return "rank" + std::to_string(rank) + "/" + name; }
+
+named_tensors mlm_trainer::with_outer_state(named_tensors state) const {
   if (outer_)
     for (auto& entry : outer_->state()) state.push_back(entry);
+  return state;
+}
+
+named_tensors mlm_trainer::optimizer_state() const {
+  auto state = with_outer_state(optimizer_->state());
   state.erase(std::remove_if(state.begin(), state.end(), [](const auto& e) { return !e.second.defined(); }),
               state.end());
   return state;
 }
 
-named_tensors mlm_trainer::optimizer_buffers() {
-  optimizer_->ensure_state(*parameters_);
-  auto state = optimizer_->state();
-  if (outer_)
-    for (auto& entry : outer_->state()) state.push_back(entry);
-  return state;
-}
+named_tensors mlm_trainer::optimizer_buffers() { return with_outer_state(inner_optimizer_buffers()); }
 
 void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps,
                        const std::optional<loss_scale_state>& loss_scale) {
@@ -393,7 +393,7 @@ void mlm_trainer::load(const named_tensors& parameters, const named_tensors& sta
   if (scaler_ && loss_scale) scaler_->restore(*loss_scale);
   // DiLoCo checkpoints are taken right after an outer step: the parameters are the round's
   // start. Each rank takes its own inner state when the checkpoint holds one for it.
-  const std::string own_prefix = "rank" + std::to_string(options_.rank) + "/";
+  const std::string own_prefix = rank_state_name(options_.rank, "");
   named_tensors inner, own;
   for (const auto& entry : state) {
     if (entry.first.rfind(own_prefix, 0) == 0)

@@ -110,6 +110,10 @@ struct window_step_result {
   double optimizer_seconds = 0.0;
 };
 
+/// The name under which a DiLoCo checkpoint holds rank `rank`'s inner optimizer tensor `name`
+/// ("rank1/exp_avg"; rank 0's keep their own names).
+std::string rank_state_name(int64_t rank, const std::string& name);
+
 /// Runs micro-batches (forward — of the student and a frozen teacher under distillation —,
 /// backward, gradients accumulated in the flat buffer) and, at a window's end, clips the
 /// gradient and steps the optimizer. Each micro-batch's backward pass is of its share of the
@@ -224,6 +228,8 @@ class mlm_trainer {
   /// The loss of a fine-tuning micro-batch (on the device) as its share of the window's.
   at::Tensor task_loss(const mlm_batch& batch, micro_step_result& result);
   int64_t skipped_steps() const;
+  /// `state` followed by DiLoCo's outer state (none in window synchronisation).
+  named_tensors with_outer_state(named_tensors state) const;
   c10::ScalarType autocast_dtype() const;
 };
 
