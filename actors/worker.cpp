@@ -53,7 +53,11 @@ void worker_state::fail(messages::errc code, const std::string& what) {
 
 void worker_state::start(const caf::actor& data_loader) {
   loader = data_loader;
-  window_start = last_batch_done = clock::now();
+  window_start = last_batch_done = run_started = clock::now();
+  if (diloco()) {
+    const int64_t inner_steps = settings.sync.diloco.inner_steps;
+    outer_steps_done = (settings.start.optimizer_steps + inner_steps - 1) / inner_steps;
+  }
   summary.next_position = settings.start.next_position;  // the data cursor: kept here only
   auto begin = [this] {
     if (settings.windows <= 0) {
@@ -309,6 +313,12 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   }
   report.diloco = diloco();
   const auto now = clock::now();
+  if (diloco()) {
+    report.outer_steps = outer_steps_done;
+    report.outer_bytes_total = outer_bytes_sent;
+    const double hours = seconds(now - run_started) / 3600.0;
+    report.outer_bytes_per_hour = hours > 0 ? static_cast<double>(outer_bytes_sent) / hours : 0.0;
+  }
   report.window_seconds = seconds(now - window_start);
   window_start = now;
   summary.losses.push_back(report.loss);

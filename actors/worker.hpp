@@ -142,6 +142,11 @@ struct worker_state {
   /// DiLoCo: every rank's loss weights (compute::loss_weight) over the round's inner steps so far
   /// in this membership generation (this rank's own are kept by its trainer).
   double round_total_weight = 0;
+  /// DiLoCo's counters for the reports: outer steps the parameters went through (a resume starts
+  /// from ⌈step / H⌉), and the bytes this process sent for them since `run_started`.
+  int64_t outer_steps_done = 0;
+  int64_t outer_bytes_sent = 0;
+  std::chrono::steady_clock::time_point run_started;
   /// DiLoCo, on the writer: the other ranks' inner optimizer states at the last checkpoint
   /// ("rank<r>/<name>"; buffers allocated once).
   compute::named_tensors peer_optimizer_states;
@@ -177,6 +182,7 @@ struct worker_state {
   bool fine_tuning() const { return settings.trainer.task.has_value(); }
   void weigh_window(int64_t own_weight);
   void outer_step(std::function<void()> then);
+  int64_t outer_exchange_bytes() const;
   void gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then);
   void survivors_outer_step(double total_weight, std::function<void()> then);
   void sum_and_step_outer(double total_weight, std::function<void()> then);

@@ -49,14 +49,18 @@ void worker_state::weigh_window(int64_t own_weight) {
 void worker_state::outer_step(std::function<void()> then) {
   const double total = round_total_weight;
   current.outer_step = true;
-  if (!settings.reducers.empty()) {
-    // What a ring allreduce sends per rank: 2(n−1)/n of the buffer.
-    const auto world = static_cast<double>(settings.world);
-    current.outer_bytes = static_cast<int64_t>(static_cast<double>(trainer->gradients().numel()) *
-                                               static_cast<double>(io::wire_element_bytes(settings.outer_wire)) * 2.0 *
-                                               (world - 1.0) / world);
-  }
+  current.outer_bytes = outer_exchange_bytes();
   sum_and_step_outer(total, std::move(then));
+}
+
+/// What this rank sends for one outer step: a ring allreduce sends 2(n−1)/n of the buffer, in
+/// the sync block's wire format (int8's scales counted over the whole buffer, not per segment:
+/// a few bytes off); nothing alone.
+int64_t worker_state::outer_exchange_bytes() const {
+  if (settings.reducers.empty()) return 0;
+  const auto world = static_cast<double>(settings.world);
+  const auto buffer_bytes = io::wire_bytes(settings.outer_wire, static_cast<std::size_t>(trainer->gradients().numel()));
+  return static_cast<int64_t>(static_cast<double>(buffer_bytes) * 2.0 * (world - 1.0) / world);
 }
 
 void worker_state::survivors_outer_step(double total_weight, std::function<void()> then) {
@@ -75,6 +79,8 @@ void worker_state::survivors_outer_step(double total_weight, std::function<void(
 /// own), then the outer step with every member's weight, `total_weight`; a new round begins.
 void worker_state::sum_and_step_outer(double total_weight, std::function<void()> then) {
   round_total_weight = 0;
+  ++outer_steps_done;
+  outer_bytes_sent += outer_exchange_bytes();
   trainer->put_pseudo_gradient(trainer->round_weight());
   auto step = [this, total_weight, then = std::move(then)] {
     trainer->outer_step(total_weight);

@@ -22,8 +22,8 @@ struct diloco_config {
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   bool nesterov = true;  ///< outer_optimizer.type "nesterov" (DiLoCo's) or "sgd" (heavy-ball)
-  /// How the pseudo-gradient crosses the links ("fp32", "bf16", "fp16"): summed in fp32 at
-  /// every hop as the gradients of window mode are (io/comm/wire_format.hpp).
+  /// How the pseudo-gradient crosses the links ("fp32", "bf16", "fp16", or "int8" with a scale
+  /// per block of 256): summed in fp32 at every hop (io/comm/wire_format.hpp).
   std::string communication_data_type = "fp32";
 };
 

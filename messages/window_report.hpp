@@ -58,6 +58,9 @@ struct window_report {
   bool diloco = false;
   bool outer_step = false;      ///< DiLoCo: the window ended with an outer step
   int64_t outer_bytes = 0;      ///< DiLoCo: bytes this rank put on the links for the outer step's pseudo-gradient
+  int64_t outer_steps = 0;      ///< DiLoCo: outer steps the parameters went through so far (a resume counts ⌈step / H⌉)
+  int64_t outer_bytes_total = 0;    ///< DiLoCo: bytes this rank sent for outer steps since its process started
+  double outer_bytes_per_hour = 0;  ///< DiLoCo: outer_bytes_total over the hours since this rank's first window began
   double loss_scale = 0;        ///< fp16: the loss scale this window's backward passes used (0: none)
   bool skipped_step = false;    ///< fp16: the gradient overflowed on some rank; no optimizer step
   /// Per ring, this rank's link to its successor and from its predecessor in the gradient's sum

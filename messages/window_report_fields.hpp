@@ -118,6 +118,14 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"diloco", &window_report::diloco},
       {"outerStep", &window_report::outer_step},
       {"outerBytes", &window_report::outer_bytes, nullptr, "Train/Samples/outer_bytes", nullptr, nullptr, shown_in::diloco},
+      {"outerSteps", &window_report::outer_steps, nullptr, "Train/Samples/outer_steps", "troupe_diloco_outer_steps",
+       "DiLoCo: outer steps the parameters went through so far.", shown_in::diloco},
+      {"outerBytesTotal", &window_report::outer_bytes_total, nullptr, "Train/Samples/outer_bytes_total",
+       "troupe_diloco_outer_bytes_sent", "DiLoCo: bytes rank 0 sent for outer steps since its process started.",
+       shown_in::diloco},
+      {"outerBytesPerHour", &window_report::outer_bytes_per_hour, nullptr, "Train/Samples/outer_bytes_per_hour",
+       "troupe_diloco_outer_bytes_per_hour", "DiLoCo: rank 0's outer-step bytes per hour of training so far.",
+       shown_in::diloco},
   };
   return fields;
 }

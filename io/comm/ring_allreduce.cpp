@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "io/comm/ring_pipeline_plan.hpp"
 #include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_add.hpp"
 #include "io/comm/ring_shared_path.hpp"
@@ -70,17 +71,20 @@ namespace troupe::io {
 // Both paths use step and chunk fields from 0; a pair never mixes them because every rank
 // picks the path from the same count.
 //
-// 16-bit communication (wire bf16 or fp16, float sums above small_message_bytes): what
-// crosses a link is rounded to 16 bits, what a rank adds is fp32 (io/comm/wire_format.hpp). A
-// reduce-scatter send narrows the sender's fp32 partial sum into a 16-bit image of `data` and
-// sends that; the receiver widens it and adds it to its own fp32 values. The last addition of
-// each segment (step world−2, at the segment's owner) is rounded as well, because every other
-// rank will receive the result in 16 bits: the owner keeps the same rounded value. Allgather
-// chunks travel and land in the 16-bit image and are widened into `data`; a rank forwards them
-// from the image as they came. So every rank ends with the same bits, R(...(R(R(v₀) + v₁) + …)),
-// with R the rounding, and the shared-memory path, which rounds what it reads from the
-// neighbour's fp32 buffer the same way, gives those bits too. Chunks keep chunk_bytes bytes, so
-// they hold twice the elements.
+// Narrow communication (wire bf16, fp16 or int8, float sums above small_message_bytes): what
+// crosses a link is encoded, what a rank adds is fp32 (io/comm/wire_format.hpp). A
+// reduce-scatter send encodes the sender's fp32 partial sum into an image of `data` and sends
+// that; the receiver decodes it and adds it to its own fp32 values. The last addition of each
+// segment (step world−2, at the segment's owner) is rounded as well, because every other rank
+// will receive the result encoded: the owner keeps the same rounded value. Allgather chunks
+// travel and land in the image and are decoded into `data`; a rank forwards them from the image
+// as they came. So every rank ends with the same bits, R(...(R(R(v₀) + v₁) + …)), with R the
+// rounding, and the shared-memory path, which rounds what it reads from the neighbour's fp32
+// buffer the same way, gives those bits too. Chunks keep about chunk_bytes bytes, so they hold
+// two (16 bits) or four (int8) times the elements. int8 rounds blocks of 256 elements counted
+// from each segment's start: both paths cut chunks at multiples of 256 elements
+// (chunk_elements), so both round the same blocks; the image holds each segment's blocks, scale
+// and bytes, one after another, and a unit's bytes are one contiguous piece of it.
 //
 // The wrapping fields cannot cause a mismatch: between one pair, sends and receives are posted
 // in the same order on both sides and the transport matches equal tags in posting order, so a
@@ -95,9 +99,6 @@ using ring_tags::allgather;
 using ring_tags::reduce_scatter;
 using ring_tags::ring_tag;
 
-// Receives posted ahead of the one being processed (reduce-scatter: staging slots in use).
-constexpr std::size_t pipeline_depth = 4;
-constexpr std::size_t staging_alignment = 64;
 // Elements added between two progress calls (see the reduce-scatter loop).
 constexpr std::size_t add_block_elements = 16384;
 
@@ -111,92 +112,6 @@ std::string order_text(const std::vector<int>& order) {
 
 }  // namespace
 
-struct ring_allreduce::schedule {
-  struct unit {
-    std::size_t begin = 0;  // first element in data
-    std::size_t size = 0;   // elements
-    int phase = 0;
-    int step = 0;
-    std::size_t chunk = 0;
-    std::uint64_t tag = 0;
-    // Receives: the send that must finish before this receive may be posted (allgather), the
-    // staging slot (reduce-scatter), and state.
-    std::size_t after_send = SIZE_MAX;
-    int slot = -1;
-    bool posted = false;
-    bool done = false;
-    transport_request request = 0;
-  };
-
-  struct aligned_free {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{staging_alignment}); }
-  };
-
-  std::vector<unit> sends;
-  std::vector<unit> receives;
-  std::vector<std::size_t> reduce_scatter_send_start;  // index of (step, chunk 0) in sends
-  std::vector<int> free_slots;
-  std::unique_ptr<std::byte[], aligned_free> staging;
-  std::size_t slot_bytes = 0;
-  std::string what;  // reused for the description of each wait
-  std::vector<std::byte> gathered;  // small path: every position's contribution, in ring order
-  std::vector<transport_request> small_sends;
-  std::vector<std::uint16_t> narrow;  // 16-bit communication: the image of data that crosses links
-
-  void reserve_staging(std::size_t bytes_per_slot) {
-    bytes_per_slot = (bytes_per_slot + staging_alignment - 1) / staging_alignment * staging_alignment;
-    if (bytes_per_slot <= slot_bytes) return;
-    staging.reset(static_cast<std::byte*>(
-        ::operator new[](bytes_per_slot * pipeline_depth, std::align_val_t{staging_alignment})));
-    slot_bytes = bytes_per_slot;
-  }
-
-  std::byte* slot(int index) const { return staging.get() + static_cast<std::size_t>(index) * slot_bytes; }
-
-  std::size_t first_sends = 0;    ///< step-0 chunks, all sent at once
-  std::size_t largest_chunk = 0;  ///< elements
-
-  /// The two unit streams of one pipelined sum (see the comment at the top).
-  void build(std::size_t count, int world, int position, std::size_t chunk_elements, int ring, std::uint64_t sequence) {
-    const int n = world, p = position;
-    sends.clear();
-    receives.clear();
-    reduce_scatter_send_start.assign(n - 1, 0);
-    largest_chunk = 0;
-    auto add_units = [&](std::vector<unit>& units, int phase, int step, int segment) {
-      const element_range range = io::ring_segment(count, n, segment);
-      const std::size_t chunks = io::chunk_count(range.size(), chunk_elements);
-      for (std::size_t c = 0; c < chunks; ++c) {
-        const element_range piece = io::chunk_range(range.size(), chunk_elements, c);
-        unit u;
-        u.begin = range.begin + piece.begin;
-        u.size = piece.size();
-        u.phase = phase;
-        u.step = step;
-        u.chunk = c;
-        u.tag = ring_tag(ring, sequence, phase, step, c);
-        units.push_back(u);
-        largest_chunk = std::max(largest_chunk, u.size);
-      }
-    };
-    for (int s = 0; s + 1 < n; ++s) {
-      reduce_scatter_send_start[s] = sends.size();
-      add_units(sends, reduce_scatter, s, io::reduce_scatter_send_segment(n, p, s));
-    }
-    for (int s = 0; s + 1 < n; ++s) add_units(sends, allgather, s, io::allgather_send_segment(n, p, s));
-    for (int s = 0; s + 1 < n; ++s) add_units(receives, reduce_scatter, s, io::reduce_scatter_receive_segment(n, p, s));
-    for (int s = 0; s + 1 < n; ++s) {
-      const std::size_t first = receives.size();
-      add_units(receives, allgather, s, io::allgather_receive_segment(n, p, s));
-      // The reduce-scatter send of step s read the same segment (p − s) that this step overwrites.
-      for (std::size_t i = first; i < receives.size(); ++i) receives[i].after_send = reduce_scatter_send_start[s] + receives[i].chunk;
-    }
-    first_sends = io::chunk_count(
-        io::ring_segment(count, n, io::reduce_scatter_send_segment(n, p, 0)).size(), chunk_elements);
-    free_slots.clear();
-    for (int slot = static_cast<int>(pipeline_depth) - 1; slot >= 0; --slot) free_slots.push_back(slot);
-  }
-};
 
 namespace {
 
@@ -205,12 +120,11 @@ namespace {
 template <class T>
 class pipelined_sum {
  public:
-  /// `narrow`: the 16-bit image of data (16-bit communication in `wire`), or null.
+  /// `image`: the encoded data (narrow communication in `wire`), or null.
   pipelined_sum(transport& t, ring_allreduce::schedule& plan, const ring_settings& settings, int to, int from, T* data,
-                std::uint64_t sequence, wire_format wire, std::uint16_t* narrow)
+                std::uint64_t sequence, wire_format wire, std::byte* image)
       : transport_(t), plan_(plan), settings_(settings), to_(to), from_(from), data_(data), sequence_(sequence),
-        wire_(wire), narrow_(narrow), element_bytes_(narrow ? wire_element_bytes(wire) : sizeof(T)),
-        last_step_(static_cast<int>(settings.order.size()) - 2) {}
+        wire_(wire), image_(image), last_step_(static_cast<int>(settings.order.size()) - 2) {}
 
   /// Throws transport_error naming the ring, sequence, phase, step, chunk and peer of the
   /// operation that failed.
@@ -262,8 +176,8 @@ class pipelined_sum {
     u.done = true;
     if (u.phase == reduce_scatter)
       add_received(u);
-    else if (narrow_)
-      widen_landed(u);
+    else if (image_)
+      decode_landed(u);
   }
 
   /// Adds a reduce-scatter chunk from its staging slot into data, in blocks with a progress call
@@ -278,32 +192,33 @@ class pipelined_sum {
     plan_.free_slots.push_back(u.slot);
   }
 
-  /// data += the slot's elements [offset, offset + n) of unit u: widened and, at a segment's
-  /// last addition, rounded, under 16-bit communication (see the comment at the top).
+  /// data += the slot's elements [offset, offset + n) of unit u: decoded and, at a segment's
+  /// last addition, rounded, under narrow communication (see the comment at the top). `offset`
+  /// is a multiple of add_block_elements, so of int8's block too.
   void add_block(const unit& u, std::size_t offset, std::size_t n) {
     T* sum = data_ + u.begin + offset;
     if constexpr (std::is_same_v<T, float>) {
-      if (narrow_) {
-        const auto* in = reinterpret_cast<const std::uint16_t*>(plan_.slot(u.slot)) + offset;
-        return u.step == last_step_ ? add_widened_and_round(wire_, sum, in, n) : add_widened(wire_, sum, in, n);
+      if (image_) {
+        const std::byte* in = plan_.slot(u.slot) + wire_bytes(wire_, offset);
+        return u.step == last_step_ ? add_decoded_and_round(wire_, sum, in, n) : add_decoded(wire_, sum, in, n);
       }
     }
     add_into(sum, reinterpret_cast<const T*>(plan_.slot(u.slot)) + offset, n);
   }
 
-  /// 16-bit communication: an allgather chunk landed in the image; data gets its widened value.
-  void widen_landed(const unit& u) {
-    if constexpr (std::is_same_v<T, float>) widen_into(wire_, narrow_ + u.begin, data_ + u.begin, u.size);
+  /// Narrow communication: an allgather chunk landed in the image; data gets its decoded value.
+  void decode_landed(const unit& u) {
+    if constexpr (std::is_same_v<T, float>) decode_into(wire_, image_ + u.image_offset, data_ + u.begin, u.size);
   }
 
-  /// Where unit u's bytes are sent from: data, or under 16-bit communication the image, into
+  /// Where unit u's bytes are sent from: data, or under narrow communication the image, into
   /// which a reduce-scatter chunk and the owner's reduced segment (allgather step 0) are first
-  /// narrowed; later allgather chunks are forwarded as they landed there.
+  /// encoded; later allgather chunks are forwarded as they landed there.
   const void* send_source(const unit& u) {
     if constexpr (std::is_same_v<T, float>) {
-      if (narrow_) {
-        if (u.phase == reduce_scatter || u.step == 0) narrow_into(wire_, data_ + u.begin, narrow_ + u.begin, u.size);
-        return narrow_ + u.begin;
+      if (image_) {
+        if (u.phase == reduce_scatter || u.step == 0) encode_into(wire_, data_ + u.begin, image_ + u.image_offset, u.size);
+        return image_ + u.image_offset;
       }
     }
     return data_ + u.begin;
@@ -312,7 +227,7 @@ class pipelined_sum {
   void post_send(unit& u) {
     current_ = &u;
     current_is_send_ = true;
-    u.request = transport_.post_send(to_, u.tag, send_source(u), u.size * element_bytes_);
+    u.request = transport_.post_send(to_, u.tag, send_source(u), u.wire_size);
     u.posted = true;
   }
 
@@ -331,7 +246,7 @@ class pipelined_sum {
   }
 
   void post_receive(unit& u) {
-    void* target = narrow_ ? static_cast<void*>(narrow_ + u.begin) : static_cast<void*>(data_ + u.begin);
+    void* target = image_ ? static_cast<void*>(image_ + u.image_offset) : static_cast<void*>(data_ + u.begin);
     if (u.phase == reduce_scatter) {
       u.slot = plan_.free_slots.back();
       plan_.free_slots.pop_back();
@@ -339,7 +254,7 @@ class pipelined_sum {
     }
     current_ = &u;
     current_is_send_ = false;
-    u.request = transport_.post_receive(from_, u.tag, target, u.size * element_bytes_);
+    u.request = transport_.post_receive(from_, u.tag, target, u.wire_size);
     u.posted = true;
   }
 
@@ -360,8 +275,7 @@ class pipelined_sum {
   T* const data_;
   const std::uint64_t sequence_;
   const wire_format wire_;
-  std::uint16_t* const narrow_;
-  const std::size_t element_bytes_;  ///< on the wire
+  std::byte* const image_;
   const int last_step_;              ///< a reduce-scatter step's number: the segment's last addition
   std::size_t next_post_ = 0;  ///< first receive not yet posted
   /// The unit of the post or test under way: errors thrown there (wait() names its own) get the
@@ -397,8 +311,11 @@ int ring_allreduce::next() const { return settings_.order[io::ring_wrap(position
 int ring_allreduce::previous() const { return settings_.order[io::ring_wrap(position_ - 1, world())]; }
 const ring_settings& ring_allreduce::settings() const { return settings_; }
 
-std::size_t ring_allreduce::chunk_elements(std::size_t element_bytes) const {
+std::size_t ring_allreduce::chunk_elements(std::size_t value_bytes, wire_format wire) const {
+  const std::size_t element_bytes = wire == wire_format::fp32 ? value_bytes : wire_value_bytes(wire);
   std::size_t elements = std::max<std::size_t>(1, settings_.chunk_bytes / element_bytes);
+  const std::size_t block = wire_block_elements(wire);
+  if (block > 1) return std::max(block, elements - elements % block);  // whole blocks (see the comment at the top)
   if (elements >= io::ring_alignment_elements) elements -= elements % io::ring_alignment_elements;
   return elements;
 }
@@ -478,16 +395,15 @@ void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence, wir
   if (small) return run_small(data, count, sequence);
 
   schedule& plan = *schedule_;
-  const std::size_t element_bytes = wire == wire_format::fp32 ? sizeof(T) : wire_element_bytes(wire);
-  plan.build(count, n, position_, chunk_elements(element_bytes), settings_.ring_index, sequence);
-  plan.reserve_staging(plan.largest_chunk * element_bytes);
-  std::uint16_t* narrow = nullptr;
+  plan.build(count, n, position_, chunk_elements(sizeof(T), wire), settings_.ring_index, sequence, wire, sizeof(T));
+  plan.reserve_staging(plan.largest_chunk);
+  std::byte* image = nullptr;
   if (wire != wire_format::fp32) {
-    if (plan.narrow.size() < count) plan.narrow.resize(count);
-    narrow = plan.narrow.data();
+    if (plan.image.size() < plan.image_bytes) plan.image.resize(plan.image_bytes);
+    image = plan.image.data();
   }
   try {
-    pipelined_sum<T>(transport_, plan, settings_, next(), previous(), data, sequence, wire, narrow).run();
+    pipelined_sum<T>(transport_, plan, settings_, next(), previous(), data, sequence, wire, image).run();
   } catch (...) {
     broken_ = true;
     throw;

@@ -34,7 +34,7 @@ struct ring_settings {
 /// ring calls sum() with the same element type, count and sequence, in the same order of calls.
 /// sum() blocks until this rank's buffer holds the sum; afterwards every rank's buffer is
 /// bitwise identical, and the order of additions depends only on settings.order and count
-/// (and, with 16 bits on the wire, the roundings too, on every path).
+/// (and, with 16 or 8 bits on the wire, the roundings too, on every path).
 ///
 /// Errors: sum() throws transport_error naming the peer and the step awaited when a peer fails
 /// or a wait runs past settings.timeout. The transport then still holds requests that write
@@ -57,7 +57,7 @@ class ring_allreduce {
   /// Replaces data[0 … count) by its sum over the ring, in place. `sequence` tells consecutive
   /// calls apart in the tags (its low 16 bits are used). World 1 and count 0 return at once.
   /// `wire`: how the values cross each link when the sum is above small_message_bytes: fp32, or
-  /// rounded to 16 bits and summed in fp32 at every hop (io/comm/wire_format.hpp); every rank
+  /// rounded to 16 bits or int8 blocks and summed in fp32 at every hop (io/comm/wire_format.hpp); every rank
   /// must pass the same. Small sums are exact.
   void sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire = wire_format::fp32);
   /// As above, for double.
@@ -104,7 +104,7 @@ class ring_allreduce {
   void run_shared(T* data, std::size_t count, std::uint64_t sequence, wire_format wire);
   template <class T>
   void run_shared_small(T* data, std::size_t count, std::uint64_t sequence);
-  std::size_t chunk_elements(std::size_t element_bytes) const;
+  std::size_t chunk_elements(std::size_t value_bytes, wire_format wire) const;
 
   transport& transport_;
   int my_rank_;

@@ -61,10 +61,11 @@ namespace troupe::io {
 // 0.5 ms); it gives up at settings.timeout, or as soon as the neighbour's process is gone,
 // naming the rank, ring, step and chunk.
 //
-// Under 16-bit communication (a sum's wire format) a rank adds the neighbour's fp32 partial sum
+// Under narrow communication (a sum's wire format) a rank adds the neighbour's fp32 partial sum
 // rounded, as the transport would have carried it, and rounds each segment's last addition;
-// the allgather then copies values that are rounded already. The same bits as over the
-// transport (io/comm/ring_allreduce.cpp, "16-bit communication").
+// the allgather then copies values that are rounded already. Chunks are whole int8 blocks
+// (chunk_elements), so int8 rounds the transport's blocks. The same bits as over the transport
+// (io/comm/ring_allreduce.cpp, "Narrow communication").
 //
 // Sums of at most small_message_bytes are copied into the region's scratch for this ring and
 // back, so they need no particular buffer; they take the same schedule (not the transport's
@@ -227,7 +228,7 @@ struct ring_allreduce::shared_sum {
   const int ring_index = ring.settings_.ring_index;
   shared_path& path = *ring.shared_;
   const std::size_t bytes = count * sizeof(T);
-  const std::size_t chunk_elements = ring.chunk_elements(sizeof(T));
+  const std::size_t chunk_elements = ring.chunk_elements(sizeof(T), wire);
   const std::size_t chunks = most_chunks();  ///< C: the most chunks of any segment
   const std::uint64_t units = 1 + 2 * static_cast<std::uint64_t>(n - 1) * chunks;
   /// What this sum is. Neighbours that disagreed would number their units differently and read
@@ -314,7 +315,7 @@ struct ring_allreduce::shared_sum {
     }
   }
 
-  /// data += source over n elements; under 16-bit communication the addend is rounded, and so
+  /// data += source over n elements; under narrow communication the addend is rounded, and so
   /// is the sum at a segment's `last` addition.
   void add(T* sum, const T* addend, std::size_t elements, bool last) {
     if constexpr (std::is_same_v<T, float>) {

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "io/comm/int8_block_codec.hpp"
+
 #if defined(__x86_64__)
 #define TROUPE_WITH_AVX2 __attribute__((target_clones("avx2", "default")))
 #else
@@ -109,16 +111,21 @@ struct kernels {
     codec::widen_block(narrow, out, m);
   }
 
-  static void narrow_into(const float* wide, std::uint16_t* narrow, std::size_t n) { codec::narrow_block(wide, narrow, n); }
-  static void widen_into(const std::uint16_t* narrow, float* wide, std::size_t n) { codec::widen_block(narrow, wide, n); }
-  static void add_widened(float* sum, const std::uint16_t* narrow, std::size_t n) {
+  static const std::uint16_t* halves(const std::byte* image) { return reinterpret_cast<const std::uint16_t*>(image); }
+  static std::uint16_t* halves(std::byte* image) { return reinterpret_cast<std::uint16_t*>(image); }
+
+  static void encode(const float* wide, std::byte* image, std::size_t n) { codec::narrow_block(wide, halves(image), n); }
+  static void decode(const std::byte* image, float* wide, std::size_t n) { codec::widen_block(halves(image), wide, n); }
+  static void add_decoded(float* sum, const std::byte* image, std::size_t n) {
+    const std::uint16_t* narrow = halves(image);
     float widened[block];
     by_block(n, [&](std::size_t b, std::size_t m) {
       codec::widen_block(narrow + b, widened, m);
       for (std::size_t i = 0; i < m; ++i) sum[b + i] += widened[i];
     });
   }
-  static void add_widened_and_round(float* sum, const std::uint16_t* narrow, std::size_t n) {
+  static void add_decoded_and_round(float* sum, const std::byte* image, std::size_t n) {
+    const std::uint16_t* narrow = halves(image);
     float widened[block];
     std::uint16_t scratch[block];
     by_block(n, [&](std::size_t b, std::size_t m) {
@@ -150,6 +157,21 @@ struct kernels {
   }
 };
 
+/// int8 with a scale per block (io/comm/int8_block_codec.hpp), under the same names.
+struct int8_kernels {
+  static void encode(const float* wide, std::byte* image, std::size_t n) { int8_blocks::encode(wide, image, n); }
+  static void decode(const std::byte* image, float* wide, std::size_t n) { int8_blocks::decode(image, wide, n); }
+  static void add_decoded(float* sum, const std::byte* image, std::size_t n) { int8_blocks::add_decoded(sum, image, n); }
+  static void add_decoded_and_round(float* sum, const std::byte* image, std::size_t n) {
+    int8_blocks::add_decoded_and_round(sum, image, n);
+  }
+  static void add_rounded(float* sum, const float* addend, std::size_t n) { int8_blocks::add_rounded(sum, addend, n); }
+  static void add_rounded_and_round(float* sum, const float* addend, std::size_t n) {
+    int8_blocks::add_rounded_and_round(sum, addend, n);
+  }
+  static void copy_rounded(float* out, const float* in, std::size_t n) { int8_blocks::copy_rounded(out, in, n); }
+};
+
 /// Calls `run` with the kernels of `format`; fp32 has none.
 template <class run_type>
 void with_kernels(wire_format format, run_type&& run) {
@@ -158,6 +180,8 @@ void with_kernels(wire_format format, run_type&& run) {
       return run(kernels<bf16_codec>{});
     case wire_format::fp16:
       return run(kernels<fp16_codec>{});
+    case wire_format::int8:
+      return run(int8_kernels{});
     case wire_format::fp32:
       break;
   }
@@ -172,6 +196,8 @@ std::string wire_format_name(wire_format format) {
       return "bf16";
     case wire_format::fp16:
       return "fp16";
+    case wire_format::int8:
+      return "int8";
     case wire_format::fp32:
       break;
   }
@@ -179,24 +205,43 @@ std::string wire_format_name(wire_format format) {
 }
 
 std::optional<wire_format> parse_wire_format(const std::string& name) {
-  for (const auto format : {wire_format::fp32, wire_format::bf16, wire_format::fp16})
+  for (const auto format : {wire_format::fp32, wire_format::bf16, wire_format::fp16, wire_format::int8})
     if (name == wire_format_name(format)) return format;
   return std::nullopt;
 }
 
-std::size_t wire_element_bytes(wire_format format) { return format == wire_format::fp32 ? 4 : 2; }
+std::size_t wire_bytes(wire_format format, std::size_t n) {
+  switch (format) {
+    case wire_format::bf16:
+    case wire_format::fp16:
+      return 2 * n;
+    case wire_format::int8:
+      return int8_blocks::image_bytes(n);
+    case wire_format::fp32:
+      break;
+  }
+  return 4 * n;
+}
 
-void narrow_into(wire_format format, const float* wide, std::uint16_t* narrow, std::size_t n) {
-  with_kernels(format, [&](auto k) { k.narrow_into(wide, narrow, n); });
+std::size_t wire_value_bytes(wire_format format) {
+  return format == wire_format::fp32 ? 4 : format == wire_format::int8 ? 1 : 2;
 }
-void widen_into(wire_format format, const std::uint16_t* narrow, float* wide, std::size_t n) {
-  with_kernels(format, [&](auto k) { k.widen_into(narrow, wide, n); });
+
+std::size_t wire_block_elements(wire_format format) {
+  return format == wire_format::int8 ? int8_blocks::block_elements : 1;
 }
-void add_widened(wire_format format, float* sum, const std::uint16_t* narrow, std::size_t n) {
-  with_kernels(format, [&](auto k) { k.add_widened(sum, narrow, n); });
+
+void encode_into(wire_format format, const float* wide, std::byte* image, std::size_t n) {
+  with_kernels(format, [&](auto k) { k.encode(wide, image, n); });
 }
-void add_widened_and_round(wire_format format, float* sum, const std::uint16_t* narrow, std::size_t n) {
-  with_kernels(format, [&](auto k) { k.add_widened_and_round(sum, narrow, n); });
+void decode_into(wire_format format, const std::byte* image, float* wide, std::size_t n) {
+  with_kernels(format, [&](auto k) { k.decode(image, wide, n); });
+}
+void add_decoded(wire_format format, float* sum, const std::byte* image, std::size_t n) {
+  with_kernels(format, [&](auto k) { k.add_decoded(sum, image, n); });
+}
+void add_decoded_and_round(wire_format format, float* sum, const std::byte* image, std::size_t n) {
+  with_kernels(format, [&](auto k) { k.add_decoded_and_round(sum, image, n); });
 }
 void add_rounded(wire_format format, float* sum, const float* addend, std::size_t n) {
   with_kernels(format, [&](auto k) { k.add_rounded(sum, addend, n); });

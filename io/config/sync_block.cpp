@@ -28,8 +28,6 @@ compute::sync_config parse_sync(json_fields& fields) {
   auto outer = fields.object("outer_optimizer");
   parse_outer_optimizer(outer, diloco);
   diloco.communication_data_type = fields.choice("communication_data_type", "fp32", {"fp32", "bf16", "fp16", "int8"});
-  if (diloco.communication_data_type == "int8")
-    fields.fail("communication_data_type", "\"fp32\", \"bf16\" or \"fp16\" (int8 with per-chunk scales is not built yet)");
   if (fields.integer("fragments", 1, 1, 1024) != 1)
     fields.fail("fragments", "1: streaming DiLoCo (fragments synchronised at staggered steps) is not built yet");
   if (fields.integer("overlap_steps", 0, 0, 1024) != 0)

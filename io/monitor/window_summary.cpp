@@ -137,7 +137,12 @@ nlohmann::json window_json(const window_summary& window) {
     line["loss_parts"] = {{"ce", r.loss_ce}, {"mlm", r.loss_mlm}, {"cos", r.loss_cos}, {"mse", r.loss_mse}};
   if (r.sentence_order) line["sop"] = {{"loss", r.loss_sop}, {"accuracy", r.sop_accuracy}, {"mlm_loss", r.loss_mlm}};
   if (r.task) line["task"] = {{"accuracy", r.task_accuracy}};
-  if (r.diloco) line["diloco"] = {{"outer_step", r.outer_step}, {"outer_bytes", r.outer_bytes}};
+  if (r.diloco)
+    line["diloco"] = {{"outer_step", r.outer_step},
+                      {"outer_bytes", r.outer_bytes},
+                      {"outer_steps", r.outer_steps},
+                      {"outer_bytes_total", r.outer_bytes_total},
+                      {"outer_bytes_per_hour", r.outer_bytes_per_hour}};
   if (r.loss_scale > 0) line["fp16"] = {{"loss_scale", r.loss_scale}, {"skipped_step", r.skipped_step}};
   return line;
 }
@@ -170,6 +175,9 @@ void read_groups(const nlohmann::json& line, messages::window_report& cluster) {
     cluster.diloco = true;
     cluster.outer_step = diloco->value("outer_step", false);
     cluster.outer_bytes = diloco->value("outer_bytes", int64_t{0});
+    cluster.outer_steps = diloco->value("outer_steps", int64_t{0});
+    cluster.outer_bytes_total = diloco->value("outer_bytes_total", int64_t{0});
+    cluster.outer_bytes_per_hour = diloco->value("outer_bytes_per_hour", 0.0);
   }
   if (line.contains("fp16")) {
     cluster.loss_scale = line["fp16"].value("loss_scale", 0.0);

@@ -56,6 +56,9 @@ struct WindowReport {
   diloco @46 :Bool;                 # a DiLoCo inner step (sync.mode "diloco")
   outerStep @47 :Bool;              # DiLoCo: the window ended with an outer step
   outerBytes @48 :Int64;            # DiLoCo: bytes this rank sent for the outer step's pseudo-gradient
+  outerSteps @49 :Int64;            # DiLoCo: outer steps so far (a resumed run counts ceil(step / H) for its start)
+  outerBytesTotal @50 :Int64;       # DiLoCo: bytes this rank sent for outer steps since its process started
+  outerBytesPerHour @51 :Float64;   # DiLoCo: outerBytesTotal over the hours since the rank's first window began
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

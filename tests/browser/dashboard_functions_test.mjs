@@ -55,6 +55,13 @@ test("a DiLoCo job shows its last outer step and what it sent; other jobs show n
   assert.deepEqual(page.outerStepKpis(windows.slice(0, 1)), [["last outer step", "none yet"]]);
   assert.deepEqual(page.outerStepKpis([{ step: 3, diloco: { outer_step: true, outer_bytes: 0 } }]),
                    [["last outer step", "step 3"], ["outer exchange", "alone"]]);
+  // Lines with the counters: the newest line's count and rate follow.
+  const counted = [
+    { step: 50, diloco: { outer_step: true, outer_bytes: 1024 * 1024, outer_steps: 1, outer_bytes_per_hour: 0 } },
+    { step: 51, diloco: { outer_step: false, outer_bytes: 0, outer_steps: 1, outer_bytes_per_hour: 36 * 1024 * 1024 } },
+  ];
+  assert.deepEqual(page.outerStepKpis(counted), [["last outer step", "step 50"], ["outer exchange", "1.0 MiB"],
+                                                 ["outer steps", "1"], ["outer bytes / hour", "36.0 MiB"]]);
 });
 
 test("the loss chart merges training and evaluation steps on one axis", () => {

@@ -1,8 +1,8 @@
 // DiLoCo end to end (issue 24): `sync.mode "diloco"` through `troupe train` and `troupe launch`.
 // The equivalences the issue states — H = 1 with SGD and an outer step of lr 1 without momentum
 // is window synchronisation; one worker with H inner steps and outer lr 1 is plain training —
-// each checked against a control that must differ; two nodes with Nesterov momentum and bf16
-// pseudo-gradients: replicas agree at every window (the statistics carry the agreed hash), the
+// each checked against a control that must differ; two nodes with Nesterov momentum and bf16 or
+// int8 pseudo-gradients: replicas agree at every window (the statistics carry the agreed hash), the
 // outer steps fall every H windows and at the end, and their bytes are reported; exact resumes
 // from a checkpoint taken at an outer step, alone and on two nodes (each rank its own inner
 // optimizer state); a node lost mid-round and one that rejoins.
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "tests/e2e/cluster_job.hpp"
 
@@ -41,6 +42,8 @@ class diloco_e2e : public cluster_job_test {
   static json sgd() { return {{"type", "SGD"}, {"params", {{"lr", 0.05}}}}; }
   static json adamw() { return {{"type", "AdamW"}, {"params", {{"lr", 2e-3}}}}; }
 
+ public:
+  /// Every metrics.jsonl line of `run` (a directory of this suite's).
   static std::vector<json> lines(const std::string& run) {
     std::vector<json> out;
     std::ifstream in(*dir_ / run / "metrics.jsonl");
@@ -48,6 +51,7 @@ class diloco_e2e : public cluster_job_test {
     return out;
   }
 
+ protected:
   /// The largest relative difference of two runs' window losses (same number of windows).
   static double loss_gap(const std::vector<window_line>& a, const std::vector<window_line>& b) {
     EXPECT_EQ(a.size(), b.size());
@@ -97,33 +101,50 @@ TEST_F(diloco_e2e, one_worker_with_h_inner_steps_and_outer_lr_one_is_plain_train
   }
 }
 
-TEST_F(diloco_e2e, two_nodes_agree_after_every_outer_step_and_send_bf16_pseudo_gradients) {
-  const auto manifest = write_manifest(2, "two-abort-bf16.json", "abort");
+TEST_F(diloco_e2e, two_nodes_agree_after_every_outer_step_and_send_bf16_or_int8_pseudo_gradients) {
+  const auto manifest = write_manifest(2, "two-abort.json", "abort");
   // 7 windows with H = 3: outer steps after 3, 6 and the run's last, 7.
-  auto result = launch(manifest, config("two-bf16", diloco(3, 0.7, 0.9, "bf16"), adamw(), 7), "two-bf16");
-  ASSERT_EQ(result.status, 0) << result.output;
-  result = launch(manifest, config("two-fp32", diloco(3, 0.7, 0.9), adamw(), 7), "two-fp32");
-  ASSERT_EQ(result.status, 0) << result.output;
-  const auto bf16 = lines("two-bf16"), fp32 = lines("two-fp32");
-  ASSERT_EQ(bf16.size(), 7u);
-  ASSERT_EQ(fp32.size(), 7u);
-  for (std::size_t i = 0; i < bf16.size(); ++i) {
-    const bool outer = (i + 1) % 3 == 0 || i + 1 == 7;
-    EXPECT_EQ(bf16[i].at("diloco").at("outer_step").get<bool>(), outer) << "step " << i + 1;
-    EXPECT_EQ(bf16[i].at("reported_ranks").get<int>(), 2);
-    const auto bytes = bf16[i].at("diloco").at("outer_bytes").get<int64_t>();
-    const auto fp32_bytes = fp32[i].at("diloco").at("outer_bytes").get<int64_t>();
-    if (outer) {
-      EXPECT_GT(bytes, 0);
-      EXPECT_NEAR(static_cast<double>(fp32_bytes), 2.0 * static_cast<double>(bytes), 2.0);  // 16 bits a value
-    } else {
-      EXPECT_EQ(bytes, 0);
-    }
+  for (const std::string wire : {"fp32", "bf16", "int8"}) {
+    auto result = launch(manifest, config("two-" + wire, diloco(3, 0.7, 0.9, wire), adamw(), 7), "two-" + wire);
+    ASSERT_EQ(result.status, 0) << wire << ": " << result.output;
   }
-  // Until the first outer step both runs train alike; after it the rounding shows, within 1%.
-  EXPECT_DOUBLE_EQ(bf16[2].at("loss").get<double>(), fp32[2].at("loss").get<double>());
-  EXPECT_NEAR(bf16[6].at("loss").get<double>(), fp32[6].at("loss").get<double>(), 0.01 * fp32[6].at("loss").get<double>());
-  EXPECT_NE(bf16[6].at("parameter_hash"), fp32[6].at("parameter_hash"));
+  const auto fp32 = lines("two-fp32");
+  ASSERT_EQ(fp32.size(), 7u);
+  // The counters: outer steps so far and rank 0's bytes for them, summed over the lines.
+  int64_t bytes_so_far = 0;
+  for (std::size_t i = 0; i < fp32.size(); ++i) {
+    const auto& counters = fp32[i].at("diloco");
+    bytes_so_far += counters.at("outer_bytes").get<int64_t>();
+    EXPECT_EQ(counters.at("outer_steps").get<int64_t>(), i < 2 ? 0 : i < 5 ? 1 : i < 6 ? 2 : 3) << "step " << i + 1;
+    EXPECT_EQ(counters.at("outer_bytes_total").get<int64_t>(), bytes_so_far) << "step " << i + 1;
+    EXPECT_EQ(counters.at("outer_bytes_per_hour").get<double>() > 0, i >= 2) << "step " << i + 1;
+  }
+  // Bytes per value on the wire against fp32's 4: bf16 2, int8 1 and a 4-byte scale per 256.
+  for (const auto& [wire, fp32_bytes_per_byte, tolerance] :
+       {std::tuple{std::string("bf16"), 2.0, 0.01}, std::tuple{std::string("int8"), 4.0 / (1.0 + 4.0 / 256.0), 0.02}}) {
+    const auto narrow = lines("two-" + wire);
+    ASSERT_EQ(narrow.size(), 7u) << wire;
+    for (std::size_t i = 0; i < narrow.size(); ++i) {
+      const bool outer = (i + 1) % 3 == 0 || i + 1 == 7;
+      EXPECT_EQ(narrow[i].at("diloco").at("outer_step").get<bool>(), outer) << wire << ", step " << i + 1;
+      EXPECT_EQ(narrow[i].at("reported_ranks").get<int>(), 2);
+      const auto bytes = narrow[i].at("diloco").at("outer_bytes").get<int64_t>();
+      const auto fp32_bytes = fp32[i].at("diloco").at("outer_bytes").get<int64_t>();
+      if (outer) {
+        ASSERT_GT(bytes, 0) << wire;
+        EXPECT_NEAR(static_cast<double>(fp32_bytes) / static_cast<double>(bytes), fp32_bytes_per_byte, 0.01) << wire;
+      } else {
+        EXPECT_EQ(bytes, 0) << wire;
+      }
+    }
+    // Until the first outer step the runs train alike; after it the rounding shows, within 1%
+    // (bf16) or 2% (int8) of the loss.
+    EXPECT_DOUBLE_EQ(narrow[2].at("loss").get<double>(), fp32[2].at("loss").get<double>()) << wire;
+    EXPECT_NEAR(narrow[6].at("loss").get<double>(), fp32[6].at("loss").get<double>(),
+                tolerance * fp32[6].at("loss").get<double>())
+        << wire;
+    EXPECT_NE(narrow[6].at("parameter_hash"), fp32[6].at("parameter_hash")) << wire;
+  }
   EXPECT_LT(fp32[6].at("loss").get<double>(), fp32[0].at("loss").get<double>());
 }
 
@@ -146,6 +167,12 @@ void expect_resume_bit_for_bit(const std::string& job, const std::string& name, 
     EXPECT_EQ(resumed[i].loss, straight[i].loss) << name << ", step " << i + 1;
     EXPECT_EQ(resumed[i].parameter_hash, straight[i].parameter_hash) << name << ", step " << i + 1;
   }
+  // The resumed process counts the outer steps on from the checkpoint's: 2 at step 4.
+  const auto resumed_lines = diloco_e2e::lines(name + "-resumed");
+  ASSERT_EQ(resumed_lines.size(), 8u);
+  for (std::size_t i = 0; i < 8; ++i)
+    EXPECT_EQ(resumed_lines[i].at("diloco").at("outer_steps").get<int64_t>(), static_cast<int64_t>(i + 1) / 2)
+        << name << ", step " << i + 1;
 }
 
 TEST_F(diloco_e2e, resuming_from_an_outer_step_continues_bit_for_bit) {

@@ -49,7 +49,8 @@ namespace troupe::tools {
 // pattern, rank r writing (r+1)·(i mod 13 + 1) at element i (untimed); the ranks meet at a
 // barrier (a one-element sum, untimed); the sum is timed alone; then every element is compared
 // with the closed form W(W+1)/2·(i mod 13 + 1), exact in float (untimed; with 16 bits on the
-// wire, --wire, within the rounding's bound W·u relative, u = 2⁻⁸ bf16, 2⁻¹¹ fp16; sums are
+// wire, --wire, within the rounding's bound W·u relative, u = 2⁻⁸ bf16, 2⁻¹¹ fp16; int8, whose
+// error is relative to a block's largest value, 13× the smallest here, within W·13/254; sums are
 // still timed and reported per fp32 byte, what the gradient holds). A sum in place multiplies the values by W every call, so without the refill they would soon be inexact.
 // After the iterations the ranks sum a vector holding each rank's mean time and wrong-element
 // count: the reported time is the slowest rank's (as nccl-tests reports), and a wrong element
@@ -165,8 +166,17 @@ std::size_t wrong_elements(const float* data, std::size_t count, int world, doub
 
 /// How far a sum of `world` ranks with `wire` on the links may be from the exact one, relative.
 double wire_tolerance(io::wire_format wire, int world) {
-  if (wire == io::wire_format::fp32) return 0;
-  return world * (wire == io::wire_format::bf16 ? 0x1.0p-8 : 0x1.0p-11);
+  switch (wire) {
+    case io::wire_format::fp32:
+      return 0;
+    case io::wire_format::bf16:
+      return world * 0x1.0p-8;
+    case io::wire_format::fp16:
+      return world * 0x1.0p-11;
+    case io::wire_format::int8:  // max|x|/254 of a block each rounding; a block's largest is 13× its smallest here
+      return world * 13.0 / 254.0 * 1.01;
+  }
+  return 0;
 }
 
 struct measurement {

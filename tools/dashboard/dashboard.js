@@ -284,17 +284,23 @@
   }
 
   /** A DiLoCo job's headline numbers (sync.mode "diloco": its lines carry `diloco`): the step
-   *  of the last outer step among `windows` and what rank 0 sent for its pseudo-gradient; none
-   *  for other jobs. */
+   *  of the last outer step among `windows` and what rank 0 sent for its pseudo-gradient, then
+   *  the newest line's counters where it has them (outer steps so far, rank 0's outer-step
+   *  bytes per hour); none for other jobs. */
   function outerStepKpis(windows) {
-    const list = windows || [];
-    if (!list.some((w) => w && w.diloco)) return [];
-    const outer = list.filter((w) => w && w.diloco && w.diloco.outer_step);
-    if (outer.length === 0) return [["last outer step", "none yet"]];
+    const list = (windows || []).filter((w) => w && w.diloco);
+    if (list.length === 0) return [];
+    const counters = [];
+    const newest = list[list.length - 1].diloco;
+    if (toNumber(newest.outer_steps) !== null) counters.push(["outer steps", String(newest.outer_steps)]);
+    const perHour = toNumber(newest.outer_bytes_per_hour);
+    if (perHour) counters.push(["outer bytes / hour", `${fmtMiB(perHour)} MiB`]);
+    const outer = list.filter((w) => w.diloco.outer_step);
+    if (outer.length === 0) return [["last outer step", "none yet"], ...counters];
     const latest = outer[outer.length - 1];
     const bytes = toNumber(latest.diloco.outer_bytes);
     return [["last outer step", `step ${latest.step}`],
-            ["outer exchange", bytes ? `${fmtMiB(bytes)} MiB` : "alone"]];
+            ["outer exchange", bytes ? `${fmtMiB(bytes)} MiB` : "alone"], ...counters];
   }
 
   /** At most about `max` evenly spaced entries of a sorted list (axis ticks for many ranks). */

@@ -58,16 +58,16 @@ TEST_P(wire_kernels, round_as_pytorch_does_bit_for_bit) {
   const wire_format format = GetParam();
   const auto values = probe_values();
   const std::size_t n = values.size();
-  std::vector<std::uint16_t> narrow(n);
+  std::vector<std::byte> image(wire_bytes(format, n));
   std::vector<float> widened(n), copied(n), added(n, 1.0f), added_rounded(n, 1.0f), widened_added(n, 1.0f),
       last(n, 1.0f), widened_last(n, 1.0f);
-  narrow_into(format, values.data(), narrow.data(), n);
-  widen_into(format, narrow.data(), widened.data(), n);
+  encode_into(format, values.data(), image.data(), n);
+  decode_into(format, image.data(), widened.data(), n);
   copy_rounded(format, copied.data(), values.data(), n);
   add_rounded(format, added_rounded.data(), values.data(), n);
-  add_widened(format, widened_added.data(), narrow.data(), n);
+  add_decoded(format, widened_added.data(), image.data(), n);
   add_rounded_and_round(format, last.data(), values.data(), n);
-  add_widened_and_round(format, widened_last.data(), narrow.data(), n);
+  add_decoded_and_round(format, widened_last.data(), image.data(), n);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < n && wrong < 5; ++i) {
     const float r = torch_rounded(format, values[i]);
@@ -81,18 +81,21 @@ TEST_P(wire_kernels, round_as_pytorch_does_bit_for_bit) {
                     << " (PyTorch: " << r << "); 1 + it gives " << added_rounded[i] << ", rounded " << last[i];
     }
   }
-  EXPECT_EQ(wire_element_bytes(format), 2u);
+  EXPECT_EQ(wire_bytes(format, n), 2 * n);
+  EXPECT_EQ(wire_block_elements(format), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(formats, wire_kernels, ::testing::Values(wire_format::bf16, wire_format::fp16),
                          [](const auto& info) { return wire_format_name(info.param); });
 
 TEST(wire_format_names, parse_what_they_print_and_nothing_else) {
-  for (const auto format : {wire_format::fp32, wire_format::bf16, wire_format::fp16})
+  for (const auto format : {wire_format::fp32, wire_format::bf16, wire_format::fp16, wire_format::int8})
     EXPECT_EQ(parse_wire_format(wire_format_name(format)), format);
   EXPECT_FALSE(parse_wire_format("fp8").has_value());
   EXPECT_FALSE(parse_wire_format("BF16").has_value());
-  EXPECT_EQ(wire_element_bytes(wire_format::fp32), 4u);
+  EXPECT_EQ(wire_bytes(wire_format::fp32, 3), 12u);
+  EXPECT_EQ(wire_bytes(wire_format::int8, 256), 260u);
+  EXPECT_EQ(wire_bytes(wire_format::int8, 257), 265u);
 }
 
 // ---------------------------------------------------------------------------------------------

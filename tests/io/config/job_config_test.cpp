@@ -395,6 +395,8 @@ TEST(job_config, sync_block_reads_diloco_and_defaults_to_window) {
   EXPECT_FALSE(config.sync.outer_step_after(99));
   c["sync"] = {{"mode", "diloco"}, {"outer_optimizer", {{"type", "sgd"}}}};
   EXPECT_FALSE(parse_job_config(c, "job.json").sync.diloco.nesterov);
+  c["sync"] = {{"mode", "diloco"}, {"communication_data_type", "int8"}};
+  EXPECT_EQ(parse_job_config(c, "job.json").sync.diloco.communication_data_type, "int8");
 }
 
 TEST(job_config, bad_sync_blocks_are_refused_naming_the_field) {
@@ -411,8 +413,8 @@ TEST(job_config, bad_sync_blocks_are_refused_naming_the_field) {
                {"sync.outer_optimizer.params.lr", "positive"});
   expect_error(with_sync({{"mode", "diloco"}, {"outer_optimizer", {{"params", {{"momentum", 1.5}}}}}}),
                {"sync.outer_optimizer.params.momentum"});
-  expect_error(with_sync({{"mode", "diloco"}, {"communication_data_type", "int8"}}),
-               {"sync.communication_data_type", "not built yet"});
+  expect_error(with_sync({{"mode", "diloco"}, {"communication_data_type", "fp8"}}),
+               {"sync.communication_data_type", "\"int8\""});
   expect_error(with_sync({{"mode", "diloco"}, {"fragments", 4}}), {"sync.fragments", "not built yet"});
   expect_error(with_sync({{"mode", "diloco"}, {"overlap_steps", 2}}), {"sync.overlap_steps"});
   auto c = with_sync({{"mode", "diloco"}, {"inner_steps", 10}});
