@@ -49,7 +49,9 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
   const auto& dir = contents.dir;
   io::check_resume_compatible(contents, config, data.manifest(), data.identity());
   // Dropout masks are keyed by sample (seed, epoch, sample id, site): nothing to continue.
-  for (int local = 0; local < local_workers; ++local)
+  // The first trainer's buffers hold what was read, and under streaming DiLoCo its load() puts
+  // its own parameters over the model it read: it loads last.
+  for (int local = local_workers - 1; local >= 0; --local)
     run.trainers[static_cast<std::size_t>(local)]->load(contents.parameters, contents.optimizer,
                                                       contents.state.optimizer_steps,
                                                       contents.state.loss_scale);  // no copy for the first

@@ -54,10 +54,7 @@ void worker_state::fail(messages::errc code, const std::string& what) {
 void worker_state::start(const caf::actor& data_loader) {
   loader = data_loader;
   window_start = last_batch_done = run_started = clock::now();
-  if (diloco()) {
-    const int64_t inner_steps = settings.sync.diloco.inner_steps;
-    outer_steps_done = (settings.start.optimizer_steps + inner_steps - 1) / inner_steps;
-  }
+  if (diloco()) outer_steps_done = settings.sync.outer_steps_through(settings.start.optimizer_steps);
   summary.next_position = settings.start.next_position;  // the data cursor: kept here only
   auto begin = [this] {
     if (settings.windows <= 0) {
@@ -204,9 +201,13 @@ void worker_state::end_window() {
   settings.faults.trigger.at(cluster::fault_phase::optimizer, step_in_flight());
   const auto step = trainer->finish_window(totals.overflowed_ranks > 0);
   const bool last = windows_done + 1 == settings.windows || stopping;
-  if (diloco() && (settings.sync.outer_step_after(trainer->optimizer_steps()) || last)) {
-    outer_step([this, window_samples, step, stopping] { close_window(window_samples, step, stopping); });
-    return;
+  if (diloco()) {  // every fragment at the run's end, else the one whose outer step is due, if any
+    const int64_t due = settings.sync.fragment_due_after(trainer->optimizer_steps());
+    if (last || due >= 0) {
+      outer_step(last ? all_fragments() : std::vector<int64_t>{due},
+                 [this, window_samples, step, stopping] { close_window(window_samples, step, stopping); });
+      return;
+    }
   }
   close_window(window_samples, step, stopping);
 }
@@ -228,7 +229,7 @@ void worker_state::close_window(int64_t window_samples, const compute::window_st
   const bool periodic = settings.checkpoint_every > 0 && trainer->optimizer_steps() % settings.checkpoint_every == 0;
   // DiLoCo over several ranks: the writer first collects every rank's own inner state.
   if (diloco() && !settings.reducers.empty() && settings.job_checkpoints && (last || periodic)) {
-    gather_inner_states(1, 0, [this, last, periodic] { save_or_finish(last, periodic); });
+    gather_own_states(1, 0, [this, last, periodic] { save_or_finish(last, periodic); });
     return;
   }
   save_or_finish(last, periodic);

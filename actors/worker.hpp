@@ -139,9 +139,6 @@ struct worker_state {
   uint64_t reduces = 0;  ///< sequence number of the next reduce request
   std::shared_ptr<reduce_progress> reducing;  ///< the allreduce under way, or the last one
   bool overflow_in_window = false;  ///< loss scaling: a bucket of this rank's held an inf or NaN before its sum
-  /// DiLoCo: every rank's loss weights (compute::loss_weight) over the round's inner steps so far
-  /// in this membership generation (this rank's own are kept by its trainer).
-  double round_total_weight = 0;
   /// DiLoCo's counters for the reports: outer steps the parameters went through (a resume starts
   /// from ⌈step / H⌉), and the bytes this process sent for them since `run_started`.
   int64_t outer_steps_done = 0;
@@ -162,6 +159,10 @@ struct worker_state {
   /// 0). A window's allreduce goes through the steps below instead (synchronise).
   enum class carrying { gradient, statistics };
   void reduce(carrying what, std::function<void()> then, io::wire_format wire = io::wire_format::fp32);
+  /// The allreduce of the gradient buffer's elements [begin, begin + count) alone, cut among the
+  /// rings (DiLoCo's fragments and the state it gathers).
+  void reduce_range(int64_t begin, int64_t count, io::wire_format wire, std::function<void()> then);
+  void send_slices(float* data, std::size_t count);
   // An allreduce's steps (actors/worker_reduce.cpp).
   void begin_reduce(bool overlap, io::wire_format wire);
   void send_bucket(std::size_t bucket);
@@ -181,11 +182,13 @@ struct worker_state {
   bool diloco() const { return settings.sync.diloco_mode(); }
   bool fine_tuning() const { return settings.trainer.task.has_value(); }
   void weigh_window(int64_t own_weight);
-  void outer_step(std::function<void()> then);
-  int64_t outer_exchange_bytes() const;
-  void gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then);
-  void survivors_outer_step(double total_weight, std::function<void()> then);
-  void sum_and_step_outer(double total_weight, std::function<void()> then);
+  std::vector<int64_t> all_fragments() const;
+  void outer_step(const std::vector<int64_t>& fragments, std::function<void()> then);
+  int64_t outer_exchange_bytes(int64_t elements) const;
+  void gather_own_states(int64_t owner, std::size_t buffer, std::function<void()> then);
+  void survivors_outer_step(const std::vector<double>& totals, std::function<void()> then);
+  void sum_and_step_outer(const std::vector<int64_t>& fragments, const std::vector<double>& totals,
+                          std::function<void()> then);
   void evaluate_held_out();
   void take_reduced_statistics();
   void report_window(int64_t window_samples, const compute::window_step_result& step);

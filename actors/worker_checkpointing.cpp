@@ -61,7 +61,7 @@ void worker_state::stage_and_send(bool last) {
   request.contents.state.rng = {{io::dropout_keys_name, trainer->dropout_seed(), 0}};
   request.contents.model = settings.trainer.model;
   request.contents.task = settings.trainer.task;
-  request.contents.parameters = parameter_staging.stage(trainer->named_parameters());
+  request.contents.parameters = parameter_staging.stage(trainer->named_agreed_parameters());
   auto optimizer = trainer->optimizer_state();
   optimizer.insert(optimizer.end(), peer_optimizer_states.begin(), peer_optimizer_states.end());  // DiLoCo's other ranks
   request.contents.optimizer = optimizer_staging.stage(optimizer);

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <numeric>
 #include <spdlog/spdlog.h>
 
 #include "compute/window_statistics.hpp"
@@ -18,23 +19,32 @@ namespace troupe::actors {
 // window's loss, whether any rank was asked to stop, and the hash of the parameters the
 // replicas agree on (the round's start), so a diverged replica is still named.
 //
+// The flat parameters are cut into sync.fragments equal ranges (one, the whole vector, unless
+// streaming); each has its own round, and its outer step falls where
+// compute::sync_config::fragment_due_after says, H/F steps after the one before.
+//
 //   weigh_window(own)     after the statistics' sum: the window's losses are the ranks' own,
-//                         weighted by compute::loss_weight; the round's weights grow by this
-//                         rank's and by every rank's
-//   outer_step(then)      every sync.diloco.inner_steps steps and after the run's last window:
-//                         the flat gradient buffer (zero after the inner step) carries this
-//                         rank's pseudo-gradient times its round weight through the rings
-//                         (communication_data_type of the sync block; fp32 sums at every hop);
-//                         the sum divided by every rank's round weight is the outer gradient,
-//                         the outer optimizer steps, and every replica continues from the
-//                         same parameters (replica equality holds after each outer step)
+//                         weighted by compute::loss_weight; every fragment's round weights grow
+//                         by this rank's and by every rank's
+//   outer_step(fs, then)  after the steps the schedule names (fragment f's) and after the
+//                         run's last window (every fragment): the gradient buffer (zero after
+//                         the inner step) carries this rank's pseudo-gradient times its round
+//                         weight on those fragments' range, and only that range goes through
+//                         the rings (communication_data_type of the sync block; fp32 sums at
+//                         every hop); the sum divided by every rank's round weight is the outer
+//                         gradient, the outer optimizer steps, and every replica continues from
+//                         the same parameters there (replica equality holds on a fragment after
+//                         its outer step, on the whole vector after one of every fragment)
 //   survivors_outer_step  at the start of a membership generation (actors/worker_replica_copy.cpp):
-//                         the replicas that are left finish the round among themselves, each
-//                         weighted by what it trained on in the round (a joining node by 0)
-//   gather_inner_states   before a checkpoint: each rank's inner optimizer state goes to the
-//                         writer through the rings, one buffer of one rank at a time (the owner
-//                         puts it in the carrier, every other rank zeros: x + 0 + … = x exactly,
-//                         in fp32), so a resume on the same world size gives every rank its own
+//                         the replicas that are left finish every fragment's round among
+//                         themselves, each weighted by what it trained on in the round (a
+//                         joining node by 0)
+//   gather_own_states     before a checkpoint: what is each rank's own (its inner optimizer
+//                         state; with several fragments its parameters and round weights) goes
+//                         to the writer through the rings, one buffer of one rank at a time
+//                         (the owner puts it at the start of the carrier, every other rank
+//                         zeros: x + 0 + … = x exactly, in fp32), so a resume on the same world
+//                         size gives every rank its own
 //
 // With one rank the sum is the rank's own: the outer step runs without rings.
 
@@ -42,58 +52,77 @@ void worker_state::weigh_window(int64_t own_weight) {
   const int64_t total_weight = compute::loss_weight(totals, fine_tuning());
   if (!settings.reducers.empty() && total_weight > 0)
     totals = compute::with_losses_scaled(totals, 1.0 / static_cast<double>(total_weight));
-  trainer->add_round_weight(static_cast<double>(own_weight));
-  round_total_weight += static_cast<double>(total_weight);
+  trainer->add_round_weights(static_cast<double>(own_weight), static_cast<double>(total_weight));
 }
 
-void worker_state::outer_step(std::function<void()> then) {
-  const double total = round_total_weight;
+std::vector<int64_t> worker_state::all_fragments() const {
+  std::vector<int64_t> fragments(static_cast<std::size_t>(trainer->fragments()));
+  std::iota(fragments.begin(), fragments.end(), int64_t{0});
+  return fragments;
+}
+
+void worker_state::outer_step(const std::vector<int64_t>& fragments, std::function<void()> then) {
+  std::vector<double> totals;
+  for (const auto f : fragments) totals.push_back(trainer->round_total(f));
   current.outer_step = true;
-  current.outer_bytes = outer_exchange_bytes();
-  sum_and_step_outer(total, std::move(then));
+  current.outer_bytes = outer_exchange_bytes(trainer->fragment(fragments.back()).end - trainer->fragment(fragments.front()).begin);
+  sum_and_step_outer(fragments, totals, std::move(then));
 }
 
-/// What this rank sends for one outer step: a ring allreduce sends 2(n−1)/n of the buffer, in
-/// the sync block's wire format (int8's scales counted over the whole buffer, not per segment:
-/// a few bytes off); nothing alone.
-int64_t worker_state::outer_exchange_bytes() const {
+/// What this rank sends for an outer step of `elements` values: a ring allreduce sends
+/// 2(n−1)/n of the buffer, in the sync block's wire format (int8's scales counted over the
+/// range, not per segment: a few bytes off); nothing alone.
+int64_t worker_state::outer_exchange_bytes(int64_t elements) const {
   if (settings.reducers.empty()) return 0;
   const auto world = static_cast<double>(settings.world);
-  const auto buffer_bytes = io::wire_bytes(settings.outer_wire, static_cast<std::size_t>(trainer->gradients().numel()));
-  return static_cast<int64_t>(static_cast<double>(buffer_bytes) * 2.0 * (world - 1.0) / world);
+  const auto bytes = io::wire_bytes(settings.outer_wire, static_cast<std::size_t>(elements));
+  return static_cast<int64_t>(static_cast<double>(bytes) * 2.0 * (world - 1.0) / world);
 }
 
-void worker_state::survivors_outer_step(double total_weight, std::function<void()> then) {
-  if (total_weight <= 0) {  // the generation starts right after an outer step: nothing to finish
-    round_total_weight = 0;
+/// `totals[f]`: every member's weight in fragment f's round, as summed by the replica copy's
+/// flags; a fragment whose total is zero has nothing to finish (the donor stands right after
+/// its outer step, which already holds every rank's round).
+void worker_state::survivors_outer_step(const std::vector<double>& totals, std::function<void()> then) {
+  std::vector<int64_t> fragments;
+  std::vector<double> due_totals;
+  for (std::size_t f = 0; f < totals.size(); ++f)
+    if (totals[f] > 0) {
+      fragments.push_back(static_cast<int64_t>(f));
+      due_totals.push_back(totals[f]);
+    }
+  if (fragments.empty()) {
     then();
     return;
   }
   if (settings.rank == 0)
-    spdlog::info("the {} members of the new generation finish the round among themselves: an outer step before "
-                 "step {}", settings.world, settings.synchronise_to_steps + 1);
-  sum_and_step_outer(total_weight, std::move(then));
+    spdlog::info("the {} members of the new generation finish the round of {} of {} fragment(s) among themselves: "
+                 "an outer step before step {}", settings.world, fragments.size(), totals.size(),
+                 settings.synchronise_to_steps + 1);
+  sum_and_step_outer(fragments, due_totals, std::move(then));
 }
 
-/// Every member's pseudo-gradient times its round weight, summed over the rings (alone: its
-/// own), then the outer step with every member's weight, `total_weight`; a new round begins.
-void worker_state::sum_and_step_outer(double total_weight, std::function<void()> then) {
-  round_total_weight = 0;
+/// Every member's pseudo-gradient on `fragments` (in order, so one range) times its round
+/// weight, summed over the rings (alone: its own), then each fragment's outer step with every
+/// member's weight, `totals`; their rounds begin anew.
+void worker_state::sum_and_step_outer(const std::vector<int64_t>& fragments, const std::vector<double>& totals,
+                                      std::function<void()> then) {
   ++outer_steps_done;
-  outer_bytes_sent += outer_exchange_bytes();
-  trainer->put_pseudo_gradient(trainer->round_weight());
-  auto step = [this, total_weight, then = std::move(then)] {
-    trainer->outer_step(total_weight);
+  const int64_t begin = trainer->fragment(fragments.front()).begin;
+  const int64_t count = trainer->fragment(fragments.back()).end - begin;
+  outer_bytes_sent += outer_exchange_bytes(count);
+  for (const auto f : fragments) trainer->put_pseudo_gradient(f, trainer->round_weight(f));
+  auto step = [this, fragments, totals, then = std::move(then)] {
+    for (std::size_t i = 0; i < fragments.size(); ++i) trainer->outer_step(fragments[i], totals[i]);
     then();
   };
   if (settings.reducers.empty())
     step();
   else
-    reduce(carrying::gradient, std::move(step), settings.outer_wire);
+    reduce_range(begin, count, settings.outer_wire, std::move(step));
 }
 
-void worker_state::gather_inner_states(int64_t owner, std::size_t buffer, std::function<void()> then) {
-  auto state = trainer->inner_optimizer_buffers();
+void worker_state::gather_own_states(int64_t owner, std::size_t buffer, std::function<void()> then) {
+  auto state = trainer->own_state_buffers();
   if (buffer == state.size()) {
     ++owner;
     buffer = 0;
@@ -103,12 +132,13 @@ void worker_state::gather_inner_states(int64_t owner, std::size_t buffer, std::f
     return;
   }
   const auto& carrier = trainer->gradients();
+  const int64_t count = state[buffer].second.numel();
   if (settings.rank == owner)
-    carrier.copy_(state[buffer].second);
+    carrier.narrow(0, 0, count).copy_(state[buffer].second.reshape({-1}));
   else
-    carrier.zero_();
-  auto keep = [this, owner, buffer, name = state[buffer].first, then = std::move(then)]() mutable {
-    const auto& summed = trainer->gradients();
+    carrier.narrow(0, 0, count).zero_();
+  auto keep = [this, owner, buffer, count, name = state[buffer].first, then = std::move(then)]() mutable {
+    const auto summed = trainer->gradients().narrow(0, 0, count);
     if (settings.reports) {
       const std::string key = compute::rank_state_name(owner, name);
       auto kept = std::find_if(peer_optimizer_states.begin(), peer_optimizer_states.end(),
@@ -118,9 +148,9 @@ void worker_state::gather_inner_states(int64_t owner, std::size_t buffer, std::f
       kept->second.copy_(summed);
     }
     summed.zero_();
-    gather_inner_states(owner, buffer + 1, std::move(then));
+    gather_own_states(owner, buffer + 1, std::move(then));
   };
-  reduce(carrying::gradient, std::move(keep), io::wire_format::fp32);
+  reduce_range(0, count, io::wire_format::fp32, std::move(keep));
 }
 
 }  // namespace troupe::actors

@@ -103,19 +103,29 @@ void worker_state::send_packed_lookup_rows() {
   const auto rows = lookup.rows_used();  // the same on every rank: the flags are summed
   const auto packed = lookup.pack(rows);
   if (packed.is_cuda()) torch::cuda::synchronize(packed.device().index());  // the NCCL stream reads it next
-  const auto count = static_cast<std::size_t>(packed.numel());
+  send_slices(packed.data_ptr<float>(), static_cast<std::size_t>(packed.numel()));
+  reducing->before_then.push_back([this, rows] { trainer->word_lookup().fold_packed(rows); });
+}
+
+/// `count` floats at `data` (the trainer's), cut among the rings: ring r sums slice r.
+void worker_state::send_slices(float* data, std::size_t count) {
   const int rings = static_cast<int>(settings.reducers.size());
   for (int r = 0; r < rings; ++r) {
     const auto part = io::ring_slice(count, rings, r);
     if (part.empty()) continue;
     reduce_request request;
-    request.gradient = packed.data_ptr<float>() + part.begin;
+    request.gradient = data + part.begin;
     request.gradient_count = part.size();
     request.gradient_wire = reducing->wire;
     request.gradient_owner = trainer;
     send_request(r, std::move(request));
   }
-  reducing->before_then.push_back([this, rows] { trainer->word_lookup().fold_packed(rows); });
+}
+
+void worker_state::reduce_range(int64_t begin, int64_t count, io::wire_format wire, std::function<void()> then) {
+  begin_reduce(false, wire);
+  send_slices(trainer->gradients().data_ptr<float>() + begin, static_cast<std::size_t>(count));
+  await_reduce(std::move(then));
 }
 
 void worker_state::send_statistics() {

@@ -266,37 +266,48 @@ std::vector<at::Tensor> mlm_trainer::state_buffers() {
   optimizer_->ensure_state(*parameters_);
   std::vector<at::Tensor> buffers{parameters_->values()};
   for (auto& [name, moment] : optimizer_->state()) buffers.push_back(moment);
-  if (outer_) {
+  if (outer_) {  // the rounds restart after a copy: their weights are not copied
     buffers.push_back(outer_->round_start());
-    for (auto& [name, momentum] : outer_->state()) buffers.push_back(momentum);
+    for (auto& [name, tensor] : outer_->state())
+      if (name == "outer_momentum") buffers.push_back(tensor);
   }
   return buffers;
 }
 
-void mlm_trainer::put_pseudo_gradient(double weight) {
+int64_t mlm_trainer::fragments() const { return outer_ ? outer_->fragments() : 1; }
+
+fragment_range mlm_trainer::fragment(int64_t f) const {
+  return outer_ ? outer_->range(f) : fragment_range{0, parameters_->values().numel()};
+}
+
+void mlm_trainer::put_pseudo_gradient(int64_t fragment, double weight) {
   TROUPE_ENFORCE(outer_, "put_pseudo_gradient without sync.mode \"diloco\"");
-  outer_->put_pseudo_gradient(parameters_->values(), parameters_->gradients(), weight);
+  outer_->put_pseudo_gradient(parameters_->values(), parameters_->gradients(), fragment, weight);
 }
 
-void mlm_trainer::outer_step(double total_weight) {
+void mlm_trainer::outer_step(int64_t fragment, double total_weight) {
   TROUPE_ENFORCE(outer_, "outer_step without sync.mode \"diloco\"");
-  outer_->step(parameters_->values(), parameters_->gradients(), total_weight);
+  outer_->step(parameters_->values(), parameters_->gradients(), fragment, total_weight);
 }
 
-void mlm_trainer::add_round_weight(double weight) {
-  TROUPE_ENFORCE(outer_, "add_round_weight without sync.mode \"diloco\"");
-  outer_->add_round_weight(weight);
+void mlm_trainer::add_round_weights(double own, double total) {
+  TROUPE_ENFORCE(outer_, "add_round_weights without sync.mode \"diloco\"");
+  outer_->add_round_weights(own, total);
 }
 
-double mlm_trainer::round_weight() const { return outer_ ? outer_->round_weight() : 0.0; }
+double mlm_trainer::round_weight(int64_t fragment) const { return outer_ ? outer_->round_weight(fragment) : 0.0; }
+double mlm_trainer::round_total(int64_t fragment) const { return outer_ ? outer_->round_total(fragment) : 0.0; }
 
-void mlm_trainer::clear_round_weight() {
-  if (outer_) outer_->clear_round_weight();
+void mlm_trainer::clear_round_weights() {
+  if (outer_) outer_->clear_round_weights();
 }
 
-named_tensors mlm_trainer::inner_optimizer_buffers() {
+named_tensors mlm_trainer::own_state_buffers() {
   optimizer_->ensure_state(*parameters_);
-  return optimizer_->state();
+  auto state = optimizer_->state();
+  if (outer_)
+    for (auto& entry : outer_->own_state(parameters_->values())) state.push_back(entry);
+  return state;
 }
 
 const at::Tensor& mlm_trainer::agreed_parameter_values() const {
@@ -370,6 +381,14 @@ named_tensors mlm_trainer::named_parameters() const {
   return named;
 }
 
+named_tensors mlm_trainer::named_agreed_parameters() const {
+  if (!outer_) return named_parameters();
+  named_tensors named;
+  for (const auto& slot : parameters_->slots())
+    named.emplace_back(slot.name, outer_->round_start().narrow(0, slot.offset, slot.numel).view(slot.shape));
+  return named;
+}
+
 std::string rank_state_name(int64_t rank, const std::string& name) { return "rank" + std::to_string(rank) + "/" + name; }
 
 named_tensors mlm_trainer::with_outer_state(named_tensors state) const {
@@ -380,35 +399,48 @@ named_tensors mlm_trainer::with_outer_state(named_tensors state) const {
 
 named_tensors mlm_trainer::optimizer_state() const {
   auto state = with_outer_state(optimizer_->state());
+  if (outer_)  // this rank's own (the writer's: rank 0's, unprefixed)
+    for (auto& entry : outer_->own_state(parameters_->values())) state.push_back(entry);
   state.erase(std::remove_if(state.begin(), state.end(), [](const auto& e) { return !e.second.defined(); }),
               state.end());
   return state;
 }
 
-named_tensors mlm_trainer::optimizer_buffers() { return with_outer_state(inner_optimizer_buffers()); }
+named_tensors mlm_trainer::optimizer_buffers() {
+  optimizer_->ensure_state(*parameters_);
+  return with_outer_state(optimizer_->state());
+}
 
 void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps,
                        const std::optional<loss_scale_state>& loss_scale) {
   assign_named_tensors(named_parameters(), parameters, "checkpoint model");
   if (scaler_ && loss_scale) scaler_->restore(*loss_scale);
-  // DiLoCo checkpoints are taken right after an outer step: the parameters are the round's
-  // start. Each rank takes its own inner state when the checkpoint holds one for it.
+  // DiLoCo: the model is the round start, on which every replica agrees. Each rank takes its own
+  // entries (its inner state; with fragments its parameters and round weights) when the
+  // checkpoint holds them for it ("rank<r>/…"), else the unprefixed ones, rank 0's.
+  if (outer_) outer_->restart_round(parameters_->values());
   const std::string own_prefix = rank_state_name(options_.rank, "");
-  named_tensors inner, own;
+  named_tensors unprefixed, own;
   for (const auto& entry : state) {
     if (entry.first.rfind(own_prefix, 0) == 0)
       own.emplace_back(entry.first.substr(own_prefix.size()), entry.second);
-    else if (entry.first.rfind("rank", 0) == 0 && entry.first.find('/') != std::string::npos)
-      continue;  // another rank's
-    else if (entry.first != "outer_momentum")
-      inner.push_back(entry);
-    else if (outer_)
-      outer_->load_state(entry.second);
-    else
-      throw make_error("optimizer state: 'outer_momentum' is DiLoCo's (sync.mode \"diloco\"); this job synchronises windows");
+    else if (entry.first.rfind("rank", 0) != 0 || entry.first.find('/') == std::string::npos)
+      unprefixed.push_back(entry);  // else another rank's
   }
-  if (!own.empty()) inner = std::move(own);
-  if (outer_) outer_->restart_round(parameters_->values());
+  const auto every_replicas = [](const std::string& name) {
+    return name == "outer_momentum" || name == "outer_round_totals";
+  };
+  for (const auto& [name, tensor] : unprefixed) {
+    if (!every_replicas(name)) continue;
+    if (!outer_) throw make_error("optimizer state: '", name, "' is DiLoCo's (sync.mode \"diloco\"); this job synchronises windows");
+    outer_->load_state(name, tensor, parameters_->values());
+  }
+  named_tensors inner;
+  for (const auto& entry : own.empty() ? unprefixed : own) {
+    if (every_replicas(entry.first)) continue;
+    if (outer_ && outer_->load_state(entry.first, entry.second, parameters_->values())) continue;
+    inner.push_back(entry);
+  }
   if (!inner.empty()) optimizer_->load_state(*parameters_, inner, optimizer_steps - skipped_steps());
 }
 

@@ -176,25 +176,36 @@ class mlm_trainer {
   /// bias correction) and the learning-rate schedule advance only with applied steps.
   void set_optimizer_steps(int64_t steps);
   int64_t optimizer_steps() const;
+  /// DiLoCo: the outer optimizer's fragments (1 unless streaming), and fragment f's range of the
+  /// flat buffers.
+  int64_t fragments() const;
+  fragment_range fragment(int64_t f) const;
   /// DiLoCo: the carrier (the flat gradient buffer, zero after finish_window) takes this
-  /// replica's pseudo-gradient times `weight` (compute/outer_optimizer.hpp), to be summed over
-  /// the replicas; outer_step then divides the sum by the replicas' total weight, steps the
-  /// outer optimizer and sets the parameters to the result.
-  void put_pseudo_gradient(double weight);
-  void outer_step(double total_weight);
-  /// DiLoCo: this replica's weight in the current round (compute/outer_optimizer.hpp).
-  void add_round_weight(double weight);
-  double round_weight() const;
-  /// After a replica copied another's state: a new round starts from the copied round start.
-  void clear_round_weight();
-  /// The inner optimizer's state tensors (allocated now when no step has run): under DiLoCo
-  /// each replica's own. A checkpoint of several DiLoCo ranks holds rank r's (r > 0) under
-  /// "rank<r>/<name>", and load() gives every rank its own back.
-  named_tensors inner_optimizer_buffers();
+  /// replica's pseudo-gradient on fragment f times `weight` (compute/outer_optimizer.hpp), to be
+  /// summed over the replicas; outer_step then divides the sum by the replicas' total weight,
+  /// steps the outer optimizer there and sets the fragment's parameters to the result.
+  void put_pseudo_gradient(int64_t fragment, double weight);
+  void outer_step(int64_t fragment, double total_weight);
+  /// DiLoCo: this replica's weight and every replica's in each fragment's current round
+  /// (compute/outer_optimizer.hpp).
+  void add_round_weights(double own, double total);
+  double round_weight(int64_t fragment) const;
+  double round_total(int64_t fragment) const;
+  /// After a replica copied another's state: every round starts from the copied round start.
+  void clear_round_weights();
+  /// What is this replica's own and goes into a checkpoint per rank: the inner optimizer's
+  /// state tensors (allocated now when no step has run), and with several DiLoCo fragments the
+  /// replica's parameters and round weights (compute/outer_optimizer.hpp). A checkpoint of
+  /// several DiLoCo ranks holds rank r's (r > 0) under "rank<r>/<name>", and load() gives every
+  /// rank its own back.
+  named_tensors own_state_buffers();
   /// The parameters every replica agrees on: DiLoCo's round start, else the parameters.
   const at::Tensor& agreed_parameter_values() const;
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
   named_tensors named_parameters() const;
+  /// The same names over agreed_parameter_values(): what a checkpoint's model holds (under
+  /// DiLoCo the round start, which with one fragment is the parameters at every checkpoint).
+  named_tensors named_agreed_parameters() const;
   named_tensors optimizer_state() const;
   /// The optimizer moments, allocated now if no step has run yet. With named_parameters(): where
   /// a checkpoint can be read in place; load() given these same tensors copies nothing.

@@ -1,9 +1,11 @@
 #pragma once
-/// DiLoCo's outer optimizer over a replica's flat parameters (compute/sync_config.hpp).
+/// DiLoCo's outer optimizer over a replica's flat parameters (compute/sync_config.hpp), by
+/// fragment (streaming DiLoCo; one fragment, the whole vector, by default).
 
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "compute/named_tensors.hpp"
 #include "compute/sync_config.hpp"
@@ -11,42 +13,57 @@
 namespace troupe::compute {
 
 /// Keeps the round's starting parameters θ (every replica's, equal after each outer step) and
-/// the outer momentum b. An outer step, given Δ = the workers' weighted mean of θ − θ_r:
+/// the outer momentum b. An outer step of fragment f, given Δ = the workers' weighted mean of
+/// θ − θ_r over the fragment's range:
 ///   b ← μ·b + Δ            (torch.optim.SGD: the first step's buffer is Δ itself; b starts at 0)
 ///   d = Δ + μ·b (nesterov)  or  d = b
-///   θ ← θ − lr·d, and every replica continues from θ.
-/// With lr 1 and μ 0 that is plain averaging of the replicas' parameters.
+///   θ ← θ − lr·d, and every replica continues from θ on that range.
+/// With lr 1 and μ 0 that is plain averaging of the replicas' parameters. Each fragment has its
+/// own round: its weights count the inner steps since its last outer step.
 class outer_optimizer {
  public:
   /// `values`: the replica's flat parameters, whose current value is the first round's start.
   outer_optimizer(const diloco_config& config, const at::Tensor& values);
 
-  /// carrier ← (θ − values)·weight: this replica's pseudo-gradient, weighted for the sum.
-  void put_pseudo_gradient(const at::Tensor& values, const at::Tensor& carrier, double weight) const;
-  /// After the carrier holds Σ_r weight_r·(θ − θ_r) over the replicas: the outer step with
-  /// Δ = carrier / total_weight; `values` takes the new θ, the carrier is zeroed.
-  void step(const at::Tensor& values, const at::Tensor& carrier, double total_weight);
-  /// Starts the round from `values` (after they were loaded from a checkpoint, taken at an outer step).
-  void restart_round(const at::Tensor& values) { start_.copy_(values); }
+  int64_t fragments() const { return config_.fragments; }
+  fragment_range range(int64_t fragment) const;
 
-  /// This replica's weight in the round so far (compute::loss_weight of its inner steps): kept
-  /// here, with the trainer, so that it survives a membership change; step() restarts it.
-  void add_round_weight(double weight) { round_weight_ += weight; }
-  double round_weight() const { return round_weight_; }
-  void clear_round_weight() { round_weight_ = 0; }
+  /// carrier ← (θ − values)·weight over fragment f's range: this replica's pseudo-gradient,
+  /// weighted for the sum.
+  void put_pseudo_gradient(const at::Tensor& values, const at::Tensor& carrier, int64_t fragment, double weight) const;
+  /// After the carrier holds Σ_r weight_r·(θ − θ_r) over the replicas on fragment f's range:
+  /// the outer step with Δ = carrier / total_weight; `values` takes the new θ there, the
+  /// carrier's range is zeroed and the fragment's round restarts.
+  void step(const at::Tensor& values, const at::Tensor& carrier, int64_t fragment, double total_weight);
+  /// Starts every round from `values` (after they were loaded from a checkpoint).
+  void restart_round(const at::Tensor& values);
+
+  /// This replica's weight and every replica's, per fragment, in the rounds so far
+  /// (compute::loss_weight of the inner steps): kept here, with the trainer, so that they
+  /// survive a membership change; step() restarts the fragment's.
+  void add_round_weights(double own, double total);
+  double round_weight(int64_t fragment) const { return own_weights_[static_cast<std::size_t>(fragment)]; }
+  double round_total(int64_t fragment) const { return total_weights_[static_cast<std::size_t>(fragment)]; }
+  void clear_round_weights();
 
   /// θ: the round's starting parameters (what every replica agrees on between outer steps).
   const at::Tensor& round_start() const { return start_; }
-  /// ("outer_momentum", b), for checkpoints.
+  /// ("outer_momentum", b), and with several fragments the rounds under way
+  /// ("outer_round_totals": every replica's weights, the same everywhere), for checkpoints.
   named_tensors state() const;
-  /// Restores state() (sizes checked; throws troupe::error naming the tensor).
-  void load_state(const at::Tensor& momentum);
+  /// With several fragments, what is this replica's own between outer steps: its parameters
+  /// ("local_parameters") and weights ("outer_round_weights"); none with one fragment, whose
+  /// checkpoints fall right after its outer steps.
+  named_tensors own_state(const at::Tensor& values) const;
+  /// Restores an entry of state() or own_state() (sizes checked; throws troupe::error naming
+  /// the tensor); false for a name that is not one of theirs.
+  bool load_state(const std::string& name, const at::Tensor& tensor, const at::Tensor& values);
 
  private:
   diloco_config config_;
   at::Tensor start_;     ///< θ
   at::Tensor momentum_;  ///< b
-  double round_weight_ = 0;
+  std::vector<double> own_weights_, total_weights_;
 };
 
 }  // namespace troupe::compute

@@ -25,15 +25,46 @@ struct diloco_config {
   /// How the pseudo-gradient crosses the links ("fp32", "bf16", "fp16", or "int8" with a scale
   /// per block of 256): summed in fp32 at every hop (io/comm/wire_format.hpp).
   std::string communication_data_type = "fp32";
+  /// Streaming DiLoCo (Douillard et al., 2025): F fragments, each synchronised every H inner
+  /// steps but at staggered steps, H/F apart (fragment_due_after), so at most one fragment's
+  /// pseudo-gradient is on the wire at a time. H is a multiple of F.
+  int64_t fragments = 1;
 };
+
+/// Fragment f of a flat vector of `count` elements split into `fragments`: the f-th of F equal
+/// contiguous ranges (the last takes the remainder), [begin, end).
+struct fragment_range {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+inline fragment_range fragment_of(int64_t count, int64_t fragments, int64_t f) {
+  return {count * f / fragments, count * (f + 1) / fragments};
+}
 
 struct sync_config {
   sync_mode mode = sync_mode::window;
   diloco_config diloco;  ///< with mode diloco
 
   bool diloco_mode() const { return mode == sync_mode::diloco; }
-  /// Whether inner step `step` (1-based, the job's step) ends with an outer step.
-  bool outer_step_after(int64_t step) const { return diloco_mode() && step % diloco.inner_steps == 0; }
+  /// Whether inner step `step` (1-based, the job's step) ends with an outer step of any fragment.
+  bool outer_step_after(int64_t step) const { return fragment_due_after(step) >= 0; }
+  /// The fragment whose outer step falls after inner step `step`, or −1: fragment f's fall
+  /// where step mod H = (f + 1)·H/F mod H, so with one fragment after every H-th step, and the
+  /// last fragment's always at multiples of H (where checkpoints and held-out scores are taken).
+  /// Outer steps (of any fragment) a run has taken by the end of step `step`, counting one at a
+  /// step off the schedule: a run's end, where every fragment steps.
+  int64_t outer_steps_through(int64_t step) const {
+    const int64_t spacing = diloco.inner_steps / diloco.fragments;
+    return (step + spacing - 1) / spacing;
+  }
+  int64_t fragment_due_after(int64_t step) const {
+    if (!diloco_mode()) return -1;
+    const int64_t spacing = diloco.inner_steps / diloco.fragments;
+    const int64_t phase = step % diloco.inner_steps;
+    if (phase % spacing != 0) return -1;
+    return (phase / spacing + diloco.fragments - 1) % diloco.fragments;
+  }
 };
 
 }  // namespace troupe::compute

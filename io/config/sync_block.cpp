@@ -28,8 +28,10 @@ compute::sync_config parse_sync(json_fields& fields) {
   auto outer = fields.object("outer_optimizer");
   parse_outer_optimizer(outer, diloco);
   diloco.communication_data_type = fields.choice("communication_data_type", "fp32", {"fp32", "bf16", "fp16", "int8"});
-  if (fields.integer("fragments", 1, 1, 1024) != 1)
-    fields.fail("fragments", "1: streaming DiLoCo (fragments synchronised at staggered steps) is not built yet");
+  diloco.fragments = fields.integer("fragments", 1, 1, 1024);
+  if (diloco.inner_steps % diloco.fragments != 0)
+    fields.fail("fragments", "a divisor of inner_steps (" + std::to_string(diloco.inner_steps) +
+                                 "): the fragments are synchronised inner_steps / fragments steps apart");
   if (fields.integer("overlap_steps", 0, 0, 1024) != 0)
     fields.fail("overlap_steps", "0: an outer exchange behind the next inner steps is not built yet");
   fields.finish();

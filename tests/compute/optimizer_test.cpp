@@ -124,11 +124,11 @@ TEST(outer_optimizer, matches_nesterov_and_heavy_ball_written_out) {
     for (const auto& round : replicas) {
       auto summed = torch::zeros({3});
       for (std::size_t r = 0; r < round.size(); ++r) {  // each replica's weighted pseudo-gradient, summed as the rings would
-        outer.put_pseudo_gradient(torch::tensor(round[r]), carrier, weights[r]);
+        outer.put_pseudo_gradient(torch::tensor(round[r]), carrier, 0, weights[r]);
         summed += carrier;
       }
       carrier.copy_(summed);
-      outer.step(values, carrier, weights[0] + weights[1]);
+      outer.step(values, carrier, 0, weights[0] + weights[1]);
       for (std::size_t i = 0; i < 3; ++i) {
         const double delta = ((start[i] - round[0][i]) * weights[0] + (start[i] - round[1][i]) * weights[1]) / 40.0;
         momentum[i] = 0.9 * momentum[i] + delta;
@@ -148,13 +148,95 @@ TEST(outer_optimizer, lr_one_without_momentum_takes_the_weighted_mean) {
   auto values = torch::tensor({2.0f, 4.0f});
   outer_optimizer outer(config, values);
   auto carrier = torch::zeros({2});
-  outer.put_pseudo_gradient(torch::tensor({1.0f, 1.0f}), carrier, 3.0);  // one replica of weight 3 …
+  outer.put_pseudo_gradient(torch::tensor({1.0f, 1.0f}), carrier, 0, 3.0);  // one replica of weight 3 …
   auto sum = carrier.clone();
-  outer.put_pseudo_gradient(torch::tensor({5.0f, 9.0f}), carrier, 1.0);  // … one of weight 1
+  outer.put_pseudo_gradient(torch::tensor({5.0f, 9.0f}), carrier, 0, 1.0);  // … one of weight 1
   carrier += sum;
-  outer.step(values, carrier, 4.0);
+  outer.step(values, carrier, 0, 4.0);
   EXPECT_LT(max_difference(values, torch::tensor({2.0f, 3.0f})), 1e-6);  // (3·1 + 5)/4, (3·1 + 9)/4
-  EXPECT_THROW(outer.step(values, carrier, 0.0), std::exception);
+  EXPECT_THROW(outer.step(values, carrier, 0, 0.0), std::exception);
+}
+
+/// Streaming DiLoCo (issue 24): three replicas take inner steps of their own (made-up updates
+/// and weights) over 25 steps with H = 6 and F = 3; at each step the schedule names, every
+/// replica puts its weighted pseudo-gradient of that fragment, the carriers are summed as the
+/// rings would, and each replica's outer optimizer steps that fragment. A slow reference, per
+/// element in doubles, with its own fragment ranges and its own schedule (fragment f after
+/// steps 2(f + 1), 2(f + 1) + 6, …; every fragment at the end): every replica's parameters
+/// and round start must match it after every step, and fragments off the schedule must not move.
+TEST(outer_optimizer, streams_fragments_on_the_schedule_as_the_slow_reference_does) {
+  sync_config sync;
+  sync.mode = sync_mode::diloco;
+  sync.diloco.inner_steps = 6;
+  sync.diloco.fragments = 3;
+  sync.diloco.outer_lr = 0.7;
+  sync.diloco.outer_momentum = 0.9;
+  constexpr int replicas = 3, count = 10, steps = 25;
+  const auto update = [](int r, int t, int i) { return 0.01 * ((r * 7 + t * 3 + i * 5) % 11 - 5); };
+  const auto weight = [](int r, int t) { return static_cast<double>(10 + (r * 5 + t) % 7); };
+  // The runtime's path.
+  std::vector<at::Tensor> values;
+  std::vector<std::unique_ptr<outer_optimizer>> outers;
+  for (int r = 0; r < replicas; ++r) {
+    values.push_back(torch::arange(count, torch::kFloat) * 0.1);
+    outers.push_back(std::make_unique<outer_optimizer>(sync.diloco, values.back()));
+  }
+  // The reference.
+  std::vector<double> start(count), momentum(count, 0.0), own(replicas * 3, 0.0), total(3, 0.0);
+  std::vector<std::vector<double>> local(replicas, std::vector<double>(count));
+  for (int i = 0; i < count; ++i) start[i] = local[0][i] = local[1][i] = local[2][i] = static_cast<float>(0.1 * i);
+  const int64_t begins[] = {0, 3, 6, 10};  // 10·f/3
+
+  for (int t = 1; t <= steps; ++t) {
+    double window_total = 0;
+    for (int r = 0; r < replicas; ++r) window_total += weight(r, t);
+    for (int r = 0; r < replicas; ++r) {
+      auto step_update = torch::zeros({count});
+      for (int i = 0; i < count; ++i) {
+        step_update[i] = update(r, t, i);
+        local[r][i] += static_cast<float>(update(r, t, i));
+      }
+      values[r] += step_update;
+      outers[r]->add_round_weights(weight(r, t), window_total);
+      for (int f = 0; f < 3; ++f) own[r * 3 + f] += weight(r, t);
+    }
+    for (int f = 0; f < 3; ++f) total[f] += window_total;
+    std::vector<int64_t> due;
+    if (t == steps) due = {0, 1, 2};
+    else if (const auto f = sync.fragment_due_after(t); f >= 0) due = {f};
+    const std::vector<int64_t> expected_due = t == steps ? std::vector<int64_t>{0, 1, 2}
+                                              : t % 2 == 0 ? std::vector<int64_t>{(t / 2 + 2) % 3}
+                                                           : std::vector<int64_t>{};
+    ASSERT_EQ(due, expected_due) << "step " << t;
+    for (const auto f : due) {
+      auto summed = torch::zeros({count});
+      for (int r = 0; r < replicas; ++r) {
+        auto carrier = torch::zeros({count});
+        outers[r]->put_pseudo_gradient(values[r], carrier, f, outers[r]->round_weight(f));
+        summed += carrier;
+      }
+      const double w = outers[0]->round_total(f);
+      for (int r = 0; r < replicas; ++r) {
+        auto carrier = summed.clone();
+        outers[r]->step(values[r], carrier, f, w);
+      }
+      for (int64_t i = begins[f]; i < begins[f + 1]; ++i) {
+        double delta = 0;
+        for (int r = 0; r < replicas; ++r) delta += own[r * 3 + f] * (start[i] - local[r][i]);
+        delta /= total[f];
+        momentum[i] = 0.9 * momentum[i] + delta;
+        start[i] -= 0.7 * (delta + 0.9 * momentum[i]);
+        for (int r = 0; r < replicas; ++r) local[r][i] = start[i];
+      }
+      for (int r = 0; r < replicas; ++r) own[r * 3 + f] = 0;
+      total[f] = 0;
+    }
+    for (int r = 0; r < replicas; ++r)
+      for (int i = 0; i < count; ++i) {
+        ASSERT_NEAR(values[r][i].item<double>(), local[r][i], 1e-5) << "replica " << r << ", element " << i << ", step " << t;
+        ASSERT_NEAR(outers[r]->round_start()[i].item<double>(), start[i], 1e-5) << "element " << i << ", step " << t;
+      }
+  }
 }
 
 TEST(adamw, first_step_has_closed_form) {

@@ -32,10 +32,12 @@ class diloco_e2e : public cluster_job_test {
     return path.string();
   }
 
-  static json diloco(int64_t inner_steps, double lr, double momentum, const std::string& wire = "fp32") {
+  static json diloco(int64_t inner_steps, double lr, double momentum, const std::string& wire = "fp32",
+                     int64_t fragments = 1) {
     return {{"mode", "diloco"},
             {"inner_steps", inner_steps},
             {"communication_data_type", wire},
+            {"fragments", fragments},
             {"outer_optimizer", {{"type", "nesterov"}, {"params", {{"lr", lr}, {"momentum", momentum}}}}}};
   }
 
@@ -149,15 +151,20 @@ TEST_F(diloco_e2e, two_nodes_agree_after_every_outer_step_and_send_bf16_or_int8_
 }
 
 /// Runs an 8-window DiLoCo job (H 2, a checkpoint at every outer step) straight, and again
-/// stopped after window 4 and resumed: every window must be the same bits. `run(job, dir,
-/// extra)` trains or launches it. Windows 7 and 8 start from the outer step of window 6, which
-/// needs the outer momentum (and every rank's inner state) the checkpoint kept.
+/// interrupted after window 4 (`interruption`: stopped there, or killed as window 5 starts) and
+/// resumed: every window must be the same bits. `run(job, dir, extra)` trains or launches it.
+/// Windows 7 and 8 start from the outer step of window 6, which needs the outer momentum (and
+/// every rank's inner state) the checkpoint kept.
 template <typename Run>
-void expect_resume_bit_for_bit(const std::string& job, const std::string& name, Run run) {
+void expect_resume_bit_for_bit(const std::string& job, const std::string& name, Run run,
+                               const std::string& interruption = "--steps 4") {
   auto result = run(job, name + "-straight", "");
   ASSERT_EQ(result.status, 0) << result.output;
-  result = run(job, name + "-resumed", "--steps 4");
-  ASSERT_EQ(result.status, 0) << result.output;
+  result = run(job, name + "-resumed", interruption);
+  if (interruption.rfind("--inject kill", 0) == 0)
+    ASSERT_NE(result.status, 0) << result.output;
+  else
+    ASSERT_EQ(result.status, 0) << result.output;
   result = run(job, name + "-resumed", "--resume latest");
   ASSERT_EQ(result.status, 0) << result.output;
   const auto straight = cluster_job_test::read_metrics(name + "-straight");
@@ -167,11 +174,11 @@ void expect_resume_bit_for_bit(const std::string& job, const std::string& name, 
     EXPECT_EQ(resumed[i].loss, straight[i].loss) << name << ", step " << i + 1;
     EXPECT_EQ(resumed[i].parameter_hash, straight[i].parameter_hash) << name << ", step " << i + 1;
   }
-  // The resumed process counts the outer steps on from the checkpoint's: 2 at step 4.
-  const auto resumed_lines = diloco_e2e::lines(name + "-resumed");
+  // The resumed process counts the outer steps on from the checkpoint's.
+  const auto straight_lines = diloco_e2e::lines(name + "-straight"), resumed_lines = diloco_e2e::lines(name + "-resumed");
   ASSERT_EQ(resumed_lines.size(), 8u);
   for (std::size_t i = 0; i < 8; ++i)
-    EXPECT_EQ(resumed_lines[i].at("diloco").at("outer_steps").get<int64_t>(), static_cast<int64_t>(i + 1) / 2)
+    EXPECT_EQ(resumed_lines[i].at("diloco").at("outer_steps"), straight_lines[i].at("diloco").at("outer_steps"))
         << name << ", step " << i + 1;
 }
 
@@ -192,6 +199,58 @@ TEST_F(diloco_e2e, two_nodes_resume_each_with_its_own_inner_state_bit_for_bit) {
                             });
 }
 
+// Streaming DiLoCo: with H 4 and 2 fragments, fragment 0 steps after steps 2, 6, …, fragment 1
+// after 4, 8, …, each sending half the parameters; every fragment at the run's end.
+TEST_F(diloco_e2e, streamed_fragments_step_on_their_schedule_and_alone_with_lr_one_are_plain_training) {
+  auto result = train(config("plain-adamw-8", nullptr, adamw(), 8), "plain-adamw-8");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = train(config("alone-f2", diloco(4, 1.0, 0.0, "fp32", 2), adamw(), 8), "alone-f2");
+  ASSERT_EQ(result.status, 0) << result.output;
+  std::printf("one worker, H=4, 2 fragments, outer lr 1 vs plain: max relative loss gap %.3g\n",
+              loss_gap(read_metrics("plain-adamw-8"), read_metrics("alone-f2")));
+  EXPECT_LT(loss_gap(read_metrics("plain-adamw-8"), read_metrics("alone-f2")), 1e-5);
+
+  const auto manifest = write_manifest(2, "two-abort-f2.json", "abort");
+  for (const int64_t fragments : {1, 2}) {
+    const std::string run = "two-f" + std::to_string(fragments);
+    result = launch(manifest, config(run, diloco(4, 0.7, 0.9, "fp32", fragments), adamw(), 7), run);
+    ASSERT_EQ(result.status, 0) << result.output;
+  }
+  const auto one = lines("two-f1"), two = lines("two-f2");
+  ASSERT_EQ(two.size(), 7u);
+  ASSERT_EQ(one.size(), 7u);
+  const auto bytes = [&](std::size_t i) { return two[i].at("diloco").at("outer_bytes").get<int64_t>(); };
+  for (std::size_t i = 0; i < two.size(); ++i) {
+    const bool due = (i + 1) % 2 == 0 || i + 1 == 7;
+    EXPECT_EQ(two[i].at("diloco").at("outer_step").get<bool>(), due) << "step " << i + 1;
+    EXPECT_EQ(two[i].at("diloco").at("outer_steps").get<int64_t>(), static_cast<int64_t>(i + 1) / 2 + (i + 1 == 7))
+        << "step " << i + 1;
+  }
+  // A fragment's exchange is half the whole's (step 4's is rank 0's whole buffer under F = 1).
+  const auto whole = one[3].at("diloco").at("outer_bytes").get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(bytes(1) + bytes(3)), static_cast<double>(whole), 2.0);
+  EXPECT_NEAR(static_cast<double>(bytes(1)), whole / 2.0, 2.0);
+  EXPECT_NEAR(static_cast<double>(bytes(6)), static_cast<double>(whole), 2.0);  // the end: every fragment
+  // The first two steps are the same inner steps; from step 3 on fragment 0's outer step shows.
+  EXPECT_DOUBLE_EQ(two[1].at("loss").get<double>(), one[1].at("loss").get<double>());
+  EXPECT_NE(two[2].at("loss").get<double>(), one[2].at("loss").get<double>());
+  EXPECT_LT(two[6].at("loss").get<double>(), two[0].at("loss").get<double>());
+}
+
+TEST_F(diloco_e2e, streamed_fragments_resume_after_a_crash_mid_round_bit_for_bit) {
+  // H 2 with 2 fragments: at the checkpoint of step 4 fragment 1 has just stepped and fragment
+  // 0 is one step into its round, so each rank's own parameters and round weights (and every
+  // rank's round totals) must come back. The job is killed as window 5 starts (a stop would
+  // end the run with an outer step of every fragment).
+  const auto manifest = write_manifest(2, "two-abort-f2-resume.json", "abort");
+  expect_resume_bit_for_bit(
+      config("two-f2-resume", diloco(2, 0.7, 0.9, "fp32", 2), adamw(), 8, 2), "two-f2",
+      [&](const std::string& job, const std::string& run, const std::string& extra) {
+        return launch(manifest, job, run, extra);
+      },
+      "--inject kill:b@5");
+}
+
 TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_round_and_the_job) {
   // Three nodes, H = 3, node c killed as window 5 starts (the second round's second step): the
   // survivors redo window 5 as generation 1 after an outer step among themselves, weighted by
@@ -201,8 +260,8 @@ TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_roun
                              "--inject kill:c@5");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("redo the window in flight as generation 1"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("the 2 members of the new generation finish the round among themselves: an outer "
-                               "step before step 5"),
+  EXPECT_NE(result.output.find("the 2 members of the new generation finish the round of 1 of 1 fragment(s) among "
+                               "themselves: an outer step before step 5"),
             std::string::npos)
       << result.output;
   const auto windows = lines("elastic-kill");
@@ -211,6 +270,27 @@ TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_roun
     EXPECT_EQ(windows[i].at("world_size").get<int>(), i < 4 ? 3 : 2) << "window " << i + 1;
     EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), (i + 1) % 3 == 0) << "window " << i + 1;
     EXPECT_TRUE(std::isfinite(windows[i].at("loss").get<double>()));
+  }
+  EXPECT_LT(windows.back().at("loss").get<double>(), windows.front().at("loss").get<double>());
+}
+
+TEST_F(diloco_e2e, a_node_lost_under_streaming_leaves_the_survivors_to_finish_the_rounds_under_way) {
+  // H 4 with 2 fragments, c killed as window 5 starts: fragment 1 stepped after step 4, so only
+  // fragment 0 (stepped after step 2) has a round to finish; then the schedule goes on (fragment
+  // 0 after 6, fragment 1 after 8).
+  const auto manifest = write_manifest(3, "three-elastic-f2.json");
+  const auto result = launch(manifest, config("elastic-kill-f2", diloco(4, 0.7, 0.9, "fp32", 2), adamw(), 8),
+                             "elastic-kill-f2", "--inject kill:c@5");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("the 2 members of the new generation finish the round of 1 of 2 fragment(s) among "
+                               "themselves: an outer step before step 5"),
+            std::string::npos)
+      << result.output;
+  const auto windows = lines("elastic-kill-f2");
+  ASSERT_EQ(windows.size(), 8u);
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    EXPECT_EQ(windows[i].at("world_size").get<int>(), i < 4 ? 3 : 2) << "window " << i + 1;
+    EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), (i + 1) % 2 == 0) << "window " << i + 1;
   }
   EXPECT_LT(windows.back().at("loss").get<double>(), windows.front().at("loss").get<double>());
 }

@@ -395,8 +395,15 @@ TEST(job_config, sync_block_reads_diloco_and_defaults_to_window) {
   EXPECT_FALSE(config.sync.outer_step_after(99));
   c["sync"] = {{"mode", "diloco"}, {"outer_optimizer", {{"type", "sgd"}}}};
   EXPECT_FALSE(parse_job_config(c, "job.json").sync.diloco.nesterov);
-  c["sync"] = {{"mode", "diloco"}, {"communication_data_type", "int8"}};
-  EXPECT_EQ(parse_job_config(c, "job.json").sync.diloco.communication_data_type, "int8");
+  c["sync"] = {{"mode", "diloco"}, {"communication_data_type", "int8"}, {"inner_steps", 8}, {"fragments", 4}};
+  const auto streaming = parse_job_config(c, "job.json").sync;
+  EXPECT_EQ(streaming.diloco.communication_data_type, "int8");
+  EXPECT_EQ(streaming.diloco.fragments, 4);
+  // Fragment f after steps 2(f + 1) + 8k: 2 → 0, 4 → 1, 6 → 2, 8 → 3, 10 → 0; none between.
+  for (const auto& [step, fragment] : std::vector<std::pair<int64_t, int64_t>>{{1, -1}, {2, 0}, {3, -1}, {4, 1}, {6, 2}, {8, 3}, {10, 0}, {16, 3}})
+    EXPECT_EQ(streaming.fragment_due_after(step), fragment) << "step " << step;
+  EXPECT_EQ(streaming.outer_steps_through(8), 4);
+  EXPECT_EQ(streaming.outer_steps_through(9), 5);  // a run's end off the schedule: every fragment steps
 }
 
 TEST(job_config, bad_sync_blocks_are_refused_naming_the_field) {
@@ -415,7 +422,9 @@ TEST(job_config, bad_sync_blocks_are_refused_naming_the_field) {
                {"sync.outer_optimizer.params.momentum"});
   expect_error(with_sync({{"mode", "diloco"}, {"communication_data_type", "fp8"}}),
                {"sync.communication_data_type", "\"int8\""});
-  expect_error(with_sync({{"mode", "diloco"}, {"fragments", 4}}), {"sync.fragments", "not built yet"});
+  expect_error(with_sync({{"mode", "diloco"}, {"inner_steps", 10}, {"fragments", 4}}),
+               {"sync.fragments", "divisor of inner_steps (10)"});
+  expect_error(with_sync({{"mode", "diloco"}, {"fragments", 0}}), {"sync.fragments"});
   expect_error(with_sync({{"mode", "diloco"}, {"overlap_steps", 2}}), {"sync.overlap_steps"});
   auto c = with_sync({{"mode", "diloco"}, {"inner_steps", 10}});
   c["checkpoint"] = {{"every_windows", 15}};
