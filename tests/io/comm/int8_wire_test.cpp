@@ -209,25 +209,11 @@ class int8_ring_sums : public ::testing::TestWithParam<std::tuple<int, bool>> {}
 TEST_P(int8_ring_sums, round_each_block_at_each_hop_and_sum_in_fp32_on_every_rank_and_path) {
   const auto [world, shared] = GetParam();
   const std::vector<std::size_t> counts = {1000, 4099, 300007};
-  std::vector<std::vector<float>> storage(world, std::vector<float>(shared ? 0 : counts.back()));
-  std::vector<std::unique_ptr<shared_region>> regions;
-  std::vector<float*> buffers;
-  for (int rank = 0; rank < world; ++rank) {
-    if (shared) {
-      regions.push_back(std::make_unique<shared_region>(counts.back() * sizeof(float), "int8-test"));
-      buffers.push_back(reinterpret_cast<float*>(regions.back()->data()));
-    } else {
-      buffers.push_back(storage[static_cast<std::size_t>(rank)].data());
-    }
-  }
-  expect_no_failures(run_ring_threads(
-      world, 1,
-      [&](const rank_context& ctx) {
-        std::uint64_t sequence = 1;
-        for (const std::size_t chunk_bytes : {std::size_t{3000}, std::size_t{1} << 18})
-          for (const std::size_t count : counts) check_int8_sum(ctx, buffers[ctx.rank], count, chunk_bytes, sequence++);
-      },
-      shared ? &regions : nullptr));
+  run_sums_on_buffers(world, shared, counts.back(), [&](const rank_context& ctx, float* buffer) {
+    std::uint64_t sequence = 1;
+    for (const std::size_t chunk_bytes : {std::size_t{3000}, std::size_t{1} << 18})
+      for (const std::size_t count : counts) check_int8_sum(ctx, buffer, count, chunk_bytes, sequence++);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(worlds, int8_ring_sums, ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()),

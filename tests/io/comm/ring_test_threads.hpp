@@ -154,6 +154,27 @@ inline void expect_no_failures(const std::vector<std::string>& failures) {
   for (std::size_t i = 0; i < failures.size() && i < 4; ++i) ADD_FAILURE() << failures[i];
 }
 
+/// Runs `sums(ctx, buffer)` on one ring of `world` ranks, each summing into a buffer of its own
+/// of `elements` floats: plain memory, or with `shared` a shared_region of its own, so that the
+/// ring takes the shared-memory path. Any rank's failure fails the test.
+template <class Sums>
+void run_sums_on_buffers(int world, bool shared, std::size_t elements, Sums sums) {
+  std::vector<std::vector<float>> storage(world, std::vector<float>(shared ? 0 : elements));
+  std::vector<std::unique_ptr<shared_region>> regions;
+  std::vector<float*> buffers;
+  for (int rank = 0; rank < world; ++rank) {
+    if (shared) {
+      regions.push_back(std::make_unique<shared_region>(elements * sizeof(float), "ring-test"));
+      buffers.push_back(reinterpret_cast<float*>(regions.back()->data()));
+    } else {
+      buffers.push_back(storage[static_cast<std::size_t>(rank)].data());
+    }
+  }
+  expect_no_failures(run_ring_threads(
+      world, 1, [&](const rank_context& ctx) { sums(ctx, buffers[static_cast<std::size_t>(ctx.rank)]); },
+      shared ? &regions : nullptr));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Inputs and references.
 
