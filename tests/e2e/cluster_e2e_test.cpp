@@ -423,8 +423,11 @@ TEST_F(cluster_e2e, a_restarted_node_rejoins_with_a_live_replicas_state) {
   expect_same_curve_by_step(read_metrics("rejoin-reference"), windows, "a node lost and rejoined", 1);
   EXPECT_EQ(windows.front().world_size, 3);
   EXPECT_EQ(windows.back().world_size, 3) << "node c did not rejoin before the end";
-  EXPECT_NE(std::find_if(windows.begin(), windows.end(), [](const window_line& w) { return w.world_size == 2; }),
-            windows.end());
+  // The survivors went on without c first. Whether they also finished a window before c was
+  // back is a race with c's restart: on a fresh 2-core VM c was back within generation 1's first
+  // window in six runs of six (2026-11-26, with the binaries before and after that day's changes), and the
+  // window was redone by all three.
+  EXPECT_NE(result.output.find("generation 1: 2 nodes go on from step"), std::string::npos) << result.output;
 }
 
 // Two losses in one run: of four nodes, d is killed in window 3 and c frozen in window 5 (its
