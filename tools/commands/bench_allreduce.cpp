@@ -131,8 +131,8 @@ void add_bench_allreduce(CLI::App* bench) {
   driver->add_option("--manifest", args->manifest,
                      "run one rank per node of this manifest (its hosts, ucx_tls and ssh config; --world ignored)");
   driver->add_option("--wire", args->wire,
-                     "how the floats cross each link (communication_data_type): fp32, or bf16/fp16 summed in fp32")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+                     "how the floats cross each link (communication_data_type): fp32, or bf16/fp16/int8 (the sync block's) summed in fp32")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}))
       ->capture_default_str();
   driver->add_flag("--json", args->json_output, "print one JSON line");
   driver->callback([args] { run_driver(*args); });
@@ -144,7 +144,7 @@ void add_bench_allreduce(CLI::App* bench) {
   rank->add_option("--node", rank_options->node)->required();
   rank->add_option("--bytes", rank_options->bytes)->required();
   rank->add_option("--out", rank_options->out)->required();
-  rank->add_option("--wire", rank_options->wire)->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  rank->add_option("--wire", rank_options->wire)->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}));
   rank->callback([rank_options] {
     try {
       run_allreduce_rank(*rank_options);
