@@ -43,7 +43,7 @@ generation_outcome training_run::execute() {
   if (!continuing_) {
     // A later generation's replicas copy their state from a live one: nothing to read.
     if (!options_.resume.empty() && !later_generation())
-      resumed_ = resume_trainers(config_, options_, *dataset_, trainers_);
+      resumed_ = resume_trainers(config_, options_, *dataset_, trainers_, world_);
     hold_run_directory();
   }
   set_start_state();

@@ -34,8 +34,10 @@ struct resumed_run {
 
 /// Builds the local workers' trainers and reads the checkpoint of `options.resume` into them,
 /// after checking it fits the data and the config (training_session.cpp); empty without resume.
+/// `world`: the job's ranks now (streaming DiLoCo restarts its rounds when the checkpoint had
+/// another number).
 resumed_run resume_trainers(const io::job_config& config, const session_options& options, const io::token_dataset& data,
-                            const std::vector<compute::trainer_options>& workers);
+                            const std::vector<compute::trainer_options>& workers, int world);
 
 /// The trainer options a config gives every worker (before its rank and device).
 compute::trainer_options trainer_options_of(const io::job_config& config,

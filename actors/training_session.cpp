@@ -36,7 +36,7 @@ compute::trainer_options trainer_options_of(const io::job_config& config,
 /// time to read the files into existing ones). The other local trainers copy from the first.
 /// Checks that the checkpoint fits the data and the config before any worker starts.
 resumed_run resume_trainers(const io::job_config& config, const session_options& options, const io::token_dataset& data,
-                            const std::vector<compute::trainer_options>& workers) {
+                            const std::vector<compute::trainer_options>& workers, int world) {
   resumed_run run;
   if (options.resume.empty()) return run;
   const int local_workers = static_cast<int>(workers.size());
@@ -55,6 +55,12 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
     run.trainers[static_cast<std::size_t>(local)]->load(contents.parameters, contents.optimizer,
                                                       contents.state.optimizer_steps,
                                                       contents.state.loss_scale);  // no copy for the first
+  if (config.sync.diloco_mode() && config.sync.diloco.fragments > 1 && contents.state.world_size != world) {
+    spdlog::warn("resuming streaming DiLoCo on {} ranks from a checkpoint of {}: every fragment's round starts "
+                 "again from the round start (the ranks' own parameters and round weights were another world's)",
+                 world, contents.state.world_size);
+    for (auto& trainer : run.trainers) trainer->restart_rounds_from_start();
+  }
   spdlog::info("resuming from {} (step {}, data position {})", dir.string(), contents.state.optimizer_steps,
                contents.state.next_position);
   return run;

@@ -253,8 +253,9 @@ void worker_state::save_or_finish(bool last, bool periodic) {
 
 /// The periodic held-out evaluation: this rank scores sequences rank, rank + world, ... of the
 /// first eval_samples validation sequences (the same masks every time: keyed by sample, epoch
-/// 0) under the parameters this window's step left; the hub sums every rank's share into the
-/// window's eval perplexity. Its time is part of the window's.
+/// 0) under the parameters the replicas agree on after this window's step (under streaming
+/// DiLoCo the round start: the other fragments are in the middle of their rounds); the hub sums
+/// every rank's share into the window's eval perplexity. Its time is part of the window's.
 void worker_state::evaluate_held_out() {
   const auto started = clock::now();
   compute::nll_sum sum;
@@ -264,11 +265,13 @@ void worker_state::evaluate_held_out() {
     sum.add(trainer->evaluate(settings.eval_batches->build(refs)));
     refs.clear();
   };
-  for (auto i = static_cast<uint64_t>(settings.rank); i < settings.eval_samples; i += static_cast<uint64_t>(settings.world)) {
-    refs.push_back({0, i});
-    if (static_cast<int64_t>(refs.size()) == settings.eval_micro_size) flush();
-  }
-  flush();
+  trainer->with_agreed_parameters([&] {
+    for (auto i = static_cast<uint64_t>(settings.rank); i < settings.eval_samples; i += static_cast<uint64_t>(settings.world)) {
+      refs.push_back({0, i});
+      if (static_cast<int64_t>(refs.size()) == settings.eval_micro_size) flush();
+    }
+    flush();
+  });
   current.eval_loss_sum = sum.total;
   current.eval_tokens = sum.tokens;
   current.eval_seconds = seconds(clock::now() - started);

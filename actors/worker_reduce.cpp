@@ -124,7 +124,9 @@ void worker_state::send_slices(float* data, std::size_t count) {
 
 void worker_state::reduce_range(int64_t begin, int64_t count, io::wire_format wire, std::function<void()> then) {
   begin_reduce(false, wire);
-  send_slices(trainer->gradients().data_ptr<float>() + begin, static_cast<std::size_t>(count));
+  const auto& gradients = trainer->gradients();
+  if (gradients.is_cuda()) torch::cuda::synchronize(gradients.device().index());  // the NCCL stream reads it next
+  send_slices(gradients.data_ptr<float>() + begin, static_cast<std::size_t>(count));
   await_reduce(std::move(then));
 }
 

@@ -314,6 +314,27 @@ const at::Tensor& mlm_trainer::agreed_parameter_values() const {
   return outer_ ? outer_->round_start() : parameters_->values();
 }
 
+void mlm_trainer::with_agreed_parameters(const std::function<void()>& body) {
+  if (!outer_ || outer_->fragments() == 1) return body();
+  torch::NoGradGuard no_grad;
+  const auto own = parameters_->values().clone();
+  parameters_->values().copy_(outer_->round_start());
+  try {
+    body();
+  } catch (...) {
+    parameters_->values().copy_(own);
+    throw;
+  }
+  parameters_->values().copy_(own);
+}
+
+void mlm_trainer::restart_rounds_from_start() {
+  if (!outer_) return;
+  torch::NoGradGuard no_grad;
+  parameters_->values().copy_(outer_->round_start());
+  outer_->clear_round_weights();
+}
+
 void mlm_trainer::set_optimizer_steps(int64_t steps) { optimizer_->set_steps(steps - skipped_steps()); }
 
 uint64_t mlm_trainer::dropout_seed() const { return model_->dropout_state()->seed; }

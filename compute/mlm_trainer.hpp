@@ -201,6 +201,14 @@ class mlm_trainer {
   named_tensors own_state_buffers();
   /// The parameters every replica agrees on: DiLoCo's round start, else the parameters.
   const at::Tensor& agreed_parameter_values() const;
+  /// Runs `body` with the model's parameters set to agreed_parameter_values(), then puts this
+  /// replica's own back (a copy each way under streaming DiLoCo; nothing otherwise, where they
+  /// are the same whenever a held-out score is taken).
+  void with_agreed_parameters(const std::function<void()>& body);
+  /// Streaming DiLoCo resumed on another world size: the ranks' own parameters and round weights
+  /// and the round totals in the checkpoint belong to another set of replicas, so every round
+  /// starts again from the round start.
+  void restart_rounds_from_start();
   /// Parameters under their HuggingFace names (views; copy before handing to another thread).
   named_tensors named_parameters() const;
   /// The same names over agreed_parameter_values(): what a checkpoint's model holds (under

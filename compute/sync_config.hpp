@@ -49,15 +49,15 @@ struct sync_config {
   bool diloco_mode() const { return mode == sync_mode::diloco; }
   /// Whether inner step `step` (1-based, the job's step) ends with an outer step of any fragment.
   bool outer_step_after(int64_t step) const { return fragment_due_after(step) >= 0; }
-  /// The fragment whose outer step falls after inner step `step`, or −1: fragment f's fall
-  /// where step mod H = (f + 1)·H/F mod H, so with one fragment after every H-th step, and the
-  /// last fragment's always at multiples of H (where checkpoints and held-out scores are taken).
   /// Outer steps (of any fragment) a run has taken by the end of step `step`, counting one at a
   /// step off the schedule: a run's end, where every fragment steps.
   int64_t outer_steps_through(int64_t step) const {
     const int64_t spacing = diloco.inner_steps / diloco.fragments;
     return (step + spacing - 1) / spacing;
   }
+  /// The fragment whose outer step falls after inner step `step`, or −1: fragment f's fall
+  /// where step mod H = (f + 1)·H/F mod H, so with one fragment after every H-th step, and the
+  /// last fragment's always at multiples of H (where checkpoints and held-out scores are taken).
   int64_t fragment_due_after(int64_t step) const {
     if (!diloco_mode()) return -1;
     const int64_t spacing = diloco.inner_steps / diloco.fragments;

@@ -28,16 +28,14 @@ float largest_of(const float* x, std::size_t m) {
 
 /// Writes one block's scale and bytes at `out`; returns the bytes written.
 std::size_t encode_block(const float* x, std::byte* out, std::size_t m) {
-  const float largest = largest_of(x, m);
-  const float scale = largest / 127.0f;
+  const float scale = largest_of(x, m) / 127.0f;
   std::memcpy(out, &scale, sizeof scale);
   auto* q = reinterpret_cast<std::int8_t*>(out + sizeof scale);
-  if (!(largest > 0)) {  // zeros, or not finite (NaN): the scale alone says what the block is
+  if (!(scale > 0)) {  // zeros, below 127 × the smallest float, or not finite (NaN): the scale says it all
     std::fill(q, q + m, std::int8_t{0});
-  } else {
-    const float steps_per_unit = 127.0f / largest;
+  } else {  // |x / s| ≤ 127 (x / s is finite: s is a positive float)
     for (std::size_t i = 0; i < m; ++i)
-      q[i] = static_cast<std::int8_t>(std::clamp(std::nearbyint(x[i] * steps_per_unit), -127.0f, 127.0f));
+      q[i] = static_cast<std::int8_t>(std::clamp(std::nearbyint(x[i] / scale), -127.0f, 127.0f));
   }
   return sizeof scale + m;
 }
