@@ -251,6 +251,26 @@ TEST_F(diloco_e2e, streamed_fragments_resume_after_a_crash_mid_round_bit_for_bit
       "--inject kill:b@5");
 }
 
+TEST_F(diloco_e2e, streamed_fragments_resumed_on_another_world_size_start_their_rounds_again) {
+  // Two nodes, H 2 and 2 fragments, killed after the checkpoint of step 4 (fragment 0 one step
+  // into its round); resumed by one process, whose rounds were two replicas': it starts every
+  // round again from the round start and trains on to the end.
+  const auto manifest = write_manifest(2, "two-abort-f2-world.json", "abort");
+  const auto job = config("two-f2-world", diloco(2, 0.7, 0.9, "fp32", 2), adamw(), 8, 2);
+  auto result = launch(manifest, job, "two-f2-world", "--inject kill:b@5");
+  ASSERT_NE(result.status, 0) << result.output;
+  result = train(job, "two-f2-world", "--resume latest");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("resuming streaming DiLoCo on 1 ranks from a checkpoint of 2: every fragment's round "
+                               "starts again from the round start"),
+            std::string::npos)
+      << result.output;
+  const auto windows = lines("two-f2-world");
+  ASSERT_EQ(windows.size(), 8u);
+  EXPECT_EQ(windows.back().at("world_size").get<int>(), 1);
+  EXPECT_TRUE(std::isfinite(windows.back().at("loss").get<double>()));
+}
+
 TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_round_and_the_job) {
   // Three nodes, H = 3, node c killed as window 5 starts (the second round's second step): the
   // survivors redo window 5 as generation 1 after an outer step among themselves, weighted by
