@@ -185,6 +185,7 @@ struct worker_state {
   std::vector<int64_t> all_fragments() const;
   void outer_step(const std::vector<int64_t>& fragments, std::function<void()> then);
   int64_t outer_exchange_bytes(int64_t elements) const;
+  compute::fragment_range exchange_span(const std::vector<int64_t>& fragments) const;
   void gather_own_states(int64_t owner, std::size_t buffer, std::function<void()> then);
   void survivors_outer_step(const std::vector<double>& totals, std::function<void()> then);
   void sum_and_step_outer(const std::vector<int64_t>& fragments, const std::vector<double>& totals,

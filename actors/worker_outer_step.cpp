@@ -65,8 +65,14 @@ void worker_state::outer_step(const std::vector<int64_t>& fragments, std::functi
   std::vector<double> totals;
   for (const auto f : fragments) totals.push_back(trainer->round_total(f));
   current.outer_step = true;
-  current.outer_bytes = outer_exchange_bytes(trainer->fragment(fragments.back()).end - trainer->fragment(fragments.front()).begin);
+  current.outer_bytes = outer_exchange_bytes(exchange_span(fragments).size());
   sum_and_step_outer(fragments, totals, std::move(then));
+}
+
+/// The range of the flat buffers an exchange of `fragments` (in order) carries: from the first
+/// one's start to the last one's end.
+compute::fragment_range worker_state::exchange_span(const std::vector<int64_t>& fragments) const {
+  return {trainer->fragment(fragments.front()).begin, trainer->fragment(fragments.back()).end};
 }
 
 /// What this rank sends for an outer step of `elements` values: a ring allreduce sends
@@ -107,9 +113,8 @@ void worker_state::survivors_outer_step(const std::vector<double>& totals, std::
 void worker_state::sum_and_step_outer(const std::vector<int64_t>& fragments, const std::vector<double>& totals,
                                       std::function<void()> then) {
   ++outer_steps_done;
-  const int64_t begin = trainer->fragment(fragments.front()).begin;
-  const int64_t count = trainer->fragment(fragments.back()).end - begin;
-  outer_bytes_sent += outer_exchange_bytes(count);
+  const auto span = exchange_span(fragments);
+  outer_bytes_sent += outer_exchange_bytes(span.size());
   for (const auto f : fragments) trainer->put_pseudo_gradient(f, trainer->round_weight(f));
   auto step = [this, fragments, totals, then = std::move(then)] {
     for (std::size_t i = 0; i < fragments.size(); ++i) trainer->outer_step(fragments[i], totals[i]);
@@ -118,7 +123,7 @@ void worker_state::sum_and_step_outer(const std::vector<int64_t>& fragments, con
   if (settings.reducers.empty())
     step();
   else
-    reduce_range(begin, count, settings.outer_wire, std::move(step));
+    reduce_range(span.begin, span.size(), settings.outer_wire, std::move(step));
 }
 
 void worker_state::gather_own_states(int64_t owner, std::size_t buffer, std::function<void()> then) {

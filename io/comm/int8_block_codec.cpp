@@ -58,7 +58,7 @@ void by_block(std::size_t n, body_type&& body) {
   }
 }
 
-/// out[0 … m) = R(in[0 … m)) for one block.
+/// out[0 … m) = R(in[0 … m)) for one block (in place too: the block is encoded before out is written).
 void round_block(const float* in, float* out, std::size_t m) {
   std::byte image[sizeof(float) + block_elements];
   encode_block(in, image, m);
@@ -105,11 +105,7 @@ void add_rounded_and_round(float* sum, const float* addend, std::size_t n) {
 }
 
 void copy_rounded(float* out, const float* in, std::size_t n) {
-  float rounded[block_elements];
-  by_block(n, [&](std::size_t b, std::size_t m, std::size_t) {
-    round_block(in + b, rounded, m);
-    std::copy(rounded, rounded + m, out + b);
-  });
+  by_block(n, [&](std::size_t b, std::size_t m, std::size_t) { round_block(in + b, out + b, m); });
 }
 
 }  // namespace troupe::io::int8_blocks

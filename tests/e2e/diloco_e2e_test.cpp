@@ -18,7 +18,7 @@ namespace troupe {
 namespace {
 
 class diloco_e2e : public cluster_job_test {
- protected:
+ public:  // the helpers below the fixture use its writers
   /// The cluster tests' model and data with `sync` and `optimizer` as given, clipping off.
   static std::string config(const std::string& name, const json& sync, const json& optimizer, int64_t steps,
                             int64_t checkpoint_every = 0) {
@@ -44,7 +44,6 @@ class diloco_e2e : public cluster_job_test {
   static json sgd() { return {{"type", "SGD"}, {"params", {{"lr", 0.05}}}}; }
   static json adamw() { return {{"type", "AdamW"}, {"params", {{"lr", 2e-3}}}}; }
 
- public:
   /// Every metrics.jsonl line of `run` (a directory of this suite's).
   static std::vector<json> lines(const std::string& run) {
     std::vector<json> out;
@@ -53,7 +52,6 @@ class diloco_e2e : public cluster_job_test {
     return out;
   }
 
- protected:
   /// The largest relative difference of two runs' window losses (same number of windows).
   static double loss_gap(const std::vector<window_line>& a, const std::vector<window_line>& b) {
     EXPECT_EQ(a.size(), b.size());
@@ -271,48 +269,44 @@ TEST_F(diloco_e2e, streamed_fragments_resumed_on_another_world_size_start_their_
   EXPECT_TRUE(std::isfinite(windows.back().at("loss").get<double>()));
 }
 
-TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_round_and_the_job) {
-  // Three nodes, H = 3, node c killed as window 5 starts (the second round's second step): the
-  // survivors redo window 5 as generation 1 after an outer step among themselves, weighted by
-  // what each trained on in the round; the outer steps stay at 3, 6 and 9.
-  const auto manifest = write_manifest(3, "three-elastic.json");  // elastic: the default for three nodes
-  const auto result = launch(manifest, config("elastic-kill", diloco(3, 0.7, 0.9), adamw(), 9), "elastic-kill",
-                             "--inject kill:c@5");
+/// Three nodes under `elastic`, DiLoCo with H `inner_steps` and `fragments`, node c killed as
+/// window 5 starts: the survivors redo window 5 as generation 1 after finishing, among
+/// themselves, the round of the `finished` fragments under way (each pseudo-gradient weighted by
+/// what its replica trained on in the round); the outer steps stay on the schedule, every H/F.
+void expect_survivors_finish_the_rounds(const std::string& run, int64_t inner_steps, int64_t fragments, int64_t steps,
+                                        int finished) {
+  const auto manifest = diloco_e2e::write_manifest(3, run + "-manifest.json");  // elastic: the default for three nodes
+  const auto job = diloco_e2e::config(run, diloco_e2e::diloco(inner_steps, 0.7, 0.9, "fp32", fragments),
+                                      diloco_e2e::adamw(), steps);
+  const auto result = diloco_e2e::launch(manifest, job, run, "--inject kill:c@5");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("redo the window in flight as generation 1"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("the 2 members of the new generation finish the round of 1 of 1 fragment(s) among "
-                               "themselves: an outer step before step 5"),
+  EXPECT_NE(result.output.find("the 2 members of the new generation finish the round of " + std::to_string(finished) +
+                               " of " + std::to_string(fragments) +
+                               " fragment(s) among themselves: an outer step before step 5"),
             std::string::npos)
       << result.output;
-  const auto windows = lines("elastic-kill");
-  ASSERT_EQ(windows.size(), 9u);
+  const auto windows = diloco_e2e::lines(run);
+  ASSERT_EQ(windows.size(), static_cast<std::size_t>(steps));
+  const int64_t spacing = inner_steps / fragments;
   for (std::size_t i = 0; i < windows.size(); ++i) {
-    EXPECT_EQ(windows[i].at("world_size").get<int>(), i < 4 ? 3 : 2) << "window " << i + 1;
-    EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), (i + 1) % 3 == 0) << "window " << i + 1;
+    EXPECT_EQ(windows[i].at("world_size").get<int>(), i < 4 ? 3 : 2) << run << ", window " << i + 1;
+    EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), static_cast<int64_t>(i + 1) % spacing == 0)
+        << run << ", window " << i + 1;
     EXPECT_TRUE(std::isfinite(windows[i].at("loss").get<double>()));
   }
   EXPECT_LT(windows.back().at("loss").get<double>(), windows.front().at("loss").get<double>());
 }
 
+TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_round_and_the_job) {
+  // H 3: c is lost in the second round's second step; the outer steps stay at 3, 6 and 9.
+  expect_survivors_finish_the_rounds("elastic-kill", 3, 1, 9, 1);
+}
+
 TEST_F(diloco_e2e, a_node_lost_under_streaming_leaves_the_survivors_to_finish_the_rounds_under_way) {
-  // H 4 with 2 fragments, c killed as window 5 starts: fragment 1 stepped after step 4, so only
-  // fragment 0 (stepped after step 2) has a round to finish; then the schedule goes on (fragment
-  // 0 after 6, fragment 1 after 8).
-  const auto manifest = write_manifest(3, "three-elastic-f2.json");
-  const auto result = launch(manifest, config("elastic-kill-f2", diloco(4, 0.7, 0.9, "fp32", 2), adamw(), 8),
-                             "elastic-kill-f2", "--inject kill:c@5");
-  ASSERT_EQ(result.status, 0) << result.output;
-  EXPECT_NE(result.output.find("the 2 members of the new generation finish the round of 1 of 2 fragment(s) among "
-                               "themselves: an outer step before step 5"),
-            std::string::npos)
-      << result.output;
-  const auto windows = lines("elastic-kill-f2");
-  ASSERT_EQ(windows.size(), 8u);
-  for (std::size_t i = 0; i < windows.size(); ++i) {
-    EXPECT_EQ(windows[i].at("world_size").get<int>(), i < 4 ? 3 : 2) << "window " << i + 1;
-    EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), (i + 1) % 2 == 0) << "window " << i + 1;
-  }
-  EXPECT_LT(windows.back().at("loss").get<double>(), windows.front().at("loss").get<double>());
+  // H 4 with 2 fragments: fragment 1 stepped after step 4, so only fragment 0 (stepped after
+  // step 2) has a round to finish; then the schedule goes on (fragment 0 after 6, 1 after 8).
+  expect_survivors_finish_the_rounds("elastic-kill-f2", 4, 2, 8, 1);
 }
 
 TEST_F(diloco_e2e, a_restarted_node_rejoins_with_the_round_start_and_outer_momentum_of_a_live_replica) {

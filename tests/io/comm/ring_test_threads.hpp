@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "io/comm/ring_schedule.hpp"
@@ -152,6 +153,11 @@ std::vector<std::string> run_ring_threads(int world, int rings, Body body,
 inline void expect_no_failures(const std::vector<std::string>& failures) {
   // The first failure is the cause; the rest are usually neighbours timing out on it.
   for (std::size_t i = 0; i < failures.size() && i < 4; ++i) ADD_FAILURE() << failures[i];
+}
+
+/// The name of a (world, shared memory) test parameter: "world3_shared_memory", "world2_transport".
+inline std::string world_and_path_name(const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
+  return "world" + std::to_string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_shared_memory" : "_transport");
 }
 
 /// Runs `sums(ctx, buffer)` on one ring of `world` ranks, each summing into a buffer of its own

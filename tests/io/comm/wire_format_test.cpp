@@ -171,10 +171,7 @@ TEST_P(wire_ring_sums, round_each_hop_and_sum_in_fp32_on_every_rank_and_path) {
 }
 
 INSTANTIATE_TEST_SUITE_P(worlds, wire_ring_sums, ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()),
-                         [](const auto& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) +
-                                  (std::get<1>(info.param) ? "_shared_memory" : "_transport");
-                         });
+                         world_and_path_name);
 
 }  // namespace
 }  // namespace troupe::io
