@@ -10,6 +10,7 @@
 ///                                                                      a new generation's plan sent
 ///   {"event": "job_stopped", "generation": 1, "reason": …}            the coordinator stopped every node
 ///   {"event": "self_fenced", "node": "c", "reason": …}                 a node that lost the head stopped
+///   {"event": "fence_deadline", "node": "c", "grace_s": 3}             a fenced node's teardown hung: it ended itself
 
 #include <filesystem>
 

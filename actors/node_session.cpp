@@ -58,6 +58,9 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
 //  A node that cannot reach the head any more fences itself: it stops training at once, says so
 //  in its log and in RUN_DIR/events.jsonl ("self_fenced"; its log may be stuck behind a dead ssh
 //  link, the shared run directory is not), and spends no time on goodbyes the head cannot hear.
+//  A fenced node (by itself or by the head) that has not ended `fence_grace` later ends itself.
+constexpr std::chrono::seconds fence_grace{3};
+
 struct heartbeat_settings {
   caf::actor coordinator;
   std::string node;
@@ -88,13 +91,14 @@ caf::behavior heartbeat_sender(caf::event_based_actor* self, heartbeat_settings 
                                std::to_string(timeout.count()) + " ms (timeouts.heartbeat_ms); node " + node +
                                " stops training (self-fenced)";
                       head_silent->store(true);
-                      spdlog::error("node {}: {}", node, reason);
                       record_event(events, {{"event", "self_fenced"}, {"node", node}, {"reason", reason}});
+                      spdlog::error("node {}: {}", node, reason);
                     }
                     else if (failure.category() == caf::atom("troupe"))  // fenced: declared lost
                       reason = self->system().render(failure);
                     else
                       return;  // a head that left says so itself
+                    end_process_after(fence_grace, events, node, 1);
                     self->send(session, messages::abort_atom::value, reason);
                     self->quit();
                   });

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "actors/event_log.hpp"
+
 namespace troupe::actors {
 
 shutdown_watchdog::shutdown_watchdog(std::string process, std::chrono::seconds limit, int exit_status)
@@ -31,6 +33,15 @@ void shutdown_watchdog::watch() {
                process_.c_str(), static_cast<long long>(limit_.count()), step_.c_str(), exit_status_);
   std::fflush(stderr);
   std::_Exit(exit_status_);
+}
+
+void end_process_after(std::chrono::milliseconds grace, const std::filesystem::path& events, const std::string& node,
+                       int exit_status) {
+  std::thread([=] {
+    std::this_thread::sleep_for(grace);
+    record_event(events, {{"event", "fence_deadline"}, {"node", node}, {"grace_s", grace.count() / 1000.0}});
+    std::_Exit(exit_status);
+  }).detach();
 }
 
 }  // namespace troupe::actors

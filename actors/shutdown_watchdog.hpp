@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,5 +36,14 @@ class shutdown_watchdog {
   bool done_ = false;
   std::thread thread_;
 };
+
+/// A fenced node's promise to the others, that it trains no more, must hold even when its
+/// teardown cannot finish (a transport or a library's socket waiting on the dead link, a log
+/// stuck behind a dead ssh session): this starts a detached deadline that, unless the process
+/// has ended by then, records {"event": "fence_deadline", "node", "grace_s"} in `events` (the
+/// shared run directory, when given; never stderr, which may be the stuck part) and ends the
+/// process with `exit_status`.
+void end_process_after(std::chrono::milliseconds grace, const std::filesystem::path& events, const std::string& node,
+                       int exit_status);
 
 }  // namespace troupe::actors

@@ -68,6 +68,19 @@ class net_cluster {
     return std::atoi(found.output.c_str());
   }
 
+  /// Where host `index`'s troupe processes wait, for a failure message: each thread's name and
+  /// kernel wait channel, then gdb's user-space stacks (at most a minute).
+  std::string troupe_stacks(std::size_t index) const {
+    const auto& name = hosts_.at(index).name;
+    return run_command("sh -c 'for p in $(ip netns pids " + name +
+                           "); do grep -qx troupe /proc/$p/comm 2>/dev/null || continue; "
+                           "for t in /proc/$p/task/*; do echo \"$t $(cat $t/comm) $(cat $t/wchan)\"; done; "
+                           "timeout 60 gdb -p $p -batch -nx -ex \"thread apply all bt 12\" 2>&1 | grep -E \"^(Thread|#)\"; "
+                           "done' 2>&1",
+                       90)
+        .output;
+  }
+
   /// The processes in host `index`'s network namespace other than its sshd.
   std::vector<int> stray_processes(std::size_t index) const {
     const auto& name = hosts_.at(index).name;
