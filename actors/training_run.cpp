@@ -118,6 +118,7 @@ void training_run::spawn_rank(int local) {
   w.distilling = config_.distillation.enabled;
   w.sync = config_.sync;
   if (config_.sync.diloco_mode()) w.outer_wire = *io::parse_wire_format(config_.sync.diloco.communication_data_type);
+  w.outer_carrier = outer_carrier(local, w.trainer.device);
   if (eval_batches_) {
     w.eval_every = config_.eval_every_windows;
     w.eval_samples = std::min<uint64_t>(static_cast<uint64_t>(config_.eval_samples), validation_->size());

@@ -54,6 +54,9 @@ class training_run {
   // Before any actor starts (training_run_inputs.cpp).
   void check_inputs();
   void prepare_trainers();
+  int64_t gradient_elements() const;
+  int64_t outer_carrier_elements() const;
+  at::Tensor outer_carrier(int local, const std::string& device) const;
   void check_staging_fits() const;
   void hold_run_directory();
   void set_start_state();

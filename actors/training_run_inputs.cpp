@@ -1,5 +1,6 @@
 #include "actors/training_run.hpp"
 
+#include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -87,7 +88,7 @@ void training_run::prepare_trainers() {
     if (!continuing_ && role_.shared_memory && world_ > 1 && trainer.device == "cpu") {
       try {
         auto region = std::make_shared<io::shared_region>(
-            static_cast<std::size_t>(compute::gradient_buffer_elements(config_.model, trainer.task)) * sizeof(float),
+            static_cast<std::size_t>(gradient_elements() + outer_carrier_elements()) * sizeof(float),
             "rank " + std::to_string(trainer.rank) + "'s gradient buffer");
         trainer.gradient_buffer = [region](int64_t numel) {
           return compute::borrowed_float_tensor(region, region->data(), region->data_bytes(), numel);
@@ -99,6 +100,29 @@ void training_run::prepare_trainers() {
     }
     trainers_.push_back(std::move(trainer));
   }
+}
+
+int64_t training_run::gradient_elements() const {
+  return compute::gradient_buffer_elements(config_.model, config_.task ? std::optional(config_.task->head) : std::nullopt);
+}
+
+/// An overlapped DiLoCo exchange's carrier holds one fragment (at most ⌈parameters / F⌉; the
+/// gradient buffer's size is a bound on the parameters'); none without overlap.
+int64_t training_run::outer_carrier_elements() const {
+  const auto& sync = config_.sync;
+  if (!sync.diloco_mode() || sync.diloco.overlap_steps == 0) return 0;
+  return gradient_elements() / sync.diloco.fragments + 1;
+}
+
+/// Local worker `local`'s outer carrier: right after its gradient in its shared region (its
+/// rings sum what lies there), else a buffer of its own on its trainer's device.
+at::Tensor training_run::outer_carrier(int local, const std::string& device) const {
+  const auto elements = outer_carrier_elements();
+  if (elements == 0) return {};
+  const auto& region = regions_[static_cast<std::size_t>(local)];
+  if (!region) return at::zeros({elements}, at::TensorOptions().dtype(at::kFloat).device(device));
+  const auto offset = static_cast<std::size_t>(gradient_elements()) * sizeof(float);
+  return compute::borrowed_float_tensor(region, region->data() + offset, region->data_bytes() - offset, elements);
 }
 
 /// fp32 parameters and the optimizer's state are staged for each checkpoint (under DiLoCo every

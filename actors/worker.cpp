@@ -201,13 +201,9 @@ void worker_state::end_window() {
   settings.faults.trigger.at(cluster::fault_phase::optimizer, step_in_flight());
   const auto step = trainer->finish_window(totals.overflowed_ranks > 0);
   const bool last = windows_done + 1 == settings.windows || stopping;
-  if (diloco()) {  // every fragment at the run's end, else the one whose outer step is due, if any
-    const int64_t due = settings.sync.fragment_due_after(trainer->optimizer_steps());
-    if (last || due >= 0) {
-      outer_step(last ? all_fragments() : std::vector<int64_t>{due},
-                 [this, window_samples, step, stopping] { close_window(window_samples, step, stopping); });
-      return;
-    }
+  if (diloco()) {
+    after_inner_step(last, [this, window_samples, step, stopping] { close_window(window_samples, step, stopping); });
+    return;
   }
   close_window(window_samples, step, stopping);
 }
@@ -226,7 +222,8 @@ void worker_state::close_window(int64_t window_samples, const compute::window_st
       spdlog::warn("asked to stop: step {} is this run's last{}", trainer->optimizer_steps(),
                    settings.save_checkpoints ? ", with a checkpoint" : "");
   }
-  const bool periodic = settings.checkpoint_every > 0 && trainer->optimizer_steps() % settings.checkpoint_every == 0;
+  const bool periodic = defer_checkpoint(settings.checkpoint_every > 0 &&
+                                         trainer->optimizer_steps() % settings.checkpoint_every == 0);
   // DiLoCo over several ranks: the writer first collects every rank's own inner state.
   if (diloco() && !settings.reducers.empty() && settings.job_checkpoints && (last || periodic)) {
     gather_own_states(1, 0, [this, last, periodic] { save_or_finish(last, periodic); });

@@ -79,6 +79,10 @@ struct worker_settings {
   /// whose pseudo-gradient crosses the links as `outer_wire` (actors/worker_outer_step.cpp).
   compute::sync_config sync;
   io::wire_format outer_wire = io::wire_format::fp32;
+  /// sync.overlap_steps > 0: where a fragment's pseudo-gradient waits while the next inner steps
+  /// run (at least the largest fragment's size; in the worker's shared region when its rings
+  /// sum through shared memory); undefined otherwise.
+  at::Tensor outer_carrier;
   std::chrono::seconds collective_timeout{120};
   bool reports = true;  ///< this worker writes checkpoints (global rank 0)
   /// At the start of a membership generation after the first: the step every replica starts
@@ -105,6 +109,17 @@ struct reduce_progress {
   /// How this allreduce's gradient buffer crosses the links: the config's
   /// communication_data_type for a window's gradient, fp32 for state copied between replicas.
   io::wire_format wire = io::wire_format::fp32;
+};
+
+/// Streaming DiLoCo's exchange behind the next inner steps (sync.overlap_steps τ > 0,
+/// actors/worker_outer_exchange.cpp): at most one is in flight.
+struct outer_exchange {
+  int64_t fragment = -1;         ///< −1: none in flight
+  int64_t lands_after_step = 0;  ///< the step after which its outer step falls (sent after step − τ)
+  double total_weight = 0;       ///< every replica's weight in the fragment's round when it was sent
+  int64_t awaited = 0, replied = 0;
+  bool in_flight() const { return fragment >= 0; }
+  bool arrived() const { return replied == awaited; }
 };
 
 /// The worker's state and the steps of its protocol (below), each a named member function; the
@@ -147,6 +162,8 @@ struct worker_state {
   /// DiLoCo, on the writer: the other ranks' inner optimizer states at the last checkpoint
   /// ("rank<r>/<name>"; buffers allocated once).
   compute::named_tensors peer_optimizer_states;
+  std::shared_ptr<outer_exchange> exchange = std::make_shared<outer_exchange>();
+  bool checkpoint_deferred = false;  ///< a periodic checkpoint fell while an exchange was in flight
 
   // The protocol's steps, in the order a window runs them.
   void start(const caf::actor& data_loader);
@@ -183,7 +200,15 @@ struct worker_state {
   bool fine_tuning() const { return settings.trainer.task.has_value(); }
   void weigh_window(int64_t own_weight);
   std::vector<int64_t> all_fragments() const;
+  void after_inner_step(bool last, std::function<void()> then);
   void outer_step(const std::vector<int64_t>& fragments, std::function<void()> then);
+  // The overlapped exchange (actors/worker_outer_exchange.cpp).
+  void send_exchange(int64_t fragment);
+  void send_exchange_request(int ring, reduce_request request);
+  std::vector<int> exchange_rings() const;
+  void await_exchange(std::function<void()> then);
+  void land_exchange();
+  bool defer_checkpoint(bool periodic);
   int64_t outer_exchange_bytes(int64_t elements) const;
   compute::fragment_range exchange_span(const std::vector<int64_t>& fragments) const;
   void gather_own_states(int64_t owner, std::size_t buffer, std::function<void()> then);

@@ -61,6 +61,29 @@ std::vector<int64_t> worker_state::all_fragments() const {
   return fragments;
 }
 
+/// After an inner step: the exchange in flight lands when its step has come (or at the run's
+/// end); then every fragment with a round under way steps at the run's end, else the one the
+/// schedule names, if any: at once, or (τ > 0) sent off to land τ steps later.
+void worker_state::after_inner_step(bool last, std::function<void()> then) {
+  const int64_t steps = trainer->optimizer_steps();
+  if (exchange->in_flight() && (last || steps == exchange->lands_after_step)) {
+    await_exchange([this, last, then = std::move(then)]() mutable { after_inner_step(last, std::move(then)); });
+    return;
+  }
+  if (last) {
+    std::vector<int64_t> under_way;  // a fragment that landed at this very step has nothing to add
+    for (const auto f : all_fragments())
+      if (trainer->round_total(f) > 0) under_way.push_back(f);
+    if (under_way.empty()) return then();
+    return outer_step(under_way, std::move(then));
+  }
+  const int64_t due = settings.sync.fragment_due_after(steps);
+  if (due < 0) return then();
+  if (settings.sync.diloco.overlap_steps == 0) return outer_step({due}, std::move(then));
+  send_exchange(due);
+  then();
+}
+
 void worker_state::outer_step(const std::vector<int64_t>& fragments, std::function<void()> then) {
   std::vector<double> totals;
   for (const auto f : fragments) totals.push_back(trainer->round_total(f));

@@ -280,14 +280,18 @@ fragment_range mlm_trainer::fragment(int64_t f) const {
   return outer_ ? outer_->range(f) : fragment_range{0, parameters_->values().numel()};
 }
 
-void mlm_trainer::put_pseudo_gradient(int64_t fragment, double weight) {
+void mlm_trainer::put_pseudo_gradient(int64_t fragment, double weight, const at::Tensor& out) {
   TROUPE_ENFORCE(outer_, "put_pseudo_gradient without sync.mode \"diloco\"");
-  outer_->put_pseudo_gradient(parameters_->values(), parameters_->gradients(), fragment, weight);
+  const auto r = outer_->range(fragment);
+  outer_->put_pseudo_gradient(parameters_->values(), out.defined() ? out : gradients().narrow(0, r.begin, r.size()),
+                              fragment, weight);
 }
 
-void mlm_trainer::outer_step(int64_t fragment, double total_weight) {
+void mlm_trainer::outer_step(int64_t fragment, double total_weight, const at::Tensor& summed) {
   TROUPE_ENFORCE(outer_, "outer_step without sync.mode \"diloco\"");
-  outer_->step(parameters_->values(), parameters_->gradients(), fragment, total_weight);
+  const auto r = outer_->range(fragment);
+  outer_->step(parameters_->values(), summed.defined() ? summed : gradients().narrow(0, r.begin, r.size()), fragment,
+               total_weight);
 }
 
 void mlm_trainer::add_round_weights(double own, double total) {
@@ -315,7 +319,7 @@ const at::Tensor& mlm_trainer::agreed_parameter_values() const {
 }
 
 void mlm_trainer::with_agreed_parameters(const std::function<void()>& body) {
-  if (!outer_ || outer_->fragments() == 1) return body();
+  if (!outer_) return body();
   torch::NoGradGuard no_grad;
   const auto own = parameters_->values().clone();
   parameters_->values().copy_(outer_->round_start());

@@ -184,8 +184,10 @@ class mlm_trainer {
   /// replica's pseudo-gradient on fragment f times `weight` (compute/outer_optimizer.hpp), to be
   /// summed over the replicas; outer_step then divides the sum by the replicas' total weight,
   /// steps the outer optimizer there and sets the fragment's parameters to the result.
-  void put_pseudo_gradient(int64_t fragment, double weight);
-  void outer_step(int64_t fragment, double total_weight);
+  /// `out`, `summed`: the fragment's carrier when it is not the gradient buffer's own range (an
+  /// exchange overlapped with the next inner steps, sync.overlap_steps).
+  void put_pseudo_gradient(int64_t fragment, double weight, const at::Tensor& out = {});
+  void outer_step(int64_t fragment, double total_weight, const at::Tensor& summed = {});
   /// DiLoCo: this replica's weight and every replica's in each fragment's current round
   /// (compute/outer_optimizer.hpp).
   void add_round_weights(double own, double total);
@@ -202,8 +204,7 @@ class mlm_trainer {
   /// The parameters every replica agrees on: DiLoCo's round start, else the parameters.
   const at::Tensor& agreed_parameter_values() const;
   /// Runs `body` with the model's parameters set to agreed_parameter_values(), then puts this
-  /// replica's own back (a copy each way under streaming DiLoCo; nothing otherwise, where they
-  /// are the same whenever a held-out score is taken).
+  /// replica's own back (a copy each way under DiLoCo, where they differ between outer steps).
   void with_agreed_parameters(const std::function<void()>& body);
   /// Streaming DiLoCo resumed on another world size: the ranks' own parameters and round weights
   /// and the round totals in the checkpoint belong to another set of replicas, so every round

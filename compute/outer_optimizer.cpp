@@ -52,20 +52,21 @@ fragment_range outer_optimizer::range(int64_t fragment) const {
   return fragment_of(start_.numel(), config_.fragments, fragment);
 }
 
-void outer_optimizer::put_pseudo_gradient(const at::Tensor& values, const at::Tensor& carrier, int64_t fragment,
+void outer_optimizer::put_pseudo_gradient(const at::Tensor& values, at::Tensor out, int64_t fragment,
                                           double weight) const {
   torch::NoGradGuard no_grad;
   const auto r = range(fragment);
-  auto out = carrier.narrow(0, r.begin, r.size());
+  TROUPE_ENFORCE(out.numel() == r.size(), "a pseudo-gradient's carrier of another size than its fragment");
   at::sub_out(out, start_.narrow(0, r.begin, r.size()), values.narrow(0, r.begin, r.size())).mul_(weight);
 }
 
-void outer_optimizer::step(const at::Tensor& values, const at::Tensor& carrier, int64_t fragment, double total_weight) {
+void outer_optimizer::step(const at::Tensor& values, const at::Tensor& summed, int64_t fragment, double total_weight) {
   TROUPE_ENFORCE(total_weight > 0, "an outer step with no weight (no replica trained on anything this round)");
   torch::NoGradGuard no_grad;
   const auto r = range(fragment);
+  TROUPE_ENFORCE(summed.numel() == r.size(), "a summed pseudo-gradient of another size than its fragment");
   auto slice = [&](const at::Tensor& t) { return t.narrow(0, r.begin, r.size()); };
-  const auto delta = slice(carrier).div_(total_weight);
+  const auto delta = summed.div_(total_weight);
   auto momentum = slice(momentum_);
   auto start = slice(start_);
   momentum.mul_(config_.outer_momentum).add_(delta);
@@ -73,7 +74,11 @@ void outer_optimizer::step(const at::Tensor& values, const at::Tensor& carrier, 
     start.sub_(delta.add(momentum, config_.outer_momentum), config_.outer_lr);
   else
     start.sub_(momentum, config_.outer_lr);
-  slice(values).copy_(start);
+  const double alpha = config_.fragment_update_alpha;
+  if (alpha > 0.0)
+    slice(values).mul_(alpha).add_(start, 1.0 - alpha);
+  else
+    slice(values).copy_(start);
   delta.zero_();
   own_weights_[static_cast<std::size_t>(fragment)] = 0;
   total_weights_[static_cast<std::size_t>(fragment)] = 0;
@@ -96,23 +101,23 @@ void outer_optimizer::clear_round_weights() {
 
 named_tensors outer_optimizer::state() const {
   named_tensors state{{"outer_momentum", momentum_}};
-  if (config_.fragments > 1) state.emplace_back("outer_round_totals", encode_weights(total_weights_));
+  if (config_.replicas_keep_own_parameters()) state.emplace_back("outer_round_totals", encode_weights(total_weights_));
   return state;
 }
 
 named_tensors outer_optimizer::own_state(const at::Tensor& values) const {
-  if (config_.fragments == 1) return {};
+  if (!config_.replicas_keep_own_parameters()) return {};
   return {{"local_parameters", values}, {"outer_round_weights", encode_weights(own_weights_)}};
 }
 
 bool outer_optimizer::load_state(const std::string& name, const at::Tensor& tensor, const at::Tensor& values) {
   if (name == "outer_momentum")
     copy_checked(name, tensor, momentum_);
-  else if (name == "local_parameters" && config_.fragments > 1)
+  else if (name == "local_parameters" && config_.replicas_keep_own_parameters())
     copy_checked(name, tensor, values);
-  else if (name == "outer_round_weights" && config_.fragments > 1)
+  else if (name == "outer_round_weights" && config_.replicas_keep_own_parameters())
     decode_weights(name, tensor, own_weights_);
-  else if (name == "outer_round_totals" && config_.fragments > 1)
+  else if (name == "outer_round_totals" && config_.replicas_keep_own_parameters())
     decode_weights(name, tensor, total_weights_);
   else
     return false;

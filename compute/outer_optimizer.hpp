@@ -28,13 +28,14 @@ class outer_optimizer {
   int64_t fragments() const { return config_.fragments; }
   fragment_range range(int64_t fragment) const;
 
-  /// carrier ← (θ − values)·weight over fragment f's range: this replica's pseudo-gradient,
-  /// weighted for the sum.
-  void put_pseudo_gradient(const at::Tensor& values, const at::Tensor& carrier, int64_t fragment, double weight) const;
-  /// After the carrier holds Σ_r weight_r·(θ − θ_r) over the replicas on fragment f's range:
-  /// the outer step with Δ = carrier / total_weight; `values` takes the new θ there, the
-  /// carrier's range is zeroed and the fragment's round restarts.
-  void step(const at::Tensor& values, const at::Tensor& carrier, int64_t fragment, double total_weight);
+  /// out ← (θ − values)·weight over fragment f's range (`out` has the fragment's size): this
+  /// replica's pseudo-gradient, weighted for the sum.
+  void put_pseudo_gradient(const at::Tensor& values, at::Tensor out, int64_t fragment, double weight) const;
+  /// After `summed` (the fragment's size) holds Σ_r weight_r·(θ − θ_r) over the replicas: the
+  /// outer step with Δ = summed / total_weight; `values` takes the new θ there (with
+  /// fragment_update_alpha α > 0: α·values + (1 − α)·θ), `summed` is zeroed and the fragment's
+  /// round restarts.
+  void step(const at::Tensor& values, const at::Tensor& summed, int64_t fragment, double total_weight);
   /// Starts every round from `values` (after they were loaded from a checkpoint).
   void restart_round(const at::Tensor& values);
 
@@ -48,12 +49,12 @@ class outer_optimizer {
 
   /// θ: the round's starting parameters (what every replica agrees on between outer steps).
   const at::Tensor& round_start() const { return start_; }
-  /// ("outer_momentum", b), and with several fragments the rounds under way
+  /// ("outer_momentum", b), and with several fragments (or α > 0) the rounds under way
   /// ("outer_round_totals": every replica's weights, the same everywhere), for checkpoints.
   named_tensors state() const;
-  /// With several fragments, what is this replica's own between outer steps: its parameters
-  /// ("local_parameters") and weights ("outer_round_weights"); none with one fragment, whose
-  /// checkpoints fall right after its outer steps.
+  /// With several fragments (or α > 0), what is this replica's own between outer steps: its
+  /// parameters ("local_parameters") and weights ("outer_round_weights"); none with one
+  /// fragment taking the global parameters, whose checkpoints fall right after its outer steps.
   named_tensors own_state(const at::Tensor& values) const;
   /// Restores an entry of state() or own_state() (sizes checked; throws troupe::error naming
   /// the tensor); false for a name that is not one of theirs.

@@ -2,6 +2,7 @@
 /// How replicas agree (the job config's `sync` block, docs/configuration.md#sync): today's
 /// window synchronisation, or DiLoCo's local steps with an outer optimizer.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,17 @@ struct diloco_config {
   /// steps but at staggered steps, H/F apart (fragment_due_after), so at most one fragment's
   /// pseudo-gradient is on the wire at a time. H is a multiple of F.
   int64_t fragments = 1;
+  /// τ (torchft's fragment_sync_delay): a fragment's exchange runs behind the next τ inner
+  /// steps and its outer step falls after the τ-th; 0 ≤ τ < H/F, so at most one exchange is on
+  /// the wire and it has landed before the next fragment's starts.
+  int64_t overlap_steps = 0;
+  /// α (torchft's fragment_update_alpha): at its outer step a fragment's parameters become
+  /// α·(the replica's own) + (1 − α)·(the new global ones); 0, the default, takes the global
+  /// ones (and with τ > 0 drops the fragment's last τ local steps).
+  double fragment_update_alpha = 0.0;
+  /// Whether a replica's parameters and round weights may differ from the others' between
+  /// outer steps in a way a checkpoint must keep (compute/outer_optimizer.hpp own_state).
+  bool replicas_keep_own_parameters() const { return fragments > 1 || fragment_update_alpha > 0.0; }
 };
 
 /// Fragment f of a flat vector of `count` elements split into `fragments`: the f-th of F equal
@@ -50,10 +62,12 @@ struct sync_config {
   /// Whether inner step `step` (1-based, the job's step) ends with an outer step of any fragment.
   bool outer_step_after(int64_t step) const { return fragment_due_after(step) >= 0; }
   /// Outer steps (of any fragment) a run has taken by the end of step `step`, counting one at a
-  /// step off the schedule: a run's end, where every fragment steps.
+  /// step off the schedule: a run's end, where every fragment steps (with τ > 0: those landed
+  /// by then, which is what a checkpoint, taken where none is in flight, has seen).
   int64_t outer_steps_through(int64_t step) const {
     const int64_t spacing = diloco.inner_steps / diloco.fragments;
-    return (step + spacing - 1) / spacing;
+    if (diloco.overlap_steps == 0) return (step + spacing - 1) / spacing;
+    return std::max<int64_t>(0, step - diloco.overlap_steps) / spacing;  // each lands τ steps after it was sent
   }
   /// The fragment whose outer step falls after inner step `step`, or −1: fragment f's fall
   /// where step mod H = (f + 1)·H/F mod H, so with one fragment after every H-th step, and the

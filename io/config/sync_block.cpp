@@ -32,8 +32,12 @@ compute::sync_config parse_sync(json_fields& fields) {
   if (diloco.inner_steps % diloco.fragments != 0)
     fields.fail("fragments", "a divisor of inner_steps (" + std::to_string(diloco.inner_steps) +
                                  "): the fragments are synchronised inner_steps / fragments steps apart");
-  if (fields.integer("overlap_steps", 0, 0, 1024) != 0)
-    fields.fail("overlap_steps", "0: an outer exchange behind the next inner steps is not built yet");
+  const int64_t spacing = diloco.inner_steps / diloco.fragments;
+  diloco.overlap_steps = fields.integer("overlap_steps", 0, 0, int64_t{1} << 30);
+  if (diloco.overlap_steps >= spacing)
+    fields.fail("overlap_steps", "less than inner_steps / fragments (" + std::to_string(spacing) +
+                                     "): one fragment's exchange lands before the next one's starts");
+  diloco.fragment_update_alpha = fields.number("fragment_update_alpha", 0.0, 0.0, 1.0);
   fields.finish();
   return sync;
 }

@@ -160,32 +160,76 @@ TEST(outer_optimizer, lr_one_without_momentum_takes_the_weighted_mean) {
 /// Streaming DiLoCo (issue 24): three replicas take inner steps of their own (made-up updates
 /// and weights) over 25 steps with H = 6 and F = 3; at each step the schedule names, every
 /// replica puts its weighted pseudo-gradient of that fragment, the carriers are summed as the
-/// rings would, and each replica's outer optimizer steps that fragment. A slow reference, per
-/// element in doubles, with its own fragment ranges and its own schedule (fragment f after
-/// steps 2(f + 1), 2(f + 1) + 6, …; every fragment at the end): every replica's parameters
-/// and round start must match it after every step, and fragments off the schedule must not move.
-TEST(outer_optimizer, streams_fragments_on_the_schedule_as_the_slow_reference_does) {
+/// rings would, and τ steps later (sync.overlap_steps; all at once at the run's end) each
+/// replica's outer optimizer steps that fragment, mixing by α (fragment_update_alpha). A slow
+/// reference, per element in doubles, with its own fragment ranges and its own schedule
+/// (fragment f sent after steps 2(f + 1), 2(f + 1) + 6, …, merged τ steps later; every
+/// fragment at the end): every replica's parameters and round start must match it after every
+/// step, and fragments off the schedule must not move.
+void check_streaming_against_the_slow_reference(int64_t tau, double alpha) {
   sync_config sync;
   sync.mode = sync_mode::diloco;
   sync.diloco.inner_steps = 6;
   sync.diloco.fragments = 3;
   sync.diloco.outer_lr = 0.7;
   sync.diloco.outer_momentum = 0.9;
+  sync.diloco.overlap_steps = tau;
+  sync.diloco.fragment_update_alpha = alpha;
   constexpr int replicas = 3, count = 10, steps = 25;
   const auto update = [](int r, int t, int i) { return 0.01 * ((r * 7 + t * 3 + i * 5) % 11 - 5); };
   const auto weight = [](int r, int t) { return static_cast<double>(10 + (r * 5 + t) % 7); };
-  // The runtime's path.
+  const int64_t begins[] = {0, 3, 6, 10};  // 10·f/3
+  // The runtime's path: the exchange in flight (its fragment, step, summed carrier and total).
   std::vector<at::Tensor> values;
   std::vector<std::unique_ptr<outer_optimizer>> outers;
   for (int r = 0; r < replicas; ++r) {
     values.push_back(torch::arange(count, torch::kFloat) * 0.1);
     outers.push_back(std::make_unique<outer_optimizer>(sync.diloco, values.back()));
   }
-  // The reference.
-  std::vector<double> start(count), momentum(count, 0.0), own(replicas * 3, 0.0), total(3, 0.0);
+  struct flight {
+    int64_t fragment = -1, merge_after = 0;
+    at::Tensor summed;
+    double total = 0;
+  } in_flight;
+  const auto send = [&](int64_t f, int t) {
+    const auto size = begins[f + 1] - begins[f];
+    in_flight = {f, t + tau, torch::zeros({size}), outers[0]->round_total(f)};
+    for (int r = 0; r < replicas; ++r) {
+      auto carrier = torch::zeros({size});
+      outers[r]->put_pseudo_gradient(values[r], carrier, f, outers[r]->round_weight(f));
+      in_flight.summed += carrier;
+    }
+  };
+  const auto land = [&] {
+    for (int r = 0; r < replicas; ++r) outers[r]->step(values[r], in_flight.summed.clone(), in_flight.fragment, in_flight.total);
+    in_flight.fragment = -1;
+  };
+  // The reference: per element, the pseudo-gradient taken when sent, applied when landed.
+  std::vector<double> start(count), momentum(count, 0.0), own(replicas * 3, 0.0), total(3, 0.0), sent(count, 0.0);
   std::vector<std::vector<double>> local(replicas, std::vector<double>(count));
   for (int i = 0; i < count; ++i) start[i] = local[0][i] = local[1][i] = local[2][i] = static_cast<float>(0.1 * i);
-  const int64_t begins[] = {0, 3, 6, 10};  // 10·f/3
+  int64_t reference_flight = -1;
+  double sent_total = 0;
+  const auto reference_send = [&](int64_t f) {
+    for (int64_t i = begins[f]; i < begins[f + 1]; ++i) {
+      sent[i] = 0;
+      for (int r = 0; r < replicas; ++r) sent[i] += own[r * 3 + f] * (start[i] - local[r][i]);
+    }
+    sent_total = total[f];
+    reference_flight = f;
+  };
+  const auto reference_land = [&] {
+    const auto f = reference_flight;
+    for (int64_t i = begins[f]; i < begins[f + 1]; ++i) {
+      const double delta = sent[i] / sent_total;
+      momentum[i] = 0.9 * momentum[i] + delta;
+      start[i] -= 0.7 * (delta + 0.9 * momentum[i]);
+      for (int r = 0; r < replicas; ++r) local[r][i] = alpha * local[r][i] + (1 - alpha) * start[i];
+    }
+    for (int r = 0; r < replicas; ++r) own[r * 3 + f] = 0;
+    total[f] = 0;
+    reference_flight = -1;
+  };
 
   for (int t = 1; t <= steps; ++t) {
     double window_total = 0;
@@ -201,6 +245,8 @@ TEST(outer_optimizer, streams_fragments_on_the_schedule_as_the_slow_reference_do
       for (int f = 0; f < 3; ++f) own[r * 3 + f] += weight(r, t);
     }
     for (int f = 0; f < 3; ++f) total[f] += window_total;
+    if (in_flight.fragment >= 0 && (t == steps || t == in_flight.merge_after)) land();
+    if (reference_flight >= 0 && (t == steps || (t - tau) % 2 == 0)) reference_land();  // sent after an even step
     std::vector<int64_t> due;
     if (t == steps) due = {0, 1, 2};
     else if (const auto f = sync.fragment_due_after(t); f >= 0) due = {f};
@@ -208,28 +254,14 @@ TEST(outer_optimizer, streams_fragments_on_the_schedule_as_the_slow_reference_do
                                               : t % 2 == 0 ? std::vector<int64_t>{(t / 2 + 2) % 3}
                                                            : std::vector<int64_t>{};
     ASSERT_EQ(due, expected_due) << "step " << t;
-    for (const auto f : due) {
-      auto summed = torch::zeros({count});
-      for (int r = 0; r < replicas; ++r) {
-        auto carrier = torch::zeros({count});
-        outers[r]->put_pseudo_gradient(values[r], carrier, f, outers[r]->round_weight(f));
-        summed += carrier;
+    for (const auto f : due) {  // at the end, or without overlap, each lands at once
+      if (total[f] == 0) continue;  // at the end: landed this very step, nothing to add
+      send(f, t);
+      reference_send(f);
+      if (tau == 0 || t == steps) {
+        land();
+        reference_land();
       }
-      const double w = outers[0]->round_total(f);
-      for (int r = 0; r < replicas; ++r) {
-        auto carrier = summed.clone();
-        outers[r]->step(values[r], carrier, f, w);
-      }
-      for (int64_t i = begins[f]; i < begins[f + 1]; ++i) {
-        double delta = 0;
-        for (int r = 0; r < replicas; ++r) delta += own[r * 3 + f] * (start[i] - local[r][i]);
-        delta /= total[f];
-        momentum[i] = 0.9 * momentum[i] + delta;
-        start[i] -= 0.7 * (delta + 0.9 * momentum[i]);
-        for (int r = 0; r < replicas; ++r) local[r][i] = start[i];
-      }
-      for (int r = 0; r < replicas; ++r) own[r * 3 + f] = 0;
-      total[f] = 0;
     }
     for (int r = 0; r < replicas; ++r)
       for (int i = 0; i < count; ++i) {
@@ -237,6 +269,15 @@ TEST(outer_optimizer, streams_fragments_on_the_schedule_as_the_slow_reference_do
         ASSERT_NEAR(outers[r]->round_start()[i].item<double>(), start[i], 1e-5) << "element " << i << ", step " << t;
       }
   }
+}
+
+TEST(outer_optimizer, streams_fragments_on_the_schedule_as_the_slow_reference_does) {
+  check_streaming_against_the_slow_reference(0, 0.0);
+}
+
+TEST(outer_optimizer, overlapped_fragments_land_tau_steps_later_as_the_slow_reference_does) {
+  check_streaming_against_the_slow_reference(1, 0.0);
+  check_streaming_against_the_slow_reference(1, 0.5);
 }
 
 TEST(adamw, first_step_has_closed_form) {

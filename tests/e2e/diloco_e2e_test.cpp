@@ -5,10 +5,12 @@
 // int8 pseudo-gradients: replicas agree at every window (the statistics carry the agreed hash), the
 // outer steps fall every H windows and at the end, and their bytes are reported; exact resumes
 // from a checkpoint taken at an outer step, alone and on two nodes (each rank its own inner
-// optimizer state); a node lost mid-round and one that rejoins.
+// optimizer state); a node lost mid-round and one that rejoins; streaming fragments, also with
+// their exchange behind the next inner steps (sync.overlap_steps).
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -39,6 +41,13 @@ class diloco_e2e : public cluster_job_test {
             {"communication_data_type", wire},
             {"fragments", fragments},
             {"outer_optimizer", {{"type", "nesterov"}, {"params", {{"lr", lr}, {"momentum", momentum}}}}}};
+  }
+
+  /// diloco() with the exchange behind `overlap_steps` inner steps and fragment_update_alpha.
+  static json overlapped(json sync, int64_t overlap_steps, double alpha = 0.0) {
+    sync["overlap_steps"] = overlap_steps;
+    sync["fragment_update_alpha"] = alpha;
+    return sync;
   }
 
   static json sgd() { return {{"type", "SGD"}, {"params", {{"lr", 0.05}}}}; }
@@ -269,15 +278,65 @@ TEST_F(diloco_e2e, streamed_fragments_resumed_on_another_world_size_start_their_
   EXPECT_TRUE(std::isfinite(windows.back().at("loss").get<double>()));
 }
 
-/// Three nodes under `elastic`, DiLoCo with H `inner_steps` and `fragments`, node c killed as
-/// window 5 starts: the survivors redo window 5 as generation 1 after finishing, among
-/// themselves, the round of the `finished` fragments under way (each pseudo-gradient weighted by
-/// what its replica trained on in the round); the outer steps stay on the schedule, every H/F.
+// Streaming with overlap (τ = 1): H 4 and 2 fragments, fragment 0 sent after steps 2, 6, …
+// and landing after 3, 7, …, fragment 1 sent after 4, 8, … and landing after 5, 9, ….
+TEST_F(diloco_e2e, overlapped_fragments_land_tau_steps_later_and_alone_with_alpha_one_are_plain_training) {
+  // Alone, with outer lr 1 and α = 1, a landing leaves the replica's own parameters as they are.
+  auto result = train(config("plain-adamw-8-tau", nullptr, adamw(), 8), "plain-adamw-8-tau");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = train(config("alone-tau", overlapped(diloco(4, 1.0, 0.0, "fp32", 2), 1, 1.0), adamw(), 8), "alone-tau");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto plain = read_metrics("plain-adamw-8-tau"), alone = read_metrics("alone-tau");
+  ASSERT_EQ(alone.size(), 8u);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(alone[i].loss, plain[i].loss) << "step " << i + 1;
+
+  // Two nodes (rings through shared memory: the carrier lies in each worker's region), int8.
+  const auto manifest = write_manifest(2, "two-abort-tau.json", "abort");
+  result = launch(manifest, config("two-f1-int8", diloco(4, 0.7, 0.9, "int8", 1), adamw(), 7), "two-f1-int8");
+  ASSERT_EQ(result.status, 0) << result.output;
+  result = launch(manifest, config("two-tau", overlapped(diloco(4, 0.7, 0.9, "int8", 2), 1), adamw(), 7), "two-tau");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto whole = lines("two-f1-int8"), tau = lines("two-tau");
+  ASSERT_EQ(tau.size(), 7u);
+  const std::vector<bool> landed{false, false, true, false, true, false, true};  // and at 7, the run's end, fragment 1
+  const std::vector<int64_t> steps_so_far{0, 0, 1, 1, 2, 2, 4};
+  for (std::size_t i = 0; i < tau.size(); ++i) {
+    EXPECT_EQ(tau[i].at("diloco").at("outer_step").get<bool>(), landed[i]) << "step " << i + 1;
+    EXPECT_EQ(tau[i].at("diloco").at("outer_steps").get<int64_t>(), steps_so_far[i]) << "step " << i + 1;
+    const bool sent = i + 1 == 2 || i + 1 == 4 || i + 1 == 6 || i + 1 == 7;
+    EXPECT_EQ(tau[i].at("diloco").at("outer_bytes").get<int64_t>() > 0, sent) << "step " << i + 1;
+  }
+  // Until fragment 0 lands after step 3 the inner steps are the same as with no outer step yet.
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_DOUBLE_EQ(tau[i].at("loss").get<double>(), whole[i].at("loss").get<double>()) << "step " << i + 1;
+  EXPECT_NE(tau[3].at("loss").get<double>(), whole[3].at("loss").get<double>());
+  EXPECT_LT(tau[6].at("loss").get<double>(), tau[0].at("loss").get<double>());
+}
+
+TEST_F(diloco_e2e, overlapped_fragments_resume_after_a_crash_bit_for_bit) {
+  // H 4, 2 fragments, τ 1, a checkpoint every 4 steps: step 4's falls while fragment 1's
+  // exchange is in flight and is taken after step 5, where it lands. Killed as window 6 starts.
+  const auto manifest = write_manifest(2, "two-abort-tau-resume.json", "abort");
+  expect_resume_bit_for_bit(
+      config("two-tau-resume", overlapped(diloco(4, 0.7, 0.9, "int8", 2), 1), adamw(), 8, 4), "two-tau",
+      [&](const std::string& job, const std::string& run, const std::string& extra) {
+        return launch(manifest, job, run, extra);
+      },
+      "--inject kill:b@6");
+}
+
+/// Three nodes under `elastic`, DiLoCo with H `inner_steps`, `fragments` and `overlap_steps`,
+/// node c killed as window 5 starts: the survivors redo window 5 as generation 1 after
+/// finishing, among themselves, the round of the `finished` fragments under way (each
+/// pseudo-gradient weighted by what its replica trained on in the round; an exchange in flight
+/// is dropped, its round finished so); then the schedule goes on: the windows in `landing`
+/// (1-based) end with an outer step.
 void expect_survivors_finish_the_rounds(const std::string& run, int64_t inner_steps, int64_t fragments, int64_t steps,
-                                        int finished) {
+                                        int finished, const std::set<int64_t>& landing, int64_t overlap_steps = 0) {
   const auto manifest = diloco_e2e::write_manifest(3, run + "-manifest.json");  // elastic: the default for three nodes
-  const auto job = diloco_e2e::config(run, diloco_e2e::diloco(inner_steps, 0.7, 0.9, "fp32", fragments),
-                                      diloco_e2e::adamw(), steps);
+  const auto job = diloco_e2e::config(
+      run, diloco_e2e::overlapped(diloco_e2e::diloco(inner_steps, 0.7, 0.9, "fp32", fragments), overlap_steps),
+      diloco_e2e::adamw(), steps);
   const auto result = diloco_e2e::launch(manifest, job, run, "--inject kill:c@5");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("redo the window in flight as generation 1"), std::string::npos) << result.output;
@@ -288,10 +347,9 @@ void expect_survivors_finish_the_rounds(const std::string& run, int64_t inner_st
       << result.output;
   const auto windows = diloco_e2e::lines(run);
   ASSERT_EQ(windows.size(), static_cast<std::size_t>(steps));
-  const int64_t spacing = inner_steps / fragments;
   for (std::size_t i = 0; i < windows.size(); ++i) {
     EXPECT_EQ(windows[i].at("world_size").get<int>(), i < 4 ? 3 : 2) << run << ", window " << i + 1;
-    EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), static_cast<int64_t>(i + 1) % spacing == 0)
+    EXPECT_EQ(windows[i].at("diloco").at("outer_step").get<bool>(), landing.count(static_cast<int64_t>(i + 1)) > 0)
         << run << ", window " << i + 1;
     EXPECT_TRUE(std::isfinite(windows[i].at("loss").get<double>()));
   }
@@ -300,13 +358,20 @@ void expect_survivors_finish_the_rounds(const std::string& run, int64_t inner_st
 
 TEST_F(diloco_e2e, a_node_lost_mid_round_leaves_the_survivors_to_finish_the_round_and_the_job) {
   // H 3: c is lost in the second round's second step; the outer steps stay at 3, 6 and 9.
-  expect_survivors_finish_the_rounds("elastic-kill", 3, 1, 9, 1);
+  expect_survivors_finish_the_rounds("elastic-kill", 3, 1, 9, 1, {3, 6, 9});
 }
 
 TEST_F(diloco_e2e, a_node_lost_under_streaming_leaves_the_survivors_to_finish_the_rounds_under_way) {
   // H 4 with 2 fragments: fragment 1 stepped after step 4, so only fragment 0 (stepped after
   // step 2) has a round to finish; then the schedule goes on (fragment 0 after 6, 1 after 8).
-  expect_survivors_finish_the_rounds("elastic-kill-f2", 4, 2, 8, 1);
+  expect_survivors_finish_the_rounds("elastic-kill-f2", 4, 2, 8, 1, {2, 4, 6, 8});
+}
+
+TEST_F(diloco_e2e, a_node_lost_with_an_exchange_in_flight_leaves_the_survivors_to_finish_both_rounds) {
+  // H 4, 2 fragments, τ 1: fragment 1, sent after step 4, is in flight when c is lost, so both
+  // fragments have a round to finish (fragment 0 landed after step 3 and trained on step 4);
+  // the next landings are fragment 0's after 7 and at the run's end (9) fragment 1's.
+  expect_survivors_finish_the_rounds("elastic-kill-tau", 4, 2, 9, 2, {3, 7, 9}, 1);
 }
 
 TEST_F(diloco_e2e, a_restarted_node_rejoins_with_the_round_start_and_outer_momentum_of_a_live_replica) {

@@ -404,6 +404,12 @@ TEST(job_config, sync_block_reads_diloco_and_defaults_to_window) {
     EXPECT_EQ(streaming.fragment_due_after(step), fragment) << "step " << step;
   EXPECT_EQ(streaming.outer_steps_through(8), 4);
   EXPECT_EQ(streaming.outer_steps_through(9), 5);  // a run's end off the schedule: every fragment steps
+  c["sync"] = {{"mode", "diloco"}, {"inner_steps", 8}, {"fragments", 4}, {"overlap_steps", 1}, {"fragment_update_alpha", 0.5}};
+  const auto overlapped = parse_job_config(c, "job.json").sync;
+  EXPECT_EQ(overlapped.diloco.overlap_steps, 1);
+  EXPECT_EQ(overlapped.diloco.fragment_update_alpha, 0.5);
+  EXPECT_EQ(overlapped.outer_steps_through(2), 0);  // fragment 0's, sent after step 2, lands after step 3
+  EXPECT_EQ(overlapped.outer_steps_through(3), 1);
 }
 
 TEST(job_config, bad_sync_blocks_are_refused_naming_the_field) {
@@ -425,7 +431,10 @@ TEST(job_config, bad_sync_blocks_are_refused_naming_the_field) {
   expect_error(with_sync({{"mode", "diloco"}, {"inner_steps", 10}, {"fragments", 4}}),
                {"sync.fragments", "divisor of inner_steps (10)"});
   expect_error(with_sync({{"mode", "diloco"}, {"fragments", 0}}), {"sync.fragments"});
-  expect_error(with_sync({{"mode", "diloco"}, {"overlap_steps", 2}}), {"sync.overlap_steps"});
+  expect_error(with_sync({{"mode", "diloco"}, {"inner_steps", 10}, {"fragments", 5}, {"overlap_steps", 2}}),
+               {"sync.overlap_steps", "less than inner_steps / fragments (2)"});
+  expect_error(with_sync({{"mode", "diloco"}, {"overlap_steps", -1}}), {"sync.overlap_steps"});
+  expect_error(with_sync({{"mode", "diloco"}, {"fragment_update_alpha", 1.5}}), {"sync.fragment_update_alpha"});
   auto c = with_sync({{"mode", "diloco"}, {"inner_steps", 10}});
   c["checkpoint"] = {{"every_windows", 15}};
   expect_error(c, {"checkpoint.every_windows", "multiple of sync.inner_steps (10)"});
