@@ -55,6 +55,10 @@ void worker_state::start(const caf::actor& data_loader) {
   loader = data_loader;
   window_start = last_batch_done = run_started = clock::now();
   if (diloco()) outer_steps_done = settings.sync.outer_steps_through(settings.start.optimizer_steps);
+  if (diloco() && settings.sync.diloco.overlap_steps > 0 && settings.reducers.size() == 1 && settings.rank == 0)
+    spdlog::warn("sync.overlap_steps {} over one ring: each window's statistics queue behind the exchange on it, so it "
+                 "hides behind little; rings.count 2 gives the exchange a ring of its own",
+                 settings.sync.diloco.overlap_steps);
   summary.next_position = settings.start.next_position;  // the data cursor: kept here only
   auto begin = [this] {
     if (settings.windows <= 0) {
