@@ -188,6 +188,8 @@ struct worker_state {
   void send_word_lookup();
   void send_packed_lookup_rows();
   void send_request(int ring, reduce_request request, std::function<void()> on_reply = {});
+  void stamp(reduce_request& request);
+  std::chrono::seconds reducer_backstop() const;
   void await_reduce(std::function<void()> then);
   void reduce_done(reduce_progress& progress);
   void synchronise_replicas(std::function<void()> then);

@@ -67,10 +67,9 @@ void worker_state::send_exchange(int64_t fragment) {
 }
 
 void worker_state::send_exchange_request(int ring, reduce_request request) {
-  request.sequence = reduces++;
-  request.window = settings.start.optimizer_steps + windows_done + 1;
+  stamp(request);
   ++exchange->awaited;
-  const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
+  const auto backstop = reducer_backstop();
   const auto r = static_cast<std::size_t>(ring);
   self->request(settings.reducers[r], backstop, messages::reduce_atom::value, request)
       .then(
@@ -114,10 +113,10 @@ void worker_state::await_exchange(std::function<void()> then) {
     last_batch_done = clock::now();  // waiting for the exchange is not data wait
     finish();
   });
-  const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
+  const auto backstop = reducer_backstop();
   for (const int ring : rings) {
     reduce_request after_the_exchange;  // nothing to sum: its answer follows the exchange's
-    after_the_exchange.window = settings.start.optimizer_steps + windows_done + 1;
+    after_the_exchange.window = step_in_flight();
     self->request(settings.reducers[static_cast<std::size_t>(ring)], backstop, messages::reduce_atom::value,
                   after_the_exchange)
         .await([pending, landed](const reduce_result&) {

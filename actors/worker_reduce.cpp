@@ -141,11 +141,9 @@ void worker_state::send_statistics() {
 void worker_state::send_request(int ring, reduce_request request, std::function<void()> on_reply) {
   auto progress = reducing;
   if (progress->awaited == 0) progress->started = clock::now();  // the allreduce's first request
-  request.sequence = reduces++;
-  request.window = settings.start.optimizer_steps + windows_done + 1;
+  stamp(request);
   ++progress->awaited;
-  // The ring's own timeout (naming the peer) fires first; this one is a backstop.
-  const auto backstop = settings.collective_timeout + std::chrono::seconds(30);
+  const auto backstop = reducer_backstop();
   const auto r = static_cast<std::size_t>(ring);
   self->request(settings.reducers[r], backstop, messages::reduce_atom::value, request)
       .await(
@@ -216,6 +214,17 @@ void worker_state::add_link_timing(std::size_t r, const io::link_timing& link) {
   current.ring_receive_posted_unix[r] =
       weighted(current.ring_receive_posted_unix[r], units, link.receive_posted_unix, link.receives);
   units += link.sends;
+}
+
+/// The request's sequence number (every rank numbers its sums alike) and window.
+void worker_state::stamp(reduce_request& request) {
+  request.sequence = reduces++;
+  request.window = step_in_flight();
+}
+
+/// How long a reply may take: the ring's own timeout (naming the peer) fires first.
+std::chrono::seconds worker_state::reducer_backstop() const {
+  return settings.collective_timeout + std::chrono::seconds(30);
 }
 
 }  // namespace troupe::actors
