@@ -54,6 +54,7 @@ class training_run {
   // Before any actor starts (training_run_inputs.cpp).
   void check_inputs();
   void prepare_trainers();
+  std::optional<compute::task_head> task_head() const;  ///< the config's fine-tuning head, if any
   int64_t gradient_elements() const;
   int64_t outer_carrier_elements() const;
   at::Tensor outer_carrier(int local, const std::string& device) const;

@@ -102,9 +102,11 @@ void training_run::prepare_trainers() {
   }
 }
 
-int64_t training_run::gradient_elements() const {
-  return compute::gradient_buffer_elements(config_.model, config_.task ? std::optional(config_.task->head) : std::nullopt);
+std::optional<compute::task_head> training_run::task_head() const {
+  return config_.task ? std::optional(config_.task->head) : std::nullopt;
 }
+
+int64_t training_run::gradient_elements() const { return compute::gradient_buffer_elements(config_.model, task_head()); }
 
 /// An overlapped DiLoCo exchange's carrier holds one fragment (at most ⌈parameters / F⌉; the
 /// gradient buffer's size is a bound on the parameters'); none without overlap.
@@ -128,11 +130,10 @@ at::Tensor training_run::outer_carrier(int local, const std::string& device) con
 /// fp32 parameters and the optimizer's state are staged for each checkpoint (under DiLoCo every
 /// rank's inner state and the outer momentum).
 void training_run::check_staging_fits() const {
-  const auto task = config_.task ? std::optional(config_.task->head) : std::nullopt;
   const bool diloco = config_.sync.diloco_mode();
   const int64_t copies =
       1 + compute::optimizer_state_tensors(config_.optimizer) * (diloco ? world_ : 1) + (diloco ? 1 : 0);
-  const int64_t staged_bytes = 4 * copies * compute::trained_parameter_count(config_.model, task);
+  const int64_t staged_bytes = 4 * copies * compute::trained_parameter_count(config_.model, task_head());
   if (options_.save_checkpoints && staged_bytes > config_.checkpoint.max_staging_bytes)
     throw make_error("config: checkpoint.max_staging_bytes: ", config_.checkpoint.max_staging_bytes,
                      " bytes cannot hold one staged copy of the parameters and optimizer moments (", staged_bytes,

@@ -188,6 +188,7 @@ struct worker_state {
   void send_word_lookup();
   void send_packed_lookup_rows();
   void send_request(int ring, reduce_request request, std::function<void()> on_reply = {});
+  reduce_request gradient_request(float* data, std::size_t count, io::wire_format wire) const;
   void stamp(reduce_request& request);
   std::chrono::seconds reducer_backstop() const;
   void await_reduce(std::function<void()> then);

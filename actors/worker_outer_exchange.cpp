@@ -57,12 +57,7 @@ void worker_state::send_exchange(int64_t fragment) {
   for (std::size_t i = 0; i < rings.size(); ++i) {
     const auto part = io::ring_slice(count, static_cast<int>(rings.size()), static_cast<int>(i));
     if (part.empty()) continue;
-    reduce_request request;
-    request.gradient = data + part.begin;
-    request.gradient_count = part.size();
-    request.gradient_wire = settings.outer_wire;
-    request.gradient_owner = trainer;
-    send_exchange_request(rings[i], std::move(request));
+    send_exchange_request(rings[i], gradient_request(data + part.begin, part.size(), settings.outer_wire));
   }
 }
 

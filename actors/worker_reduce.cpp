@@ -68,12 +68,7 @@ void worker_state::send_bucket(std::size_t index) {
     for (int r = 0; r < rings; ++r) {
       const auto part = io::ring_slice(static_cast<std::size_t>(piece.count), rings, r);
       if (part.empty()) continue;
-      reduce_request request;
-      request.gradient = data + piece.offset + part.begin;
-      request.gradient_count = part.size();
-      request.gradient_wire = reducing->wire;
-      request.gradient_owner = trainer;
-      send_request(r, std::move(request));
+      send_request(r, gradient_request(data + piece.offset + part.begin, part.size(), reducing->wire));
     }
   ++reducing->buckets_sent;
 }
@@ -113,12 +108,7 @@ void worker_state::send_slices(float* data, std::size_t count) {
   for (int r = 0; r < rings; ++r) {
     const auto part = io::ring_slice(count, rings, r);
     if (part.empty()) continue;
-    reduce_request request;
-    request.gradient = data + part.begin;
-    request.gradient_count = part.size();
-    request.gradient_wire = reducing->wire;
-    request.gradient_owner = trainer;
-    send_request(r, std::move(request));
+    send_request(r, gradient_request(data + part.begin, part.size(), reducing->wire));
   }
 }
 
@@ -214,6 +204,16 @@ void worker_state::add_link_timing(std::size_t r, const io::link_timing& link) {
   current.ring_receive_posted_unix[r] =
       weighted(current.ring_receive_posted_unix[r], units, link.receive_posted_unix, link.receives);
   units += link.sends;
+}
+
+/// A sum of `count` floats of the trainer's at `data` (the request keeps the trainer alive).
+reduce_request worker_state::gradient_request(float* data, std::size_t count, io::wire_format wire) const {
+  reduce_request request;
+  request.gradient = data;
+  request.gradient_count = count;
+  request.gradient_wire = wire;
+  request.gradient_owner = trainer;
+  return request;
 }
 
 /// The request's sequence number (every rank numbers its sums alike) and window.

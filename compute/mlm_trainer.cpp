@@ -280,18 +280,21 @@ fragment_range mlm_trainer::fragment(int64_t f) const {
   return outer_ ? outer_->range(f) : fragment_range{0, parameters_->values().numel()};
 }
 
+/// `carrier` when given, else fragment f's range of the gradient buffer.
+at::Tensor mlm_trainer::fragment_carrier(int64_t fragment, const at::Tensor& carrier) const {
+  if (carrier.defined()) return carrier;
+  const auto r = outer_->range(fragment);
+  return gradients().narrow(0, r.begin, r.size());
+}
+
 void mlm_trainer::put_pseudo_gradient(int64_t fragment, double weight, const at::Tensor& out) {
   TROUPE_ENFORCE(outer_, "put_pseudo_gradient without sync.mode \"diloco\"");
-  const auto r = outer_->range(fragment);
-  outer_->put_pseudo_gradient(parameters_->values(), out.defined() ? out : gradients().narrow(0, r.begin, r.size()),
-                              fragment, weight);
+  outer_->put_pseudo_gradient(parameters_->values(), fragment_carrier(fragment, out), fragment, weight);
 }
 
 void mlm_trainer::outer_step(int64_t fragment, double total_weight, const at::Tensor& summed) {
   TROUPE_ENFORCE(outer_, "outer_step without sync.mode \"diloco\"");
-  const auto r = outer_->range(fragment);
-  outer_->step(parameters_->values(), summed.defined() ? summed : gradients().narrow(0, r.begin, r.size()), fragment,
-               total_weight);
+  outer_->step(parameters_->values(), fragment_carrier(fragment, summed), fragment, total_weight);
 }
 
 void mlm_trainer::add_round_weights(double own, double total) {

@@ -250,6 +250,7 @@ class mlm_trainer {
   int64_t skipped_steps() const;
   /// `state` followed by DiLoCo's outer state (none in window synchronisation).
   named_tensors with_outer_state(named_tensors state) const;
+  at::Tensor fragment_carrier(int64_t fragment, const at::Tensor& carrier) const;
   c10::ScalarType autocast_dtype() const;
 };
 
