@@ -242,11 +242,26 @@ TEST_F(fine_tuning_e2e, question_answering_learns_across_nodes_and_is_scored_wit
   const auto written = json::parse(io_text(predictions.string()));
   EXPECT_EQ(written.size(), 24u);
   EXPECT_TRUE(written.contains("q0-0") && written["q0-0"].is_string()) << written.dump();
+  const auto v2_predictions = *dir_ / "squad-v2-predictions.json", null_odds = *dir_ / "squad-v2-null-odds.json";
   const auto v2 = command_json("eval --checkpoint " + (*dir_ / "squad-two").string() + " --input " +
-                               (*dir_ / "squad-dev-v2.json").string());
+                               (*dir_ / "squad-dev-v2.json").string() + " --predictions " + v2_predictions.string() +
+                               " --null-odds " + null_odds.string());
   EXPECT_EQ(v2["version"], "2.0");
   EXPECT_EQ(v2["HasAns"]["total"], 12);
   EXPECT_EQ(v2["NoAns"]["total"], 6);
+  // The best threshold is one of those tried, the script's own at 1.0 among them.
+  EXPECT_GE(v2["best_f1"].get<double>(), v2["f1"].get<double>() - 1e-9) << v2.dump();
+  EXPECT_GE(v2["best_exact"].get<double>(), v2["exact_match"].get<double>() - 1e-9) << v2.dump();
+  const auto odds = json::parse(io_text(null_odds.string())), answered = json::parse(io_text(v2_predictions.string()));
+  ASSERT_EQ(odds.size(), 18u);
+  for (const auto& [id, diff] : odds.items())  // --null-score-diff-threshold 0: "" exactly when the null score wins
+    EXPECT_EQ(answered[id].get<std::string>().empty(), diff.get<double>() > 0.0) << id;
+  const auto v1_odds = run_command(troupe_binary() + " eval --checkpoint " + (*dir_ / "squad-two").string() +
+                                   " --input " + (*dir_ / "squad-dev.json").string() + " --null-odds " +
+                                   (*dir_ / "v1-odds.json").string());
+  EXPECT_NE(v1_odds.status, 0);
+  EXPECT_NE(v1_odds.output.find("--null-odds"), std::string::npos) << v1_odds.output;
+  EXPECT_FALSE(std::filesystem::exists(*dir_ / "v1-odds.json"));
   const auto answer = command_json("predict --task squad --checkpoint " + (*dir_ / "squad-two").string() +
                                    " --question 'who finds the whale ?' --context 'the old king finds the whale in the "
                                    "sea . the brave bird sees the city in the sea .'");

@@ -33,6 +33,7 @@ struct eval_arguments {
   std::string task;                  ///< "squad" or "classify": must be the checkpoint's head
   std::string input;                 ///< squad: the official file to answer
   std::string predictions;           ///< squad: where to write {id: answer}
+  std::string null_odds;             ///< squad v2.0: where to write {id: null score diff}
   io::squad_prediction_settings answers;
 };
 
@@ -148,6 +149,7 @@ nlohmann::json evaluate(const eval_arguments& args) {
   settings.data_dir = checkpoint_data_dir(args.data, checkpoint);
   settings.squad_file = args.input;
   settings.predictions = args.predictions;
+  settings.null_odds = args.null_odds;
   settings.device = args.device;
   settings.bf16 = args.bf16;
   settings.batch_size = args.batch_size;
@@ -215,6 +217,9 @@ void add_eval_command(CLI::App& app) {
       ->check(CLI::IsMember({"squad", "classify"}));
   command->add_option("--input", args->input, "squad: the SQuAD v1.1/v2.0 file to answer and score (e.g. dev-v1.1.json)");
   command->add_option("--predictions", args->predictions, "squad: write the official predictions file {id: answer}");
+  command->add_option("--null-odds", args->null_odds,
+                      "squad v2.0: write null_odds.json {id: null score - best span score} (evaluate-v2.0.py's "
+                      "--na-prob-file)");
   command->add_option("--n-best-size", args->answers.n_best_size, "squad: start and end candidates per window")
       ->capture_default_str();
   command->add_option("--max-answer-length", args->answers.max_answer_length, "squad: longest answer in pieces")

@@ -98,14 +98,23 @@ json evaluate_squad_file(const io::checkpoint_contents& checkpoint, const task_e
     throw make_error("--input: the SQuAD file to answer (e.g. dev-v1.1.json) is required for --task squad");
   const auto manifest = squad_manifest(settings.data_dir);
   const auto questions = io::read_squad_file(settings.squad_file);
+  if (!settings.null_odds.empty() && questions.version != io::squad_version::v2_0)
+    throw make_error("--null-odds: ", settings.squad_file.string(),
+                     " is a SQuAD v1.1 file; null odds (no-answer scores) are for v2.0 files");
   const auto tokens = io::open_data_tokenizer(manifest, settings.data_dir);
   auto model = open_model(checkpoint, settings);
   const auto answers = answer_squad(model, questions, *tokens, manifest, settings.answers, settings.batch_size);
+  const bool v2 = questions.version == io::squad_version::v2_0;
   std::map<std::string, std::string> predictions;
-  for (std::size_t q = 0; q < answers.size(); ++q) predictions[questions.questions[q].id] = answers[q].text;
+  std::map<std::string, double> null_odds;  // run_squad.py's null_odds.json: v2.0's --na-prob-file
+  for (std::size_t q = 0; q < answers.size(); ++q) {
+    predictions[questions.questions[q].id] = answers[q].text;
+    if (v2) null_odds[questions.questions[q].id] = answers[q].null_score_diff;
+  }
   if (!settings.predictions.empty())
     io::write_file_atomically(settings.predictions, json(predictions).dump(2) + "\n");
-  const auto score = io::evaluate_squad(questions, predictions);
+  if (!settings.null_odds.empty()) io::write_file_atomically(settings.null_odds, json(null_odds).dump(2) + "\n");
+  const auto score = io::evaluate_squad(questions, predictions, null_odds);
   json result = {{"task", "squad"},
                  {"file", settings.squad_file.string()},
                  {"version", questions.version == io::squad_version::v2_0 ? "2.0" : "1.1"},
@@ -115,7 +124,14 @@ json evaluate_squad_file(const io::checkpoint_contents& checkpoint, const task_e
                  {"total", score.all.total}};
   if (score.has_answer) result["HasAns"] = subset_json(*score.has_answer);
   if (score.no_answer) result["NoAns"] = subset_json(*score.no_answer);
+  if (score.best) {  // the script's own key names
+    result["best_exact"] = score.best->exact;
+    result["best_exact_thresh"] = score.best->exact_threshold;
+    result["best_f1"] = score.best->f1;
+    result["best_f1_thresh"] = score.best->f1_threshold;
+  }
   if (!settings.predictions.empty()) result["predictions"] = settings.predictions.string();
+  if (!settings.null_odds.empty()) result["null_odds"] = settings.null_odds.string();
   return result;
 }
 
@@ -189,8 +205,13 @@ void print_task_evaluation(const json& result) {
     if (result.contains(subset))
       std::printf("%-19s exact %.2f, F1 %.2f over %lld questions\n", subset, result[subset]["exact"].get<double>(),
                   result[subset]["f1"].get<double>(), static_cast<long long>(result[subset]["total"].get<int64_t>()));
-  if (result.contains("predictions"))
-    std::printf("predictions         %s\n", result["predictions"].get<std::string>().c_str());
+  if (result.contains("best_f1"))
+    std::printf("best threshold      exact %.2f at %.4f, F1 %.2f at %.4f (null score − best span; "
+                "--null-score-diff-threshold)\n",
+                result["best_exact"].get<double>(), result["best_exact_thresh"].get<double>(),
+                result["best_f1"].get<double>(), result["best_f1_thresh"].get<double>());
+  for (const char* file : {"predictions", "null_odds"})
+    if (result.contains(file)) std::printf("%-19s %s\n", file, result[file].get<std::string>().c_str());
 }
 
 }  // namespace troupe::tools

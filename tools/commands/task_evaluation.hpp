@@ -9,7 +9,10 @@
 ///             padded to max_seq_length as run_squad.py pads it; answers as
 ///             compute_predictions_logits finds them (io/data/squad_predictions.hpp), scored with
 ///             the official scripts' rules (io/data/squad_evaluation.hpp); `--predictions`
-///             writes the official predictions file {id: answer}
+///             writes the official predictions file {id: answer}; for v2.0 the scores are
+///             evaluate-v2.0.py's with --na-prob-file of the null odds (null score − best span
+///             score, run_squad.py's null_odds.json, which `--null-odds` writes), best_exact and
+///             best_f1 with their thresholds included
 
 #include <filesystem>
 #include <string>
@@ -30,6 +33,7 @@ struct task_eval_settings {
   std::filesystem::path data_dir;     ///< the prepared task data (its tokenizer, labels, window sizes)
   std::filesystem::path squad_file;   ///< squad: the questions to answer and score
   std::filesystem::path predictions;  ///< squad: where to write {id: answer}; empty: nowhere
+  std::filesystem::path null_odds;    ///< squad v2.0: where to write {id: null score diff}; empty: nowhere
   std::string device = "cpu";
   bool bf16 = false;
   int64_t batch_size = 32;

@@ -126,5 +126,28 @@ TEST(Squad, VersionTwoNoAnswerThreshold) {
   EXPECT_DOUBLE_EQ(score.no_answer->exact, 100.0);
 }
 
+// evaluate-v2.0.py --na-prob-file's best threshold, by hand. q1 right (p 0.2), q2 "Super Bowl"
+// for "Super Bowl 50" (exact 0, F1 0.8; p 0.3), q3 unanswerable answered "Broncos" (p 0.4).
+// Start: the one unanswerable question right = 1. Exact: q1 → 2 (best, at 0.2), q2 → 2, q3 → 1:
+// 2 of 3. F1: q1 → 2, q2 → 2.8 (best, at 0.3), q3 → 1.8: 2.8 of 3.
+TEST(Squad, VersionTwoBestThresholdAsTheScriptFindsIt) {
+  const auto dataset = parse_squad(v2_file(), "v2");
+  const auto score = evaluate_squad(dataset, {{"q1", "Denver Broncos"}, {"q2", "Super Bowl"}, {"q3", "Broncos"}},
+                                    {{"q1", 0.2}, {"q2", 0.3}, {"q3", 0.4}});
+  ASSERT_TRUE(score.best);
+  EXPECT_DOUBLE_EQ(score.best->exact, 200.0 / 3.0);
+  EXPECT_DOUBLE_EQ(score.best->exact_threshold, 0.2);
+  EXPECT_DOUBLE_EQ(score.best->f1, 280.0 / 3.0);
+  EXPECT_DOUBLE_EQ(score.best->f1_threshold, 0.3);
+  EXPECT_DOUBLE_EQ(score.all.f1, 60.0);  // no probability above the default 1.0: the raw scores
+
+  // Never beaten: answering q3 loses a point, q1's "" gains none; 1 of the 2 predicted, at 0.
+  const auto worse = evaluate_squad(dataset, {{"q1", ""}, {"q3", "Broncos"}}, {{"q1", 0.9}, {"q3", 0.1}});
+  ASSERT_TRUE(worse.best);
+  EXPECT_DOUBLE_EQ(worse.best->exact, 50.0);
+  EXPECT_DOUBLE_EQ(worse.best->exact_threshold, 0.0);
+  EXPECT_FALSE(evaluate_squad(dataset, {{"q1", "Denver Broncos"}}).best);  // without probabilities
+}
+
 }  // namespace
 }  // namespace troupe::io
