@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/e2e/cluster_job.hpp"
 
@@ -73,13 +74,17 @@ void write_squad_file(const std::filesystem::path& file, int paragraphs, uint64_
 
 class fine_tuning_e2e : public cluster_job_test {
  protected:
-  /// The pretrained model: the cluster tests' 2-layer BERT (hidden 64) trained 12 windows.
-  static std::string pretrain() {
-    const auto run = *dir_ / "pretrained";
+  /// The pretrained model: the cluster tests' 2-layer BERT (hidden 64) trained 12 windows, or
+  /// the same shape as `model_type` (ALBERT with 32-wide embeddings, masked-LM alone).
+  static std::string pretrain(const std::string& model_type = "bert") {
+    const auto suffix = model_type == "bert" ? std::string() : "-" + model_type;
+    const auto run = *dir_ / ("pretrained" + suffix);
     if (std::filesystem::exists(run / "checkpoints" / "latest")) return run.string();
     auto c = json::parse(io_text(write_config(12)));
     c["checkpoint"]["every_windows"] = 12;
-    const auto config = *dir_ / "pretrain.json";
+    c["model"]["type"] = model_type;
+    if (model_type == "albert") c["model"].merge_patch({{"embedding_size", 32}, {"sentence_order_prediction", false}});
+    const auto config = *dir_ / ("pretrain" + suffix + ".json");
     testing::write_text(config, c.dump(2));
     auto result = run_command(troupe_binary() + " train --no-dashboard --config " + config.string() + " --run-dir " +
                               run.string());
@@ -275,6 +280,49 @@ TEST_F(fine_tuning_e2e, question_answering_learns_across_nodes_and_is_scored_wit
   const auto weights = io_text((hf / "model.safetensors").string());
   EXPECT_NE(weights.find("\"qa_outputs.weight\""), std::string::npos);
   EXPECT_EQ(weights.find("pooler"), std::string::npos) << "BertForQuestionAnswering has no pooler";
+}
+
+// DistilBERT and ALBERT through the same path: each pretrained 12 windows, then fine-tuned (one
+// for classification, one for question answering), scored, exported as its HF task class (that
+// class's head, no pooler in either) and imported back to the same scores.
+TEST_F(fine_tuning_e2e, distilbert_and_albert_fine_tune_and_export_as_their_hf_task_classes) {
+  struct model_case {
+    std::string model, task, data, hf_class, head;
+  };
+  const std::vector<model_case> cases = {
+      {"distilbert", "sequence_classification", classification_data(), "DistilBertForSequenceClassification",
+       "pre_classifier.weight"},
+      {"albert", "question_answering", squad_data(), "AlbertForQuestionAnswering", "qa_outputs.weight"}};
+  for (const auto& c : cases) {
+    const auto name = c.model + "-task";
+    const auto config = task_config(name, c.task, c.data, 16, {{"task", {{"pretrained", pretrain(c.model)}}}});
+    auto run = train(config, name);
+    ASSERT_EQ(run.status, 0) << name << "\n" << run.output;
+    EXPECT_NE(run.output.find("(" + c.model + " model)"), std::string::npos) << run.output;
+    const auto windows = read_metrics(name);
+    ASSERT_EQ(windows.size(), 16u) << name;
+    double first = 0, last = 0;
+    for (std::size_t i = 0; i < 4; ++i) first += windows[i].loss, last += windows[windows.size() - 1 - i].loss;
+    EXPECT_LT(last, first) << name << ": the task loss did not fall over 16 windows";
+
+    const auto squad = c.task == "question_answering" ? " --input " + (*dir_ / "squad-dev.json").string() : "";
+    const auto scores = command_json("eval --checkpoint " + (*dir_ / name).string() + squad);
+    const auto hf = *dir_ / (name + "-hf");
+    auto exported = run_command(troupe_binary() + " ckpt export " + (*dir_ / name).string() + " --to " + hf.string());
+    ASSERT_EQ(exported.status, 0) << exported.output;
+    EXPECT_EQ(json::parse(io_text((hf / "config.json").string()))["architectures"][0], c.hf_class);
+    const auto weights = io_text((hf / "model.safetensors").string());
+    EXPECT_NE(weights.find("\"" + c.head + "\""), std::string::npos) << name;
+    EXPECT_EQ(weights.find("pooler"), std::string::npos) << c.hf_class << " has no pooler";
+    for (const char* mlm_head : {"predictions.", "vocab_projector"})  // ALBERT's, DistilBERT's
+      EXPECT_EQ(weights.find(mlm_head), std::string::npos) << "the MLM head is not part of " << c.hf_class;
+    auto imported = run_command(troupe_binary() + " ckpt import " + hf.string() + " --to " +
+                                (*dir_ / (name + "-back")).string());
+    ASSERT_EQ(imported.status, 0) << imported.output;
+    const auto again = command_json("eval --checkpoint " + (*dir_ / (name + "-back")).string() + " --data " + c.data + squad);
+    for (const char* key : {"accuracy", "loss", "exact_match", "f1"})
+      if (scores.contains(key)) EXPECT_EQ(again[key], scores[key]) << name << ": " << key;
+  }
 }
 
 // configs/polarity-finetune.json and configs/squad-finetune.json as a user copies them, pointed at
