@@ -191,6 +191,7 @@ struct worker_state {
   reduce_request gradient_request(float* data, std::size_t count, io::wire_format wire) const;
   void stamp(reduce_request& request);
   std::chrono::seconds reducer_backstop() const;
+  std::function<void(caf::error&)> quit_on_reducer_failure(int ring, const std::string& request);
   void await_reduce(std::function<void()> then);
   void reduce_done(reduce_progress& progress);
   void synchronise_replicas(std::function<void()> then);
@@ -209,6 +210,7 @@ struct worker_state {
   void send_exchange(int64_t fragment);
   void send_exchange_request(int ring, reduce_request request);
   std::vector<int> exchange_rings() const;
+  at::Tensor exchange_carrier(int64_t fragment) const;
   void await_exchange(std::function<void()> then);
   void land_exchange();
   bool defer_checkpoint(bool periodic);

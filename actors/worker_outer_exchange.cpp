@@ -40,20 +40,19 @@ using clock = std::chrono::steady_clock;
 // the global parameters the exchange never moved.
 
 void worker_state::send_exchange(int64_t fragment) {
-  const auto range = trainer->fragment(fragment);
-  const auto carrier = settings.outer_carrier.narrow(0, 0, range.size());
+  const auto carrier = exchange_carrier(fragment);
   trainer->put_pseudo_gradient(fragment, trainer->round_weight(fragment), carrier);
   exchange = std::make_shared<outer_exchange>();  // a late reply of the last one counts there
   exchange->fragment = fragment;
   exchange->lands_after_step = trainer->optimizer_steps() + settings.sync.diloco.overlap_steps;
   exchange->total_weight = trainer->round_total(fragment);
-  current.outer_bytes = outer_exchange_bytes(range.size());
+  current.outer_bytes = outer_exchange_bytes(carrier.numel());
   outer_bytes_sent += current.outer_bytes;
   if (settings.reducers.empty()) return;  // alone: the sum is this rank's own, there already
   if (carrier.is_cuda()) torch::cuda::synchronize(carrier.device().index());  // the NCCL stream reads it next
   const auto rings = exchange_rings();
   auto* data = carrier.data_ptr<float>();
-  const auto count = static_cast<std::size_t>(range.size());
+  const auto count = static_cast<std::size_t>(carrier.numel());
   for (std::size_t i = 0; i < rings.size(); ++i) {
     const auto part = io::ring_slice(count, static_cast<int>(rings.size()), static_cast<int>(i));
     if (part.empty()) continue;
@@ -64,9 +63,8 @@ void worker_state::send_exchange(int64_t fragment) {
 void worker_state::send_exchange_request(int ring, reduce_request request) {
   stamp(request);
   ++exchange->awaited;
-  const auto backstop = reducer_backstop();
   const auto r = static_cast<std::size_t>(ring);
-  self->request(settings.reducers[r], backstop, messages::reduce_atom::value, request)
+  self->request(settings.reducers[r], reducer_backstop(), messages::reduce_atom::value, request)
       .then(
           [this, flight = exchange, r, bytes = request.gradient_count](const reduce_result& sum) {
             // Counted in the window it lands in (between windows the report's rings are unsized).
@@ -76,12 +74,7 @@ void worker_state::send_exchange_request(int ring, reduce_request request) {
             current.ring_bytes[r] += static_cast<int64_t>(bytes * sizeof(float));
             ++flight->replied;
           },
-          [this, ring, window = request.window, backstop](caf::error& failure) {
-            self->quit(explained(std::move(failure),
-                                 "the reducer of ring " + std::to_string(ring) + " (the outer exchange sent in window " +
-                                     std::to_string(window) + ")",
-                                 backstop));
-          });
+          quit_on_reducer_failure(ring, "the outer exchange sent in window " + std::to_string(request.window)));
 }
 
 /// Until the exchange has landed the worker must take no other message (the next window's
@@ -108,21 +101,22 @@ void worker_state::await_exchange(std::function<void()> then) {
     last_batch_done = clock::now();  // waiting for the exchange is not data wait
     finish();
   });
-  const auto backstop = reducer_backstop();
   for (const int ring : rings) {
     reduce_request after_the_exchange;  // nothing to sum: its answer follows the exchange's
     after_the_exchange.window = step_in_flight();
-    self->request(settings.reducers[static_cast<std::size_t>(ring)], backstop, messages::reduce_atom::value,
+    self->request(settings.reducers[static_cast<std::size_t>(ring)], reducer_backstop(), messages::reduce_atom::value,
                   after_the_exchange)
         .await([pending, landed](const reduce_result&) {
                  if (--*pending == 0) (*landed)();
                },
-               [this, ring, backstop](caf::error& failure) {
-                 self->quit(explained(std::move(failure),
-                                      "the reducer of ring " + std::to_string(ring) + " (waiting for the outer exchange)",
-                                      backstop));
-               });
+               quit_on_reducer_failure(ring, "waiting for the outer exchange"));
   }
+}
+
+/// Fragment `fragment`'s part of the outer carrier: the carrier's first elements, as many as the
+/// fragment has.
+at::Tensor worker_state::exchange_carrier(int64_t fragment) const {
+  return settings.outer_carrier.narrow(0, 0, trainer->fragment(fragment).size());
 }
 
 /// The rings an exchange goes through: 1 … R − 1, or ring 0 when there is one.
@@ -135,8 +129,7 @@ std::vector<int> worker_state::exchange_rings() const {
 
 void worker_state::land_exchange() {
   const auto fragment = exchange->fragment;
-  const auto summed = settings.outer_carrier.narrow(0, 0, trainer->fragment(fragment).size());
-  trainer->outer_step(fragment, exchange->total_weight, summed);
+  trainer->outer_step(fragment, exchange->total_weight, exchange_carrier(fragment));
   ++outer_steps_done;
   current.outer_step = true;
   exchange->fragment = -1;

@@ -133,9 +133,8 @@ void worker_state::send_request(int ring, reduce_request request, std::function<
   if (progress->awaited == 0) progress->started = clock::now();  // the allreduce's first request
   stamp(request);
   ++progress->awaited;
-  const auto backstop = reducer_backstop();
   const auto r = static_cast<std::size_t>(ring);
-  self->request(settings.reducers[r], backstop, messages::reduce_atom::value, request)
+  self->request(settings.reducers[r], reducer_backstop(), messages::reduce_atom::value, request)
       .await(
           [this, progress, r, on_reply, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
             current.ring_seconds[r] += sum.seconds;
@@ -150,11 +149,7 @@ void worker_state::send_request(int ring, reduce_request request, std::function<
             }
             if (progress->replied == progress->awaited && progress->then) reduce_done(*progress);
           },
-          [this, ring, window = request.window, backstop](caf::error& failure) {
-            self->quit(explained(std::move(failure),
-                                 "the reducer of ring " + std::to_string(ring) + " (window " + std::to_string(window) + ")",
-                                 backstop));
-          });
+          quit_on_reducer_failure(ring, "window " + std::to_string(request.window)));
 }
 
 void worker_state::await_reduce(std::function<void()> then) {
@@ -225,6 +220,15 @@ void worker_state::stamp(reduce_request& request) {
 /// How long a reply may take: the ring's own timeout (naming the peer) fires first.
 std::chrono::seconds worker_state::reducer_backstop() const {
   return settings.collective_timeout + std::chrono::seconds(30);
+}
+
+/// The error handler of a request to ring `ring`'s reducer: the worker ends, the failure
+/// explained as the reducer's answer to `request` (what was asked, for the message).
+std::function<void(caf::error&)> worker_state::quit_on_reducer_failure(int ring, const std::string& request) {
+  return [this, awaited = "the reducer of ring " + std::to_string(ring) + " (" + request + ")",
+          backstop = reducer_backstop()](caf::error& failure) {
+    self->quit(explained(std::move(failure), awaited, backstop));
+  };
 }
 
 }  // namespace troupe::actors
