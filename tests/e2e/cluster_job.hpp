@@ -98,13 +98,13 @@ class cluster_job_test : public ::testing::Test {
   /// `troupe launch`. The manifest's head port came from io::free_local_port(), and a test
   /// running beside this one may take it before the head binds it (CI saw it once): when the
   /// head says it cannot listen on head.port, the manifest gets another free port and the job
-  /// runs again from an empty run directory, at most three times in all.
+  /// runs again from an empty run directory, at most three times in all, each `timeout_s` at most.
   static testing::command_result launch(const std::string& manifest, const std::string& config, const std::string& run,
-                                        const std::string& extra = "") {
+                                        const std::string& extra = "", int timeout_s = 400) {
     for (int attempt = 1;; ++attempt) {
       auto result = run_command(troupe_binary() + " launch --manifest " + manifest + " --config " + config +
                                     " --run-dir " + (*dir_ / run).string() + " " + extra,
-                                400);
+                                timeout_s);
       const bool port_taken = result.output.find("head.port: cannot listen on") != std::string::npos;
       if (result.status == 0 || !port_taken || attempt == 3) return result;
       std::ifstream in(manifest);

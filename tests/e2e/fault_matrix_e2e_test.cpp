@@ -80,10 +80,7 @@ class fault_matrix : public cluster_job_test {
     const auto log_dir = *dir_ / (run + "-samples");
     std::filesystem::create_directories(log_dir);
     const auto start = std::chrono::steady_clock::now();
-    auto result = run_command(troupe_binary() + " launch --manifest " + manifest.string() + " --config " + config +
-                                  " --run-dir " + (*dir_ / run).string() + " " + inject + " --record-samples " +
-                                  log_dir.string(),
-                              300);
+    auto result = launch(manifest.string(), config, run, inject + " --record-samples " + log_dir.string(), 300);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("%s: %.1f s\n", inject.c_str(), seconds);
     ASSERT_EQ(result.status, 0) << inject << "\n" << result.output;
