@@ -65,6 +65,9 @@ class idle_backoff {
     }
   }
 
+  /// How long the wait has been idle at `now` (zero while it is not).
+  clock::duration idle_for(clock::time_point now) const { return idle_ ? now - since_ : clock::duration::zero(); }
+
   /// Something arrived: the next idle round starts from spinning again.
   void progressed() {
     idle_ = false;

@@ -57,7 +57,8 @@ ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>(
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME |
                       UCP_PARAM_FIELD_TAG_SENDER_MASK;
-  params.features = UCP_FEATURE_TAG;
+  // WAKEUP: a wait for a peer across a network sleeps on the worker's event descriptor.
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.tag_sender_mask = ~(user_tag_limit - 1);  // the sender's rank (see the tag layout)
   // Each reducer thread creates, drives and destroys its own worker on this context.
   params.mt_workers_shared = 1;

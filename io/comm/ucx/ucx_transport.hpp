@@ -60,8 +60,9 @@ class ucx_context {
 /// has stopped (and cancelled its requests on its own thread: cancel_pending). Each hand-over is
 /// ordered by an actor message or a thread join, so no two threads ever drive the worker.
 ///
-/// Waits spin on ucp_worker_progress for low latency, yield after a run of idle rounds and
-/// sleep briefly (tens of microseconds) only after about a millisecond without progress.
+/// Waits poll ucp_worker_progress. While nothing arrives they sleep on the worker's wake-up
+/// descriptor when the awaited peer is across a network, and yield, then sleep briefly, when it
+/// shares this host's memory (the reasons and measurements: ucx_transport.cpp).
 class ucx_transport : public transport {
  public:
   /// Creates the worker. `my_rank` (0 … 65535) goes into the sender bits of every tag sent.
