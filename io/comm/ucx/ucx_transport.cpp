@@ -215,14 +215,15 @@ struct ucx_transport::impl {
     return state != nullptr && state->over_network;
   }
 
-  /// Sleeps until the worker has an event or `timeout` passes; returns at once when events are
-  /// already pending (ucp_worker_arm says busy). The caller has progressed until idle.
-  void block_until_event(std::chrono::nanoseconds timeout) {
-    if (ucp_worker_arm(worker) != UCS_OK) return;
+  /// Sleeps until the worker's descriptor is ready or `timeout` passes. Returns whether the
+  /// descriptor woke it (false: it timed out, or events were pending and it did not sleep). The
+  /// caller has progressed until idle.
+  bool block_until_event(std::chrono::nanoseconds timeout) {
+    if (ucp_worker_arm(worker) != UCS_OK) return false;
     pollfd watched{event_fd, POLLIN, 0};
     const timespec limit{static_cast<time_t>(timeout.count() / 1'000'000'000),
                          static_cast<long>(timeout.count() % 1'000'000'000)};
-    ::ppoll(&watched, 1, &limit, nullptr);
+    return ::ppoll(&watched, 1, &limit, nullptr) > 0;
   }
 };
 
@@ -442,10 +443,17 @@ void ucx_transport::wait(transport_request request, clock::time_point deadline, 
   const int peer = it->second.peer;
   const auto start = clock::now();
   idle_backoff backoff(progress_spin);
+  bool may_sleep = impl_->event_fd >= 0 && impl_->over_network(peer);
+  bool woken = false;  // the last round ended with the descriptor waking this thread
   for (unsigned round = 1;; ++round) {
     if (impl_->finish(it, &what)) return;
     const bool progressed = ucp_worker_progress(impl_->worker) != 0;
     if (progressed) backoff.progressed();
+    // Woken with nothing to progress: the descriptor stays ready for something progress does not
+    // clear (a UCX TCP endpoint whose connection the peer has not yet acknowledged keeps asking
+    // for writability), so sleeping on it would spin; this wait yields instead, as above.
+    if (woken && !progressed) may_sleep = false;
+    woken = false;
     if ((progressed || backoff.spinning()) && round % clock_check_rounds != 0) continue;
     const auto now = clock::now();
     if (now >= deadline) {
@@ -455,8 +463,8 @@ void ucx_transport::wait(transport_request request, clock::time_point deadline, 
     if (aborted()) throw transport_error(-1, concat("stopped waiting for ", what, ": ", abort_reason()));
     check_stall(peer, start, what);
     if (progressed) continue;
-    if (impl_->event_fd >= 0 && impl_->over_network(peer) && backoff.idle_for(now) >= block_after)
-      impl_->block_until_event(std::min<clock::duration>(deadline - now, longest_block));
+    if (may_sleep && backoff.idle_for(now) >= block_after)
+      woken = impl_->block_until_event(std::min<clock::duration>(deadline - now, longest_block));
     else
       backoff.pause(now);
   }

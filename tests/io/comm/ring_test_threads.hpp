@@ -38,6 +38,13 @@ inline ucx_context& shared_context() {
   return context;
 }
 
+/// A context whose endpoints use TCP only (over loopback here), as between hosts: waits for a
+/// peer over it sleep on the worker's wake-up descriptor instead of yielding.
+inline ucx_context& tcp_context() {
+  static ucx_context context("tcp");
+  return context;
+}
+
 /// A reusable barrier whose wait gives up after a timeout, and which a failing thread breaks
 /// so that the others stop waiting for it.
 class test_barrier {
@@ -104,8 +111,8 @@ struct rank_context {
 /// ("rank r ring g: message"), the first one first.
 template <class Body>
 std::vector<std::string> run_ring_threads(int world, int rings, Body body,
-                                          const std::vector<std::unique_ptr<shared_region>>* regions = nullptr) {
-  ucx_context& context = shared_context();
+                                          const std::vector<std::unique_ptr<shared_region>>* regions = nullptr,
+                                          ucx_context& context = shared_context()) {
   std::vector<std::vector<transport_address>> addresses(rings, std::vector<transport_address>(world));
   test_barrier barrier(world * rings);
   std::mutex failures_mutex;
