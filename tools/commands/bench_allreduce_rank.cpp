@@ -161,9 +161,9 @@ std::vector<float> expected_sums(std::size_t count, int world) {
   return expected;
 }
 
-/// Elements off `expected` by more than `tolerance` (relative). A branch-free loop over
-/// precomputed sums: a rank that finished its sum checks it while slower ranks may still be
-/// summing, and on a host whose ranks outnumber its cores a slow check would take their core.
+/// Elements off `expected` by more than `tolerance` (relative). The sums are computed once per
+/// size, not per element and iteration: a rank that finished its sum checks it while slower ranks
+/// may still be summing, on cores they may share.
 std::size_t wrong_elements(const float* data, const std::vector<float>& expected, double tolerance = 0) {
   const auto relative = static_cast<float>(tolerance);
   std::size_t wrong = 0;

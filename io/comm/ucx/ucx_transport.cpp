@@ -39,8 +39,10 @@ constexpr ucp_tag_t match_all_bits = ~ucp_tag_t{0};
 //   abort() and the stall watch are looked at between sleeps). A network hop costs tens of
 //   microseconds anyway, so the wake-up is cheap, and a sleeping rank leaves its core to whoever
 //   needs it: the neighbour's ranks, or the backward pass it overlaps. Measured on this project's
-//   2-core VM (3 netcluster hosts, 64 MiB, docs/benchmarks.md#allreduce-across-hosts): 0.33–0.37
-//   GB/s yielding, 0.60–0.66 sleeping; 1 Gbit/s links 0.099 → 0.119 GB/s (95% of line rate).
+//   2-core VM (3 netcluster hosts, 64 MiB, docs/benchmarks.md#allreduce-across-hosts): 0.33–0.42
+//   GB/s yielding, 0.46–0.66 sleeping; 1 Gbit/s links 0.099 → 0.117–0.120 GB/s (94–96% of the
+//   link). A descriptor that wakes the wait with nothing to progress ends the sleeping for the
+//   rest of that wait (see wait()).
 // - Over shared memory: as idle_backoff says (io/comm/idle_backoff.hpp), with no pure spinning:
 //   every idle round already is a progress call, and yielding between rounds lets a neighbour
 //   that shares the core run. UCX's shared-memory wake-up goes through a socket and turned a
