@@ -133,18 +133,14 @@ void check_sums(const rank_context& ctx, const std::vector<T*>& buffers, std::si
            std::to_string(chunk_bytes) + ", world " + std::to_string(world) + ")";
   };
 
-  // Small integers: the sum has a closed form, exact in float. The input depends on the call,
-  // so a stale result from the call before would show. The same sequence is reused for all
-  // three calls: consecutive calls must not mix even then.
-  const T ranks_weight = static_cast<T>(world * (world + 1) / 2);  // Σ (r + 1)
+  // Small integers with a closed-form sum (closed_form_input). The same sequence is reused for
+  // all three calls: consecutive calls must not mix even then.
   for (int call = 0; call < 3; ++call) {
-    for (std::size_t i = 0; i < slice.size(); ++i)
-      data[i] = static_cast<T>((ctx.rank + 1) * static_cast<int>((slice.begin + i + call) % 17));
+    for (std::size_t i = 0; i < slice.size(); ++i) data[i] = closed_form_input<T>(ctx.rank, slice.begin + i, call);
     ring.sum(data, slice.size(), sequence);
     std::size_t wrong = 0, first_wrong = 0;
     for (std::size_t i = 0; i < slice.size(); ++i) {
-      const T expected = ranks_weight * static_cast<T>((slice.begin + i + call) % 17);
-      if (data[i] != expected && wrong++ == 0) first_wrong = i;
+      if (data[i] != closed_form_sum<T>(world, slice.begin + i, call) && wrong++ == 0) first_wrong = i;
     }
     if (wrong != 0)
       throw std::runtime_error(where("closed-form sum") + ", call " + std::to_string(call) + ": " +

@@ -198,6 +198,18 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+/// Element i of `rank`'s closed-form input in call `call`, and that element's sum over `world`
+/// ranks: small integers, exact in float. The input depends on the call, so a stale result from
+/// the call before would show.
+template <class T>
+T closed_form_input(int rank, std::size_t i, int call) {
+  return static_cast<T>((rank + 1) * static_cast<int>((i + call) % 17));
+}
+template <class T>
+T closed_form_sum(int world, std::size_t i, int call) {
+  return static_cast<T>(world * (world + 1) / 2) * static_cast<T>((i + call) % 17);  // Σ (r + 1)
+}
+
 /// Random values of mixed magnitudes (2^-8 … 2^8), so that the order of additions shows in the
 /// low bits: a reference that adds in a different order would not match bitwise.
 template <class T>

@@ -22,13 +22,6 @@
 namespace troupe::io::ring_test {
 namespace {
 
-/// Element i of `rank`'s input in call `call`, and its sum over `world` ranks: small integers,
-/// exact in float.
-float input(int rank, std::size_t i, int call) { return static_cast<float>((rank + 1) * static_cast<int>((i + call) % 17)); }
-float expected_sum(int world, std::size_t i, int call) {
-  return static_cast<float>(world * (world + 1) / 2 * static_cast<int>((i + call) % 17));
-}
-
 void expect_tcp_route(const rank_context& ctx) {
   const int world = static_cast<int>(ctx.order.size());
   const auto position = std::find(ctx.order.begin(), ctx.order.end(), ctx.rank) - ctx.order.begin();
@@ -52,12 +45,12 @@ TEST(ucx_tcp_waits, sums_stay_exact_while_neighbours_of_a_late_rank_sleep) {
         const element_range slice = io::ring_slice(count, ctx.rings, ctx.ring);
         std::vector<float> data(slice.size());
         for (int call = 0; call < world; ++call) {
-          for (std::size_t i = 0; i < data.size(); ++i) data[i] = input(ctx.rank, slice.begin + i, call);
+          for (std::size_t i = 0; i < data.size(); ++i) data[i] = closed_form_input<float>(ctx.rank, slice.begin + i, call);
           // Each call another rank comes 100 ms late: the others wait for it asleep.
           if (ctx.rank == call) std::this_thread::sleep_for(100ms);
           ring.sum(data.data(), data.size(), static_cast<std::uint64_t>(call) + 1);
           for (std::size_t i = 0; i < data.size(); ++i)
-            if (data[i] != expected_sum(world, slice.begin + i, call))
+            if (data[i] != closed_form_sum<float>(world, slice.begin + i, call))
               throw std::runtime_error("call " + std::to_string(call) + ": element " + std::to_string(slice.begin + i) +
                                        " is " + std::to_string(data[i]));
         }
