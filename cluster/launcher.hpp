@@ -1,6 +1,7 @@
 #pragma once
 /// `troupe launch`: starts one `troupe node` per manifest node and supervises them.
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -61,9 +62,10 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
 /// again, with `--rejoin` added to its command, up to its `max_restarts` times. Returns 0 when
 /// every node that may not fail exited 0, stopped_with_checkpoint_status when nodes stopped early
 /// on request (and none failed), 130 after forwarding SIGINT/SIGTERM; otherwise
-/// prints which node failed first and how, and returns 1.
+/// prints which node failed first and how, and returns 1. The nodes' lines go to `output`:
+/// stdout for `troupe launch`, stderr where stdout carries a result (`troupe bench --json`).
 int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace,
-              std::chrono::seconds stop_grace = std::chrono::seconds(10));
+              std::chrono::seconds stop_grace = std::chrono::seconds(10), std::FILE* output = stdout);
 
 /// A command line as a shell would need it quoted (for --dry-run and ssh).
 std::string shell_quote(const std::vector<std::string>& argv);

@@ -90,8 +90,10 @@ void check_capacity(const cluster_manifest& m) {
 }
 
 /// NCCL sums device memory and puts one rank on a GPU: every worker of an "nccl" job names its
-/// own CUDA device (oversubscription cannot help: NCCL itself refuses a shared GPU).
+/// own CUDA device, also across the nodes of one host (oversubscription cannot help: NCCL itself
+/// refuses a shared GPU, "Duplicate GPU detected", only once every node has started).
 void check_nccl_devices(const cluster_manifest& m) {
+  std::map<std::pair<std::string, std::string>, std::string> owner;  // (host, device) -> node
   for (const auto& node : m.nodes) {
     if (node.devices.empty())
       throw make_error(m.source, ": nodes[", node.name, "].devices: transport \"nccl\" needs a \"cuda:N\" device for "
@@ -104,6 +106,12 @@ void check_nccl_devices(const cluster_manifest& m) {
       if (!seen.insert(device).second)
         throw make_error(m.source, ": nodes[", node.name, "].devices: \"", device, "\" is given to two workers; NCCL "
                          "runs one rank per GPU (give each worker its own device, or fewer workers)");
+      const auto [held, fresh] =
+          owner.emplace(std::pair(is_local_host(node.host) ? std::string("localhost") : node.host, device), node.name);
+      if (!fresh)
+        throw make_error(m.source, ": nodes[", node.name, "].devices: \"", device, "\" is also node ",
+                         held->second, "'s on host ", node.host, "; NCCL runs one rank per GPU (give each node "
+                         "of a host its own devices)");
     }
   }
 }

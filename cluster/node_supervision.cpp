@@ -103,41 +103,42 @@ running_node start(const node_command& command) {
   return node;
 }
 
-/// The launcher's output: every node's lines with a `[node] ` prefix, and — on a terminal — one
+/// The launcher's output (stdout, or stderr where stdout carries a result such as bench JSON):
+/// every node's lines with a `[node] ` prefix, and — on a terminal — one
 /// status line under them that shows the latest progress record (messages/progress_line.hpp),
 /// cleared before each log line and drawn again after it. Off a terminal, progress records are
 /// dropped: the nodes' periodic log lines say the same.
 class merged_output {
  public:
-  merged_output() : terminal_(::isatty(STDOUT_FILENO) == 1) {}
+  explicit merged_output(std::FILE* stream) : stream_(stream), terminal_(::isatty(::fileno(stream)) == 1) {}
   ~merged_output() {
-    if (terminal_ && !status_.empty()) std::printf("\n");
-    std::fflush(stdout);
+    if (terminal_ && !status_.empty()) std::fprintf(stream_, "\n");
+    std::fflush(stream_);
   }
 
   void line(const std::string& node, std::string_view text) {
     const std::string_view marker = messages::progress_line_marker;
     if (text.substr(0, marker.size()) == marker) {
       status_.assign(text.substr(marker.size()));
-      if (terminal_) std::printf("\r\033[K%s", status_.c_str());
+      if (terminal_) std::fprintf(stream_, "\r\033[K%s", status_.c_str());
       return;
     }
-    if (terminal_ && !status_.empty()) std::printf("\r\033[K");
+    if (terminal_ && !status_.empty()) std::fprintf(stream_, "\r\033[K");
     const std::string_view dashboard = messages::dashboard_line_prefix;
     if (text.substr(0, dashboard.size()) == dashboard)
-      std::printf("%.*s\n", static_cast<int>(text.size()), text.data());
+      std::fprintf(stream_, "%.*s\n", static_cast<int>(text.size()), text.data());
     else
-      std::printf("[%s] %.*s\n", node.c_str(), static_cast<int>(text.size()), text.data());
-    if (terminal_ && !status_.empty()) std::printf("%s", status_.c_str());
+      std::fprintf(stream_, "[%s] %.*s\n", node.c_str(), static_cast<int>(text.size()), text.data());
+    if (terminal_ && !status_.empty()) std::fprintf(stream_, "%s", status_.c_str());
   }
 
   /// One of the launcher's own messages (stderr), under the logs and above the status line.
   void note(const std::string& text) {
-    if (terminal_ && !status_.empty()) std::printf("\r\033[K");
-    std::fflush(stdout);
+    if (terminal_ && !status_.empty()) std::fprintf(stream_, "\r\033[K");
+    std::fflush(stream_);
     std::fprintf(stderr, "troupe launch: %s\n", text.c_str());
-    if (terminal_ && !status_.empty()) std::printf("%s", status_.c_str());
-    std::fflush(stdout);
+    if (terminal_ && !status_.empty()) std::fprintf(stream_, "%s", status_.c_str());
+    std::fflush(stream_);
   }
 
   /// Prints complete lines of the node's output; keeps a trailing partial line.
@@ -147,10 +148,11 @@ class merged_output {
     for (std::size_t newline; (newline = node.partial_line.find('\n', start)) != std::string::npos; start = newline + 1)
       line(node.name, std::string_view(node.partial_line).substr(start, newline - start));
     node.partial_line.erase(0, start);
-    std::fflush(stdout);
+    std::fflush(stream_);
   }
 
  private:
+  std::FILE* stream_;
   bool terminal_;
   std::string status_;
 };
@@ -228,8 +230,8 @@ class launcher_signals {
 // is noted, and started again with --rejoin while it has restarts left.
 class node_supervision {
  public:
-  node_supervision(std::chrono::seconds grace, std::chrono::seconds stop_grace)
-      : grace_(grace), stop_grace_(stop_grace) {}
+  node_supervision(std::chrono::seconds grace, std::chrono::seconds stop_grace, std::FILE* output)
+      : grace_(grace), stop_grace_(stop_grace), out_(output) {}
 
   int run(const std::vector<node_command>& commands) {
     launcher_signals signals;
@@ -382,8 +384,9 @@ class node_supervision {
 
 }  // namespace
 
-int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace, std::chrono::seconds stop_grace) {
-  return node_supervision(grace, stop_grace).run(commands);
+int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace, std::chrono::seconds stop_grace,
+              std::FILE* output) {
+  return node_supervision(grace, stop_grace, output).run(commands);
 }
 
 }  // namespace troupe::cluster

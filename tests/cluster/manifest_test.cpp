@@ -109,11 +109,22 @@ TEST(manifest, nccl_needs_one_cuda_device_per_worker) {
   m["nodes"][0]["devices"] = json::array();
   m["nodes"][1]["devices"] = json::array();
   for (int64_t w = 0; w < m["nodes"][0].value("workers", 1); ++w) m["nodes"][0]["devices"].push_back("cuda:" + std::to_string(w));
-  for (int64_t w = 0; w < m["nodes"][1].value("workers", 1); ++w) m["nodes"][1]["devices"].push_back("cuda:" + std::to_string(w));
+  // Both nodes are on 127.0.0.1: node b's workers take the devices after node a's.
+  const int64_t first_of_b = m["nodes"][0].value("workers", 1);
+  for (int64_t w = 0; w < m["nodes"][1].value("workers", 1); ++w)
+    m["nodes"][1]["devices"].push_back("cuda:" + std::to_string(first_of_b + w));
   EXPECT_EQ(parse_manifest(m, "m.json").transport, "nccl");
+  const auto node_b_devices = m["nodes"][1]["devices"];
+  m["nodes"][1]["devices"][0] = "cuda:0";
+  expect_error(m, {"m.json: nodes[b].devices: \"cuda:0\" is also node a's on host 127.0.0.1; NCCL runs one rank "
+                   "per GPU"});
+  m["nodes"][1]["host"] = "198.18.0.2";  // another host's cuda:0 is another GPU
+  EXPECT_EQ(parse_manifest(m, "m.json").transport, "nccl");
+  m["nodes"][1]["host"] = "127.0.0.1";
+  m["nodes"][1]["devices"] = node_b_devices;
   m["nodes"][1]["devices"][0] = "cpu";
   expect_error(m, {"nodes[b].devices: \"cpu\" with transport \"nccl\""});
-  m["nodes"][1]["devices"][0] = "cuda:0";
+  m["nodes"][1]["devices"] = node_b_devices;
   m["nodes"][0]["workers"] = 2;
   m["nodes"][0]["devices"] = json::parse(R"(["cuda:1", "cuda:1"])");
   m["oversubscribe"] = true;

@@ -296,13 +296,15 @@ TEST_F(cluster_e2e, injected_kill_and_hang_end_an_abort_policy_job_naming_the_no
 
 // transport "nccl" on this CPU machine: each node makes its rings' NCCL ids and joins, the plan
 // carries rank 0's to both, and each worker then stops before training on its manifest device,
-// which this LibTorch does not have (a build without NCCL says so instead). On a machine with
-// GPUs and a CUDA LibTorch the same job trains. Elastic NCCL jobs are refused before any node starts.
+// which this LibTorch does not have (a build without NCCL says so instead; a machine with one GPU
+// lacks node b's cuda:1). With two GPUs and a CUDA LibTorch the same job trains. Elastic NCCL
+// jobs are refused before any node starts.
 TEST_F(cluster_e2e, an_nccl_job_passes_its_ids_through_the_plan_and_names_the_missing_gpu) {
   const auto path = write_manifest(2, "nccl.json", "abort");
   auto m = json::parse(io_text(path));
   m["transport"] = "nccl";
-  for (auto& node : m["nodes"]) node["devices"] = json::array({"cuda:0"});
+  m["nodes"][0]["devices"] = json::array({"cuda:0"});
+  m["nodes"][1]["devices"] = json::array({"cuda:1"});  // one host: a GPU each (docs/cluster.md)
   testing::write_text(path, m.dump(2));
   auto result = launch(path, write_config(3), "nccl");
   const bool trained = result.status == 0;
@@ -310,7 +312,9 @@ TEST_F(cluster_e2e, an_nccl_job_passes_its_ids_through_the_plan_and_names_the_mi
     const bool no_gpu = result.output.find("manifest: nodes[a].devices: \"cuda:0\" requested, but this LibTorch") !=
                         std::string::npos;
     const bool no_nccl = result.output.find("this troupe was built without NCCL") != std::string::npos;
-    EXPECT_TRUE(no_gpu || no_nccl) << result.output;
+    const bool one_gpu = result.output.find("nodes[b].devices: \"cuda:1\" requested, but only 1 CUDA device(s) exist") !=
+                         std::string::npos;
+    EXPECT_TRUE(no_gpu || no_nccl || one_gpu) << result.output;
     EXPECT_EQ(result.output.find("NCCL ids for"), std::string::npos) << result.output;
     EXPECT_FALSE(std::filesystem::exists(*dir_ / "nccl" / "metrics.jsonl") &&
                  !io_text((*dir_ / "nccl" / "metrics.jsonl").string()).empty());
@@ -322,6 +326,16 @@ TEST_F(cluster_e2e, an_nccl_job_passes_its_ids_through_the_plan_and_names_the_mi
   auto elastic = launch(path, write_config(3), "nccl-elastic");
   EXPECT_NE(elastic.status, 0);
   EXPECT_NE(elastic.output.find("transport: \"nccl\" with faults.policy \"elastic\""), std::string::npos) << elastic.output;
+}
+
+// `troupe bench … --json` runs its ranks as launched nodes; their log lines go to stderr, so
+// stdout is the JSON result alone and a script can parse it (it once carried "[rank0] info: …").
+TEST_F(cluster_e2e, bench_json_on_stdout_is_the_result_alone) {
+  auto bench = run_command("sh -c '" + troupe_binary() + " bench allreduce --world 2 --bytes 4K --json 2>/dev/null'", 120);
+  ASSERT_EQ(bench.status, 0) << bench.output;
+  json result;
+  ASSERT_NO_THROW(result = json::parse(bench.output)) << bench.output;
+  EXPECT_TRUE(result["correct"].get<bool>()) << bench.output;
 }
 
 // A frozen node (SIGSTOP) is a dead node: the launcher fences it at once and the job stops

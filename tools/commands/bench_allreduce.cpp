@@ -103,7 +103,8 @@ void run_driver(const allreduce_arguments& args) {
   const io::scratch_directory scratch("troupe-bench-allreduce");
   const json manifest = bench_manifest(args, chunk);
   io::write_file_atomically(scratch / "manifest.json", manifest.dump(2));
-  const int status = cluster::run_nodes(rank_commands(manifest, args, scratch.path()), std::chrono::seconds(90));
+  const int status = cluster::run_nodes(rank_commands(manifest, args, scratch.path()), std::chrono::seconds(90),
+                                       std::chrono::seconds(10), stderr);
   if (!std::filesystem::exists(scratch / "result.json")) throw error("bench allreduce: a rank failed");
   auto result = json::parse(io::read_whole_file(scratch / "result.json"));
   result["links"] = gathered_links(scratch.path(), static_cast<int>(manifest["nodes"].size()), args.rings);

@@ -62,7 +62,8 @@ nlohmann::json run_launched_bench(const std::string& manifest_file, const io::jo
   launch.node_arguments = {"--steps", std::to_string(steps + 1), "--bench-out", summary_file};
   launch.node_arguments.insert(launch.node_arguments.end(), node_arguments.begin(), node_arguments.end());
   const auto commands = cluster::node_commands(manifest, launch, std::getenv("SLURM_JOB_ID") != nullptr);
-  if (cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join) != 0)
+  if (cluster::run_nodes(commands, manifest.timeouts.collective + manifest.timeouts.join,
+                         std::chrono::seconds(10), stderr) != 0)
     throw error("bench: a node of the launched job failed");
   return nlohmann::json::parse(io::read_whole_file(summary_file));
 }
