@@ -13,6 +13,10 @@ backward under CPU autocast to bfloat16. One process per rank (torch.multiproces
 rendezvous on 127.0.0.1 at a port the OS hands out (--port to choose one), --threads intra-op
 threads per process. Run with OPENBLAS_NUM_THREADS=1 so BLAS does not add threads.
 
+--compress fp16 registers DDP's fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks):
+each bucket is divided by the world size, cast to fp16, allreduced in fp16 and cast back, halving
+the bytes on the wire (gloo in torch 1.13 has no bf16 allreduce, so fp16 is DDP's 16-bit wire here).
+
 What is timed: one warm-up window, a barrier, then --steps windows; samples/s = steps x accum x
 micro x world / seconds, on rank 0.
 
@@ -30,6 +34,7 @@ Prints one JSON line with samples_per_s. Needs Debian's python3-torch (apt-get i
 import argparse, json, math, os, sys, time
 import torch, torch.nn as nn, torch.distributed as dist, torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from free_port import free_port
 
 
@@ -76,6 +81,8 @@ def run(rank, a):
         dist.init_process_group("gloo", rank=rank, world_size=a.world)
     model = BertMLM(a)
     ddp = DistributedDataParallel(model) if distributed else model
+    if distributed and a.compress == "fp16":
+        ddp.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     tokens = torch.Generator().manual_seed(1000 + rank)
     losses = []
@@ -116,7 +123,7 @@ def run(rank, a):
         print(json.dumps({"peer": "pytorch-ddp-gloo", "torch": torch.__version__, "world": a.world,
                           "layers": a.layers, "hidden": a.hidden, "heads": a.heads, "seq": a.seq,
                           "vocab": a.vocab, "micro": a.micro, "accum": a.accum, "threads": a.threads,
-                          "bf16": bool(a.bf16), "timed_windows": a.steps, "seconds": round(seconds, 3),
+                          "bf16": bool(a.bf16), "compress": a.compress, "timed_windows": a.steps, "seconds": round(seconds, 3),
                           "samples_per_s": round(samples / seconds, 3),
                           "tokens_per_s": round(samples * a.seq / seconds, 1),
                           "first_loss": round(losses[0], 4), "last_loss": round(losses[-1], 4),
@@ -136,6 +143,7 @@ if __name__ == "__main__":
                               steps=5, threads=1, bf16=0, port=0, rank=-1).items():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--master", default="127.0.0.1", help="rank 0's address (with --rank: across hosts)")
+    p.add_argument("--compress", choices=("none", "fp16"), default="none", help="DDP's fp16_compress_hook")
     a = p.parse_args()
     if a.rank >= 0 and (a.rank >= a.world or not a.port):
         sys.exit(f"ddp_bert: --rank {a.rank} needs --rank < --world ({a.world}) and a --port shared by every host")
