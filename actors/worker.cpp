@@ -76,6 +76,7 @@ void worker_state::start(const caf::actor& data_loader) {
 void worker_state::on_batch(micro_batch& batch) {
   try {
     inject_faults();
+    if (micro_in_window == 0) follow_profile();
     const bool window_full = batch.last_in_window;
     // The backward pass that completes the gradient to sum may hand it over bucket by bucket.
     if (!settings.reducers.empty() && !diloco() && (window_full || settings.sync_every_micro_batch))
@@ -344,6 +345,25 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
   totals = {};
   overflow_in_window = false;
   micro_in_window = 0;
+  follow_profile();
+}
+
+/// The `profiler` block: the trace starts when `wait` windows are done (at a window's first
+/// micro-batch, or right after the window before) and is written once `active` more are.
+void worker_state::follow_profile() {
+  const auto& profile = settings.profile;
+  if (profile.trace_file.empty() || profiled) return;
+  if (!trace.running() && windows_done == profile.wait) {
+    trace.start(settings.trainer.device.rfind("cuda", 0) == 0);
+  } else if (trace.running() && (windows_done >= profile.wait + profile.active || windows_done == settings.windows)) {
+    profiled = true;
+    try {
+      trace.stop(profile.trace_file);
+      spdlog::info("profiler: windows {}-{} traced to {}", profile.wait + 1, windows_done, profile.trace_file.string());
+    } catch (const std::exception& e) {
+      spdlog::error("profiler: {}", e.what());  // the trace is lost; the training is not
+    }
+  }
 }
 
 void worker_state::finish() {

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "actors/fault_trigger.hpp"
+#include "compute/kineto_trace.hpp"
 #include "compute/mlm_trainer.hpp"
 #include "compute/staging_buffer.hpp"
 #include "compute/sync_config.hpp"
@@ -36,6 +37,14 @@ struct worker_faults {
   int64_t slow_window = 0;  ///< slow:MS without a phase: from this window on, sleep slow_seconds per micro-batch
   double slow_seconds = 0;
   fault_trigger trigger;    ///< kills, hangs and drops at their phases, diverge at the replica check
+};
+
+/// The `profiler` block for one worker: after `wait` windows of this session it traces
+/// `active` windows into `trace_file` (compute/kineto_trace.hpp); an empty file: no trace.
+struct worker_profile {
+  int64_t wait = 0;
+  int64_t active = 0;
+  std::filesystem::path trace_file;
 };
 
 struct worker_settings {
@@ -96,6 +105,7 @@ struct worker_settings {
   int64_t eval_micro_size = 8;
   std::shared_ptr<const io::mlm_batch_builder> eval_batches;
   worker_faults faults;
+  worker_profile profile;
 };
 
 /// One allreduce of a worker's (actors/worker_reduce.cpp): the requests sent and answered.
@@ -164,10 +174,13 @@ struct worker_state {
   compute::named_tensors peer_optimizer_states;
   std::shared_ptr<outer_exchange> exchange = std::make_shared<outer_exchange>();
   bool checkpoint_deferred = false;  ///< a periodic checkpoint fell while an exchange was in flight
+  compute::kineto_trace trace;  ///< the `profiler` block's trace while it records
+  bool profiled = false;        ///< the trace was written (one per session)
 
   // The protocol's steps, in the order a window runs them.
   void start(const caf::actor& data_loader);
   void on_batch(micro_batch& batch);
+  void follow_profile();
   void run_micro_batch(const micro_batch& batch);
   void add_link_timing(std::size_t ring, const io::link_timing& link);
   void synchronise(bool window_full);

@@ -240,6 +240,15 @@ void parse_monitors(json_fields& root, job_config& config) {
   }
 }
 
+void parse_profiler(json_fields& root, job_config& config) {
+  auto block = root.object("profiler");
+  config.profiler.enabled = block.boolean("enabled", false);
+  config.profiler.wait = block.integer("wait", config.profiler.wait, 0, big);
+  config.profiler.active = block.integer("active", config.profiler.active, 1, 100);
+  config.profiler.output_path = block.string("output_path", "");
+  block.finish();
+}
+
 /// The `sync` block and what DiLoCo rules out elsewhere: its outer steps are the only moments
 /// the replicas agree, so checkpoints and held-out evaluations fall on them.
 void parse_sync_block(json_fields& root, job_config& config) {
@@ -341,6 +350,7 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
   parse_data(root, config);
   parse_checkpoint(root, config);
   parse_monitors(root, config);
+  parse_profiler(root, config);
   parse_runtime(root, config);
   parse_sync_block(root, config);
   if (config.fp16 && config.runtime.device == "cpu")

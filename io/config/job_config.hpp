@@ -54,6 +54,16 @@ struct monitor_config {
   std::string job_name;               ///< a subfolder of output_path, when given
 };
 
+/// The `profiler` block (PyTorch profiler's schedule names): after `wait` windows, each worker
+/// records `active` windows with LibTorch's profiler and writes a Chrome trace
+/// (compute/kineto_trace.hpp) to output_path/rank<R>.pt.trace.json.
+struct profiler_config {
+  bool enabled = false;
+  int64_t wait = 1;                    ///< windows before the trace starts (warm-up, allocations)
+  int64_t active = 1;                  ///< windows recorded
+  std::filesystem::path output_path;   ///< empty: RUN_DIR/profile; relative: inside the run directory
+};
+
 /// The `task` block: fine-tuning a task head on the encoder (docs/configuration.md#task).
 struct task_config {
   compute::task_head head;  ///< classification's labels and num_labels come from the data (reconcile_with_data)
@@ -90,6 +100,7 @@ struct job_config {
   runtime_config runtime;
   monitor_config tensorboard{true, "", ""};  ///< on by default: RUN_DIR/tensorboard
   monitor_config csv_monitor;                ///< off by default: RUN_DIR/csv_monitor
+  profiler_config profiler;
   nlohmann::json source;  ///< the config as given (saved with checkpoints)
   bool schedule_follows_train_steps = true;  ///< scheduler total_num_steps was not given
   /// Allreduce after every micro-batch instead of once per window (the seed paper's baseline

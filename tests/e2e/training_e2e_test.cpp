@@ -136,6 +136,39 @@ TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
   EXPECT_EQ(summary.windows, 150);
 }
 
+/// How many recorded operators of the trace at `file` are called `name`.
+int64_t traced_calls(const std::filesystem::path& file, const std::string& name) {
+  const auto trace = json::parse(std::ifstream(file));
+  int64_t calls = 0;
+  for (const auto& event : trace.at("traceEvents")) calls += event.value("name", "") == name;
+  return calls;
+}
+
+// The profiler block: after `wait` windows the worker traces `active` windows into a Chrome
+// trace; every window runs the same operators (2 micro-batches each), so a trace of two windows
+// holds twice the cross-entropy calls of a trace of one. A trace that would start after the
+// run's end is not written.
+TEST_F(training_e2e, the_profiler_traces_the_windows_it_was_asked_for) {
+  std::vector<int64_t> losses;  // cross-entropy calls in the trace of 1 and of 2 windows
+  for (const int64_t active : {1, 2}) {
+    auto c = config();
+    c["profiler"] = {{"enabled", true}, {"wait", 1}, {"active", active}, {"output_path", "traces"}};
+    const auto run = "run-profile-" + std::to_string(active);
+    actors::run_training(io::parse_job_config(c, "e2e.json"), quiet_run(run, 4, std::chrono::seconds(60)));
+    const auto trace = *dir_ / run / "traces" / "rank0.pt.trace.json";
+    ASSERT_TRUE(std::filesystem::exists(trace)) << trace;
+    losses.push_back(traced_calls(trace, "aten::cross_entropy_loss"));
+    EXPECT_GT(traced_calls(trace, "aten::mm") + traced_calls(trace, "aten::addmm"), 0) << trace;
+  }
+  EXPECT_GT(losses[0], 0);
+  EXPECT_EQ(losses[0] % 2, 0) << "one window: two micro-batches";
+  EXPECT_EQ(losses[1], 2 * losses[0]);
+  auto c = config();
+  c["profiler"] = {{"enabled", true}, {"wait", 5}};
+  actors::run_training(io::parse_job_config(c, "e2e.json"), quiet_run("run-profile-late", 4, std::chrono::seconds(60)));
+  EXPECT_FALSE(std::filesystem::exists(*dir_ / "run-profile-late" / "profile"));
+}
+
 TEST_F(training_e2e, a_stalled_window_ends_the_run_naming_the_step_and_the_timeout) {
   auto options = quiet_run("run-stall", 10, std::chrono::seconds(1));
   // From window 3 on, the worker sleeps 5 s at the window's start: past the 1 s timeout.

@@ -138,6 +138,26 @@ TEST(job_config, communication_data_type_takes_deepspeeds_names) {
   expect_error(config, {"communication_data_type"});
 }
 
+// The `profiler` block takes the PyTorch profiler schedule's names (wait, active); off by default.
+TEST(job_config, profiler_block_takes_the_schedule_and_refuses_what_it_cannot_do) {
+  auto config = valid_config();
+  EXPECT_FALSE(parse_job_config(config, "job.json").profiler.enabled);
+  config["profiler"] = {{"enabled", true}, {"wait", 3}, {"active", 2}, {"output_path", "traces"}};
+  const auto parsed = parse_job_config(config, "job.json");
+  EXPECT_TRUE(parsed.profiler.enabled);
+  EXPECT_EQ(parsed.profiler.wait, 3);
+  EXPECT_EQ(parsed.profiler.active, 2);
+  EXPECT_EQ(parsed.profiler.output_path, "traces");
+  config["profiler"]["active"] = 0;
+  expect_error(config, {"job.json", "profiler.active"});
+  config["profiler"]["active"] = 1;
+  config["profiler"]["wait"] = -1;
+  expect_error(config, {"profiler.wait"});
+  config["profiler"]["wait"] = 1;
+  config["profiler"]["warmup"] = 1;  // torch.profiler.schedule's, not (yet) troupe's
+  expect_error(config, {"profiler", "warmup"});
+}
+
 TEST(job_config, batch_sizes_are_derived_like_deepspeed) {
   auto config = valid_config();
   config.erase("gradient_accumulation_steps");
