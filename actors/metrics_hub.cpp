@@ -26,9 +26,7 @@ using self_pointer = caf::stateful_actor<metrics_hub_state>*;
 
 std::filesystem::path monitor_folder(const io::monitor_config& monitor, const std::filesystem::path& run_dir,
                                      const char* default_folder) {
-  auto folder = monitor.output_path.empty() ? run_dir / default_folder
-                : monitor.output_path.is_absolute() ? monitor.output_path
-                                                    : run_dir / monitor.output_path;
+  const auto folder = io::output_folder(monitor.output_path, run_dir, default_folder);
   return monitor.job_name.empty() ? folder : folder / monitor.job_name;
 }
 

@@ -127,10 +127,9 @@ void training_run::spawn_rank(int local) {
   }
   w.faults = worker_faults_;
   if (config_.profiler.enabled) {
-    const auto& folder = config_.profiler.output_path;
-    const auto dir = folder.empty() ? options_.run_dir / "profile" : folder.is_absolute() ? folder : options_.run_dir / folder;
+    const auto folder = io::output_folder(config_.profiler.output_path, options_.run_dir, "profile");
     w.profile = {config_.profiler.wait, config_.profiler.active,
-                 dir / ("rank" + std::to_string(rank) + ".pt.trace.json")};
+                 folder / ("rank" + std::to_string(rank) + ".pt.trace.json")};
   }
   if (later_generation()) w.synchronise_to_steps = role_.start_steps;
   w.collective_timeout = role_.collective_timeout;

@@ -349,14 +349,14 @@ void worker_state::report_window(int64_t window_samples, const compute::window_s
 }
 
 /// The `profiler` block: the trace starts when `wait` windows are done (at a window's first
-/// micro-batch, or right after the window before) and is written once `active` more are.
+/// micro-batch, or right after the window before) if any are left, and is written once `active`
+/// more are or the session's last is; windows_done is then past `wait`, so it never restarts.
 void worker_state::follow_profile() {
   const auto& profile = settings.profile;
-  if (profile.trace_file.empty() || profiled) return;
-  if (!trace.running() && windows_done == profile.wait) {
+  if (profile.trace_file.empty()) return;
+  if (!trace.running() && windows_done == profile.wait && windows_done < settings.windows) {
     trace.start(settings.trainer.device.rfind("cuda", 0) == 0);
   } else if (trace.running() && (windows_done >= profile.wait + profile.active || windows_done == settings.windows)) {
-    profiled = true;
     try {
       trace.stop(profile.trace_file);
       spdlog::info("profiler: windows {}-{} traced to {}", profile.wait + 1, windows_done, profile.trace_file.string());

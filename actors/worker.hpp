@@ -175,7 +175,6 @@ struct worker_state {
   std::shared_ptr<outer_exchange> exchange = std::make_shared<outer_exchange>();
   bool checkpoint_deferred = false;  ///< a periodic checkpoint fell while an exchange was in flight
   compute::kineto_trace trace;  ///< the `profiler` block's trace while it records
-  bool profiled = false;        ///< the trace was written (one per session)
 
   // The protocol's steps, in the order a window runs them.
   void start(const caf::actor& data_loader);

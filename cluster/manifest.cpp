@@ -66,12 +66,15 @@ std::vector<std::vector<int>> parse_orders(const io::json_fields& rings, const j
   return orders;
 }
 
+/// One name per host, for tallies by host: every loopback address is "localhost".
+std::string host_key(const std::string& host) { return is_local_host(host) ? std::string("localhost") : host; }
+
 /// Workers per host must fit its cores (and per node its devices) unless oversubscription is
 /// allowed: two workers sharing a core halve each other's speed and hide it in the numbers.
 void check_capacity(const cluster_manifest& m) {
   std::map<std::string, int64_t> threads_per_host;
   for (const auto& node : m.nodes) {
-    threads_per_host[is_local_host(node.host) ? std::string("localhost") : node.host] +=
+    threads_per_host[host_key(node.host)] +=
         node.workers * node.threads_per_worker;
     std::set<std::string> distinct(node.devices.begin(), node.devices.end());
     distinct.erase("cpu");
@@ -106,8 +109,7 @@ void check_nccl_devices(const cluster_manifest& m) {
       if (!seen.insert(device).second)
         throw make_error(m.source, ": nodes[", node.name, "].devices: \"", device, "\" is given to two workers; NCCL "
                          "runs one rank per GPU (give each worker its own device, or fewer workers)");
-      const auto [held, fresh] =
-          owner.emplace(std::pair(is_local_host(node.host) ? std::string("localhost") : node.host, device), node.name);
+      const auto [held, fresh] = owner.emplace(std::pair(host_key(node.host), device), node.name);
       if (!fresh)
         throw make_error(m.source, ": nodes[", node.name, "].devices: \"", device, "\" is also node ",
                          held->second, "'s on host ", node.host, "; NCCL runs one rank per GPU (give each node "

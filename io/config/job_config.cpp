@@ -366,6 +366,12 @@ void job_config::set_train_steps(int64_t steps) {
   if (schedule_follows_train_steps) scheduler.total_num_steps = steps;
 }
 
+std::filesystem::path output_folder(const std::filesystem::path& output_path, const std::filesystem::path& run_dir,
+                                    const char* default_folder) {
+  if (output_path.empty()) return run_dir / default_folder;
+  return output_path.is_absolute() ? output_path : run_dir / output_path;
+}
+
 job_config load_job_config(const std::filesystem::path& file, int64_t workers) {
   if (!std::filesystem::is_regular_file(file)) throw make_error(file.string(), ": config file not found");
   return parse_job_config(parse_json_file(file), file.string(), workers);

@@ -54,6 +54,11 @@ struct monitor_config {
   std::string job_name;               ///< a subfolder of output_path, when given
 };
 
+/// Where an output block writes (`tensorboard`, `csv_monitor`, `profiler`): `output_path` when it
+/// is absolute, inside the run directory when relative, RUN_DIR/`default_folder` when empty.
+std::filesystem::path output_folder(const std::filesystem::path& output_path, const std::filesystem::path& run_dir,
+                                    const char* default_folder);
+
 /// The `profiler` block (PyTorch profiler's schedule names): after `wait` windows, each worker
 /// records `active` windows with LibTorch's profiler and writes a Chrome trace
 /// (compute/kineto_trace.hpp) to output_path/rank<R>.pt.trace.json.
