@@ -12,16 +12,18 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-/// The window's sums, what the gradient's took and how its link moved; throws what the
+/// The window's sums, what the gradient's took, sent and how its link moved; throws what the
 /// collective throws.
 reduce_result sum_request(reducer_state& state, const reduce_request& request, int ring) {
   auto& collective = *state.collective;
   reduce_result result;
   collective.take_link_timing();  // from here on: this gradient's sum only
   const auto started = clock::now();
-  if (request.gradient_count > 0) collective.sum(request.gradient, request.gradient_count, request.sequence, request.gradient_wire);
-  const double gradient_seconds = std::chrono::duration<double>(clock::now() - started).count();
-  if (request.gradient_count > 0) result = {gradient_seconds, collective.take_link_timing()};
+  if (request.gradient_count > 0) {
+    const std::size_t bytes =
+        collective.sum(request.gradient, request.gradient_count, request.sequence, request.gradient_wire);
+    result = {std::chrono::duration<double>(clock::now() - started).count(), bytes, collective.take_link_timing()};
+  }
   if (!state.said_transport && request.gradient_count > 0) {
     state.said_transport = true;
     if (collective.position() == 0 && collective.transport_name() == "shared memory")

@@ -50,6 +50,7 @@ void worker_state::begin_reduce(bool overlap, io::wire_format wire) {
   const int rings = static_cast<int>(settings.reducers.size());
   current.ring_seconds.resize(static_cast<std::size_t>(rings), 0.0);
   current.ring_bytes.resize(static_cast<std::size_t>(rings), 0);
+  current.ring_sent_bytes.resize(static_cast<std::size_t>(rings), 0);
   current.ring_link_units.resize(static_cast<std::size_t>(rings), 0);
   current.ring_send_posted_unix.resize(static_cast<std::size_t>(rings), 0.0);
   current.ring_receive_done_unix.resize(static_cast<std::size_t>(rings), 0.0);
@@ -140,6 +141,7 @@ void worker_state::send_request(int ring, reduce_request request, std::function<
             current.ring_seconds[r] += sum.seconds;
             add_link_timing(r, sum.link);
             current.ring_bytes[r] += static_cast<int64_t>(bytes);
+            current.ring_sent_bytes[r] += static_cast<int64_t>(sum.bytes_sent);
             ++progress->replied;
             try {
               if (on_reply) on_reply();  // may send more requests

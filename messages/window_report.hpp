@@ -39,6 +39,10 @@ struct window_report {
   double lateness_seconds = 0;            ///< how long after the first rank this rank finished its compute
   std::vector<double> ring_seconds;       ///< per ring: handing the reducer its slice until its reply
   std::vector<int64_t> ring_bytes;        ///< per ring: gradient bytes of this rank's slice
+  /// per ring: the bytes this rank sent its ring successor for the window's gradient sums, in
+  /// the wire format they travelled in (io::pending_sum::bytes_sent: 2(n−1)/n of ring_bytes in
+  /// fp32 over n ranks, half that in bf16; over shared memory, what the successor read)
+  std::vector<int64_t> ring_sent_bytes;
   double eval_loss_sum = 0;  ///< eval_every_windows: this rank's share of the held-out subset, summed NLL,
   int64_t eval_tokens = 0;   ///< its predicted tokens (0: no evaluation after this window),
   double eval_seconds = 0;   ///< and how long it took

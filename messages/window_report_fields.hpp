@@ -126,6 +126,7 @@ inline const std::vector<window_report_field>& window_report_fields() {
       {"outerBytesPerHour", &window_report::outer_bytes_per_hour, nullptr, "Train/Samples/outer_bytes_per_hour",
        "troupe_diloco_outer_bytes_per_hour", "DiLoCo: rank 0's outer-step bytes per hour of training so far.",
        shown_in::diloco},
+      {"ringSentBytes", &window_report::ring_sent_bytes},
   };
   return fields;
 }

@@ -31,10 +31,12 @@ struct reduce_request {
   std::shared_ptr<const void> statistics_owner;
 };
 
-/// The reducer's reply: how long the gradient's sum took, and when its link's chunks moved
-/// (io::link_timing; zeros for a request without gradient).
+/// The reducer's reply: how long the gradient's sum took, what this rank sent for it
+/// (io::pending_sum::bytes_sent) and when its link's chunks moved (io::link_timing); zeros for a
+/// request without gradient.
 struct reduce_result {
   double seconds = 0;
+  std::size_t bytes_sent = 0;
   io::link_timing link;
 };
 

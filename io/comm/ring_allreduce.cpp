@@ -8,7 +8,9 @@
 #include <string>
 #include <type_traits>
 
+#include "io/comm/ring_pending.hpp"
 #include "io/comm/ring_pipeline_plan.hpp"
+#include "io/comm/ring_pipelined_sum.hpp"
 #include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_add.hpp"
 #include "io/comm/ring_shared_path.hpp"
@@ -94,16 +96,6 @@ namespace troupe::io {
 
 namespace {
 
-using io::element_range;
-using ring_tags::allgather;
-using ring_tags::reduce_scatter;
-using ring_tags::ring_tag;
-
-// Elements added between two progress calls (see the reduce-scatter loop).
-constexpr std::size_t add_block_elements = 16384;
-
-const char* phase_name(int phase) { return phase == reduce_scatter ? "reduce-scatter" : "allgather"; }
-
 std::string order_text(const std::vector<int>& order) {
   std::string text = "[";
   for (std::size_t i = 0; i < order.size(); ++i) text += (i ? ", " : "") + std::to_string(order[i]);
@@ -112,179 +104,108 @@ std::string order_text(const std::vector<int>& order) {
 
 }  // namespace
 
-
-namespace {
-
-/// One pipelined sum over the transport: walks a built schedule, posting sends and receives,
-/// adding reduce-scatter chunks as they land (see the comment at the top).
+/// The small-message path (see the comment at the top) as a pending sum: step s waits for the
+/// contribution of position p−s−1, then forwards it; once every send finished, each rank adds
+/// the world contributions itself.
 template <class T>
-class pipelined_sum {
+class ring_allreduce::small_sum final : public ring_allreduce::pending_base {
  public:
-  /// `image`: the encoded data (narrow communication in `wire`), or null.
-  pipelined_sum(transport& t, ring_allreduce::schedule& plan, const ring_settings& settings, int to, int from, T* data,
-                std::uint64_t sequence, wire_format wire, std::byte* image)
-      : transport_(t), plan_(plan), settings_(settings), to_(to), from_(from), data_(data), sequence_(sequence),
-        wire_(wire), image_(image), last_step_(static_cast<int>(settings.order.size()) - 2) {}
-
-  /// Throws transport_error naming the ring, sequence, phase, step, chunk and peer of the
-  /// operation that failed.
-  void run() {
-    try {
-      for (std::size_t i = 0; i < plan_.first_sends; ++i) post_send(plan_.sends[i]);
-      std::size_t oldest_send = 0;  // sends before this one are known to be finished
-      for (std::size_t i = 0; i < plan_.receives.size(); ++i) {
-        post_ahead(i);
-        receive(plan_.receives[i]);
-        if (plan_.first_sends + i < plan_.sends.size()) post_send(plan_.sends[plan_.first_sends + i]);
-        while (oldest_send < plan_.sends.size() && plan_.sends[oldest_send].posted &&
-               send_finished(plan_.sends[oldest_send]))
-          ++oldest_send;
-      }
-      for (std::size_t i = oldest_send; i < plan_.sends.size(); ++i) wait_for_send(plan_.sends[i]);
-    } catch (const transport_error& e) {
-      if (current_ == nullptr) throw;  // from wait(), whose message names the wait
-      const std::string& what =
-          current_is_send_ ? describe(*current_, "send to", to_) : describe(*current_, "receive from", from_);
-      throw transport_error(e.peer(), what + ": " + e.what(), e.link_cut());
-    }
+  small_sum(ring_allreduce& ring, T* data, std::size_t count, std::uint64_t sequence)
+      : pending_base(ring), plan_(*ring.schedule_), data_(data), count_(count), sequence_(sequence),
+        n_(ring.world()), p_(ring.position_), bytes_(count * sizeof(T)) {
+    plan_.gathered.resize(bytes_ * static_cast<std::size_t>(n_));
+    std::copy(data, data + count, slot(p_));
+    plan_.small_sends.clear();
+    described([&] {
+      post_step(0);
+      return true;
+    });
   }
+
+  std::size_t bytes_sent() const override { return bytes_ * static_cast<std::size_t>(n_ - 1); }
 
  private:
-  using unit = ring_allreduce::schedule::unit;
+  bool advance(bool block) override {
+    const bool arrived = described([&] {
+      for (; step_ + 1 < n_; ++step_) {
+        if (!settle(receive_, block)) return false;
+        if (step_ + 2 < n_) post_step(step_ + 1);
+      }
+      sending_ = true;
+      auto& sends = plan_.small_sends;
+      for (; send_ < sends.size(); ++send_)
+        if (!settle(sends[send_], block)) return false;
+      return true;
+    });
+    if (arrived) add_up();
+    return arrived;
+  }
 
-  /// Posts receives ahead of unit i, up to the pipeline depth. In-flight receives never exceed
-  /// the depth, so a reduce-scatter receive always finds a free slot; an allgather receive
-  /// waits for the send that read its region.
-  void post_ahead(std::size_t i) {
-    while (next_post_ < plan_.receives.size() && next_post_ - i < pipeline_depth) {
-      unit& ahead = plan_.receives[next_post_];
-      if (ahead.phase == allgather && !send_finished(plan_.sends[ahead.after_send])) break;
-      post_receive(ahead);
-      ++next_post_;
+  T* slot(int position) {
+    return reinterpret_cast<T*>(plan_.gathered.data()) + static_cast<std::size_t>(ring_wrap(position, n_)) * count_;
+  }
+
+  /// Step s: receive position p−s−1's contribution, forward position p−s's.
+  void post_step(int s) {
+    const auto tag = ring_tags::ring_tag(ring_.settings_.ring_index, sequence_, ring_tags::reduce_scatter, s, 0);
+    receive_ = ring_.transport_.post_receive(ring_.previous(), tag, slot(p_ - s - 1), bytes_);
+    plan_.small_sends.push_back(ring_.transport_.post_send(ring_.next(), tag, slot(p_ - s), bytes_));
+  }
+
+  /// True once `request` completed: waited for with `block`, else tested once. The description
+  /// of the wait is built only when something fails: at 4 KiB the string work would cost as much
+  /// as the transfer.
+  bool settle(transport_request request, bool block) {
+    static const std::string small_message = "a small-message step";
+    if (block) {
+      ring_.transport_.wait(request, transport::clock::now() + ring_.settings_.timeout, small_message);
+    } else if (!ring_.transport_.test(request)) {
+      check_stalled(sending_ ? ring_.next() : ring_.previous(), small_message);
+      return false;
+    }
+    moved();
+    return true;
+  }
+
+  template <class Moves>
+  bool described(Moves moves) {
+    try {
+      return moves();
+    } catch (const transport_error& e) {
+      const int step = sending_ ? static_cast<int>(send_) : step_;
+      const int peer = sending_ ? ring_.next() : ring_.previous();
+      throw transport_error(e.peer(), "ring " + std::to_string(ring_.settings_.ring_index) + " sequence " +
+                                          std::to_string(sequence_) + " small-message step " + std::to_string(step) +
+                                          (sending_ ? " send to rank " : " receive from rank ") +
+                                          std::to_string(peer) + ": " + e.what(),
+                            e.link_cut());
     }
   }
 
-  /// Waits for receive unit u (posting it first if its send blocked it) and lands it.
-  void receive(unit& u) {
-    if (!u.posted) {
-      wait_for_send(plan_.sends[u.after_send]);
-      post_receive(u);
-      ++next_post_;
-    }
-    current_ = nullptr;
-    transport_.wait(u.request, deadline(), describe(u, "receive from", from_));
-    u.done = true;
-    if (u.phase == reduce_scatter)
-      add_received(u);
-    else if (image_)
-      decode_landed(u);
-  }
-
-  /// Adds a reduce-scatter chunk from its staging slot into data, in blocks with a progress call
-  /// between them: over shared memory the sender's half of a transfer (copying into the FIFO,
-  /// answering the rendezvous) only moves while that rank progresses, so a long addition would
-  /// stall the neighbour's receives.
-  void add_received(const unit& u) {
-    for (std::size_t done = 0; done < u.size; done += add_block_elements) {
-      add_block(u, done, std::min(add_block_elements, u.size - done));
-      if (add_block_elements < u.size - done) transport_.progress();
-    }
-    plan_.free_slots.push_back(u.slot);
-  }
-
-  /// data += the slot's elements [offset, offset + n) of unit u: decoded and, at a segment's
-  /// last addition, rounded, under narrow communication (see the comment at the top). `offset`
-  /// is a multiple of add_block_elements, so of int8's block too.
-  void add_block(const unit& u, std::size_t offset, std::size_t n) {
-    T* sum = data_ + u.begin + offset;
-    if constexpr (std::is_same_v<T, float>) {
-      if (image_) {
-        const std::byte* in = plan_.slot(u.slot) + wire_bytes(wire_, offset);
-        return u.step == last_step_ ? add_decoded_and_round(wire_, sum, in, n) : add_decoded(wire_, sum, in, n);
+  /// Each segment in the order the reduce-scatter would have added it: segment g from position
+  /// g round the ring, value + partial.
+  void add_up() {
+    for (int segment = 0; segment < n_; ++segment) {
+      const auto range = ring_segment(count_, n_, segment);
+      for (std::size_t i = range.begin; i < range.end; ++i) {
+        T partial = slot(segment)[i];
+        for (int hop = 1; hop < n_; ++hop) partial = slot(segment + hop)[i] + partial;
+        data_[i] = partial;
       }
     }
-    add_into(sum, reinterpret_cast<const T*>(plan_.slot(u.slot)) + offset, n);
   }
 
-  /// Narrow communication: an allgather chunk landed in the image; data gets its decoded value.
-  void decode_landed(const unit& u) {
-    if constexpr (std::is_same_v<T, float>) decode_into(wire_, image_ + u.image_offset, data_ + u.begin, u.size);
-  }
-
-  /// Where unit u's bytes are sent from: data, or under narrow communication the image, into
-  /// which a reduce-scatter chunk and the owner's reduced segment (allgather step 0) are first
-  /// encoded; later allgather chunks are forwarded as they landed there.
-  const void* send_source(const unit& u) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (image_) {
-        if (u.phase == reduce_scatter || u.step == 0) encode_into(wire_, data_ + u.begin, image_ + u.image_offset, u.size);
-        return image_ + u.image_offset;
-      }
-    }
-    return data_ + u.begin;
-  }
-
-  void post_send(unit& u) {
-    current_ = &u;
-    current_is_send_ = true;
-    u.request = transport_.post_send(to_, u.tag, send_source(u), u.wire_size);
-    u.posted = true;
-  }
-
-  bool send_finished(unit& u) {
-    current_ = &u;
-    current_is_send_ = true;
-    if (u.posted && !u.done && transport_.test(u.request)) u.done = true;
-    return u.done;
-  }
-
-  void wait_for_send(unit& u) {
-    if (u.done) return;
-    current_ = nullptr;
-    transport_.wait(u.request, deadline(), describe(u, "send to", to_));
-    u.done = true;
-  }
-
-  void post_receive(unit& u) {
-    void* target = image_ ? static_cast<void*>(image_ + u.image_offset) : static_cast<void*>(data_ + u.begin);
-    if (u.phase == reduce_scatter) {
-      u.slot = plan_.free_slots.back();
-      plan_.free_slots.pop_back();
-      target = plan_.slot(u.slot);
-    }
-    current_ = &u;
-    current_is_send_ = false;
-    u.request = transport_.post_receive(from_, u.tag, target, u.wire_size);
-    u.posted = true;
-  }
-
-  transport::clock::time_point deadline() const { return transport::clock::now() + settings_.timeout; }
-
-  const std::string& describe(const unit& u, const char* direction, int peer) {
-    char text[160];
-    std::snprintf(text, sizeof text, "ring %d sequence %llu %s step %d chunk %zu %s rank %d", settings_.ring_index,
-                  static_cast<unsigned long long>(sequence_), phase_name(u.phase), u.step, u.chunk, direction, peer);
-    plan_.what.assign(text);
-    return plan_.what;
-  }
-
-  transport& transport_;
   ring_allreduce::schedule& plan_;
-  const ring_settings& settings_;
-  const int to_, from_;
   T* const data_;
+  const std::size_t count_;
   const std::uint64_t sequence_;
-  const wire_format wire_;
-  std::byte* const image_;
-  const int last_step_;              ///< a reduce-scatter step's number: the segment's last addition
-  std::size_t next_post_ = 0;  ///< first receive not yet posted
-  /// The unit of the post or test under way: errors thrown there (wait() names its own) get the
-  /// same description as a wait's.
-  const unit* current_ = nullptr;
-  bool current_is_send_ = false;
+  const int n_, p_;
+  const std::size_t bytes_;
+  transport_request receive_ = 0;
+  int step_ = 0;
+  std::size_t send_ = 0;
+  bool sending_ = false;
 };
-
-}  // namespace
 
 ring_allreduce::ring_allreduce(transport& t, int my_rank, ring_settings settings)
     : transport_(t), my_rank_(my_rank), settings_(std::move(settings)), schedule_(std::make_unique<schedule>()) {
@@ -320,79 +241,36 @@ std::size_t ring_allreduce::chunk_elements(std::size_t value_bytes, wire_format 
   return elements;
 }
 
+std::unique_ptr<pending_sum> ring_allreduce::start(float* data, std::size_t count, std::uint64_t sequence,
+                                                   wire_format wire) {
+  return start_sum(data, count, sequence, wire);
+}
+std::unique_ptr<pending_sum> ring_allreduce::start(double* data, std::size_t count, std::uint64_t sequence) {
+  return start_sum(data, count, sequence, wire_format::fp32);
+}
 void ring_allreduce::sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire) {
-  run(data, count, sequence, wire);
+  start_sum(data, count, sequence, wire)->wait();
 }
 void ring_allreduce::sum(double* data, std::size_t count, std::uint64_t sequence) {
-  run(data, count, sequence, wire_format::fp32);
+  start_sum(data, count, sequence, wire_format::fp32)->wait();
 }
 
 template <class T>
-void ring_allreduce::run_small(T* data, std::size_t count, std::uint64_t sequence) {
+std::unique_ptr<pending_sum> ring_allreduce::start_sum(T* data, std::size_t count, std::uint64_t sequence,
+                                                       wire_format requested_wire) {
+  if (in_flight_)
+    throw std::logic_error("ring " + std::to_string(settings_.ring_index) +
+                           ": a sum was started while the previous one is still under way");
   const int n = world();
-  const int p = position_;
-  const std::size_t bytes = count * sizeof(T);
-  schedule& plan = *schedule_;
-  plan.gathered.resize(bytes * static_cast<std::size_t>(n));
-  T* contributions = reinterpret_cast<T*>(plan.gathered.data());
-  auto slot = [&](int position) { return contributions + static_cast<std::size_t>(io::ring_wrap(position, n)) * count; };
-  std::copy(data, data + count, slot(p));
-  auto deadline = [&] { return transport::clock::now() + settings_.timeout; };
-  // The description of the wait under way is built only when something fails: at 4 KiB the
-  // string work would cost as much as the transfer.
-  int step = 0;
-  bool sending = false;
-  static const std::string small_message = "a small-message step";
-  try {
-    auto& sends = plan.small_sends;
-    sends.clear();
-    transport_request receive =
-        transport_.post_receive(previous(), ring_tag(settings_.ring_index, sequence, reduce_scatter, 0, 0), slot(p - 1), bytes);
-    sends.push_back(transport_.post_send(next(), ring_tag(settings_.ring_index, sequence, reduce_scatter, 0, 0), slot(p), bytes));
-    for (; step + 1 < n; ++step) {
-      transport_.wait(receive, deadline(), small_message);
-      if (step + 2 < n) {
-        const auto tag = ring_tag(settings_.ring_index, sequence, reduce_scatter, step + 1, 0);
-        receive = transport_.post_receive(previous(), tag, slot(p - step - 2), bytes);
-        sends.push_back(transport_.post_send(next(), tag, slot(p - step - 1), bytes));
-      }
-    }
-    sending = true;
-    for (step = 0; step < static_cast<int>(sends.size()); ++step) transport_.wait(sends[step], deadline(), small_message);
-  } catch (const transport_error& e) {
-    broken_ = true;
-    const int peer = sending ? next() : previous();
-    throw transport_error(e.peer(), "ring " + std::to_string(settings_.ring_index) + " sequence " +
-                                        std::to_string(sequence) + " small-message step " + std::to_string(step) +
-                                        (sending ? " send to rank " : " receive from rank ") + std::to_string(peer) +
-                                        ": " + e.what(),
-                          e.link_cut());
-  } catch (...) {
-    broken_ = true;
-    throw;
-  }
-  for (int segment = 0; segment < n; ++segment) {
-    const auto range = ring_segment(count, n, segment);
-    for (std::size_t i = range.begin; i < range.end; ++i) {
-      T partial = slot(segment)[i];
-      for (int hop = 1; hop < n; ++hop) partial = slot(segment + hop)[i] + partial;
-      data[i] = partial;
-    }
-  }
-}
-
-template <class T>
-void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence, wire_format requested_wire) {
-  const int n = world();
-  if (n == 1 || count == 0) return;
+  if (n == 1 || count == 0) return std::make_unique<finished_sum>();
   if (broken_)
     throw transport_error(-1, "ring " + std::to_string(settings_.ring_index) +
                                   ": an earlier sum failed; rebuild the transport and the ring");
   if (!negotiated_) negotiate_shared_memory(sequence);
   const bool small = count * sizeof(T) <= small_message_bytes;
   const wire_format wire = std::is_same_v<T, float> && !small ? requested_wire : wire_format::fp32;
-  if (shared_) return small ? run_shared_small(data, count, sequence) : run_shared(data, count, sequence, wire);
-  if (small) return run_small(data, count, sequence);
+  if (shared_) return start_shared(data, count, sequence, wire);
+  if (small) return std::make_unique<small_sum<T>>(*this, data, count, sequence);
 
   schedule& plan = *schedule_;
   plan.build(count, n, position_, chunk_elements(sizeof(T), wire), settings_.ring_index, sequence, wire, sizeof(T));
@@ -402,12 +280,7 @@ void ring_allreduce::run(T* data, std::size_t count, std::uint64_t sequence, wir
     if (plan.image.size() < plan.image_bytes) plan.image.resize(plan.image_bytes);
     image = plan.image.data();
   }
-  try {
-    pipelined_sum<T>(transport_, plan, settings_, next(), previous(), data, sequence, wire, image).run();
-  } catch (...) {
-    broken_ = true;
-    throw;
-  }
+  return std::make_unique<pipelined_sum<T>>(*this, data, sequence, wire, image);
 }
 
 }  // namespace troupe::io

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "io/comm/pending_sum.hpp"
 #include "io/comm/transport.hpp"
 #include "io/comm/wire_format.hpp"
 
@@ -31,16 +32,18 @@ struct ring_settings {
 /// Sums buffers across the ranks of one ring. Driven by one thread, like its transport.
 ///
 /// The caller connects the transport to previous() and next() beforehand. Every rank of the
-/// ring calls sum() with the same element type, count and sequence, in the same order of calls.
-/// sum() blocks until this rank's buffer holds the sum; afterwards every rank's buffer is
-/// bitwise identical, and the order of additions depends only on settings.order and count
-/// (and, with 16 or 8 bits on the wire, the roundings too, on every path).
+/// ring starts its sums (start(), or sum() = start and wait) with the same element type, count
+/// and sequence, in the same order. Once a sum is done every rank's buffer is bitwise
+/// identical, and the order of additions depends only on settings.order and count (and, with
+/// 16 or 8 bits on the wire, the roundings too, on every path) — not on whether the sum was
+/// driven by progress() or wait(), nor on timing.
 ///
-/// Errors: sum() throws transport_error naming the peer and the step awaited when a peer fails
-/// or a wait runs past settings.timeout. The transport then still holds requests that write
-/// into `data` and into this object's staging buffers: destroy the transport first (it cancels
-/// them), then this object, then reuse `data`; build a new transport and ring to go on. A ring
-/// whose sum() threw refuses further calls. Over shared memory, neighbours may still read the
+/// Errors: a sum throws transport_error naming the peer and the step awaited when a peer fails
+/// or a wait runs past settings.timeout (for progress(): nothing moved for that long). The
+/// transport then still holds requests that write into `data` and into this object's staging
+/// buffers: destroy the transport first (it cancels them), then this object, then reuse `data`;
+/// build a new transport and ring to go on. A ring whose sum failed or was abandoned refuses
+/// further calls. Over shared memory, neighbours may still read the
 /// region after a failure; a region may serve the rings of a later membership generation (its
 /// counters go on growing and the generation in its control line tells a stale neighbour it
 /// was left behind), but only one ring of each ring index at a time.
@@ -54,11 +57,19 @@ class ring_allreduce {
   ring_allreduce(const ring_allreduce&) = delete;
   ring_allreduce& operator=(const ring_allreduce&) = delete;
 
-  /// Replaces data[0 … count) by its sum over the ring, in place. `sequence` tells consecutive
-  /// calls apart in the tags (its low 16 bits are used). World 1 and count 0 return at once.
-  /// `wire`: how the values cross each link when the sum is above small_message_bytes: fp32, or
-  /// rounded to 16 bits or int8 blocks and summed in fp32 at every hop (io/comm/wire_format.hpp); every rank
-  /// must pass the same. Small sums are exact.
+  /// Starts replacing data[0 … count) by its sum over the ring, in place, and returns the sum
+  /// under way (io/comm/pending_sum.hpp: progress() or wait() move it; one sum at a time; it
+  /// must not outlive the ring). `sequence` tells consecutive calls apart in the tags (its low
+  /// 16 bits are used). World 1 and count 0 are done at once. `wire`: how the values cross each
+  /// link when the sum is above small_message_bytes: fp32, or rounded to 16 bits or int8 blocks
+  /// and summed in fp32 at every hop (io/comm/wire_format.hpp); every rank must pass the same.
+  /// Small sums are exact. The ring's first sum starts with the shared-memory handshake, which
+  /// blocks (see share_memory). Throws std::logic_error while another sum is under way.
+  std::unique_ptr<pending_sum> start(float* data, std::size_t count, std::uint64_t sequence,
+                                     wire_format wire = wire_format::fp32);
+  /// As above, for double.
+  std::unique_ptr<pending_sum> start(double* data, std::size_t count, std::uint64_t sequence);
+  /// start(…) and wait(): returns when this rank's buffer holds the sum.
   void sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire = wire_format::fp32);
   /// As above, for double.
   void sum(double* data, std::size_t count, std::uint64_t sequence);
@@ -89,28 +100,30 @@ class ring_allreduce {
 
   struct schedule;
   struct shared_path;
+  class pending_base;
   template <class T>
-  struct shared_sum;
+  class pipelined_sum;
+  template <class T>
+  class small_sum;
+  template <class T>
+  class shared_sum;
 
  private:
   template <class T>
-  void run(T* data, std::size_t count, std::uint64_t sequence, wire_format wire);
-  template <class T>
-  void run_small(T* data, std::size_t count, std::uint64_t sequence);
+  std::unique_ptr<pending_sum> start_sum(T* data, std::size_t count, std::uint64_t sequence, wire_format wire);
   /// The handshake of the first sum: decides, identically on every rank, whether this
   /// ring's large sums use shared memory.
   void negotiate_shared_memory(std::uint64_t sequence);
   template <class T>
-  void run_shared(T* data, std::size_t count, std::uint64_t sequence, wire_format wire);
-  template <class T>
-  void run_shared_small(T* data, std::size_t count, std::uint64_t sequence);
+  std::unique_ptr<pending_sum> start_shared(T* data, std::size_t count, std::uint64_t sequence, wire_format wire);
   std::size_t chunk_elements(std::size_t value_bytes, wire_format wire) const;
 
   transport& transport_;
   int my_rank_;
   ring_settings settings_;
   int position_ = 0;
-  bool broken_ = false;
+  bool broken_ = false;     ///< a sum failed or was abandoned: its messages may still be posted
+  bool in_flight_ = false;  ///< a sum is under way (ring_pending.hpp keeps both)
   std::unique_ptr<schedule> schedule_;
   shared_region* region_ = nullptr;
   std::unique_ptr<shared_path> shared_;  ///< set by the handshake when shared memory is used

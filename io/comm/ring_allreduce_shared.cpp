@@ -16,6 +16,7 @@
 #include "io/comm/idle_backoff.hpp"
 #include "io/comm/ring_add.hpp"
 #include "io/comm/ring_allreduce.hpp"
+#include "io/comm/ring_pending.hpp"
 #include "io/comm/ring_shared_path.hpp"
 #include "io/comm/ring_tag.hpp"
 
@@ -129,10 +130,23 @@ struct progress_wait {
            ", this rank in " + std::to_string(generation) + " (shared memory)";
   }
 
+  /// What ends a wait that has not reached its target, at `now`, when the neighbour last moved
+  /// at `since`: "" while it may go on.
+  std::string problem_at(transport::clock::time_point now, transport::clock::time_point since) const {
+    if (auto problem = generation_problem(); !problem.empty()) return problem;
+    if (process_gone(pid))
+      return "rank " + std::to_string(peer) + " (process " + std::to_string(pid) + ") is gone (shared memory)";
+    if (now - since >= timeout)
+      return "rank " + std::to_string(peer) + " made no progress for " + std::to_string(timeout.count()) +
+             " ms (shared memory)";
+    if (stops.aborted()) return "stopped waiting for rank " + std::to_string(peer) + ": " + stops.abort_reason();
+    return {};
+  }
+
+  /// Blocks until the target is reached ("") or the wait must end (why).
   std::string run() const {
     if (reached()) return generation_problem();
     const auto start = transport::clock::now();
-    const auto deadline = start + timeout;
     auto next_check = start;
     idle_backoff backoff(spin);
     for (std::uint64_t spins = 1; !reached(); ++spins) {
@@ -145,13 +159,7 @@ struct progress_wait {
         next_check = now + std::chrono::milliseconds(20);
         // The neighbour may have reached the target and exited since the loop's last look.
         if (reached()) return generation_problem();
-        if (auto problem = generation_problem(); !problem.empty()) return problem;
-        if (process_gone(pid))
-          return "rank " + std::to_string(peer) + " (process " + std::to_string(pid) + ") is gone (shared memory)";
-        if (now >= deadline)
-          return "rank " + std::to_string(peer) + " made no progress for " + std::to_string(timeout.count()) +
-                 " ms (shared memory)";
-        if (stops.aborted()) return "stopped waiting for rank " + std::to_string(peer) + ": " + stops.abort_reason();
+        if (auto problem = problem_at(now, start); !problem.empty()) return problem;
       }
       backoff.pause(now);
     }
@@ -216,150 +224,208 @@ void ring_allreduce::negotiate_shared_memory(std::uint64_t sequence) {
 }
 
 /// One sum over shared memory (see the prose above): its constants, and the steps it takes.
+/// One sum over shared memory, as a pending sum (see the comment at the top): entering, then
+/// 2(n−1) steps of C chunks, each pulled from the previous rank's buffer once that rank finished
+/// it, then finishing once the next rank has read this buffer to the end. A stage that needs a
+/// neighbour's counter stops there under progress() and blocks there under wait().
 template <class T>
-struct ring_allreduce::shared_sum {
-  ring_allreduce& ring;
-  T* const data;
-  const std::size_t count;
-  const std::uint64_t sequence;
-  const wire_format wire;
-  const int n = ring.world();
-  const int p = ring.position_;
-  const int ring_index = ring.settings_.ring_index;
-  shared_path& path = *ring.shared_;
-  const std::size_t bytes = count * sizeof(T);
-  const std::size_t chunk_elements = ring.chunk_elements(sizeof(T), wire);
-  const std::size_t chunks = most_chunks();  ///< C: the most chunks of any segment
-  const std::uint64_t units = 1 + 2 * static_cast<std::uint64_t>(n - 1) * chunks;
-  /// What this sum is. Neighbours that disagreed would number their units differently and read
-  /// chunks before they are written, so each rank checks its previous neighbour's on entering.
-  const std::uint64_t call = xxh64_of({sequence, count, sizeof(T), chunk_elements, static_cast<std::uint64_t>(wire)});
-  shared_ring_control& mine = ring.region_->control(ring_index);
-  const shared_ring_control& from = path.previous_region->control(ring_index);
-  const shared_ring_control& to = path.next_view().control(ring_index);
+class ring_allreduce::shared_sum final : public ring_allreduce::pending_base {
+ public:
+  /// `result`: where the sum goes once done, for a small sum run in the region's scratch
+  /// (`data`); null: the sum stays in `data`. Publishes this rank's entry.
+  shared_sum(ring_allreduce& ring, T* data, std::size_t count, std::uint64_t sequence, wire_format wire, T* result)
+      : pending_base(ring), data_(data), result_(result), count_(count), sequence_(sequence), wire_(wire),
+        n_(ring.world()), p_(ring.position_), path_(*ring.shared_), chunk_elements_(ring.chunk_elements(sizeof(T), wire)),
+        chunks_(most_chunks()), units_(1 + 2 * static_cast<std::uint64_t>(n_ - 1) * chunks_),
+        mine_(ring.region_->control(ring.settings_.ring_index)),
+        from_(path_.previous_region->control(ring.settings_.ring_index)),
+        to_(path_.next_view().control(ring.settings_.ring_index)) {
+    publish();
+  }
+
+  /// What the next rank pulls from this rank's buffer: its receive segments, in T.
+  std::size_t bytes_sent() const override {
+    const int successor = ring_wrap(p_ + 1, n_);
+    std::size_t elements = 0;
+    for (int step = 0; step + 1 < n_; ++step)
+      elements += ring_segment(count_, n_, reduce_scatter_receive_segment(n_, successor, step)).size() +
+                  ring_segment(count_, n_, allgather_receive_segment(n_, successor, step)).size();
+    return elements * sizeof(T);
+  }
+
+ private:
+  bool advance(bool block) override {
+    if (source_ == nullptr) {
+      if (!reached(from_, path_.previous + 1, ring_.previous(), path_.previous_pid, "entering", 0, 0, block)) return false;
+      source_ = entered_buffer();
+    }
+    for (; step_ < 2 * (n_ - 1); ++step_, chunk_ = 0) {
+      const bool reducing = step_ < n_ - 1;
+      for (; chunk_ < chunks_; ++chunk_) {
+        if (step_ > 0 && !reached(from_, path_.previous + unit_done(step_ - 1, chunk_), ring_.previous(),
+                                  path_.previous_pid, reducing ? "reduce-scatter" : "allgather",
+                                  reducing ? step_ : step_ - (n_ - 1), chunk_, block))
+          return false;
+        pull_chunk(step_, chunk_);
+        mine_.progress.store(path_.mine + unit_done(step_, chunk_), std::memory_order_release);
+      }
+    }
+    if (!reached(to_, path_.next + units_, ring_.next(), path_.next_pid, "finishing", 2 * (n_ - 1), 0, block))
+      return false;
+    finish();
+    return true;
+  }
 
   std::size_t most_chunks() const {
     std::size_t most = 0;
-    for (int segment = 0; segment < n; ++segment)
-      most = std::max(most, io::chunk_count(io::ring_segment(count, n, segment).size(), chunk_elements));
+    for (int segment = 0; segment < n_; ++segment)
+      most = std::max(most, chunk_count(ring_segment(count_, n_, segment).size(), chunk_elements_));
     return most;
   }
 
   std::uint64_t unit_done(int step, std::size_t chunk) const {
-    return 1 + static_cast<std::uint64_t>(step) * chunks + chunk + 1;
+    return 1 + static_cast<std::uint64_t>(step) * chunks_ + chunk + 1;
   }
 
-  [[noreturn]] void fail(int peer, const std::string& what) {
-    ring.broken_ = true;
-    throw transport_error(peer, "ring " + std::to_string(ring_index) + " sequence " + std::to_string(sequence) + " " +
-                                    what);
+  [[noreturn]] void fail(int peer, const std::string& what) const {
+    throw transport_error(peer, "ring " + std::to_string(ring_.settings_.ring_index) + " sequence " +
+                                    std::to_string(sequence_) + " " + what);
   }
 
-  /// Waits until `control` (rank `peer`'s) reaches `target`.
-  void wait_for(const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
-                const char* step_name, int step, std::size_t chunk) {
-    const progress_wait wait{control, target, peer, pid, path.spin, ring.settings_.timeout, ring.transport_,
-                             ring.settings_.generation};
-    if (const auto problem = wait.run(); !problem.empty()) {
+  /// True once `control` (rank `peer`'s) reached `target`: waited for with `block`, else looked
+  /// at once. Fails when the neighbour left this generation, is gone, was silent for the ring's
+  /// timeout, or the transport was aborted.
+  bool reached(const shared_ring_control& control, std::uint64_t target, int peer, std::int32_t pid,
+               const char* step_name, int step, std::size_t chunk, bool block) {
+    const progress_wait wait{control, target, peer, pid, path_.spin, ring_.settings_.timeout, ring_.transport_,
+                             ring_.settings_.generation};
+    std::string problem;
+    if (wait.reached()) {
+      problem = wait.generation_problem();
+    } else if (block) {
+      problem = wait.run();
+    } else {
+      problem = wait.problem_at(transport::clock::now(), idle_since());
+      // The neighbour may have reached the target and exited since the first look.
+      if (wait.reached())
+        problem = wait.generation_problem();
+      else if (problem.empty())
+        return false;
+    }
+    if (!problem.empty()) {
       char where[96];
       std::snprintf(where, sizeof where, "%s step %d chunk %zu: ", step_name, step, chunk);
       fail(peer, where + problem);
     }
+    moved();
+    return true;
   }
 
-  /// Entering: publish this sum's signature and buffer, wait for the previous rank to do the
-  /// same, check it is the same sum, and find its buffer in its region.
-  const T* enter() {
-    const bool in_scratch = reinterpret_cast<std::byte*>(data) == ring.region_->scratch(ring_index);
-    if (!ring.region_->in_data(data, bytes) && !in_scratch)
+  /// Entering: publish this sum's signature and buffer for the next rank.
+  void publish() {
+    const std::size_t bytes = count_ * sizeof(T);
+    const bool in_scratch = reinterpret_cast<std::byte*>(data_) == ring_.region_->scratch(ring_.settings_.ring_index);
+    if (!ring_.region_->in_data(data_, bytes) && !in_scratch)
       fail(-1, "(shared memory): the buffer is not inside the region given to share_memory()");
-    const int previous = ring.previous();
-    mine.offset.store(ring.region_->offset_of(data), std::memory_order_relaxed);
-    mine.call.store(call, std::memory_order_relaxed);
-    mine.progress.store(path.mine + 1, std::memory_order_release);
-    wait_for(from, path.previous + 1, previous, path.previous_pid, "entering", 0, 0);
-    if (from.call.load(std::memory_order_relaxed) != call)
+    mine_.offset.store(ring_.region_->offset_of(data_), std::memory_order_relaxed);
+    mine_.call.store(call_signature(), std::memory_order_relaxed);
+    mine_.progress.store(path_.mine + 1, std::memory_order_release);
+  }
+
+  /// What this sum is. Neighbours that disagreed would number their units differently and read
+  /// chunks before they are written, so each rank checks its previous neighbour's on entering.
+  std::uint64_t call_signature() const {
+    return xxh64_of({sequence_, count_, sizeof(T), chunk_elements_, static_cast<std::uint64_t>(wire_)});
+  }
+
+  /// The previous rank entered: check it is the same sum and find its buffer in its region.
+  const T* entered_buffer() const {
+    const int previous = ring_.previous();
+    if (from_.call.load(std::memory_order_relaxed) != call_signature())
       fail(previous, "(shared memory): rank " + std::to_string(previous) +
                          " entered a different sum (sequence, element count, type, chunk size or wire format differ)");
-    const std::uint64_t offset = from.offset.load(std::memory_order_relaxed);
-    const std::byte* previous_buffer = path.previous_region->at_offset(offset, bytes);
+    const std::uint64_t offset = from_.offset.load(std::memory_order_relaxed);
+    const std::byte* previous_buffer = path_.previous_region->at_offset(offset, count_ * sizeof(T));
     if (!previous_buffer)
       fail(previous, "(shared memory): rank " + std::to_string(previous) + "'s buffer at offset " +
-                         std::to_string(offset) + " does not hold " + std::to_string(bytes) + " bytes");
+                         std::to_string(offset) + " does not hold " + std::to_string(count_ * sizeof(T)) + " bytes");
     return reinterpret_cast<const T*>(previous_buffer);
   }
 
-  /// One step of the schedule: each chunk of the segment this position receives is pulled from
-  /// the previous rank's buffer (added in reduce-scatter, copied in allgather) once that rank has
-  /// finished it at the step before, then this rank's progress moves past it.
-  void pull_step(const T* source, int step) {
-    const bool reducing = step < n - 1;
-    const int phase_step = reducing ? step : step - (n - 1);
-    const int segment = reducing ? io::reduce_scatter_receive_segment(n, p, phase_step)
-                                 : io::allgather_receive_segment(n, p, phase_step);
-    const io::element_range range = io::ring_segment(count, n, segment);
-    const std::size_t segment_chunks = io::chunk_count(range.size(), chunk_elements);
-    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
-      if (step > 0)
-        wait_for(from, path.previous + unit_done(step - 1, chunk), ring.previous(), path.previous_pid,
-                 reducing ? "reduce-scatter" : "allgather", phase_step, chunk);
-      if (chunk < segment_chunks) {
-        const io::element_range piece = io::chunk_range(range.size(), chunk_elements, chunk);
-        const std::size_t begin = range.begin + piece.begin;
-        if (reducing)
-          add(data + begin, source + begin, piece.size(), phase_step == n - 2);
-        else
-          std::memcpy(data + begin, source + begin, piece.size() * sizeof(T));
-      }
-      mine.progress.store(path.mine + unit_done(step, chunk), std::memory_order_release);
-    }
+  /// One chunk of one step: pulled from the previous rank's buffer (added in reduce-scatter,
+  /// copied in allgather).
+  void pull_chunk(int step, std::size_t chunk) {
+    const bool reducing = step < n_ - 1;
+    const int phase_step = reducing ? step : step - (n_ - 1);
+    const int segment = reducing ? reduce_scatter_receive_segment(n_, p_, phase_step)
+                                 : allgather_receive_segment(n_, p_, phase_step);
+    const element_range range = ring_segment(count_, n_, segment);
+    if (chunk >= chunk_count(range.size(), chunk_elements_)) return;
+    const element_range piece = chunk_range(range.size(), chunk_elements_, chunk);
+    const std::size_t begin = range.begin + piece.begin;
+    if (reducing)
+      add(data_ + begin, source_ + begin, piece.size(), phase_step == n_ - 2);
+    else
+      std::memcpy(data_ + begin, source_ + begin, piece.size() * sizeof(T));
   }
 
   /// data += source over n elements; under narrow communication the addend is rounded, and so
   /// is the sum at a segment's `last` addition.
   void add(T* sum, const T* addend, std::size_t elements, bool last) {
     if constexpr (std::is_same_v<T, float>) {
-      if (wire != wire_format::fp32)
-        return last ? add_rounded_and_round(wire, sum, addend, elements) : add_rounded(wire, sum, addend, elements);
+      if (wire_ != wire_format::fp32)
+        return last ? add_rounded_and_round(wire_, sum, addend, elements) : add_rounded(wire_, sum, addend, elements);
     }
     add_into(sum, addend, elements);
   }
 
-  /// Waits for the next rank, which reads this buffer until its last unit, then checks that the
-  /// previous rank was still in this generation while this rank read its buffer.
+  /// The next rank has read this buffer to its last unit: check that the previous rank was still
+  /// in this generation while this rank read its buffer, move the counters' bases on, and hand
+  /// out the result.
   void finish() {
-    wait_for(to, path.next + units, ring.next(), path.next_pid, "finishing", 2 * (n - 1), 0);
     std::atomic_thread_fence(std::memory_order_acquire);
-    const progress_wait previous_generation{from, 0, ring.previous(), path.previous_pid, path.spin,
-                                            ring.settings_.timeout, ring.transport_, ring.settings_.generation};
+    const progress_wait previous_generation{from_, 0, ring_.previous(), path_.previous_pid, path_.spin,
+                                            ring_.settings_.timeout, ring_.transport_, ring_.settings_.generation};
     if (const auto problem = previous_generation.generation_problem(); !problem.empty())
-      fail(ring.previous(), "finishing: " + problem);
-    path.mine += units;
-    path.previous += units;
-    path.next += units;
+      fail(ring_.previous(), "finishing: " + problem);
+    path_.mine += units_;
+    path_.previous += units_;
+    path_.next += units_;
+    if (result_ != nullptr) std::memcpy(result_, data_, count_ * sizeof(T));
   }
+
+  T* const data_;
+  T* const result_;
+  const std::size_t count_;
+  const std::uint64_t sequence_;
+  const wire_format wire_;
+  const int n_, p_;
+  shared_path& path_;
+  const std::size_t chunk_elements_;
+  const std::size_t chunks_;  ///< C: the most chunks of any segment
+  const std::uint64_t units_;
+  shared_ring_control& mine_;
+  const shared_ring_control& from_;
+  const shared_ring_control& to_;
+  const T* source_ = nullptr;  ///< the previous rank's buffer, once it entered
+  int step_ = 0;
+  std::size_t chunk_ = 0;
 };
 
 template <class T>
-void ring_allreduce::run_shared(T* data, std::size_t count, std::uint64_t sequence, wire_format wire) {
-  shared_sum<T> sum{*this, data, count, sequence, wire};
-  const T* source = sum.enter();
-  for (int step = 0; step < 2 * (sum.n - 1); ++step) sum.pull_step(source, step);
-  sum.finish();
-}
-
-template <class T>
-void ring_allreduce::run_shared_small(T* data, std::size_t count, std::uint64_t sequence) {
+std::unique_ptr<pending_sum> ring_allreduce::start_shared(T* data, std::size_t count, std::uint64_t sequence,
+                                                          wire_format wire) {
+  if (count * sizeof(T) > small_message_bytes)
+    return std::make_unique<shared_sum<T>>(*this, data, count, sequence, wire, nullptr);
   static_assert(small_message_bytes <= shared_region::scratch_bytes);
   T* scratch = reinterpret_cast<T*>(region_->scratch(settings_.ring_index));
   std::memcpy(scratch, data, count * sizeof(T));
-  run_shared(scratch, count, sequence, wire_format::fp32);
-  std::memcpy(data, scratch, count * sizeof(T));
+  return std::make_unique<shared_sum<T>>(*this, scratch, count, sequence, wire_format::fp32, data);
 }
 
-template void ring_allreduce::run_shared_small<float>(float*, std::size_t, std::uint64_t);
-template void ring_allreduce::run_shared_small<double>(double*, std::size_t, std::uint64_t);
-template void ring_allreduce::run_shared<float>(float*, std::size_t, std::uint64_t, wire_format);
-template void ring_allreduce::run_shared<double>(double*, std::size_t, std::uint64_t, wire_format);
+template std::unique_ptr<pending_sum> ring_allreduce::start_shared<float>(float*, std::size_t, std::uint64_t,
+                                                                          wire_format);
+template std::unique_ptr<pending_sum> ring_allreduce::start_shared<double>(double*, std::size_t, std::uint64_t,
+                                                                           wire_format);
 
 }  // namespace troupe::io

@@ -12,12 +12,14 @@ ring_collective::ring_collective(std::shared_ptr<transport> transport, int rank,
 
 ring_collective::~ring_collective() { transport_->cancel_pending(); }
 
-void ring_collective::sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire) {
-  ring_->sum(data, count, 2 * sequence, wire);
+std::unique_ptr<pending_sum> ring_collective::start_sum(float* data, std::size_t count, std::uint64_t sequence,
+                                                        wire_format wire) {
+  return ring_->start(data, count, 2 * sequence, wire);
 }
 
-void ring_collective::sum_host(double* values, std::size_t count, std::uint64_t sequence) {
-  ring_->sum(values, count, 2 * sequence + 1);
+std::unique_ptr<pending_sum> ring_collective::start_sum_host(double* values, std::size_t count,
+                                                             std::uint64_t sequence) {
+  return ring_->start(values, count, 2 * sequence + 1);
 }
 
 std::string ring_collective::transport_name() const { return ring_->uses_shared_memory() ? "shared memory" : "ucx"; }

@@ -21,8 +21,9 @@ class ring_collective final : public collective {
   ~ring_collective() override;
 
   /// Gradient sums take even sequence numbers on the ring, statistics odd ones.
-  void sum(float* data, std::size_t count, std::uint64_t sequence, wire_format wire) override;
-  void sum_host(double* values, std::size_t count, std::uint64_t sequence) override;
+  std::unique_ptr<pending_sum> start_sum(float* data, std::size_t count, std::uint64_t sequence,
+                                         wire_format wire) override;
+  std::unique_ptr<pending_sum> start_sum_host(double* values, std::size_t count, std::uint64_t sequence) override;
   void abort(const std::string& reason) override { transport_->abort(reason); }
   std::string transport_name() const override;
   int position() const override { return ring_->position(); }

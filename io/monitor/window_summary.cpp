@@ -105,6 +105,7 @@ nlohmann::json rank_json(const rank_report& r) {
           {"time", time},
           {"ring_s", w.ring_seconds},
           {"ring_bytes", w.ring_bytes},
+          {"ring_sent_bytes", w.ring_sent_bytes},
           {"links", links_json(r.links)},
           {"ring_link_units", w.ring_link_units},
           {"ring_send_posted_unix", w.ring_send_posted_unix},
@@ -231,6 +232,7 @@ window_summary window_from_json(const nlohmann::json& line) {
     time_split(r, rank.value("time", nlohmann::json::object()));
     r.ring_seconds = rank.value("ring_s", std::vector<double>{});
     r.ring_bytes = rank.value("ring_bytes", std::vector<int64_t>{});
+    r.ring_sent_bytes = rank.value("ring_sent_bytes", std::vector<int64_t>{});
     r.ring_link_units = rank.value("ring_link_units", std::vector<int64_t>{});
     r.ring_send_posted_unix = rank.value("ring_send_posted_unix", std::vector<double>{});
     r.ring_receive_done_unix = rank.value("ring_receive_done_unix", std::vector<double>{});

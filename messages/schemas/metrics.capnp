@@ -59,6 +59,7 @@ struct WindowReport {
   outerSteps @49 :Int64;            # DiLoCo: outer steps so far (a resumed run counts ceil(step / H) for its start)
   outerBytesTotal @50 :Int64;       # DiLoCo: bytes this rank sent for outer steps since its process started
   outerBytesPerHour @51 :Float64;   # DiLoCo: outerBytesTotal over the hours since the rank's first window began
+  ringSentBytes @52 :List(Int64);   # per ring: bytes this rank sent its ring successor for the window's gradient sums, as they travelled
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

@@ -34,16 +34,33 @@ struct script {
   std::atomic<int> cut_links{0};
 };
 
+/// A sum the script has done at its start; a scripted failure comes when it is awaited.
+class scripted_sum final : public io::pending_sum {
+ public:
+  scripted_sum(std::size_t bytes, int fail_with_peer) : bytes_(bytes), fail_with_peer_(fail_with_peer) {}
+  bool progress() override {
+    if (fail_with_peer_ != -2) throw io::transport_error(fail_with_peer_, "peer silent");
+    return true;
+  }
+  void wait() override { progress(); }
+  std::size_t bytes_sent() const override { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  int fail_with_peer_;
+};
+
 class scripted_collective final : public io::collective {
  public:
   explicit scripted_collective(std::shared_ptr<script> s) : script_(std::move(s)) {}
-  void sum(float* data, std::size_t count, std::uint64_t sequence, io::wire_format) override {
-    run("sum " + std::to_string(count) + " @" + std::to_string(sequence));
+  std::unique_ptr<io::pending_sum> start_sum(float* data, std::size_t count, std::uint64_t sequence,
+                                             io::wire_format) override {
     for (std::size_t i = 0; i < count; ++i) data[i] *= 2;  // as two equal ranks would
+    return run("sum " + std::to_string(count) + " @" + std::to_string(sequence), count * sizeof(float));
   }
-  void sum_host(double* values, std::size_t count, std::uint64_t sequence) override {
-    run("host " + std::to_string(count) + " @" + std::to_string(sequence));
+  std::unique_ptr<io::pending_sum> start_sum_host(double* values, std::size_t count, std::uint64_t sequence) override {
     for (std::size_t i = 0; i < count; ++i) values[i] *= 2;
+    return run("host " + std::to_string(count) + " @" + std::to_string(sequence), count * sizeof(double));
   }
   void abort(const std::string&) override {}
   std::string transport_name() const override { return "scripted"; }
@@ -55,13 +72,13 @@ class scripted_collective final : public io::collective {
   }
 
  private:
-  void run(const std::string& call) {
+  std::unique_ptr<io::pending_sum> run(const std::string& call, std::size_t bytes) {
     std::this_thread::sleep_for(script_->delay);
     {
       std::lock_guard lock(script_->mutex);
       script_->calls.push_back(call);
     }
-    if (script_->fail_with_peer != -2) throw io::transport_error(script_->fail_with_peer, "peer silent");
+    return std::make_unique<scripted_sum>(bytes, script_->fail_with_peer);
   }
   std::shared_ptr<script> script_;
 };
@@ -81,8 +98,8 @@ class reducer_test : public ::testing::Test {
     return system_->spawn<caf::detached>(reducer, settings);
   }
 
-  /// Sends one window's request; the answer's seconds, or the error's text.
-  std::variant<double, std::string> reduce(const caf::actor& reducer, std::vector<float>& gradient,
+  /// Sends one window's request; the answer, or the error's text.
+  std::variant<reduce_result, std::string> reduce(const caf::actor& reducer, std::vector<float>& gradient,
                                            std::vector<double>& statistics, uint64_t sequence) {
     reduce_request request;
     request.gradient = gradient.data();
@@ -91,9 +108,9 @@ class reducer_test : public ::testing::Test {
     request.statistic_count = statistics.size();
     request.sequence = sequence;
     request.window = 7;
-    std::variant<double, std::string> answer = std::string("no answer");
+    std::variant<reduce_result, std::string> answer = std::string("no answer");
     (*self_)->request(reducer, 5s, messages::reduce_atom::value, request)
-        .receive([&](const reduce_result& result) { answer = result.seconds; },
+        .receive([&](const reduce_result& result) { answer = result; },
                  [&](caf::error& e) { answer = system_->render(e); });
     return answer;
   }
@@ -112,14 +129,15 @@ class reducer_test : public ::testing::Test {
   std::unique_ptr<caf::scoped_actor> self_;
 };
 
-TEST_F(reducer_test, sums_the_gradient_then_the_statistics_and_answers_the_gradients_time) {
+TEST_F(reducer_test, sums_the_gradient_then_the_statistics_and_answers_the_gradients_time_and_bytes) {
   auto reducer = spawn();
   std::vector<float> gradient{1, 2, 3};
   std::vector<double> statistics{0.5, 4};
   script_->delay = 20ms;
   const auto answer = reduce(reducer, gradient, statistics, 3);
-  ASSERT_TRUE(std::holds_alternative<double>(answer)) << std::get<std::string>(answer);
-  EXPECT_GE(std::get<double>(answer), 0.015);
+  ASSERT_TRUE(std::holds_alternative<reduce_result>(answer)) << std::get<std::string>(answer);
+  EXPECT_GE(std::get<reduce_result>(answer).seconds, 0.015);
+  EXPECT_EQ(std::get<reduce_result>(answer).bytes_sent, 3 * sizeof(float));  // the gradient sum only
   EXPECT_EQ(gradient, (std::vector<float>{2, 4, 6}));
   EXPECT_EQ(statistics, (std::vector<double>{1, 8}));
   std::lock_guard lock(script_->mutex);

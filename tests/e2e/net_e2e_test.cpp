@@ -58,6 +58,23 @@ TEST_F(net_test, three_hosts_over_ssh_train_as_one_process_and_their_gradients_c
   for (std::size_t h = 0; h < 3; ++h)
     EXPECT_GE(cluster.sent_bytes(h) - sent_before[h], at_least) << "host " << cluster.hosts()[h].name;
 
+  // What each rank says it sent its ring successors (ring_sent_bytes, from the rings' own
+  // schedules): 2(n-1)/n of its slices every window, and no more than what left its host.
+  std::vector<int64_t> said_sent(3, 0);
+  std::ifstream lines(*dir_ / "net3" / "metrics.jsonl");
+  for (std::string text; std::getline(lines, text);)
+    for (const auto& rank : json::parse(text)["ranks"]) {
+      int64_t slices = 0, sent = 0;
+      for (const auto& b : rank["ring_bytes"]) slices += b.get<int64_t>();
+      for (const auto& b : rank["ring_sent_bytes"]) sent += b.get<int64_t>();
+      EXPECT_NEAR(static_cast<double>(sent), slices * 4.0 / 3.0, slices * 0.01) << rank.dump();
+      said_sent.at(rank["rank"].get<std::size_t>()) += sent;
+    }
+  for (std::size_t h = 0; h < 3; ++h) {
+    EXPECT_GT(said_sent[h], 0) << "rank " << h;
+    EXPECT_LE(said_sent[h], cluster.sent_bytes(h) - sent_before[h]) << "host " << cluster.hosts()[h].name;
+  }
+
   for (std::size_t h = 0; h < 3; ++h)
     EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << "processes left on " << cluster.hosts()[h].name;
 }

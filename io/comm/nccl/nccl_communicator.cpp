@@ -78,15 +78,12 @@ struct nccl_communicator::state {
     poll(deadline, what, [] { return true; });
   }
 
-  /// Waits (polling) until everything enqueued on the stream so far has run.
-  void wait_for_stream(clock::time_point deadline, const std::string& what) {
-    check_cuda(cudaEventRecord(done, stream), what);
-    poll(deadline, what, [&] {
-      const auto query = cudaEventQuery(done);
-      if (query == cudaErrorNotReady) return false;
-      check_cuda(query, what);
-      return true;
-    });
+  /// One look at the event recorded after the last work started: true once it has run.
+  bool stream_done(const std::string& what) {
+    const auto query = cudaEventQuery(done);
+    if (query == cudaErrorNotReady) return false;
+    check_cuda(query, what);
+    return true;
   }
 
   std::string aborted() {
@@ -94,22 +91,26 @@ struct nccl_communicator::state {
     return abort_reason;
   }
 
-  /// Polls until `finished` says so; fails on the communicator's asynchronous error, an abort
-  /// or the deadline.
+  /// One look: fails on an abort, the communicator's asynchronous error or the deadline; else
+  /// whether the communicator is idle and `finished` says so.
+  template <class Finished>
+  bool look(clock::time_point deadline, const std::string& what, Finished finished) {
+    if (comm == nullptr) fail(what, "the communicator was aborted earlier");
+    if (const auto reason = aborted(); !reason.empty()) fail(what, "aborted: " + reason);
+    ncclResult_t async = ncclSuccess;
+    const auto result = ncclCommGetAsyncError(comm, &async);
+    if (result != ncclSuccess) fail(what, nccl_text(result, comm));
+    if (async != ncclSuccess && async != ncclInProgress) fail(what, nccl_text(async, comm));
+    if (async == ncclSuccess && finished()) return true;
+    if (clock::now() >= deadline) fail(what, "timed out (timeouts.collective_s)");
+    return false;
+  }
+
+  /// Polls until `finished` says so; fails as look() does.
   template <class Finished>
   void poll(clock::time_point deadline, const std::string& what, Finished finished) {
     idle_backoff backoff;
-    while (true) {
-      if (comm == nullptr) fail(what, "the communicator was aborted earlier");
-      if (const auto reason = aborted(); !reason.empty()) fail(what, "aborted: " + reason);
-      ncclResult_t async = ncclSuccess;
-      const auto result = ncclCommGetAsyncError(comm, &async);
-      if (result != ncclSuccess) fail(what, nccl_text(result, comm));
-      if (async != ncclSuccess && async != ncclInProgress) fail(what, nccl_text(async, comm));
-      if (async == ncclSuccess && finished()) return;
-      if (clock::now() >= deadline) fail(what, "timed out (timeouts.collective_s)");
-      backoff.pause(clock::now());
-    }
+    while (!look(deadline, what, finished)) backoff.pause(clock::now());
   }
 };
 
@@ -156,17 +157,17 @@ nccl_communicator::~nccl_communicator() {
   if (s.stream != nullptr) cudaStreamDestroy(s.stream);
 }
 
-void nccl_communicator::allreduce_sum(float* data, std::size_t count, void* ready, clock::time_point deadline,
-                                      const std::string& what) {
+void nccl_communicator::start_allreduce(float* data, std::size_t count, void* ready, clock::time_point deadline,
+                                        const std::string& what) {
   auto& s = *state_;
   s.check_cuda(cudaSetDevice(s.device), what);
   if (ready != nullptr) s.check_cuda(cudaStreamWaitEvent(s.stream, static_cast<cudaEvent_t>(ready), 0), what);
   s.enqueue_sum(data, count, ncclFloat32, deadline, what);
-  s.wait_for_stream(deadline, what);
+  s.check_cuda(cudaEventRecord(s.done, s.stream), what);
 }
 
-void nccl_communicator::allreduce_host_doubles(double* values, std::size_t count, clock::time_point deadline,
-                                               const std::string& what) {
+void nccl_communicator::start_allreduce_host_doubles(double* values, std::size_t count, clock::time_point deadline,
+                                                     const std::string& what) {
   auto& s = *state_;
   s.check_cuda(cudaSetDevice(s.device), what);
   if (s.scratch_count < count) {
@@ -180,7 +181,29 @@ void nccl_communicator::allreduce_host_doubles(double* values, std::size_t count
   s.check_cuda(cudaMemcpyAsync(s.scratch, values, bytes, cudaMemcpyHostToDevice, s.stream), what);
   s.enqueue_sum(s.scratch, count, ncclFloat64, deadline, what);
   s.check_cuda(cudaMemcpyAsync(values, s.scratch, bytes, cudaMemcpyDeviceToHost, s.stream), what);
-  s.wait_for_stream(deadline, what);
+  s.check_cuda(cudaEventRecord(s.done, s.stream), what);
+}
+
+bool nccl_communicator::finished(clock::time_point deadline, const std::string& what) {
+  auto& s = *state_;
+  return s.look(deadline, what, [&] { return s.stream_done(what); });
+}
+
+void nccl_communicator::wait_done(clock::time_point deadline, const std::string& what) {
+  auto& s = *state_;
+  s.poll(deadline, what, [&] { return s.stream_done(what); });
+}
+
+void nccl_communicator::allreduce_sum(float* data, std::size_t count, void* ready, clock::time_point deadline,
+                                      const std::string& what) {
+  start_allreduce(data, count, ready, deadline, what);
+  wait_done(deadline, what);
+}
+
+void nccl_communicator::allreduce_host_doubles(double* values, std::size_t count, clock::time_point deadline,
+                                               const std::string& what) {
+  start_allreduce_host_doubles(values, count, deadline, what);
+  wait_done(deadline, what);
 }
 
 void nccl_communicator::abort(const std::string& reason) {

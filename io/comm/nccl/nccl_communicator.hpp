@@ -41,13 +41,27 @@ class nccl_communicator {
   nccl_communicator(const nccl_communicator&) = delete;
   nccl_communicator& operator=(const nccl_communicator&) = delete;
 
-  /// Sums `count` floats at device address `data` over every rank, in place. The collective
-  /// runs on the communicator's stream after `ready` (a cudaEvent_t recorded on the worker's
-  /// stream once the gradient is complete; null: at once) and this call returns when it is done.
-  void allreduce_sum(float* data, std::size_t count, void* ready, clock::time_point deadline, const std::string& what);
+  /// Enqueues an in-place sum of `count` floats at device address `data` over every rank on the
+  /// communicator's stream, after `ready` (a cudaEvent_t recorded on the worker's stream once
+  /// the gradient is complete; null: at once), and returns; finished() and wait_done() say when
+  /// it has run. `deadline` bounds the enqueuing (a non-blocking communicator may still be
+  /// enqueuing when NCCL returns).
+  void start_allreduce(float* data, std::size_t count, void* ready, clock::time_point deadline,
+                       const std::string& what);
+  /// Enqueues the sum of `count` doubles in host memory over every rank, in place (the window's
+  /// statistics): copied through a device buffer of the communicator's, in fp64 so integers
+  /// below 2^53 stay exact. `values` must stay until the sum has run.
+  void start_allreduce_host_doubles(double* values, std::size_t count, clock::time_point deadline,
+                                    const std::string& what);
+  /// One look, without blocking: true once everything started has run. Fails (aborting the
+  /// communicator) on an abort(), the communicator's asynchronous error or a passed `deadline`.
+  bool finished(clock::time_point deadline, const std::string& what);
+  /// Waits (polling) until everything started has run; fails as finished() does.
+  void wait_done(clock::time_point deadline, const std::string& what);
 
-  /// Sums `count` doubles in host memory over every rank, in place (the window's statistics):
-  /// through a device buffer of the communicator's, in fp64 so integers below 2^53 stay exact.
+  /// start_allreduce and wait_done: returns when the sum is done.
+  void allreduce_sum(float* data, std::size_t count, void* ready, clock::time_point deadline, const std::string& what);
+  /// start_allreduce_host_doubles and wait_done.
   void allreduce_host_doubles(double* values, std::size_t count, clock::time_point deadline, const std::string& what);
 
   /// From any thread: makes the current and every later wait fail with `reason`.

@@ -53,6 +53,13 @@ TEST(nccl_communicator, a_world_of_one_sums_a_device_buffer_in_place) {
   ASSERT_EQ(cudaMemcpy(back.data(), device, back.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(device);
   EXPECT_EQ(back, host);  // the sum over one rank is the buffer itself
+  // Started and looked at until done (nccl_collective's pending sums): the statistics' path.
+  std::vector<double> statistics{1.5, 3.0, 1e15 + 1};
+  const auto expected = statistics;
+  communicator.start_allreduce_host_doubles(statistics.data(), statistics.size(), deadline, "statistics 1");
+  while (!communicator.finished(deadline, "statistics 1")) {
+  }
+  EXPECT_EQ(statistics, expected);
   communicator.abort("the test ended it");
   float* again = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&again), sizeof(float)), cudaSuccess);
