@@ -257,14 +257,20 @@ void worker_state::save_or_finish(bool last, bool periodic) {
 /// first eval_samples validation sequences (the same masks every time: keyed by sample, epoch
 /// 0) under the parameters the replicas agree on after this window's step (under streaming
 /// DiLoCo the round start: the other fragments are in the middle of their rounds); the hub sums
-/// every rank's share into the window's eval perplexity. Its time is part of the window's.
+/// every rank's share into the window's eval perplexity — fine-tuning: into its held-out task
+/// loss and accuracy. Its time is part of the window's.
 void worker_state::evaluate_held_out() {
   const auto started = clock::now();
   compute::nll_sum sum;
+  compute::task_sum task;
   std::vector<compute::sample_ref> refs;
   const auto flush = [&] {
     if (refs.empty()) return;
-    sum.add(trainer->evaluate(settings.eval_batches->build(refs)));
+    const auto batch = settings.eval_batches->build(refs);
+    if (fine_tuning())
+      task.add(trainer->evaluate_task(batch));
+    else
+      sum.add(trainer->evaluate(batch));
     refs.clear();
   };
   trainer->with_agreed_parameters([&] {
@@ -274,8 +280,10 @@ void worker_state::evaluate_held_out() {
     }
     flush();
   });
-  current.eval_loss_sum = sum.total;
+  current.eval_loss_sum = fine_tuning() ? task.loss : sum.total;
   current.eval_tokens = sum.tokens;
+  current.eval_examples = task.examples;
+  current.eval_correct = task.correct;
   current.eval_seconds = seconds(clock::now() - started);
 }
 

@@ -31,6 +31,19 @@ struct nll_sum {
   double perplexity() const { return std::exp(mean()); }
 };
 
+/// Fine-tuning's held-out sums: HF's per-example task loss summed, the examples the head got
+/// right (question answering: start and end both) and how many were scored.
+struct task_sum {
+  double loss = 0.0;
+  int64_t correct = 0;
+  int64_t examples = 0;
+  void add(const task_sum& other) {
+    loss += other.loss;
+    correct += other.correct;
+    examples += other.examples;
+  }
+};
+
 /// A predicted token and its probability.
 struct token_guess {
   int64_t id = 0;

@@ -20,6 +20,7 @@
 #include "compute/outer_optimizer.hpp"
 #include "compute/student_init.hpp"
 #include "compute/task_model.hpp"
+#include "compute/task_terms.hpp"
 #include "compute/word_lookup_gradient.hpp"
 #include "messages/error.hpp"
 
@@ -189,21 +190,27 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
 at::Tensor mlm_trainer::task_loss(const mlm_batch& batch, micro_step_result& result) {
   TROUPE_ENFORCE(batch.task_labels.defined(), "a fine-tuning micro-batch without task labels");
   const auto logits = task_->forward(batch.input_ids, batch.token_type_ids, batch.lengths);
-  at::Tensor sum, correct;
-  if (task_->head().type == task_type::question_answering) {
-    // HF's loss is the mean over examples of (start CE + end CE) / 2: summed here, divided by the window's examples.
-    const auto starts = batch.task_labels.select(1, 0), ends = batch.task_labels.select(1, 1);
-    sum = (at::cross_entropy_loss(logits.select(2, 0), starts, {}, at::Reduction::Sum) +
-           at::cross_entropy_loss(logits.select(2, 1), ends, {}, at::Reduction::Sum)) / 2;
-    correct = logits.select(2, 0).argmax(-1).eq(starts).logical_and(logits.select(2, 1).argmax(-1).eq(ends));
-  } else {
-    const auto labels = batch.task_labels.select(1, 0);
-    sum = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum);
-    correct = logits.argmax(-1).eq(labels);
-  }
+  const auto terms = task_terms_of(task_->head().type, logits, batch.task_labels);
   result.task = true;
-  result.task_correct = correct.sum().item<int64_t>();
-  return sum / static_cast<double>(batch.window.samples);
+  result.task_correct = terms.correct.sum().item<int64_t>();
+  // HF's loss is the mean over examples: summed here, divided by the window's examples.
+  return terms.loss_sum / static_cast<double>(batch.window.samples);
+}
+
+task_sum mlm_trainer::evaluate_task(const mlm_batch& batch) {
+  TROUPE_ENFORCE(task_, "the task evaluation of a masked-LM trainer");
+  torch::NoGradGuard no_grad;
+  task_->eval();
+  task_sum sum;
+  {
+    autocast_scope autocast(device_, autocast_dtype());
+    const auto on_device = to_device(batch, device_);
+    const auto logits = task_->forward(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
+    const auto terms = task_terms_of(task_->head().type, logits, on_device.task_labels);
+    sum = {terms.loss_sum.item<double>(), terms.correct.sum().item<int64_t>(), batch.task_labels.size(0)};
+  }
+  task_->train();
+  return sum;
 }
 
 nll_sum mlm_trainer::evaluate(const mlm_batch& batch) {

@@ -154,6 +154,9 @@ class mlm_trainer {
   /// The masked-LM NLL of `batch` under the current parameters, without dropout or gradients
   /// (the periodic held-out evaluation between windows).
   nll_sum evaluate(const mlm_batch& batch);
+  /// Fine-tuning: the task loss and the examples the head got right on `batch` (with task
+  /// labels), likewise without dropout or gradients.
+  task_sum evaluate_task(const mlm_batch& batch);
 
   /// The flat gradient buffer (what a reducer allreduces).
   const at::Tensor& gradients() const;

@@ -46,6 +46,10 @@ struct window_report {
   double eval_loss_sum = 0;  ///< eval_every_windows: this rank's share of the held-out subset, summed NLL,
   int64_t eval_tokens = 0;   ///< its predicted tokens (0: no evaluation after this window),
   double eval_seconds = 0;   ///< and how long it took
+  /// Fine-tuning's periodic evaluation: this rank's share of the held-out examples (then
+  /// eval_loss_sum is their summed task loss and eval_tokens 0) and how many the head got right
+  int64_t eval_examples = 0;
+  int64_t eval_correct = 0;
   bool distilled = false;    ///< a distillation window: the loss is the weighted sum of the parts below
   double loss_ce = 0;        ///< soft-target KL · T², per-sample mean over all ranks
   double loss_mlm = 0;       ///< masked-LM cross-entropy, likewise

@@ -127,6 +127,8 @@ inline const std::vector<window_report_field>& window_report_fields() {
        "troupe_diloco_outer_bytes_per_hour", "DiLoCo: rank 0's outer-step bytes per hour of training so far.",
        shown_in::diloco},
       {"ringSentBytes", &window_report::ring_sent_bytes},
+      {"evalExamples", &window_report::eval_examples},
+      {"evalCorrect", &window_report::eval_correct},
   };
   return fields;
 }

@@ -337,9 +337,6 @@ job_config parse_job_config(const nlohmann::json& root_json, const std::string& 
     config.task = parse_task(task);
     config.model_from_pretrained = !root.has("model") && !config.task->pretrained.empty();
     if (config.distillation.enabled) root.fail("distillation", "no value in a fine-tuning job (a `task` block)");
-    if (config.eval_every_windows > 0)
-      root.fail("eval_every_windows", "0 in a fine-tuning job: score the task with `troupe eval --task` "
-                                      "(docs/configuration.md#task)");
   }
   auto optimizer = root.object("optimizer");
   config.optimizer = parse_optimizer(optimizer);

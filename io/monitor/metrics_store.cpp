@@ -80,14 +80,22 @@ std::vector<window_summary> metrics_store::take_due(double now, bool force, int6
     const bool superseded = newest >= step + 2;
     const bool waited = now - pending.first_seen >= limits_.window_grace_seconds;
     if (!(complete || superseded || waited || force || step <= through)) break;
-    // eval_every_windows: the ranks' shares of the held-out subset make one perplexity.
+    // eval_every_windows: the ranks' shares of the held-out subset make one perplexity, or
+    // (fine-tuning) one task loss and accuracy.
     double eval_sum = 0;
-    int64_t eval_tokens = 0;
+    int64_t eval_tokens = 0, eval_examples = 0, eval_correct = 0;
     for (const auto& r : pending.window.ranks) {
       eval_sum += r.report.eval_loss_sum;
       eval_tokens += r.report.eval_tokens;
+      eval_examples += r.report.eval_examples;
+      eval_correct += r.report.eval_correct;
     }
     if (eval_tokens > 0) pending.window.eval_perplexity = std::exp(eval_sum / static_cast<double>(eval_tokens));
+    if (eval_examples > 0) {
+      const auto examples = static_cast<double>(eval_examples);
+      pending.window.eval_task = task_evaluation{eval_sum / examples, static_cast<double>(eval_correct) / examples,
+                                                 eval_examples};
+    }
     due.push_back(std::move(pending.window));
     pending_.erase(pending_.begin());
   }
@@ -117,6 +125,7 @@ void metrics_store::record(const window_summary& window) {
     for (std::size_t p = 0; p < std::size(window_phases); ++p)
       totals_.phase_seconds[{r.report.rank, window_phases[p]}] += phase_seconds(r.report, p);
   if (window.eval_perplexity) evaluations_.emplace_back(static_cast<double>(window.step), *window.eval_perplexity);
+  if (window.eval_task) task_evaluations_.emplace_back(static_cast<double>(window.step), *window.eval_task);
   recent_.push_back(window);
   if (recent_.size() > limits_.recent_windows) recent_.pop_front();
   append_point(window);
@@ -293,6 +302,13 @@ nlohmann::json metrics_store::series_json() const {
     eval_step.push_back(step);
     eval_perplexity.push_back(perplexity);
   }
+  nlohmann::json task_step = nlohmann::json::array(), task_loss = nlohmann::json::array(),
+                 task_accuracy = nlohmann::json::array();
+  for (const auto& [step, evaluation] : task_evaluations_) {
+    task_step.push_back(step);
+    task_loss.push_back(evaluation.loss);
+    task_accuracy.push_back(evaluation.accuracy);
+  }
   return {{"step", with_bucket(series_.step, bucket_.step, true)},
           {"loss", with_bucket(series_.loss, bucket_.loss, false)},
           {"perplexity", with_bucket(series_.perplexity, bucket_.perplexity, false)},
@@ -300,7 +316,10 @@ nlohmann::json metrics_store::series_json() const {
           {"tokens_per_s", with_bucket(series_.tokens_per_s, bucket_.tokens_per_s, false)},
           {"windows_per_point", stride_},
           {"eval_step", eval_step},
-          {"eval_perplexity", eval_perplexity}};
+          {"eval_perplexity", eval_perplexity},
+          {"eval_task_step", task_step},
+          {"eval_loss", task_loss},
+          {"eval_accuracy", task_accuracy}};
 }
 
 nlohmann::json metrics_store::windows_json(std::size_t last) const {

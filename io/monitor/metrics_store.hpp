@@ -122,6 +122,7 @@ class metrics_store {
   series series_, bucket_;  ///< bucket_: points being averaged into one (after downsampling)
   int64_t stride_ = 1;      ///< windows per series point
   std::vector<std::pair<double, double>> evaluations_;  ///< (step, perplexity)
+  std::vector<std::pair<double, task_evaluation>> task_evaluations_;  ///< fine-tuning's, by step
   std::map<std::string, node_status> nodes_;
   std::map<int32_t, std::string> node_of_rank_;
   std::deque<messages::checkpoint_report> checkpoints_;

@@ -48,6 +48,11 @@ std::string metrics_store::prometheus(double now) const {
   }
   if (!evaluations_.empty())
     gauge(out, "troupe_eval_perplexity", "Held-out perplexity of the last periodic evaluation.", evaluations_.back().second);
+  if (!task_evaluations_.empty()) {
+    const auto& last = task_evaluations_.back().second;
+    gauge(out, "troupe_eval_loss", "Fine-tuning: held-out task loss of the last periodic evaluation.", last.loss);
+    gauge(out, "troupe_eval_accuracy", "Fine-tuning: held-out accuracy of the last periodic evaluation.", last.accuracy);
+  }
   if (!nodes_.empty()) prometheus_nodes(out, now);
   counter(out, "troupe_metrics_malformed_batches_total", "Metrics batches the hub could not decode and dropped.",
           static_cast<double>(totals_.malformed_batches));

@@ -23,6 +23,10 @@ std::vector<monitor_scalar> monitor_scalars(const window_summary& window) {
   });
   if (r.distilled) scalars.push_back({"Train/Samples/elapsed_time_ms_teacher", r.teacher_seconds * 1e3});
   if (window.eval_perplexity) scalars.push_back({"Eval/Samples/perplexity", *window.eval_perplexity});
+  if (window.eval_task) {
+    scalars.push_back({"Eval/Samples/loss", window.eval_task->loss});
+    scalars.push_back({"Eval/Samples/accuracy", window.eval_task->accuracy});
+  }
   return scalars;
 }
 

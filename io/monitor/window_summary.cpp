@@ -131,6 +131,11 @@ nlohmann::json window_json(const window_summary& window) {
   line["ranks"] = std::move(ranks);
   line["rings"] = rings_json(window);
   if (window.eval_perplexity) line["eval_perplexity"] = *window.eval_perplexity;
+  if (window.eval_task) {  // HF Trainer's names
+    line["eval_loss"] = window.eval_task->loss;
+    line["eval_accuracy"] = window.eval_task->accuracy;
+    line["eval_examples"] = window.eval_task->examples;
+  }
   if (window.straggler)
     line["straggler"] = {{"rank", window.straggler->rank}, {"reason", window.straggler->reason},
                          {"seconds", window.straggler->seconds}, {"windows", window.straggler->windows}};
@@ -193,6 +198,9 @@ window_summary window_from_json(const nlohmann::json& line) {
   window.step = line.at("step").get<int64_t>();
   window.unix_seconds = line.value("unix_s", 0.0);
   if (line.contains("eval_perplexity")) window.eval_perplexity = line["eval_perplexity"].get<double>();
+  if (line.contains("eval_accuracy"))
+    window.eval_task = task_evaluation{line.value("eval_loss", 0.0), line["eval_accuracy"].get<double>(),
+                                       line.value("eval_examples", int64_t{0})};
   if (const auto named = line.find("straggler"); named != line.end() && named->is_object())
     window.straggler = named_straggler{named->value("rank", -1), named->value("reason", std::string()),
                                        named->value("seconds", 0.0), named->value("windows", int64_t{0})};

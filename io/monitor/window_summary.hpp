@@ -33,6 +33,13 @@ struct named_straggler {
   int64_t windows = 0;
 };
 
+/// Fine-tuning's periodic held-out evaluation, every rank's share together.
+struct task_evaluation {
+  double loss = 0;      ///< HF's per-example task loss, averaged over the examples
+  double accuracy = 0;  ///< share of the examples the head got right (question answering: start and end)
+  int64_t examples = 0;
+};
+
 /// One window, cluster-wide: what every rank reported for one optimizer step. The cluster's
 /// numbers (loss, lr, samples, the straggler) come from the allreduced window statistics, so
 /// every rank reports the same; the time split is each rank's own.
@@ -41,6 +48,7 @@ struct window_summary {
   double unix_seconds = 0;          ///< when the first report of it reached the hub
   std::vector<rank_report> ranks;   ///< by rank
   std::optional<double> eval_perplexity;
+  std::optional<task_evaluation> eval_task;  ///< fine-tuning's eval_every_windows
   std::optional<named_straggler> straggler;  ///< set by the hub when a straggler is named
   /// The lowest rank's report (the cluster's numbers are the same in every rank's).
   const messages::window_report& first() const { return ranks.front().report; }

@@ -60,6 +60,8 @@ struct WindowReport {
   outerBytesTotal @50 :Int64;       # DiLoCo: bytes this rank sent for outer steps since its process started
   outerBytesPerHour @51 :Float64;   # DiLoCo: outerBytesTotal over the hours since the rank's first window began
   ringSentBytes @52 :List(Int64);   # per ring: bytes this rank sent its ring successor for the window's gradient sums, as they travelled
+  evalExamples @53 :Int64;          # fine-tuning's periodic evaluation: this rank's share of the held-out examples (evalLossSum: their task loss)
+  evalCorrect @54 :Int64;           #   and how many of them the head got right
 }
 
 # A checkpoint the node's checkpointer wrote (or skipped because the writer was busy).

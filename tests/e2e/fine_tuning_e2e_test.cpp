@@ -152,7 +152,8 @@ class fine_tuning_e2e : public cluster_job_test {
 
 TEST_F(fine_tuning_e2e, classification_learns_across_nodes_resumes_exactly_scores_and_round_trips_to_hf) {
   const auto data = classification_data();
-  const auto config = task_config("classify", "sequence_classification", data, 32);
+  // The held-out task loss and accuracy every 8 steps, checked against `troupe eval` below.
+  const auto config = task_config("classify", "sequence_classification", data, 32, {{"eval_every_windows", 8}});
   auto single = train(config, "classify-single");
   ASSERT_EQ(single.status, 0) << single.output;
   EXPECT_NE(single.output.find("fine-tuning sequence_classification from " + pretrain()), std::string::npos)
@@ -187,6 +188,20 @@ TEST_F(fine_tuning_e2e, classification_learns_across_nodes_resumes_exactly_score
   EXPECT_EQ(scores["labels"], json::array({"bad", "good"}));
   EXPECT_GT(scores["accuracy"].get<double>(), 0.75) << scores.dump() << " (the adjective decides the label)";
   EXPECT_EQ(scores["f1_of"], "good");
+  // The job's last periodic evaluation scored the same 48 examples with the same parameters.
+  std::ifstream evaluated(*dir_ / "classify-two" / "metrics.jsonl");
+  std::vector<int64_t> evaluated_steps;
+  json last_evaluation;
+  for (std::string text; std::getline(evaluated, text);)
+    if (const auto window = json::parse(text); window.contains("eval_accuracy")) {
+      evaluated_steps.push_back(window["step"].get<int64_t>());
+      last_evaluation = window;
+    }
+  EXPECT_EQ(evaluated_steps, (std::vector<int64_t>{8, 16, 24, 32}));
+  EXPECT_EQ(last_evaluation["eval_examples"], 48);
+  EXPECT_EQ(last_evaluation["eval_accuracy"], scores["accuracy"]) << last_evaluation.dump();
+  EXPECT_NEAR(last_evaluation["eval_loss"].get<double>(), scores["loss"].get<double>(),
+              1e-5 * scores["loss"].get<double>());
   std::printf("held-out accuracy %.3f, F1 %.3f after 32 windows (training accuracy %.3f → %.3f)\n",
               scores["accuracy"].get<double>(), scores["f1"].get<double>(), first_accuracy, last_accuracy);
   const auto label = command_json("predict --task classify --checkpoint " + (*dir_ / "classify-two").string() +
@@ -367,8 +382,6 @@ TEST_F(fine_tuning_e2e, bad_task_jobs_are_refused_before_any_work_naming_the_fie
   refused("wider", task_config("wider", "sequence_classification", data, 2,
                                {{"model", {{"hidden_size", 96}, {"num_attention_heads", 2}}}}),
           "model.hidden_size: 96 differs from task.pretrained's 64");
-  refused("periodic-eval", task_config("periodic-eval", "sequence_classification", data, 2, {{"eval_every_windows", 1}}),
-          "eval_every_windows: ");
   refused("no-type", task_config("no-type", "sequence_classification", data, 2, {{"task", {{"type", nullptr}}}}),
           "task.type: ");
   auto pretraining = json::parse(io_text(write_config(2)));

@@ -40,6 +40,7 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
   std::map<int32_t, double> lateness;
   std::map<int32_t, std::string> node_of;
   std::optional<std::pair<int64_t, double>> evaluation;
+  std::optional<std::pair<int64_t, io::task_evaluation>> task_evaluation;
   for (const auto& window : windows) {
     const auto& r = window.first();
     if (r.loss < lowest->first().loss) lowest = &window;
@@ -49,6 +50,7 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
     }
     if (r.world_size > 1) ++last_in[r.straggler_rank];
     if (window.eval_perplexity) evaluation = {window.step, *window.eval_perplexity};
+    if (window.eval_task) task_evaluation = {window.step, *window.eval_task};
     for (const auto& rank : window.ranks) {
       const auto& w = rank.report;
       time["data_wait"] += w.data_wait_seconds;
@@ -79,6 +81,11 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
       {"time_share", shares},
       {"mean_window_s", windows.empty() ? 0.0 : window_seconds / static_cast<double>(windows.size() * std::max<std::size_t>(1, last.ranks.size()))}};
   if (evaluation) summary["eval_perplexity"] = {{"step", evaluation->first}, {"perplexity", evaluation->second}};
+  if (task_evaluation)
+    summary["eval_task"] = {{"step", task_evaluation->first},
+                            {"loss", task_evaluation->second.loss},
+                            {"accuracy", task_evaluation->second.accuracy},
+                            {"examples", task_evaluation->second.examples}};
   if (!last_in.empty()) {
     const auto slowest = std::max_element(last_in.begin(), last_in.end(),
                                           [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -126,6 +133,12 @@ void print_summary(const std::string& run_dir, const nlohmann::json& s) {
       std::printf(" (the first %llu of %llu validation sequences, masks of seed %llu: troupe eval --max-samples %llu)",
                   e["sequences"].get<unsigned long long>(), e["validation_sequences"].get<unsigned long long>(),
                   e["mask_seed"].get<unsigned long long>(), e["sequences"].get<unsigned long long>());
+  }
+  if (s.contains("eval_task")) {
+    const auto& e = s["eval_task"];
+    std::printf("\nheld-out task  accuracy %.4f, loss %.4f over %lld examples at step %lld",
+                e["accuracy"].get<double>(), e["loss"].get<double>(), e["examples"].get<long long>(),
+                e["step"].get<long long>());
   }
   std::printf("\nthroughput     median %.1f samples/s, %.0f tokens/s\n", s["samples_per_s_median"].get<double>(),
               s["tokens_per_s_median"].get<double>());

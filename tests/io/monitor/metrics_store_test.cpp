@@ -133,6 +133,43 @@ TEST(metrics_store, an_fp16_skipped_window_round_trips_and_is_counted) {
   EXPECT_NE(text.find("troupe_grad_norm NaN"), std::string::npos) << text;
 }
 
+// Fine-tuning's periodic evaluation: the ranks' shares of the held-out examples make one loss
+// and accuracy (sums first), on the line under HF Trainer's names, in the series and /metrics.
+TEST(metrics_store, a_fine_tuning_windows_held_out_task_scores_sum_the_ranks_shares) {
+  auto store = two_rank_store();
+  auto first = report(8, 0, 2);
+  first.task = true;
+  first.eval_loss_sum = 3.0;  // 3 examples, 2 right
+  first.eval_examples = 3;
+  first.eval_correct = 2;
+  auto second = report(8, 1, 2);
+  second.task = true;
+  second.eval_loss_sum = 1.0;  // 2 examples, both right
+  second.eval_examples = 2;
+  second.eval_correct = 2;
+  store.add_batch(batch("a", {first}), 1000);
+  store.add_batch(batch("b", {second}), 1000);
+  const auto due = store.take_due(1000, false);
+  ASSERT_EQ(due.size(), 1u);
+  ASSERT_TRUE(due[0].eval_task.has_value());
+  EXPECT_FALSE(due[0].eval_perplexity.has_value()) << "no tokens were scored";
+  EXPECT_DOUBLE_EQ(due[0].eval_task->loss, 4.0 / 5.0);
+  EXPECT_DOUBLE_EQ(due[0].eval_task->accuracy, 4.0 / 5.0);
+  EXPECT_EQ(due[0].eval_task->examples, 5);
+  const auto line = window_json(due[0]);
+  EXPECT_EQ(line["eval_accuracy"], 0.8);
+  EXPECT_EQ(line["eval_loss"], 0.8);
+  EXPECT_EQ(line["eval_examples"], 5);
+  EXPECT_EQ(window_json(window_from_json(nlohmann::json::parse(line.dump()))).dump(), line.dump());
+  const auto series = store.series_json();
+  EXPECT_EQ(series["eval_task_step"], nlohmann::json::array({8.0}));
+  EXPECT_EQ(series["eval_accuracy"], nlohmann::json::array({0.8}));
+  const auto text = store.prometheus(1001);
+  EXPECT_NE(text.find("troupe_eval_accuracy 0.8\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("troupe_eval_loss 0.8\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("troupe_eval_perplexity"), std::string::npos) << text;
+}
+
 TEST(metrics_store, lines_written_before_ranks_existed_read_as_one_rank) {
   const auto window = window_from_json(nlohmann::json::parse(
       R"({"step": 3, "loss": 1.5, "samples": 32, "window_s": 0.25, "time_forward_s": 0.1, "rank": 0})"));

@@ -81,6 +81,11 @@ TEST(monitor_scalars, parts_appear_only_for_windows_that_have_them) {
   // Distillation's perplexity is the masked-LM part's.
   EXPECT_DOUBLE_EQ(value_of(scalars, "Train/Samples/perplexity"), std::exp(3.0));
   EXPECT_FALSE(has(scalars, "Train/Samples/loss_sop"));
+  EXPECT_FALSE(has(scalars, "Eval/Samples/accuracy"));
+  window.eval_task = task_evaluation{0.75, 0.5, 48};
+  const auto fine_tuning = monitor_scalars(window);
+  EXPECT_EQ(value_of(fine_tuning, "Eval/Samples/loss"), 0.75);
+  EXPECT_EQ(value_of(fine_tuning, "Eval/Samples/accuracy"), 0.5);
 }
 
 TEST(progress_text, says_step_loss_rate_and_time_left) {
