@@ -59,17 +59,23 @@ TEST_F(net_test, three_hosts_over_ssh_train_as_one_process_and_their_gradients_c
     EXPECT_GE(cluster.sent_bytes(h) - sent_before[h], at_least) << "host " << cluster.hosts()[h].name;
 
   // What each rank says it sent its ring successors (ring_sent_bytes, from the rings' own
-  // schedules): 2(n-1)/n of its slices every window, and no more than what left its host.
+  // schedules): at least 2(n-1)/n of its slices every window (the pipelined ring), at most n-1
+  // times them (pieces of 16 KiB or less go whole round the ring), and no more than what left
+  // its host.
   std::vector<int64_t> said_sent(3, 0);
   std::ifstream lines(*dir_ / "net3" / "metrics.jsonl");
-  for (std::string text; std::getline(lines, text);)
-    for (const auto& rank : json::parse(text)["ranks"]) {
+  for (std::string text; std::getline(lines, text);) {
+    const auto window_line = json::parse(text);  // named: a range over a temporary's member would dangle
+    for (const auto& rank : window_line.at("ranks")) {
       int64_t slices = 0, sent = 0;
-      for (const auto& b : rank["ring_bytes"]) slices += b.get<int64_t>();
-      for (const auto& b : rank["ring_sent_bytes"]) sent += b.get<int64_t>();
-      EXPECT_NEAR(static_cast<double>(sent), slices * 4.0 / 3.0, slices * 0.01) << rank.dump();
-      said_sent.at(rank["rank"].get<std::size_t>()) += sent;
+      for (const auto& b : rank.at("ring_bytes")) slices += b.get<int64_t>();
+      for (const auto& b : rank.at("ring_sent_bytes")) sent += b.get<int64_t>();
+      EXPECT_GT(slices, 0) << rank.dump();
+      EXPECT_GE(sent, slices * 4 / 3) << rank.dump();
+      EXPECT_LE(sent, slices * 2) << rank.dump();
+      said_sent.at(rank.at("rank").get<std::size_t>()) += sent;
     }
+  }
   for (std::size_t h = 0; h < 3; ++h) {
     EXPECT_GT(said_sent[h], 0) << "rank " << h;
     EXPECT_LE(said_sent[h], cluster.sent_bytes(h) - sent_before[h]) << "host " << cluster.hosts()[h].name;
@@ -151,7 +157,11 @@ void check_host_cut(net_test& test, const std::string& rate, int64_t steps, int6
     else std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const auto stuck = fenced_after == -1e9 ? cluster.troupe_stacks(2) : std::string();
-  ASSERT_EQ(job.wait_for(std::chrono::seconds(300)), std::future_status::ready) << "the launcher hung";
+  if (job.wait_for(std::chrono::seconds(300)) != std::future_status::ready) {
+    // Where the survivors wait (threads, kernel wait channels, stacks), so a hang says why.
+    FAIL() << "the launcher hung; the victim " << (stuck.empty() ? "fenced itself" : "did not fence itself:\n" + stuck)
+           << "\nhost 0:\n" << cluster.troupe_stacks(0) << "\nhost 1:\n" << cluster.troupe_stacks(1);
+  }
   const auto launched = job.get();
   ASSERT_EQ(cluster.command("heal", cluster.hosts()[2].name).status, 0);
   ASSERT_EQ(launched.status, 0) << launched.output;
