@@ -51,11 +51,11 @@ class ring_allreduce::pipelined_sum final : public ring_allreduce::pending_base 
         post_ahead(i);
         unit& u = plan_.receives[i];
         if (!u.posted) {  // its region was still being sent from
-          if (!settle(plan_.sends[u.after_send], block, "send to", to_)) return false;
+          if (!settle(plan_.sends[u.after_send], block, true)) return false;
           post_receive(u);
           ++next_post_;
         }
-        if (!settle(u, block, "receive from", from_)) return false;
+        if (!settle(u, block, false)) return false;
         land(u);
         if (plan_.first_sends + i < plan_.sends.size()) post_send(plan_.sends[plan_.first_sends + i]);
         while (oldest_send_ < plan_.sends.size() && plan_.sends[oldest_send_].posted &&
@@ -63,7 +63,7 @@ class ring_allreduce::pipelined_sum final : public ring_allreduce::pending_base 
           ++oldest_send_;
       }
       for (; oldest_send_ < plan_.sends.size(); ++oldest_send_)
-        if (!settle(plan_.sends[oldest_send_], block, "send to", to_)) return false;
+        if (!settle(plan_.sends[oldest_send_], block, true)) return false;
       return true;
     });
   }
@@ -82,16 +82,18 @@ class ring_allreduce::pipelined_sum final : public ring_allreduce::pending_base 
     }
   }
 
-  /// True once unit u's message moved: waited for with `block`, else looked at once (a look
-  /// that finds nothing checks for a stall).
-  bool settle(unit& u, bool block, const char* direction, int peer) {
+  /// True once unit u's message (a send, or a receive) moved: waited for with `block`, else
+  /// looked at once (a look that finds nothing checks for a stall).
+  bool settle(unit& u, bool block, bool is_send) {
     if (u.done) return true;
+    const char* direction = is_send ? "send to" : "receive from";
+    const int peer = is_send ? to_ : from_;
     if (block) {
       current_ = nullptr;
       ring_.transport_.wait(u.request, deadline(), describe(u, direction, peer));
     } else {
       current_ = &u;
-      current_is_send_ = direction[0] == 's';
+      current_is_send_ = is_send;
       if (!ring_.transport_.test(u.request)) {
         current_ = nullptr;
         check_stalled(peer, describe(u, direction, peer));
