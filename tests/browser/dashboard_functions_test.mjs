@@ -44,6 +44,17 @@ test("a fine-tuning job charts its task accuracy as a share", () => {
   assert.deepEqual(data, [[1, 2], [0.5, 0.625]]);
 });
 
+test("a fine-tuning job's held-out accuracy is its newest periodic evaluation's", () => {
+  assert.equal(page.heldOutAccuracy([{ step: 1, task: { accuracy: 0.5 } }]), null);
+  const windows = [
+    { step: 8, task: { accuracy: 0.5 }, eval_accuracy: 0.625, eval_loss: 0.7 },
+    { step: 9, task: { accuracy: 0.75 } },
+    { step: 16, task: { accuracy: 0.75 }, eval_accuracy: 0.8125, eval_loss: 0.5 },
+    { step: 17, task: { accuracy: 0.875 } },
+  ];
+  assert.equal(page.heldOutAccuracy(windows), 0.8125);
+});
+
 test("a DiLoCo job shows its last outer step and what it sent; other jobs show nothing", () => {
   assert.deepEqual(page.outerStepKpis([{ step: 1, loss: 3 }]), []);
   const windows = [

@@ -283,6 +283,12 @@
     return { series: present, data };
   }
 
+  /** A fine-tuning job's newest held-out accuracy (eval_every_windows) among the recent windows. */
+  function heldOutAccuracy(windows) {
+    const evaluated = (windows || []).filter((w) => w && toNumber(w.eval_accuracy) !== null);
+    return evaluated.length ? evaluated[evaluated.length - 1].eval_accuracy : null;
+  }
+
   /** A DiLoCo job's headline numbers (sync.mode "diloco": its lines carry `diloco`): the step
    *  of the last outer step among `windows` and what rank 0 sent for its pseudo-gradient, then
    *  the newest line's counters where it has them (outer steps so far, rank 0's outer-step
@@ -445,7 +451,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, linksText, stragglerReason, lossPartsChartData, outerStepKpis, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, linksText, stragglerReason, lossPartsChartData, outerStepKpis, heldOutAccuracy, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -747,7 +753,7 @@
       ["loss", fmtSig(w.loss)],
       // A fine-tuning window's loss is the task's: its accuracy, not a perplexity, says how it goes.
       w.task ? ["task accuracy", fmtSig(w.task.accuracy)] : ["perplexity", fmtSig(w.perplexity)],
-      ["eval perplexity", fmtSig(evalPpl)],
+      w.task ? ["held-out accuracy", fmtSig(heldOutAccuracy(model.windows))] : ["eval perplexity", fmtSig(evalPpl)],
       ["learning rate", fmtSig(w.lr)],
       ["grad norm", fmtSig(w.grad_norm)],
       ["samples/s", fmtSig(w.samples_per_s ?? ((model.state || {}).progress || {}).samples_per_s)],
