@@ -181,6 +181,7 @@ struct worker_state {
   void on_batch(micro_batch& batch);
   void follow_profile();
   void run_micro_batch(const micro_batch& batch);
+  void count_ring_sum(std::size_t ring, const reduce_result& sum, std::size_t gradient_bytes);
   void add_link_timing(std::size_t ring, const io::link_timing& link);
   void synchronise(bool window_full);
   void fill_statistics();

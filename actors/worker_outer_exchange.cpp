@@ -66,14 +66,8 @@ void worker_state::send_exchange_request(int ring, reduce_request request) {
   const auto r = static_cast<std::size_t>(ring);
   self->request(settings.reducers[r], reducer_backstop(), messages::reduce_atom::value, request)
       .then(
-          [this, flight = exchange, r, bytes = request.gradient_count](const reduce_result& sum) {
-            // Counted in the window it lands in (between windows the report's rings are unsized).
-            if (current.ring_seconds.size() <= r) current.ring_seconds.resize(settings.reducers.size(), 0.0);
-            if (current.ring_bytes.size() <= r) current.ring_bytes.resize(settings.reducers.size(), 0);
-            if (current.ring_sent_bytes.size() <= r) current.ring_sent_bytes.resize(settings.reducers.size(), 0);
-            current.ring_seconds[r] += sum.seconds;
-            current.ring_bytes[r] += static_cast<int64_t>(bytes * sizeof(float));
-            current.ring_sent_bytes[r] += static_cast<int64_t>(sum.bytes_sent);
+          [this, flight = exchange, r, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
+            count_ring_sum(r, sum, bytes);  // in the window it lands in
             ++flight->replied;
           },
           quit_on_reducer_failure(ring, "the outer exchange sent in window " + std::to_string(request.window)));

@@ -138,10 +138,8 @@ void worker_state::send_request(int ring, reduce_request request, std::function<
   self->request(settings.reducers[r], reducer_backstop(), messages::reduce_atom::value, request)
       .await(
           [this, progress, r, on_reply, bytes = request.gradient_count * sizeof(float)](const reduce_result& sum) {
-            current.ring_seconds[r] += sum.seconds;
+            count_ring_sum(r, sum, bytes);
             add_link_timing(r, sum.link);
-            current.ring_bytes[r] += static_cast<int64_t>(bytes);
-            current.ring_sent_bytes[r] += static_cast<int64_t>(sum.bytes_sent);
             ++progress->replied;
             try {
               if (on_reply) on_reply();  // may send more requests
@@ -185,6 +183,19 @@ void worker_state::reduce(carrying what, std::function<void()> then, io::wire_fo
   else
     send_statistics();
   await_reduce(std::move(then));
+}
+
+/// Adds one reducer reply to ring r's figures in the window's report: the seconds, the
+/// `gradient_bytes` summed and the bytes sent. A reply landing between windows (the outer
+/// exchange's) finds the report's rings unsized and sizes them.
+void worker_state::count_ring_sum(std::size_t r, const reduce_result& sum, std::size_t gradient_bytes) {
+  const auto rings = settings.reducers.size();
+  if (current.ring_seconds.size() <= r) current.ring_seconds.resize(rings, 0.0);
+  if (current.ring_bytes.size() <= r) current.ring_bytes.resize(rings, 0);
+  if (current.ring_sent_bytes.size() <= r) current.ring_sent_bytes.resize(rings, 0);
+  current.ring_seconds[r] += sum.seconds;
+  current.ring_bytes[r] += static_cast<int64_t>(gradient_bytes);
+  current.ring_sent_bytes[r] += static_cast<int64_t>(sum.bytes_sent);
 }
 
 /// Adds one sum's link timing to ring r's in the window's report (several sums per window: the
