@@ -33,9 +33,12 @@ class net_cluster {
     return "";
   }
 
-  /// `hosts` hosts at `rate` ("" for unshaped), named with a prefix of this process's own.
+  /// `hosts` hosts at `rate` ("" for unshaped), named with a prefix of this process's own and
+  /// owned by it: if a signal ends the test before the destructor runs, the next netcluster `up`
+  /// (or `reap`) takes the cluster down.
   net_cluster(int hosts, const std::string& rate) : prefix_("tn" + std::to_string(::getpid() % 1000000)) {
-    const auto up = command("up", std::to_string(hosts) + (rate.empty() ? "" : " --rate " + rate));
+    const auto up = command("up", std::to_string(hosts) + " --owner " + std::to_string(::getpid()) +
+                                      (rate.empty() ? "" : " --rate " + rate));
     if (up.status != 0) throw std::runtime_error("netcluster up failed: " + up.output);
     const auto view = nlohmann::json::parse(up.output.substr(up.output.find('{')));
     for (const auto& h : view["hosts"]) hosts_.push_back({h["name"], h["address"]});

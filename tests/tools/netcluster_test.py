@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/netcluster, from the outside (ctest `netcluster`, label net): up, ssh, exec, the hosts'
-isolation, rate, loss, cut (link, drop, pair), heal, and a down that leaves nothing behind, also
-after the script was killed halfway. Needs root; exits 77 (ctest: skipped) with the reason elsewhere.
+isolation, rate, loss, cut (link, drop, pair), heal, a down that leaves nothing behind, also
+after the script was killed halfway, and the reaping of clusters whose --owner has exited. Needs root; exits 77 (ctest: skipped) with the reason elsewhere.
 """
 import json
 import os
@@ -9,15 +9,16 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 import unittest
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tools" / "netcluster"
 PREFIX = f"nt{os.getpid() % 100000}"
 
 
-def netcluster(*args, check=True):
-    result = subprocess.run([sys.executable, str(SCRIPT), args[0], "--name", PREFIX, *args[1:]], capture_output=True, text=True,
-                            timeout=60)
+def netcluster(*args, check=True, prefix=PREFIX):
+    result = subprocess.run([sys.executable, str(SCRIPT), args[0], "--name", prefix, *args[1:]], capture_output=True,
+                            text=True, timeout=60)
     if check and result.returncode != 0:
         raise AssertionError(f"netcluster {' '.join(args)}: {result.returncode}\n{result.stdout}{result.stderr}")
     return result
@@ -30,15 +31,15 @@ def reaches(host, address, port=22):
                           capture_output=True).returncode == 0
 
 
-def leftovers():
+def leftovers(prefix=PREFIX):
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    found = [line.split()[0] for line in namespaces.splitlines() if line.startswith(PREFIX)]
-    found += [line.split(":")[1].strip() for line in links.splitlines() if f" {PREFIX}" in line]
-    sshd = subprocess.run(["pgrep", "-af", f"/run/netcluster/{PREFIX}/"], capture_output=True, text=True).stdout
+    found = [line.split()[0] for line in namespaces.splitlines() if line.startswith(prefix)]
+    found += [line.split(":")[1].strip() for line in links.splitlines() if f" {prefix}" in line]
+    sshd = subprocess.run(["pgrep", "-af", f"/run/netcluster/{prefix}/"], capture_output=True, text=True).stdout
     found += sshd.splitlines()
-    if pathlib.Path(f"/run/netcluster/{PREFIX}").exists():
-        found.append(f"/run/netcluster/{PREFIX}")
+    if pathlib.Path(f"/run/netcluster/{prefix}").exists():
+        found.append(f"/run/netcluster/{prefix}")
     return found
 
 
@@ -109,6 +110,32 @@ class netcluster_test(unittest.TestCase):
         self.assertIn("PCT: expected 0..100", netcluster("loss", self.a["name"], "150", check=False).stderr)
         self.assertIn("no host 'zz'", netcluster("cut", "zz", check=False).stderr)
         self.assertIn("exists", netcluster("up", "2", check=False).stderr)
+        self.assertIn("--owner: expected the pid of a running process, got 0",
+                      netcluster("up", "1", "--owner", "0", check=False, prefix=PREFIX + "o").stderr)
+        self.assertEqual(leftovers(PREFIX + "o"), [])
+
+    def test_a_cluster_whose_owner_exited_is_taken_down_by_the_next_up_or_reap(self):
+        owned = PREFIX + "o"  # the owner: a process that exits as a test killed by a signal would
+        self.addCleanup(lambda: netcluster("down", check=False, prefix=owned))
+        owner = subprocess.Popen(["sleep", "600"])
+        netcluster("up", "1", "--owner", str(owner.pid), prefix=owned)
+        netcluster("reap")
+        self.assertNotEqual(leftovers(owned), [], "reaped while its owner still ran")
+        owner.kill()  # not waited for yet: a zombie has exited too
+        time.sleep(0.2)
+        self.assertIn(f"taking down '{owned}': its owner (pid {owner.pid}) has exited", netcluster("reap").stderr)
+        self.assertEqual(leftovers(owned), [])
+        owner.wait(timeout=10)
+        self.assertNotEqual(leftovers(), [], "a cluster made without --owner was reaped")
+        # The next `up` reaps too, whoever calls it.
+        owner = subprocess.Popen(["sleep", "600"])
+        netcluster("up", "1", "--owner", str(owner.pid), prefix=owned)
+        owner.kill()
+        owner.wait(timeout=10)
+        netcluster("down", prefix=PREFIX + "x")  # nothing of that name: only the reaping matters
+        netcluster("up", "1", prefix=PREFIX + "x")
+        self.addCleanup(lambda: netcluster("down", check=False, prefix=PREFIX + "x"))
+        self.assertEqual(leftovers(owned), [])
 
     def test_down_leaves_nothing_even_after_a_killed_up(self):
         netcluster("down")
