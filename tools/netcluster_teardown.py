@@ -7,7 +7,6 @@ recorded cluster whose owner no longer runs: a test killed by a signal cannot ru
 `down`, and its namespaces, bridge and sshds would otherwise stay until somebody removed them by
 hand. Clusters made without an owner (by a person, from a shell) are never reaped.
 """
-import json
 import os
 import pathlib
 import re
@@ -17,7 +16,7 @@ import sys
 import time
 
 import netcluster_slurm
-from netcluster_state import STATE_ROOT, ClusterError, run, state_dir
+from netcluster_state import STATE_ROOT, ClusterError, load_state, run, state_dir
 
 
 def kill_namespace_processes(namespace):
@@ -79,16 +78,13 @@ def owner_gone(owner):
 
 
 def reap_abandoned():
-    """Takes down every recorded cluster whose owner has exited; returns their names."""
-    reaped = []
+    """Takes down every recorded cluster whose owner has exited."""
     for directory in sorted(STATE_ROOT.iterdir()) if STATE_ROOT.exists() else []:
         try:
-            owner = json.loads((directory / "state.json").read_text()).get("owner")
-        except (OSError, ValueError):
+            owner = load_state(directory.name).get("owner")
+        except (ClusterError, OSError, ValueError):
             continue  # an `up` still writing its state, or a cluster without one: not ours to judge
         if owner is not None and owner_gone(owner):
             print(f"netcluster: taking down {directory.name!r}: its owner (pid {owner['pid']}) has exited",
                   file=sys.stderr)
             take_down(directory.name)
-            reaped.append(directory.name)
-    return reaped
