@@ -1,6 +1,7 @@
 #include "compute/cuda_determinism.hpp"
 
 #include <ATen/Context.h>
+#include <torch/version.h>
 
 #include <cstdlib>
 
@@ -13,6 +14,13 @@ void use_deterministic_cuda_kernels() {
   context.setDeterministicAlgorithms(true, /*warn_only=*/true);
   context.setDeterministicCuDNN(true);
   context.setBenchmarkCuDNN(false);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  // Since LibTorch 2.1 deterministic mode also fills every new tensor with NaN (in case a kernel
+  // reads memory it did not write): a fill kernel per allocation, 700 of a BERT-base window's
+  // 3,500 launches on an H200 (docs/gpu.md). troupe reads nothing it did not write, and the
+  // bitwise reruns check it.
+  context.setDeterministicFillUninitializedMemory(false);
+#endif
 }
 
 }  // namespace troupe::compute

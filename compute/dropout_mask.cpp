@@ -34,7 +34,21 @@ std::vector<uint32_t> row_keys(const at::Tensor& like, double p, dropout_keys& k
   return out;
 }
 
+/// The two's-complement int32 with `value`'s bits (what the tensor form computes in).
+int32_t as_int32(uint32_t value) { return static_cast<int32_t>(value); }
+
 uint32_t threshold_of(double p) { return static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0)); }
+
+/// The rows' keys on `device`: a copy from pinned host memory that does not wait for the device,
+/// so the host keeps queueing kernels (a pageable copy would drain the device's queue at every
+/// dropout site).
+at::Tensor keys_on(const std::vector<uint32_t>& row_key, const at::Device& device) {
+  std::vector<int32_t> values(row_key.size());
+  std::transform(row_key.begin(), row_key.end(), values.begin(), [](uint32_t key) { return as_int32(key); });
+  auto host = at::tensor(values, at::TensorOptions().dtype(at::kInt));
+  if (device.is_cpu()) return host;
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
 
 }  // namespace
 
@@ -61,20 +75,23 @@ at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_ke
   const auto row_key = row_keys(like, p, keys);
   const int64_t rows = like.size(0);
   const int64_t per_row = rows == 0 ? 0 : like.numel() / rows;
-  const auto integers = like.options().dtype(at::kLong);
-  std::vector<int64_t> key_values(row_key.begin(), row_key.end());
-  auto key = at::tensor(key_values, at::TensorOptions().dtype(at::kLong)).to(like.device()).view({rows, 1});
-  // Products of two values below 2^32 wrap in 64 bits; their low 32 bits, all that is kept, are
-  // exact either way.
-  const int64_t low = 0xffffffffLL;
-  auto x = at::bitwise_xor(at::arange(per_row, integers).view({1, per_row}), key);
-  x = at::bitwise_xor(x, at::bitwise_right_shift(x, 16));
-  x = at::bitwise_and(x * int64_t{0x7feb352d}, low);
-  x = at::bitwise_xor(x, at::bitwise_right_shift(x, 15));
-  x = at::bitwise_and(x * int64_t{0x846ca68b}, low);
-  x = at::bitwise_xor(x, at::bitwise_right_shift(x, 16));
+  // 32-bit integers, as the loop's: products wrap modulo 2^32 as unsigned ones would, and the
+  // arithmetic shifts of signed values are made logical by masking off the copied sign bits.
+  auto x = at::arange(per_row, like.options().dtype(at::kInt)).view({1, per_row});
+  x = at::bitwise_xor(x, keys_on(row_key, like.device()).view({rows, 1}));
+  const auto xor_shifted_right = [](at::Tensor& v, int64_t shift) {
+    v.bitwise_xor_(at::bitwise_and(at::bitwise_right_shift(v, shift), (int64_t{1} << (32 - shift)) - 1));
+  };
+  xor_shifted_right(x, 16);
+  x.mul_(as_int32(0x7feb352dU));
+  xor_shifted_right(x, 15);
+  x.mul_(as_int32(0x846ca68bU));
+  xor_shifted_right(x, 16);
+  // Unsigned x ≥ t is signed (x ⊕ 2^31) ≥ (t ⊕ 2^31).
+  const uint32_t sign = 0x80000000U;
+  x.bitwise_xor_(as_int32(sign));
+  auto kept = at::ge(x, as_int32(threshold_of(p) ^ sign));
   const float scale = static_cast<float>(1.0 / (1.0 - p));
-  auto kept = at::ge(x, static_cast<int64_t>(threshold_of(p)));
   return (kept.to(at::kFloat) * scale).view(like.sizes());
 }
 

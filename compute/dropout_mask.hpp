@@ -32,8 +32,9 @@ uint64_t sample_key(uint64_t epoch, uint64_t sample_id);
 /// CPU: a plain loop (~1 ns per element, vectorised), the fast path of training on the CPU.
 at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& keys);
 
-/// Any device (CUDA included): the same hash as tensor operations on `like`'s device, in 64-bit
-/// integers masked to 32 bits. Slower than the loop on the CPU; tested equal to it bit for bit.
+/// Any device (CUDA included): the same hash as tensor operations on `like`'s device, in 32-bit
+/// integers; the rows' keys reach the device without stopping the host. Slower than the loop on
+/// the CPU; tested equal to it bit for bit (on a GPU too).
 at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_keys& keys);
 
 }  // namespace troupe::compute

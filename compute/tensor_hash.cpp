@@ -8,7 +8,8 @@
 namespace troupe::compute {
 namespace {
 
-constexpr int64_t chunk = int64_t{1} << 20;
+/// Elements per chunk (compute/tensor_hash.hpp).
+int64_t chunk_for(const at::Device& device) { return device.is_cpu() ? int64_t{1} << 20 : int64_t{1} << 24; }
 
 uint64_t splitmix64_finish(uint64_t x) {
   x ^= x >> 30;
@@ -27,6 +28,7 @@ uint64_t tensor_fingerprint(const at::Tensor& values) {
   const auto flat = values.view(-1).view(at::kInt);
   const int64_t count = flat.numel();
   if (count == 0) return splitmix64_finish(0);
+  const int64_t chunk = chunk_for(values.device());
   const auto weights = at::arange(1, 2 * std::min(count, chunk), 2, flat.options().dtype(at::kLong));
   auto total = at::zeros({}, flat.options().dtype(at::kLong));
   for (int64_t base = 0; base < count; base += chunk) {
