@@ -99,29 +99,58 @@ void worker_state::on_batch(micro_batch& batch) {
 /// Forward and backward of one micro-batch into the flat gradient, and its numbers.
 void worker_state::run_micro_batch(const micro_batch& batch) {
   current.data_wait_seconds += seconds(clock::now() - last_batch_done);
-  const auto result = trainer->micro_step(batch.batch, [this] {
-    if (micro_in_window == 0) settings.faults.trigger.at(cluster::fault_phase::backward, step_in_flight());
-  });
+  const bool statistics_early = statistics_before_backward(batch);
+  const auto result = trainer->micro_step(
+      batch.batch, [this, &batch, statistics_early](const compute::micro_step_result& forward, const at::Tensor& loss) {
+        if (micro_in_window == 0) settings.faults.trigger.at(cluster::fault_phase::backward, step_in_flight());
+        if (statistics_early) send_statistics_early(batch, forward, loss.item<double>());
+      });
   current.forward_seconds += result.forward_seconds - result.teacher_seconds;
   current.teacher_seconds += result.teacher_seconds;
   current.backward_seconds += result.backward_seconds;
-  // The micro-batch's losses are its shares of the window's: they add up to the window's.
-  totals.tokens += batch.batch.tokens;
-  totals.masked_tokens += result.masked_tokens;
-  totals.loss_sum += result.loss;
+  count_micro_batch(totals, batch, result);
+  if (settings.start.dataset_size > 0) current.epoch = batch.batch.first_position / settings.start.dataset_size;
+}
+
+/// Adds a micro-batch's numbers to `sums`. Its losses are its shares of the window's: they add
+/// up to the window's.
+void worker_state::count_micro_batch(compute::window_totals& sums, const micro_batch& batch,
+                                     const compute::micro_step_result& result) {
+  sums.tokens += batch.batch.tokens;
+  sums.masked_tokens += result.masked_tokens;
+  sums.loss_sum += result.loss;
   const double parts[] = {result.parts.ce, result.parts.mlm, result.parts.cos, result.parts.mse};
-  for (std::size_t p = 0; p < totals.loss_part_sums.size(); ++p) totals.loss_part_sums[p] += parts[p];
+  for (std::size_t p = 0; p < sums.loss_part_sums.size(); ++p) sums.loss_part_sums[p] += parts[p];
   if (result.sentence_order) {
     sentence_order = true;
-    totals.sentence_order_loss_sum += result.sentence_order_loss;
-    totals.sentence_order_correct += result.sentence_order_correct;
+    sums.sentence_order_loss_sum += result.sentence_order_loss;
+    sums.sentence_order_correct += result.sentence_order_correct;
   }
   if (result.task) {
     task = true;
-    totals.task_correct += result.task_correct;
+    sums.task_correct += result.task_correct;
   }
-  totals.samples += batch.batch.samples;
-  if (settings.start.dataset_size > 0) current.epoch = batch.batch.first_position / settings.start.dataset_size;
+  sums.samples += batch.batch.samples;
+}
+
+/// DiLoCo's inner steps over rings, without loss scaling: a window's statistics need nothing
+/// its last backward pass makes (no gradient crosses, no overflow can skip a step), so that
+/// micro-batch sends them between its forward and backward pass and ring 0 sums them while the
+/// backward runs: over a slow link their round trips hide there instead of stopping every
+/// step. (With loss scaling they wait for the gradient: every rank must skip an overflowed
+/// window alike.)
+bool worker_state::statistics_before_backward(const micro_batch& batch) const {
+  return diloco() && !settings.reducers.empty() && batch.last_in_window && !trainer->loss_scale().has_value();
+}
+
+void worker_state::send_statistics_early(const micro_batch& batch, compute::micro_step_result forward, double loss) {
+  forward.loss = loss;  // what micro_step returns as the loss after the backward pass
+  auto window = totals;
+  count_micro_batch(window, batch, forward);
+  begin_reduce(false, io::wire_format::fp32);
+  fill_statistics(window);
+  send_statistics();
+  statistics_sent_early = true;
 }
 
 /// What follows a micro-batch: nothing until the window is full (delayed synchronisation), then
@@ -133,13 +162,18 @@ void worker_state::synchronise(bool window_full) {
     if (window_full) end_window();
   } else if (diloco()) {  // an inner step: only the window's statistics cross the links
     if (!window_full) return;
-    fill_statistics();
+    if (statistics_sent_early) {  // summed during the backward pass: what is left to wait for
+      statistics_sent_early = false;
+      await_reduce([this] { end_window(); });
+      return;
+    }
+    fill_statistics(totals);
     reduce(carrying::statistics, [this] { end_window(); });
   } else if (settings.sync_every_micro_batch || window_full) {
     send_remaining_buckets();
     send_word_lookup();
     if (window_full) {
-      fill_statistics();
+      fill_statistics(totals);
       send_statistics();
     }
     await_reduce([this, window_full] {
@@ -153,10 +187,9 @@ void worker_state::synchronise(bool window_full) {
   }
 }
 
-/// Fills the statistics this rank contributes to the window's allreduce
+/// Fills the statistics this rank contributes to the window's allreduce from its sums `mine`
 /// (compute/window_statistics.hpp).
-void worker_state::fill_statistics() {
-  auto mine = totals;
+void worker_state::fill_statistics(compute::window_totals mine) {
   if (diloco()) {  // this rank's losses are means over its own share: weighted for the window's
     overflow_in_window = trainer->gradient_overflowed();
     mine = compute::with_losses_scaled(mine, static_cast<double>(compute::loss_weight(mine, fine_tuning())));

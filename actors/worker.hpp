@@ -164,6 +164,7 @@ struct worker_state {
   uint64_t reduces = 0;  ///< sequence number of the next reduce request
   std::shared_ptr<reduce_progress> reducing;  ///< the allreduce under way, or the last one
   bool overflow_in_window = false;  ///< loss scaling: a bucket of this rank's held an inf or NaN before its sum
+  bool statistics_sent_early = false;  ///< DiLoCo: this window's statistics went before its last backward pass
   /// DiLoCo's counters for the reports: outer steps the parameters went through (a resume starts
   /// from ⌈step / H⌉), and the bytes this process sent for them since `run_started`.
   int64_t outer_steps_done = 0;
@@ -181,10 +182,13 @@ struct worker_state {
   void on_batch(micro_batch& batch);
   void follow_profile();
   void run_micro_batch(const micro_batch& batch);
+  void count_micro_batch(compute::window_totals& sums, const micro_batch& batch, const compute::micro_step_result& result);
+  bool statistics_before_backward(const micro_batch& batch) const;
+  void send_statistics_early(const micro_batch& batch, compute::micro_step_result forward, double loss);
   void count_ring_sum(std::size_t ring, const reduce_result& sum, std::size_t gradient_bytes);
   void add_link_timing(std::size_t ring, const io::link_timing& link);
   void synchronise(bool window_full);
-  void fill_statistics();
+  void fill_statistics(compute::window_totals mine);
   /// What a replica copy's allreduce carries: the gradient buffer, or the statistics (on ring
   /// 0). A window's allreduce goes through the steps below instead (synchronise).
   enum class carrying { gradient, statistics };

@@ -29,7 +29,9 @@ namespace troupe::actors {
 //   send_remaining_buckets()  after the backward pass: the buckets not sent yet (all of them
 //                             without overlap)
 //   send_word_lookup()        the flags, then (on their reply) the packed rows
-//   send_statistics()         ring 0 also sums the window statistics
+//   send_statistics()         ring 0 also sums the window statistics (DiLoCo without loss
+//                             scaling: alone, before the last backward pass, see
+//                             worker_state::statistics_before_backward)
 //   await_reduce(then)        `then` runs once every reducer replied to every request
 //
 // The replies are awaited (the worker handles nothing else meanwhile), and the buffers stay

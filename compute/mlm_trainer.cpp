@@ -130,7 +130,7 @@ void mlm_trainer::build_gradient_buffers(const trainer_options& options) {
                                             leaves);
 }
 
-micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::function<void()>& before_backward) {
+micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const before_backward_hook& before_backward) {
   const int64_t masked = batch.labels.defined() ? batch.labels.numel() : 0;
   TROUPE_ENFORCE(batch.window.samples >= batch.samples && batch.window.masked_tokens >= masked,
                  "the micro-batch lacks its window's counts (window samples ", batch.window.samples, ", masked ",
@@ -176,7 +176,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const std::fun
     }
   }
   result.forward_seconds = seconds_since(start);
-  if (before_backward) before_backward();
+  if (before_backward) before_backward(result, loss);
   start = std::chrono::steady_clock::now();
   // The loss is already this micro-batch's share of the window's (docs/architecture.md#contracts); under loss
   // scaling it is multiplied by the scale, divided out again in finish_window.

@@ -125,9 +125,11 @@ class mlm_trainer {
   explicit mlm_trainer(const trainer_options& options);
   ~mlm_trainer();
 
-  /// `before_backward`, when set, runs between the forward and the backward pass (fault
-  /// injection's "backward" phase).
-  micro_step_result micro_step(const mlm_batch& batch, const std::function<void()>& before_backward = {});
+  /// Runs between a micro-batch's forward and backward pass with the forward's numbers (all but
+  /// loss and backward_seconds) and its loss tensor (reading it on a GPU waits for the forward).
+  using before_backward_hook = std::function<void(const micro_step_result& forward, const at::Tensor& loss)>;
+  /// `before_backward`, when set: fault injection's "backward" phase, DiLoCo's statistics.
+  micro_step_result micro_step(const mlm_batch& batch, const before_backward_hook& before_backward = {});
   /// Call once the flat gradient holds the sum of every micro-batch of the window (after any
   /// allreduce). Zeroes the gradient for the next window. Under loss scaling the step is
   /// skipped when the gradient holds an inf or NaN, or when `overflow_elsewhere` (another

@@ -55,7 +55,9 @@ window_totals with_losses_scaled(window_totals totals, double factor);
 /// What each rank stamps into its own slots.
 struct rank_stamp {
   uint64_t parameter_hash = 0;    ///< of the parameters the window started from
-  double ready_unix_seconds = 0;  ///< when the rank finished its compute and entered the allreduce
+  /// when the rank finished its compute and entered the allreduce (DiLoCo without loss scaling:
+  /// its last forward pass, configuration.md#sync)
+  double ready_unix_seconds = 0;
 };
 
 /// The rank that entered the allreduce last, and how long after the first.

@@ -6,7 +6,8 @@
 // outer steps fall every H windows and at the end, and their bytes are reported; exact resumes
 // from a checkpoint taken at an outer step, alone and on two nodes (each rank its own inner
 // optimizer state); a node lost mid-round and one that rejoins; streaming fragments, also with
-// their exchange behind the next inner steps (sync.overlap_steps).
+// their exchange behind the next inner steps (sync.overlap_steps); the window statistics summed
+// during the backward pass.
 
 #include <cmath>
 #include <filesystem>
@@ -155,6 +156,30 @@ TEST_F(diloco_e2e, two_nodes_agree_after_every_outer_step_and_send_bf16_or_int8_
     EXPECT_NE(narrow[6].at("parameter_hash"), fp32[6].at("parameter_hash")) << wire;
   }
   EXPECT_LT(fp32[6].at("loss").get<double>(), fp32[0].at("loss").get<double>());
+}
+
+// Without loss scaling a window's statistics leave between its last forward and backward pass
+// (actors/worker.cpp, statistics_before_backward): ring 0 sums them while the backward runs. With
+// one micro-batch per rank and window, each window's allreduce then began before that backward
+// pass did and ended after it, so the allreduce time minus what was left exposed after the
+// backward pass contains the backward pass (the same steady clock; not a speed).
+TEST_F(diloco_e2e, the_window_statistics_are_summed_while_the_backward_pass_runs) {
+  const auto path = config("early-statistics", diloco(3, 0.7, 0.9), adamw(), 5);
+  auto c = json::parse(io_text(path));
+  c["train_batch_size"] = 4;  // 2 ranks × micro-batches of 2: one each per window
+  testing::write_text(path, c.dump(2));
+  const auto manifest = write_manifest(2, "two-abort-early.json", "abort");
+  const auto result = launch(manifest, path, "early-statistics");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto windows = lines("early-statistics");
+  ASSERT_EQ(windows.size(), 5u);
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    const double before_backward_ended = windows[i].at("time_allreduce_s").get<double>() -
+                                         windows[i].at("exposed_comm_s").get<double>();
+    const double backward = windows[i].at("time_backward_s").get<double>();
+    EXPECT_GT(backward, 0.0) << "step " << i + 1;
+    EXPECT_GE(before_backward_ended + 1e-9, backward) << "step " << i + 1;
+  }
 }
 
 /// Runs an 8-window DiLoCo job (H 2, a checkpoint at every outer step) straight, and again
