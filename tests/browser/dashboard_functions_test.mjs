@@ -44,15 +44,21 @@ test("a fine-tuning job charts its task accuracy as a share", () => {
   assert.deepEqual(data, [[1, 2], [0.5, 0.625]]);
 });
 
-test("a fine-tuning job's held-out accuracy is its newest periodic evaluation's", () => {
-  assert.equal(page.heldOutAccuracy([{ step: 1, task: { accuracy: 0.5 } }]), null);
-  const windows = [
-    { step: 8, task: { accuracy: 0.5 }, eval_accuracy: 0.625, eval_loss: 0.7 },
-    { step: 9, task: { accuracy: 0.75 } },
-    { step: 16, task: { accuracy: 0.75 }, eval_accuracy: 0.8125, eval_loss: 0.5 },
-    { step: 17, task: { accuracy: 0.875 } },
-  ];
-  assert.equal(page.heldOutAccuracy(windows), 0.8125);
+test("a fine-tuning job's held-out accuracy is its newest periodic evaluation's, however old", () => {
+  assert.equal(page.heldOutAccuracy(page.emptySeries()), null);
+  // The whole-run series from /api/series holds every evaluation, also one taken long before the
+  // recent windows (eval_every_windows above their count); a live window with one appends it.
+  const series = page.seriesFromApi({
+    step: [1000, 2000], loss: [0.7, 0.6], perplexity: [2, 1.8], samples_per_s: [9, 9], tokens_per_s: [90, 90],
+    eval_task_step: [1000], eval_accuracy: [0.625], eval_loss: [0.7],
+  });
+  assert.equal(page.heldOutAccuracy(series), 0.625);
+  page.appendWindow(series, { step: 2001, loss: 0.5, task: { accuracy: 0.75 } });
+  assert.equal(page.heldOutAccuracy(series), 0.625);
+  page.appendWindow(series, { step: 3000, loss: 0.5, eval_accuracy: 0.8125, eval_loss: 0.5 });
+  assert.equal(page.heldOutAccuracy(series), 0.8125);
+  assert.deepEqual(series.eval_task_step, [1000, 3000]);
+  assert.deepEqual(series.eval_loss, [0.7, 0.5]);
 });
 
 test("a DiLoCo job shows its last outer step and what it sent; other jobs show nothing", () => {

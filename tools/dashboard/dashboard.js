@@ -24,6 +24,7 @@
 
   const MAIN_COLUMNS = ["step", "loss", "perplexity", "samples_per_s", "tokens_per_s"];
   const EVAL_COLUMNS = ["eval_step", "eval_perplexity"];
+  const TASK_EVAL_COLUMNS = ["eval_task_step", "eval_accuracy", "eval_loss"];  // fine-tuning's held-out scores
   const TIME_PARTS = ["data_wait", "forward", "backward", "allreduce", "optimizer", "checkpoint", "eval", "teacher"];
   const PART_COLORS = {
     data_wait: "#9aa0a6", forward: "#1f77b4", backward: "#ff7f0e",
@@ -53,7 +54,7 @@
   /** An empty whole-run series: parallel arrays named like /api/series. */
   function emptySeries() {
     const s = {};
-    for (const c of MAIN_COLUMNS.concat(EVAL_COLUMNS)) s[c] = [];
+    for (const c of MAIN_COLUMNS.concat(EVAL_COLUMNS, TASK_EVAL_COLUMNS)) s[c] = [];
     return s;
   }
 
@@ -80,10 +81,11 @@
     return true;
   }
 
-  /** Thins both groups of a whole-run series until each is within `max` points. */
+  /** Thins every group of a whole-run series until each is within `max` points. */
   function thinSeries(series, max = MAX_SERIES_POINTS) {
     while (thinColumns(series, MAIN_COLUMNS, max));
     while (thinColumns(series, EVAL_COLUMNS, max));
+    while (thinColumns(series, TASK_EVAL_COLUMNS, max));
     return series;
   }
 
@@ -92,6 +94,7 @@
     const s = emptySeries();
     normalizeGroup(json, s, MAIN_COLUMNS);
     normalizeGroup(json, s, EVAL_COLUMNS);
+    normalizeGroup(json, s, TASK_EVAL_COLUMNS);
     return thinSeries(s);
   }
 
@@ -120,6 +123,14 @@
     if (evalPpl !== null && (lastEval === undefined || step > lastEval)) {
       series.eval_step.push(step);
       series.eval_perplexity.push(evalPpl);
+      added = true;
+    }
+    const accuracy = toNumber(w.eval_accuracy);
+    const lastTaskEval = last(series.eval_task_step);
+    if (accuracy !== null && (lastTaskEval === undefined || step > lastTaskEval)) {
+      series.eval_task_step.push(step);
+      series.eval_accuracy.push(accuracy);
+      series.eval_loss.push(toNumber(w.eval_loss));
       added = true;
     }
     if (added) thinSeries(series);
@@ -283,10 +294,11 @@
     return { series: present, data };
   }
 
-  /** A fine-tuning job's newest held-out accuracy (eval_every_windows) among the recent windows. */
-  function heldOutAccuracy(windows) {
-    const evaluated = (windows || []).filter((w) => w && toNumber(w.eval_accuracy) !== null);
-    return evaluated.length ? evaluated[evaluated.length - 1].eval_accuracy : null;
+  /** A fine-tuning job's newest held-out accuracy (eval_every_windows) in the whole-run series,
+   *  however long ago it was taken, or null before the first. */
+  function heldOutAccuracy(series) {
+    const accuracy = last((series && series.eval_accuracy) || []);
+    return accuracy === undefined ? null : accuracy;
   }
 
   /** A DiLoCo job's headline numbers (sync.mode "diloco": its lines carry `diloco`): the step
@@ -753,7 +765,7 @@
       ["loss", fmtSig(w.loss)],
       // A fine-tuning window's loss is the task's: its accuracy, not a perplexity, says how it goes.
       w.task ? ["task accuracy", fmtSig(w.task.accuracy)] : ["perplexity", fmtSig(w.perplexity)],
-      w.task ? ["held-out accuracy", fmtSig(heldOutAccuracy(model.windows))] : ["eval perplexity", fmtSig(evalPpl)],
+      w.task ? ["held-out accuracy", fmtSig(heldOutAccuracy(model.series))] : ["eval perplexity", fmtSig(evalPpl)],
       ["learning rate", fmtSig(w.lr)],
       ["grad norm", fmtSig(w.grad_norm)],
       ["samples/s", fmtSig(w.samples_per_s ?? ((model.state || {}).progress || {}).samples_per_s)],
