@@ -80,6 +80,7 @@ void mlm_trainer::build_models(const trainer_options& options) {
     task_ = std::make_shared<task_model_impl>(options.model, *options.task);
     task_->reset_weights(options.seed);
     if (options.pretrained) task_->load_encoder(*options.pretrained);
+    if (options.pretrained && options.rescale_pretrained_embeddings) task_->rescale_embeddings();
     model_ = task_->encoder;
     task_->to(device_);
     task_->train();

@@ -67,6 +67,7 @@ struct trainer_options {
   /// Fine-tuning from a pretrained model: its parameters (CPU, HF names), whose encoder the task
   /// model starts from (the head from `seed`); null: everything from `seed`.
   std::shared_ptr<const named_tensors> pretrained;
+  bool rescale_pretrained_embeddings = false;  ///< then task_model_impl::rescale_embeddings (task.rescale_embeddings)
   /// DiLoCo (sync.mode "diloco"): the trainer also keeps the outer optimizer, whose momentum
   /// checkpoints hold as "outer_momentum"; none: window synchronisation.
   std::optional<diloco_config> diloco;

@@ -102,6 +102,27 @@ void task_model_impl::load_encoder(const named_tensors& pretrained) {
   assign_named_tensors(targets, sources, "pretrained encoder");
 }
 
+double task_model_impl::rescale_embeddings() {
+  const std::string tables = encoder_prefix(config()) + "embeddings.";
+  const std::string suffix = "_embeddings.weight";
+  named_tensors embeddings;
+  torch::Tensor words;
+  for (auto& [name, tensor] : encoder_parameters()) {
+    if (!starts_with(name, tables) || name.size() < suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    embeddings.emplace_back(name, tensor);
+    if (name == tables + "word_embeddings.weight") words = tensor;
+  }
+  TROUPE_ENFORCE(words.defined(), "no ", tables, "word_embeddings.weight to rescale");
+  const double rms = words.to(torch::kDouble).pow(2).mean().sqrt().item<double>();
+  TROUPE_ENFORCE(rms > 0, "the word embeddings are all zero");
+  const double factor = config().initializer_range / rms;
+  torch::NoGradGuard no_grad;
+  for (auto& [name, tensor] : embeddings) tensor.mul_(factor);
+  return factor;
+}
+
 torch::Tensor task_model_impl::classify(const torch::Tensor& hidden) {
   const auto first = hidden.select(1, 0);
   torch::Tensor pooled;

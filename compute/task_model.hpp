@@ -52,6 +52,14 @@ struct task_model_impl : torch::nn::Module {
   /// troupe::error naming a missing or misshapen tensor. The head is left as it is, except
   /// ALBERT's pooler, which pretraining trains and classification reuses.
   void load_encoder(const named_tensors& pretrained);
+  /// Multiplies the encoder's embedding tables (words, positions, token types) by one factor
+  /// that brings the word embeddings' root mean square to initializer_range, a fresh table's.
+  /// The embeddings' LayerNorm divides the factor out, so the model computes the same function;
+  /// but AdamW moves every value by about the learning rate whatever its size, so pretrained
+  /// tables grown several times larger than a fresh one's would move that many times more
+  /// slowly, relative to their size, than a fresh model's (docs/experiments.md, polarity).
+  /// Returns the factor.
+  double rescale_embeddings();
 
   const bert_config& config() const { return encoder->config(); }
   const task_head& head() const { return head_; }

@@ -88,6 +88,9 @@ task_config parse_task(json_fields& fields) {
   task.head.type = compute::parse_task_type(fields.choice("type", "", {"question_answering", "sequence_classification"}),
                                             "task.type");
   task.pretrained = fields.string("pretrained", "");
+  task.rescale_embeddings = fields.boolean("rescale_embeddings", false);
+  if (task.rescale_embeddings && task.pretrained.empty())
+    fields.fail("rescale_embeddings", "true only with task.pretrained (it rescales the pretrained embeddings)");
   task.head.dropout = fields.number("dropout", -1.0, 0.0, 0.99);
   fields.finish();
   return task;

@@ -75,6 +75,10 @@ struct task_config {
   /// A pretraining run directory (its newest checkpoint) or checkpoint directory whose encoder
   /// the model starts from; empty: from scratch (the seed).
   std::string pretrained;
+  /// Scales the pretrained embedding tables down to a fresh table's size before fine-tuning
+  /// (compute::task_model_impl::rescale_embeddings): the same function, moved by AdamW as far,
+  /// relative to their size, as a fresh table is (docs/configuration.md#task).
+  bool rescale_embeddings = false;
 };
 
 struct job_config {

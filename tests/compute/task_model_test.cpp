@@ -171,5 +171,34 @@ TEST(task_model, a_pretraining_checkpoints_encoder_loads_and_its_mlm_head_is_lef
   }
 }
 
+// task.rescale_embeddings: the embedding tables shrink to a fresh table's size, and the model
+// (whose embeddings' LayerNorm divides the factor out) computes what it computed before.
+TEST(task_model, rescaled_embeddings_are_a_fresh_tables_size_and_leave_the_logits_as_they_were) {
+  const auto ids = torch::randint(0, 40, {2, 7}, torch::kLong);
+  const auto types = torch::cat({torch::zeros({2, 3}, torch::kLong), torch::ones({2, 4}, torch::kLong)}, 1);
+  const auto lengths = torch::tensor({7, 5}, torch::kLong);
+  for (const std::string type : {"bert", "distilbert", "albert"}) {
+    task_model model(tiny(type), task_head{task_type::sequence_classification, 3, -1});
+    randomise(model);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    torch::Tensor words, pooler_or_classifier = model->classifier->weight.clone();
+    for (auto& [name, tensor] : model->encoder_parameters()) {
+      if (name.find("_embeddings.weight") != std::string::npos) tensor.mul_(7.0);  // grown in pretraining
+      if (name == type + ".embeddings.word_embeddings.weight") words = tensor;
+    }
+    ASSERT_TRUE(words.defined()) << type;
+    const auto before = model->forward(ids, types, lengths);
+    const double rms_before = words.pow(2).mean().sqrt().item<double>();
+    const double factor = model->rescale_embeddings();
+    const double rms = words.pow(2).mean().sqrt().item<double>();
+    EXPECT_NEAR(rms, model->config().initializer_range, 1e-6) << type;
+    EXPECT_NEAR(factor, model->config().initializer_range / rms_before, 1e-9) << type;
+    const auto after = model->forward(ids, types, lengths);
+    EXPECT_LT((after - before).abs().max().item<double>(), 1e-4 * before.abs().max().item<double>()) << type;
+    EXPECT_TRUE(torch::equal(model->classifier->weight, pooler_or_classifier)) << type << ": the head stays";
+  }
+}
+
 }  // namespace
 }  // namespace troupe::compute

@@ -340,6 +340,24 @@ TEST_F(fine_tuning_e2e, distilbert_and_albert_fine_tune_and_export_as_their_hf_t
   }
 }
 
+// task.rescale_embeddings through `troupe train`: the first window's loss (before any step) is
+// the plain fine-tune's, since the embeddings' LayerNorm divides the factor out, while the
+// parameters the window started from are not the pretrained ones.
+TEST_F(fine_tuning_e2e, rescaled_pretrained_embeddings_start_from_the_same_function) {
+  const auto data = classification_data();
+  auto plain = train(task_config("rescale-off", "sequence_classification", data, 1), "rescale-off");
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  auto rescaled = train(task_config("rescale-on", "sequence_classification", data, 1,
+                                    {{"task", {{"rescale_embeddings", true}}}}),
+                        "rescale-on");
+  ASSERT_EQ(rescaled.status, 0) << rescaled.output;
+  const auto off = read_metrics("rescale-off"), on = read_metrics("rescale-on");
+  ASSERT_EQ(off.size(), 1u);
+  ASSERT_EQ(on.size(), 1u);
+  EXPECT_NEAR(on[0].loss, off[0].loss, 1e-5 * off[0].loss);
+  EXPECT_NE(on[0].parameter_hash, off[0].parameter_hash);
+}
+
 // configs/polarity-finetune.json and configs/squad-finetune.json as a user copies them, pointed at
 // the toy pretrained run and task data, for two windows with everything else as written.
 TEST_F(fine_tuning_e2e, the_ready_fine_tuning_configs_train) {

@@ -352,6 +352,16 @@ TEST(job_config, the_task_block_makes_a_fine_tuning_job_and_its_refusals_name_th
   bad = c;
   bad["task"]["dropout"] = 1.5;
   expect_error(bad, {"task.dropout"});
+  auto rescaled = c;
+  rescaled["task"]["rescale_embeddings"] = true;
+  EXPECT_TRUE(parse_job_config(rescaled, "job.json").task->rescale_embeddings);
+  EXPECT_FALSE(config.task->rescale_embeddings) << "HF's behaviour unless asked";
+  bad = rescaled;
+  bad["task"]["rescale_embeddings"] = "yes";
+  expect_error(bad, {"task.rescale_embeddings"});
+  bad = rescaled;
+  bad["task"].erase("pretrained");
+  expect_error(bad, {"task.rescale_embeddings", "task.pretrained"});
   bad = c;
   bad["distillation"] = {{"teacher", "runs/teacher"}};
   expect_error(bad, {"distillation", "fine-tuning job"});
