@@ -79,8 +79,10 @@ void mlm_trainer::build_models(const trainer_options& options) {
     TROUPE_ENFORCE(!options.teacher, "a fine-tuning trainer has no distillation teacher");
     task_ = std::make_shared<task_model_impl>(options.model, *options.task);
     task_->reset_weights(options.seed);
-    if (options.pretrained) task_->load_encoder(*options.pretrained);
-    if (options.pretrained && options.rescale_pretrained_embeddings) task_->rescale_embeddings();
+    if (options.pretrained) {
+      task_->load_encoder(*options.pretrained);
+      if (options.rescale_pretrained_embeddings) task_->rescale_embeddings();
+    }
     model_ = task_->encoder;
     task_->to(device_);
     task_->train();

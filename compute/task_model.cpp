@@ -16,6 +16,10 @@ std::string encoder_prefix(const bert_config& config) { return config.model_type
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 void add_linear(named_tensors& out, const std::string& name, const torch::nn::Linear& linear) {
   out.emplace_back(name + ".weight", linear->weight);
   out.emplace_back(name + ".bias", linear->bias);
@@ -104,13 +108,10 @@ void task_model_impl::load_encoder(const named_tensors& pretrained) {
 
 double task_model_impl::rescale_embeddings() {
   const std::string tables = encoder_prefix(config()) + "embeddings.";
-  const std::string suffix = "_embeddings.weight";
   named_tensors embeddings;
   torch::Tensor words;
   for (auto& [name, tensor] : encoder_parameters()) {
-    if (!starts_with(name, tables) || name.size() < suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
+    if (!starts_with(name, tables) || !ends_with(name, "_embeddings.weight")) continue;
     embeddings.emplace_back(name, tensor);
     if (name == tables + "word_embeddings.weight") words = tensor;
   }
