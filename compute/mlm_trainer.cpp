@@ -460,7 +460,7 @@ void mlm_trainer::load(const named_tensors& parameters, const named_tensors& sta
   const std::string own_prefix = rank_state_name(options_.rank, "");
   named_tensors unprefixed, own;
   for (const auto& entry : state) {
-    if (entry.first.rfind(own_prefix, 0) == 0)
+    if (name_starts_with(entry.first, own_prefix))
       own.emplace_back(entry.first.substr(own_prefix.size()), entry.second);
     else if (entry.first.rfind("rank", 0) != 0 || entry.first.find('/') == std::string::npos)
       unprefixed.push_back(entry);  // else another rank's

@@ -28,6 +28,12 @@ bool shares_data(const at::Tensor& a, const at::Tensor& b) {
          a.scalar_type() == b.scalar_type() && a.numel() == b.numel() && a.is_contiguous() && b.is_contiguous();
 }
 
+bool name_starts_with(const std::string& name, const std::string& prefix) { return name.rfind(prefix, 0) == 0; }
+
+bool name_ends_with(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 named_tensors cpu_copies(const named_tensors& tensors) {
   named_tensors copies;
   copies.reserve(tensors.size());

@@ -20,6 +20,11 @@ void assign_named_tensors(const named_tensors& targets, const named_tensors& sou
 /// them would change nothing: e.g. a checkpoint read straight into the model).
 bool shares_data(const at::Tensor& a, const at::Tensor& b);
 
+/// Whether a tensor's name begins or ends with the given text (selecting parameters by their
+/// dotted names: "bert.encoder.", "_embeddings.weight").
+bool name_starts_with(const std::string& name, const std::string& prefix);
+bool name_ends_with(const std::string& name, const std::string& suffix);
+
 /// Deep copies onto the CPU (for handing state to another thread or writing it).
 named_tensors cpu_copies(const named_tensors& tensors);
 

@@ -45,20 +45,18 @@ const std::pair<const char*, const char*> other_names[] = {
     {"cls.predictions.bias", "vocab_projector.bias"},
 };
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-
 std::optional<tensor_role> role_of(const std::string& name) {
   for (const auto& [bert, distilbert] : other_names)
     if (name == bert || (distilbert && name == distilbert)) return tensor_role{bert};
   for (const std::string prefix : {"bert.encoder.layer.", "distilbert.transformer.layer."}) {
-    if (!starts_with(name, prefix)) continue;
+    if (!name_starts_with(name, prefix)) continue;
     const auto dot = name.find('.', prefix.size());
     if (dot == std::string::npos) return std::nullopt;
     const int64_t layer = std::stoll(name.substr(prefix.size(), dot - prefix.size()));
     const auto rest = name.substr(dot + 1);  // e.g. "attention.q_lin.weight"
     for (const auto& [bert, distilbert] : layer_suffixes)
       for (const std::string suffix : {bert, distilbert})
-        if (starts_with(rest, suffix + ".")) return tensor_role{std::string(bert) + rest.substr(suffix.size()), layer};
+        if (name_starts_with(rest, suffix + ".")) return tensor_role{std::string(bert) + rest.substr(suffix.size()), layer};
   }
   return std::nullopt;
 }

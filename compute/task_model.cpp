@@ -14,12 +14,6 @@ namespace {
 
 std::string encoder_prefix(const bert_config& config) { return config.model_type + "."; }
 
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 void add_linear(named_tensors& out, const std::string& name, const torch::nn::Linear& linear) {
   out.emplace_back(name + ".weight", linear->weight);
   out.emplace_back(name + ".bias", linear->bias);
@@ -58,8 +52,8 @@ named_tensors task_model_impl::encoder_parameters() {
   const bool keep_pooler = head_.type == task_type::sequence_classification;
   named_tensors out;
   for (auto& [name, tensor] : encoder->hf_named_parameters()) {
-    if (!starts_with(name, prefix)) continue;  // the MLM (and SOP) head
-    if (!keep_pooler && starts_with(name, prefix + "pooler.")) continue;
+    if (!name_starts_with(name, prefix)) continue;  // the MLM (and SOP) head
+    if (!keep_pooler && name_starts_with(name, prefix + "pooler.")) continue;
     out.emplace_back(name, tensor);
   }
   return out;
@@ -94,14 +88,14 @@ void task_model_impl::load_encoder(const named_tensors& pretrained) {
   named_tensors sources;
   bool has_pooler = false;
   for (const auto& [name, tensor] : pretrained) {
-    if (!starts_with(name, prefix)) continue;
+    if (!name_starts_with(name, prefix)) continue;
     sources.emplace_back(name, tensor);
-    has_pooler = has_pooler || starts_with(name, pooler_prefix);
+    has_pooler = has_pooler || name_starts_with(name, pooler_prefix);
   }
   // An ALBERT checkpoint trained without the sentence-order head has no pooler: keep the fresh one.
   named_tensors targets;
   for (auto& [name, tensor] : encoder_parameters())
-    if (has_pooler || !starts_with(name, pooler_prefix)) targets.emplace_back(name, tensor);
+    if (has_pooler || !name_starts_with(name, pooler_prefix)) targets.emplace_back(name, tensor);
   torch::NoGradGuard no_grad;
   assign_named_tensors(targets, sources, "pretrained encoder");
 }
@@ -111,7 +105,7 @@ double task_model_impl::rescale_embeddings() {
   named_tensors embeddings;
   torch::Tensor words;
   for (auto& [name, tensor] : encoder_parameters()) {
-    if (!starts_with(name, tables) || !ends_with(name, "_embeddings.weight")) continue;
+    if (!name_starts_with(name, tables) || !name_ends_with(name, "_embeddings.weight")) continue;
     embeddings.emplace_back(name, tensor);
     if (name == tables + "word_embeddings.weight") words = tensor;
   }

@@ -140,6 +140,26 @@ class fine_tuning_e2e : public cluster_job_test {
     return at == std::string::npos ? json::object() : json::parse(result.output.substr(at));
   }
 
+  /// `troupe eval --predictions` of a classifier: run_glue.py's "index<TAB>prediction" lines, one
+  /// per example of `gold_file` in its order, right as often as the reported accuracy says.
+  static void expect_predictions_score(const std::filesystem::path& predictions, const std::filesystem::path& gold_file,
+                                       double accuracy) {
+    std::ifstream written(predictions), gold(gold_file);
+    std::string line, expected;
+    ASSERT_TRUE(std::getline(written, line)) << predictions;
+    EXPECT_EQ(line, "index\tprediction");
+    int64_t index = 0, right = 0;
+    for (; std::getline(written, line) && std::getline(gold, expected); ++index) {
+      const auto tab = line.find('\t');
+      ASSERT_NE(tab, std::string::npos) << line;
+      EXPECT_EQ(line.substr(0, tab), std::to_string(index));
+      right += line.substr(tab + 1) == json::parse(expected)["label"].get<std::string>();
+    }
+    EXPECT_EQ(index, 48);
+    EXPECT_FALSE(std::getline(written, line)) << "more predictions than examples: " << line;
+    EXPECT_DOUBLE_EQ(static_cast<double>(right) / static_cast<double>(index), accuracy);
+  }
+
   static void expect_same_bits(const std::vector<window_line>& a, const std::vector<window_line>& b,
                                const std::string& what) {
     ASSERT_EQ(a.size(), b.size()) << what;
@@ -182,7 +202,10 @@ TEST_F(fine_tuning_e2e, classification_learns_across_nodes_resumes_exactly_score
   ASSERT_EQ(rest.status, 0) << rest.output;
   expect_same_bits(read_metrics("classify-two"), read_metrics("classify-resumed"), "classification resumed");
 
-  const auto scores = command_json("eval --checkpoint " + (*dir_ / "classify-two").string());
+  const auto predictions = *dir_ / "classify-predictions.tsv";
+  const auto scores =
+      command_json("eval --checkpoint " + (*dir_ / "classify-two").string() + " --predictions " + predictions.string());
+  expect_predictions_score(predictions, *dir_ / "dev.jsonl", scores["accuracy"].get<double>());
   EXPECT_EQ(scores["task"], "classify");
   EXPECT_EQ(scores["examples"], 48);
   EXPECT_EQ(scores["labels"], json::array({"bad", "good"}));

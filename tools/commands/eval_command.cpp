@@ -32,7 +32,7 @@ struct eval_arguments {
   bool json = false;
   std::string task;                  ///< "squad" or "classify": must be the checkpoint's head
   std::string input;                 ///< squad: the official file to answer
-  std::string predictions;           ///< squad: where to write {id: answer}
+  std::string predictions;           ///< squad: where to write {id: answer}; classify: index<TAB>label
   std::string null_odds;             ///< squad v2.0: where to write {id: null score diff}
   io::squad_prediction_settings answers;
 };
@@ -216,7 +216,9 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--task", args->task, "a fine-tuned model's task (squad or classify; default: the checkpoint's)")
       ->check(CLI::IsMember({"squad", "classify"}));
   command->add_option("--input", args->input, "squad: the SQuAD v1.1/v2.0 file to answer and score (e.g. dev-v1.1.json)");
-  command->add_option("--predictions", args->predictions, "squad: write the official predictions file {id: answer}");
+  command->add_option("--predictions", args->predictions,
+                      "squad: write the official predictions file {id: answer}; classify: run_glue.py's "
+                      "predict_results file (index<TAB>prediction)");
   command->add_option("--null-odds", args->null_odds,
                       "squad v2.0: write null_odds.json {id: null score - best span score} (evaluate-v2.0.py's "
                       "--na-prob-file)");

@@ -34,6 +34,7 @@ json evaluate_classification(const io::checkpoint_contents& checkpoint, const ta
   auto model = open_model(checkpoint, settings);
   io::mlm_batch_builder builder(validation, 0.15, 0);
   compute::classification_scores scores(static_cast<int64_t>(labels.size()));
+  std::string predictions = "index\tprediction\n";  // run_glue.py's predict_results file
   double loss_sum = 0;
   const uint64_t examples = settings.max_samples > 0 ? std::min<uint64_t>(settings.max_samples, validation.size())
                                                      : validation.size();
@@ -46,9 +47,13 @@ json evaluate_classification(const io::checkpoint_contents& checkpoint, const ta
     loss_sum += at::cross_entropy_loss(logits, gold, {}, at::Reduction::Sum).item<double>();
     const auto predicted = logits.argmax(-1).contiguous();
     const int64_t *guess = predicted.data_ptr<int64_t>(), *truth = gold.data_ptr<int64_t>();
-    for (int64_t i = 0; i < gold.size(0); ++i) scores.add(guess[i], truth[i]);
+    for (int64_t i = 0; i < gold.size(0); ++i) {
+      scores.add(guess[i], truth[i]);
+      predictions += std::to_string(start + static_cast<uint64_t>(i)) + "\t" + labels.at(static_cast<std::size_t>(guess[i])) + "\n";
+    }
   }
-  return {{"task", "classify"},
+  if (!settings.predictions.empty()) io::write_file_atomically(settings.predictions, predictions);
+  json result = {{"task", "classify"},
           {"examples", scores.examples()},
           {"labels", labels},
           {"accuracy", scores.accuracy()},
@@ -57,6 +62,8 @@ json evaluate_classification(const io::checkpoint_contents& checkpoint, const ta
           {"macro_f1", scores.macro_f1()},
           {"loss", scores.examples() > 0 ? loss_sum / static_cast<double>(scores.examples()) : 0.0},
           {"confusion", scores.confusion()}};
+  if (!settings.predictions.empty()) result["predictions"] = settings.predictions.string();
+  return result;
 }
 
 /// Every window's start and end logits at max_seq_length (padded as run_squad.py pads).
@@ -195,6 +202,8 @@ void print_task_evaluation(const json& result) {
     std::printf("F1                  %.2f%% (%s), macro F1 %.2f%%\n", 100 * result["f1"].get<double>(),
                 result["f1_of"].get<std::string>().c_str(), 100 * result["macro_f1"].get<double>());
     std::printf("loss                %.4f (mean cross-entropy)\n", result["loss"].get<double>());
+    if (result.contains("predictions"))
+      std::printf("predictions         %s\n", result["predictions"].get<std::string>().c_str());
     return;
   }
   std::printf("questions           %lld of %s (SQuAD v%s)\n", static_cast<long long>(result["questions"].get<int64_t>()),

@@ -3,7 +3,9 @@
 ///
 ///   classify  the data directory's validation split (`troupe prepare --task classify
 ///             --validation FILE`): accuracy, F1 (run_glue.py's: class 1's for two labels, else
-///             macro), macro F1, the confusion counts and the mean cross-entropy
+///             macro), macro F1, the confusion counts and the mean cross-entropy; `--predictions`
+///             writes each example's predicted label as run_glue.py's predict_results file
+///             ("index<TAB>prediction" under that header, the examples in the split's order)
 ///   squad     the official dev file itself (`--input`), cut into windows as the training data was
 ///             (the data manifest's max_seq_length, doc_stride and max_query_length), each window
 ///             padded to max_seq_length as run_squad.py pads it; answers as
@@ -32,7 +34,7 @@ namespace troupe::tools {
 struct task_eval_settings {
   std::filesystem::path data_dir;     ///< the prepared task data (its tokenizer, labels, window sizes)
   std::filesystem::path squad_file;   ///< squad: the questions to answer and score
-  std::filesystem::path predictions;  ///< squad: where to write {id: answer}; empty: nowhere
+  std::filesystem::path predictions;  ///< squad: {id: answer}; classify: index<TAB>label; empty: nowhere
   std::filesystem::path null_odds;    ///< squad v2.0: where to write {id: null score diff}; empty: nowhere
   std::string device = "cpu";
   bool bf16 = false;
