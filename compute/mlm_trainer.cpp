@@ -462,7 +462,7 @@ void mlm_trainer::load(const named_tensors& parameters, const named_tensors& sta
   for (const auto& entry : state) {
     if (name_starts_with(entry.first, own_prefix))
       own.emplace_back(entry.first.substr(own_prefix.size()), entry.second);
-    else if (entry.first.rfind("rank", 0) != 0 || entry.first.find('/') == std::string::npos)
+    else if (!name_starts_with(entry.first, "rank") || entry.first.find('/') == std::string::npos)
       unprefixed.push_back(entry);  // else another rank's
   }
   const auto every_replicas = [](const std::string& name) {

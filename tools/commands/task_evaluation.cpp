@@ -34,6 +34,7 @@ json evaluate_classification(const io::checkpoint_contents& checkpoint, const ta
   auto model = open_model(checkpoint, settings);
   io::mlm_batch_builder builder(validation, 0.15, 0);
   compute::classification_scores scores(static_cast<int64_t>(labels.size()));
+  const bool write_predictions = !settings.predictions.empty();
   std::string predictions = "index\tprediction\n";  // run_glue.py's predict_results file
   double loss_sum = 0;
   const uint64_t examples = settings.max_samples > 0 ? std::min<uint64_t>(settings.max_samples, validation.size())
@@ -49,10 +50,12 @@ json evaluate_classification(const io::checkpoint_contents& checkpoint, const ta
     const int64_t *guess = predicted.data_ptr<int64_t>(), *truth = gold.data_ptr<int64_t>();
     for (int64_t i = 0; i < gold.size(0); ++i) {
       scores.add(guess[i], truth[i]);
-      predictions += std::to_string(start + static_cast<uint64_t>(i)) + "\t" + labels.at(static_cast<std::size_t>(guess[i])) + "\n";
+      if (write_predictions)
+        predictions += std::to_string(start + static_cast<uint64_t>(i)) + "\t" +
+                       labels.at(static_cast<std::size_t>(guess[i])) + "\n";
     }
   }
-  if (!settings.predictions.empty()) io::write_file_atomically(settings.predictions, predictions);
+  if (write_predictions) io::write_file_atomically(settings.predictions, predictions);
   json result = {{"task", "classify"},
           {"examples", scores.examples()},
           {"labels", labels},
@@ -62,7 +65,7 @@ json evaluate_classification(const io::checkpoint_contents& checkpoint, const ta
           {"macro_f1", scores.macro_f1()},
           {"loss", scores.examples() > 0 ? loss_sum / static_cast<double>(scores.examples()) : 0.0},
           {"confusion", scores.confusion()}};
-  if (!settings.predictions.empty()) result["predictions"] = settings.predictions.string();
+  if (write_predictions) result["predictions"] = settings.predictions.string();
   return result;
 }
 
