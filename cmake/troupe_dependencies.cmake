@@ -28,6 +28,18 @@ find_package(Torch QUIET)
 troupe_require_package(Torch_FOUND "LibTorch (TorchConfig.cmake)" "libtorch-dev")
 message(STATUS "troupe: LibTorch ${Torch_VERSION}")
 
+# troupe's own CUDA kernels (compute/keyed_dropout_kernel.cu): where LibTorch has CUDA and its CMake
+# package found nvcc (it enables the CUDA language then). Elsewhere the same maths runs as tensor
+# operations, so nothing but speed depends on them.
+option(TROUPE_WITH_CUDA_KERNELS "Build troupe's CUDA kernels where LibTorch has CUDA and nvcc is found" ON)
+set(TROUPE_CUDA_ARCHITECTURES "75-real;80-real;90-real;90-virtual" CACHE STRING
+    "GPU architectures troupe's CUDA kernels are compiled for (CMake's CUDA_ARCHITECTURES)")
+set(TROUPE_HAS_CUDA_KERNELS FALSE)
+if(TROUPE_WITH_CUDA_KERNELS AND TORCH_CUDA_LIBRARIES AND CMAKE_CUDA_COMPILER)
+  set(TROUPE_HAS_CUDA_KERNELS TRUE)
+  troupe_report_found("nvcc ${CMAKE_CUDA_COMPILER_VERSION}: troupe's CUDA kernels are built (${TROUPE_CUDA_ARCHITECTURES})")
+endif()
+
 find_package(CapnProto QUIET)
 troupe_require_package(CapnProto_FOUND "Cap'n Proto" "libcapnp-dev capnproto")
 

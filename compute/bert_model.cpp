@@ -13,8 +13,9 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width) {
 torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation) {
   if (!tanh_approximation) return torch::gelu(x);
   // LibTorch 1.13's CPU tanh-GELU fails on bf16 ("expected scalar type BFloat16 but found
-  // Float" under autocast): computed in fp32, returned in the input's type.
-  if (x.scalar_type() == torch::kBFloat16) return torch::gelu(x.to(torch::kFloat), "tanh").to(torch::kBFloat16);
+  // Float" under autocast): computed in fp32, returned in the input's type. CUDA's bf16 GELU
+  // computes in fp32 itself (the same bits without the two copies).
+  if (x.scalar_type() == torch::kBFloat16 && x.is_cpu()) return torch::gelu(x.to(torch::kFloat), "tanh").to(torch::kBFloat16);
   return torch::gelu(x, "tanh");
 }
 

@@ -5,20 +5,11 @@
 #include <algorithm>
 
 #include "compute/counter_random.hpp"
+#include "compute/lowbias_hash.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::compute {
 namespace {
-
-/// Chris Wellons' "lowbias32" integer hash: good avalanche from two 32-bit multiplies.
-inline uint32_t hash32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
 
 /// The checks both mask functions share; returns each row's 32-bit key for this site.
 std::vector<uint32_t> row_keys(const at::Tensor& like, double p, dropout_keys& keys) {
@@ -66,19 +57,27 @@ at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& key
   for (int64_t b = 0; b < rows; ++b) {
     const uint32_t key = row_key[static_cast<std::size_t>(b)];
     float* row = out + b * per_row;
-    for (int64_t j = 0; j < per_row; ++j) row[j] = hash32(static_cast<uint32_t>(j) ^ key) >= threshold ? scale : 0.0f;
+    for (int64_t j = 0; j < per_row; ++j) row[j] = keyed_keep(static_cast<uint32_t>(j), key, threshold) ? scale : 0.0f;
   }
   return mask;
 }
 
-at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_keys& keys) {
+dropout_draw draw_dropout(const at::Tensor& like, double p, dropout_keys& keys) {
   const auto row_key = row_keys(like, p, keys);
+  return {keys_on(row_key, like.device()), threshold_of(p), static_cast<float>(1.0 / (1.0 - p))};
+}
+
+at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_keys& keys) {
+  return keep_mask_of(like, draw_dropout(like, p, keys));
+}
+
+at::Tensor keep_mask_of(const at::Tensor& like, const dropout_draw& draw) {
   const int64_t rows = like.size(0);
   const int64_t per_row = rows == 0 ? 0 : like.numel() / rows;
   // 32-bit integers, as the loop's: products wrap modulo 2^32 as unsigned ones would, and the
   // arithmetic shifts of signed values are made logical by masking off the copied sign bits.
   auto x = at::arange(per_row, like.options().dtype(at::kInt)).view({1, per_row});
-  x = at::bitwise_xor(x, keys_on(row_key, like.device()).view({rows, 1}));
+  x = at::bitwise_xor(x, draw.row_keys.view({rows, 1}));
   const auto xor_shifted_right = [](at::Tensor& v, int64_t shift) {
     v.bitwise_xor_(at::bitwise_and(at::bitwise_right_shift(v, shift), (int64_t{1} << (32 - shift)) - 1));
   };
@@ -90,9 +89,8 @@ at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_ke
   // Unsigned x ≥ t is signed (x ⊕ 2^31) ≥ (t ⊕ 2^31).
   const uint32_t sign = 0x80000000U;
   x.bitwise_xor_(as_int32(sign));
-  auto kept = at::ge(x, as_int32(threshold_of(p) ^ sign));
-  const float scale = static_cast<float>(1.0 / (1.0 - p));
-  return (kept.to(at::kFloat) * scale).view(like.sizes());
+  auto kept = at::ge(x, as_int32(draw.threshold ^ sign));
+  return (kept.to(at::kFloat) * draw.scale).view(like.sizes());
 }
 
 }  // namespace troupe::compute

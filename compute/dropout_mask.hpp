@@ -34,7 +34,22 @@ at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& key
 
 /// Any device (CUDA included): the same hash as tensor operations on `like`'s device, in 32-bit
 /// integers; the rows' keys reach the device without stopping the host. Slower than the loop on
-/// the CPU; tested equal to it bit for bit (on a GPU too).
+/// the CPU; tested equal to it bit for bit (on a GPU too). The reference of compute/keyed_dropout.
 at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_keys& keys);
+
+/// One site's draw, for whoever applies the mask without materialising it (compute/keyed_dropout):
+/// each row's 32-bit key (int32, already on `like`'s device), the threshold p·2^32 and the scale
+/// of a kept element, 1/(1−p).
+struct dropout_draw {
+  at::Tensor row_keys;
+  uint32_t threshold = 0;
+  float scale = 1.0f;
+};
+
+/// The draw of the next site for `like` (checked as the mask functions check; advances keys.site).
+dropout_draw draw_dropout(const at::Tensor& like, double p, dropout_keys& keys);
+
+/// The float mask of a draw, as tensor operations on `like`'s device (dropout_keep_mask_tensor's).
+at::Tensor keep_mask_of(const at::Tensor& like, const dropout_draw& draw);
 
 }  // namespace troupe::compute

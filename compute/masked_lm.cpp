@@ -6,6 +6,7 @@
 #include "compute/albert_model.hpp"
 #include "compute/bert_model.hpp"
 #include "compute/distilbert_model.hpp"
+#include "compute/keyed_dropout.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::compute {
@@ -14,7 +15,8 @@ torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
                             const std::shared_ptr<dropout_keys>& keys) {
   if (!training || p == 0.0) return x;
   if (!keys) return torch::dropout(x, p, true);
-  return x * (x.device().is_cpu() ? dropout_keep_mask(x, p, *keys) : dropout_keep_mask_tensor(x, p, *keys));
+  if (x.device().is_cpu()) return x * dropout_keep_mask(x, p, *keys);
+  return keyed_dropout(x, p, *keys);
 }
 
 void masked_lm_impl::reset_weights(uint64_t seed) {

@@ -16,7 +16,8 @@
 namespace troupe::compute {
 
 /// Dropout with masks keyed by sample (compute/dropout_mask.hpp): the CPU loop on the CPU, the
-/// same bits from tensor operations elsewhere. Without `keys` (a model used outside a trainer)
+/// same bits elsewhere from compute/keyed_dropout (one fused kernel on CUDA, the mask never
+/// stored; the output in the input's type). Without `keys` (a model used outside a trainer)
 /// the device's default generator decides.
 torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
                             const std::shared_ptr<dropout_keys>& keys);

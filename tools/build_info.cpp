@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include "compute/keyed_dropout.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 #ifdef TROUPE_HAS_NCCL
 #include "io/comm/nccl/nccl_communicator.hpp"
@@ -26,7 +27,10 @@ std::string build_description() {
 #else
   text += "; nccl not built (NCCL and the CUDA runtime were not found when troupe was configured)\n";
 #endif
-  text += "mixed precision: bf16 (cpu, cuda), fp16 with dynamic loss scaling (cuda)";
+  text += "mixed precision: bf16 (cpu, cuda), fp16 with dynamic loss scaling (cuda)\n";
+  text += compute::keyed_dropout_has_cuda_kernel()
+              ? "keyed dropout on cuda: troupe's fused kernel"
+              : "keyed dropout on cuda: tensor operations (troupe's CUDA kernels need a CUDA LibTorch and nvcc)";
   return text;
 }
 

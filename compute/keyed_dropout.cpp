@@ -1,0 +1,92 @@
+#include "compute/keyed_dropout.hpp"
+
+#include <torch/autograd.h>
+
+#include "messages/error.hpp"
+
+#ifdef TROUPE_HAS_CUDA_KERNELS
+#include <c10/cuda/CUDAStream.h>
+
+#include "compute/keyed_dropout_kernel.hpp"
+#endif
+
+namespace troupe::compute {
+namespace {
+
+#ifdef TROUPE_HAS_CUDA_KERNELS
+cuda::element_type element_type_of(const torch::Tensor& x) {
+  switch (x.scalar_type()) {
+    case torch::kHalf: return cuda::element_type::float16;
+    case torch::kBFloat16: return cuda::element_type::bfloat16;
+    default: return cuda::element_type::float32;
+  }
+}
+
+bool kernel_takes(const torch::Tensor& x) {
+  const auto type = x.scalar_type();
+  return x.is_cuda() && (type == torch::kFloat || type == torch::kHalf || type == torch::kBFloat16);
+}
+
+torch::Tensor scaled_by_kernel(const torch::Tensor& x, const dropout_draw& draw) {
+  const auto in = x.contiguous();
+  auto out = torch::empty_like(in);
+  cuda::keyed_mask_launch launch;
+  launch.in = in.data_ptr();
+  launch.out = out.data_ptr();
+  launch.type = element_type_of(in);
+  launch.rows = in.size(0);
+  launch.per_row = launch.rows == 0 ? 0 : in.numel() / launch.rows;
+  launch.row_keys = draw.row_keys.data_ptr<int32_t>();
+  launch.threshold = draw.threshold;
+  launch.scale = draw.scale;
+  const int error = cuda::scale_by_keyed_mask(launch, c10::cuda::getCurrentCUDAStream(in.device().index()).stream());
+  TROUPE_ENFORCE(error == 0, "the keyed dropout kernel failed to launch (CUDA error ", error, ")");
+  return out;
+}
+#endif
+
+/// x × the draw's mask, in x's type: the fused kernel where it takes x, else tensor operations.
+torch::Tensor scaled_by_mask(const torch::Tensor& x, const dropout_draw& draw) {
+#ifdef TROUPE_HAS_CUDA_KERNELS
+  if (kernel_takes(x)) return scaled_by_kernel(x, draw);
+#endif
+  return (x.to(torch::kFloat) * keep_mask_of(x, draw)).to(x.scalar_type());
+}
+
+/// The autograd node: saves the rows' keys (a few bytes a row), not the mask.
+struct keyed_dropout_function : torch::autograd::Function<keyed_dropout_function> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& x,
+                               const torch::Tensor& row_keys, int64_t threshold, double scale) {
+    context->save_for_backward({row_keys});
+    context->saved_data["threshold"] = threshold;
+    context->saved_data["scale"] = scale;
+    return scaled_by_mask(x, {row_keys, static_cast<uint32_t>(threshold), static_cast<float>(scale)});
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
+                                                 torch::autograd::variable_list output_gradients) {
+    const dropout_draw draw{context->get_saved_variables().at(0),
+                            static_cast<uint32_t>(context->saved_data["threshold"].toInt()),
+                            static_cast<float>(context->saved_data["scale"].toDouble())};
+    const auto& gradient = output_gradients.at(0);
+    return {gradient.defined() ? scaled_by_mask(gradient, draw) : torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor keyed_dropout(const torch::Tensor& x, double p, dropout_keys& keys) {
+  const auto draw = draw_dropout(x, p, keys);
+  return keyed_dropout_function::apply(x, draw.row_keys, static_cast<int64_t>(draw.threshold),
+                                       static_cast<double>(draw.scale));
+}
+
+bool keyed_dropout_has_cuda_kernel() {
+#ifdef TROUPE_HAS_CUDA_KERNELS
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace troupe::compute

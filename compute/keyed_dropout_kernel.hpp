@@ -1,0 +1,31 @@
+#pragma once
+/// The fused CUDA kernel of keyed dropout (compute/keyed_dropout.hpp): out = in × mask in one pass
+/// over the elements, the mask drawn in registers from the rows' keys (compute/lowbias_hash.hpp),
+/// never written to memory. Built only where LibTorch has CUDA and nvcc is found
+/// (TROUPE_HAS_CUDA_KERNELS); this header is free of LibTorch and CUDA so either side includes it.
+
+#include <cstdint>
+
+namespace troupe::compute::cuda {
+
+enum class element_type { float32, float16, bfloat16 };
+
+/// What one launch needs: contiguous `rows` × `per_row` elements of `type` at `in` and `out` (device
+/// memory; they may be the same), the rows' int32 keys at `row_keys` (device memory), the keep
+/// threshold p·2^32 and the scale of a kept element. Elements are multiplied in fp32 and rounded to
+/// `type`, as PyTorch's own half-precision kernels compute.
+struct keyed_mask_launch {
+  const void* in = nullptr;
+  void* out = nullptr;
+  element_type type = element_type::float32;
+  int64_t rows = 0;
+  int64_t per_row = 0;
+  const int32_t* row_keys = nullptr;
+  uint32_t threshold = 0;
+  float scale = 1.0f;
+};
+
+/// Queues the kernel on `stream` (a cudaStream_t); returns the launch's cudaError_t (0: success).
+int scale_by_keyed_mask(const keyed_mask_launch& launch, void* stream);
+
+}  // namespace troupe::compute::cuda
