@@ -10,6 +10,11 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width) {
       torch::nn::LayerNormOptions({width > 0 ? width : config.hidden_size}).eps(config.layer_norm_eps));
 }
 
+torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x) {
+  if (x.is_cpu()) return layer->forward(x);
+  return torch::linear(x, layer->weight, layer->bias);
+}
+
 torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation) {
   if (!tanh_approximation) return torch::gelu(x);
   // LibTorch 1.13's CPU tanh-GELU fails on bf16 ("expected scalar type BFloat16 but found
@@ -58,18 +63,21 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   const auto seq = hidden.size(1);
   // [batch, seq, hidden] -> [batch, heads, seq, head_size]
   auto split_heads = [&](const torch::Tensor& x) { return x.view({batch, seq, heads, head_size}).transpose(1, 2); };
-  auto q = split_heads(query(hidden));
-  auto k = split_heads(key(hidden));
-  auto v = split_heads(value(hidden));
+  auto q = split_heads(linear_forward(query, hidden));
+  auto k = split_heads(linear_forward(key, hidden));
+  auto v = split_heads(linear_forward(value, hidden));
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
-  if (attention_bias.defined()) scores = scores + attention_bias;
+  // Off the CPU the bias takes the scores' type: 0 or −10⁴ either way, so softmax sees the same
+  // values, and the add stays in one type (vectorised, half the bytes written under autocast).
+  if (attention_bias.defined())
+    scores = scores + (scores.is_cpu() ? attention_bias : attention_bias.to(scores.scalar_type()));
   auto probabilities = apply_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training(), keys);
   auto context = torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, seq, heads * head_size});
-  auto projected = attention_output(context);
+  auto projected = linear_forward(attention_output, context);
   if (output_dropout) projected = apply_dropout(projected, hidden_dropout, is_training(), keys);
   auto attended = attention_layer_norm(projected + hidden);
-  auto expanded = gelu(intermediate(attended), tanh_gelu);
-  return output_layer_norm(apply_dropout(output(expanded), hidden_dropout, is_training(), keys) + attended);
+  auto expanded = gelu(linear_forward(intermediate, attended), tanh_gelu);
+  return output_layer_norm(apply_dropout(linear_forward(output, expanded), hidden_dropout, is_training(), keys) + attended);
 }
 
 torch::Tensor padding_attention_bias(const torch::Tensor& lengths, int64_t seq, const torch::Tensor& like) {
@@ -87,7 +95,9 @@ torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& f
   auto selected = hidden.reshape({-1, hidden.size(-1)}).index_select(0, flat_positions);
   // Under CPU autocast (LibTorch 1.13) LayerNorm wants fp32 input: the GELU output is bf16.
   auto transformed = norm(gelu(dense(selected), tanh_gelu).to(torch::kFloat));
-  auto logits = torch::matmul(transformed, word_embeddings.t()) + bias;
+  // Off the CPU as one GEMM with the bias in its epilogue (bf16 logits under autocast, then fp32).
+  auto logits = transformed.is_cpu() ? torch::matmul(transformed, word_embeddings.t()) + bias
+                                     : torch::linear(transformed, word_embeddings, bias);
   return logits.to(torch::kFloat);
 }
 

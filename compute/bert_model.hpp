@@ -57,6 +57,11 @@ TORCH_MODULE_IMPL(bert_layer, bert_layer_impl);
 /// LayerNorm over `width` (default: the hidden size) with the config's epsilon.
 torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width = 0);
 
+/// A linear layer's output. Off the CPU through ATen's linear, whose autocast casts the bias too
+/// and whose GEMM adds it in its epilogue; the C++ API's module call (matmul, then += an fp32
+/// bias: one more pass over the output, mixed types) stays on the CPU, whose runs keep their bits.
+torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x);
+
 /// GELU: exact, or tanh-approximated (HF's "gelu_new").
 torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation);
 
