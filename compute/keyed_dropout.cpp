@@ -50,7 +50,9 @@ torch::Tensor scaled_by_mask(const torch::Tensor& x, const dropout_draw& draw) {
 #ifdef TROUPE_HAS_CUDA_KERNELS
   if (kernel_takes(x)) return scaled_by_kernel(x, draw);
 #endif
-  return (x.to(torch::kFloat) * keep_mask_of(x, draw)).to(x.scalar_type());
+  // In fp32 as the kernel computes (fp64 stays fp64), rounded to x's type.
+  const auto computed_in = at::promote_types(x.scalar_type(), torch::kFloat);
+  return (x.to(computed_in) * keep_mask_of(x, draw)).to(x.scalar_type());
 }
 
 /// The autograd node: saves the rows' keys (a few bytes a row), not the mask.

@@ -46,6 +46,12 @@ TEST(keyed_dropout, forward_and_backward_multiply_by_the_loop_s_mask) {
 
 TEST(keyed_dropout, keeps_the_input_s_type) {
   expect_the_loop_s_bits(torch::kCPU, torch::kBFloat16, {4, 2, 40}, 0.1);
+  // fp64 is multiplied in fp64 (the mask's values are fp32 numbers, exact in fp64).
+  auto loop = keys_for_rows(4, 2), tensor_form = loop;
+  const auto x = torch::randn({2, 50}, torch::kDouble);
+  const auto y = keyed_dropout(x, 0.3, tensor_form);
+  EXPECT_EQ(y.scalar_type(), torch::kDouble);
+  EXPECT_TRUE(torch::equal(y, x * dropout_keep_mask(x, 0.3, loop).to(torch::kDouble)));
 }
 
 // A NaN or infinity in a dropped place stays one (a multiply by 0, not a select), so fp16's
