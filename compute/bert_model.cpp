@@ -15,6 +15,15 @@ torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x) {
   return torch::linear(x, layer->weight, layer->bias);
 }
 
+std::array<torch::Tensor, 3> project_qkv(torch::nn::Linear query, torch::nn::Linear key, torch::nn::Linear value,
+                                         const torch::Tensor& hidden, bool fused) {
+  if (!fused) return {linear_forward(query, hidden), linear_forward(key, hidden), linear_forward(value, hidden)};
+  const auto weight = torch::cat({query->weight, key->weight, value->weight});
+  const auto bias = torch::cat({query->bias, key->bias, value->bias});
+  auto parts = torch::linear(hidden, weight, bias).chunk(3, -1);
+  return {parts[0], parts[1], parts[2]};
+}
+
 torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation) {
   if (!tanh_approximation) return torch::gelu(x);
   // LibTorch 1.13's CPU tanh-GELU fails on bf16 ("expected scalar type BFloat16 but found
@@ -63,9 +72,10 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   const auto seq = hidden.size(1);
   // [batch, seq, hidden] -> [batch, heads, seq, head_size]
   auto split_heads = [&](const torch::Tensor& x) { return x.view({batch, seq, heads, head_size}).transpose(1, 2); };
-  auto q = split_heads(linear_forward(query, hidden));
-  auto k = split_heads(linear_forward(key, hidden));
-  auto v = split_heads(linear_forward(value, hidden));
+  const auto [projected_q, projected_k, projected_v] = project_qkv(query, key, value, hidden, !hidden.is_cpu());
+  auto q = split_heads(projected_q);
+  auto k = split_heads(projected_k);
+  auto v = split_heads(projected_v);
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
   // Off the CPU the bias takes the scores' type: 0 or −10⁴ either way, so softmax sees the same
   // values, and the add stays in one type (vectorised, half the bytes written under autocast).

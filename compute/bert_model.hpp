@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <array>
 #include <memory>
 
 #include "compute/masked_lm.hpp"
@@ -61,6 +62,13 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width = 
 /// and whose GEMM adds it in its epilogue; the C++ API's module call (matmul, then += an fp32
 /// bias: one more pass over the output, mixed types) stays on the CPU, whose runs keep their bits.
 torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x);
+
+/// The query, key and value projections of `hidden` ([batch, seq, hidden] each). `fused`: one GEMM
+/// over the three weights side by side (one autocast cast of `hidden` and one launch instead of
+/// three; what the layer does off the CPU). Otherwise three linear_forward calls (on the CPU, whose
+/// runs keep their bits).
+std::array<torch::Tensor, 3> project_qkv(torch::nn::Linear query, torch::nn::Linear key, torch::nn::Linear value,
+                                         const torch::Tensor& hidden, bool fused);
 
 /// GELU: exact, or tanh-approximated (HF's "gelu_new").
 torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation);

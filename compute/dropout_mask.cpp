@@ -11,18 +11,18 @@
 namespace troupe::compute {
 namespace {
 
-/// The checks both mask functions share; returns each row's 32-bit key for this site.
-std::vector<uint32_t> row_keys(const at::Tensor& like, double p, dropout_keys& keys) {
+/// The checks every draw makes.
+void check_draw(const at::Tensor& like, double p, const dropout_keys& keys) {
   TROUPE_ENFORCE(p >= 0.0 && p < 1.0, "p=", p);
   TROUPE_ENFORCE(like.dim() >= 1 && like.size(0) == static_cast<int64_t>(keys.rows.size()),
                  "dropout over ", like.dim() >= 1 ? like.size(0) : 0, " rows with ", keys.rows.size(), " sample keys");
   const int64_t per_row = like.size(0) == 0 ? 0 : like.numel() / like.size(0);
   TROUPE_ENFORCE(per_row < (int64_t{1} << 32), "dropout row of ", per_row, " elements");
-  std::vector<uint32_t> out(keys.rows.size());
-  for (std::size_t b = 0; b < keys.rows.size(); ++b)
-    out[b] = static_cast<uint32_t>(keyed_random(keys.seed, keys.rows[b], keys.site));
-  ++keys.site;
-  return out;
+}
+
+/// Row b's 32-bit key at `site`.
+uint32_t row_key_at(const dropout_keys& keys, std::size_t b, uint32_t site) {
+  return static_cast<uint32_t>(keyed_random(keys.seed, keys.rows[b], site));
 }
 
 /// The two's-complement int32 with `value`'s bits (what the tensor form computes in).
@@ -30,15 +30,29 @@ int32_t as_int32(uint32_t value) { return static_cast<int32_t>(value); }
 
 uint32_t threshold_of(double p) { return static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0)); }
 
-/// The rows' keys on `device`: a copy from pinned host memory that does not wait for the device,
-/// so the host keeps queueing kernels (a pageable copy would drain the device's queue at every
-/// dropout site).
-at::Tensor keys_on(const std::vector<uint32_t>& row_key, const at::Device& device) {
-  std::vector<int32_t> values(row_key.size());
-  std::transform(row_key.begin(), row_key.end(), values.begin(), [](uint32_t key) { return as_int32(key); });
-  auto host = at::tensor(values, at::TensorOptions().dtype(at::kInt));
-  if (device.is_cpu()) return host;
-  return host.pin_memory().to(device, /*non_blocking=*/true);
+constexpr uint32_t sites_per_block = 64;
+
+/// The rows' keys of `site` on `device`, from keys.drawn, which is drawn again for the block of
+/// sites from `site` on when it does not hold them. The copy from pinned host memory does not
+/// wait for the device, so the host keeps queueing kernels (a pageable copy would drain the
+/// device's queue).
+at::Tensor site_keys_on(dropout_keys& keys, uint32_t site, const at::Device& device) {
+  auto& block = keys.drawn;
+  const bool held = block.keys.defined() && block.keys.device() == device && site >= block.first_site &&
+                    site - block.first_site < static_cast<uint32_t>(block.keys.size(0)) && block.seed == keys.seed &&
+                    block.rows == keys.rows;
+  if (!held) {
+    const std::size_t rows = keys.rows.size();
+    std::vector<int32_t> values(sites_per_block * rows);
+    for (uint32_t s = 0; s < sites_per_block; ++s)
+      for (std::size_t b = 0; b < rows; ++b) values[s * rows + b] = as_int32(row_key_at(keys, b, site + s));
+    auto host = at::tensor(values, at::TensorOptions().dtype(at::kInt)).view({sites_per_block, static_cast<int64_t>(rows)});
+    block.keys = device.is_cpu() ? host : host.pin_memory().to(device, /*non_blocking=*/true);
+    block.first_site = site;
+    block.seed = keys.seed;
+    block.rows = keys.rows;
+  }
+  return block.keys[site - block.first_site];
 }
 
 }  // namespace
@@ -47,7 +61,8 @@ uint64_t sample_key(uint64_t epoch, uint64_t sample_id) { return keyed_random(ep
 
 at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& keys) {
   TROUPE_ENFORCE(like.device().is_cpu(), "dropout_keep_mask runs on the CPU (dropout_keep_mask_tensor elsewhere)");
-  const auto row_key = row_keys(like, p, keys);
+  check_draw(like, p, keys);
+  const uint32_t site = keys.site++;
   auto mask = at::empty(like.sizes(), like.options().dtype(at::kFloat));
   const int64_t rows = like.size(0);
   const int64_t per_row = rows == 0 ? 0 : mask.numel() / rows;
@@ -55,7 +70,7 @@ at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& key
   const float scale = static_cast<float>(1.0 / (1.0 - p));
   float* out = mask.data_ptr<float>();
   for (int64_t b = 0; b < rows; ++b) {
-    const uint32_t key = row_key[static_cast<std::size_t>(b)];
+    const uint32_t key = row_key_at(keys, static_cast<std::size_t>(b), site);
     float* row = out + b * per_row;
     for (int64_t j = 0; j < per_row; ++j) row[j] = keyed_keep(static_cast<uint32_t>(j), key, threshold) ? scale : 0.0f;
   }
@@ -63,8 +78,9 @@ at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& key
 }
 
 dropout_draw draw_dropout(const at::Tensor& like, double p, dropout_keys& keys) {
-  const auto row_key = row_keys(like, p, keys);
-  return {keys_on(row_key, like.device()), threshold_of(p), static_cast<float>(1.0 / (1.0 - p))};
+  check_draw(like, p, keys);
+  const uint32_t site = keys.site++;
+  return {site_keys_on(keys, site, like.device()), threshold_of(p), static_cast<float>(1.0 / (1.0 - p))};
 }
 
 at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_keys& keys) {

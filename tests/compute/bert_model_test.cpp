@@ -68,6 +68,29 @@ TEST(bert_model, predict_scores_only_requested_positions) {
   EXPECT_EQ(logits.scalar_type(), torch::kFloat);
 }
 
+// The fused projection (one GEMM over the three weights side by side, what a GPU runs) gives
+// the three projections and their weights' gradients, in their order.
+TEST(bert_model, fused_query_key_value_projection_equals_the_three) {
+  torch::manual_seed(3);
+  bert_layer_impl layer(tiny(), true);
+  const auto hidden = torch::randn({2, 5, 16});
+  const auto separate = project_qkv(layer.query, layer.key, layer.value, hidden, false);
+  const auto fused = project_qkv(layer.query, layer.key, layer.value, hidden, true);
+  std::vector<torch::Tensor> gradients[2];
+  for (int f = 0; f < 2; ++f) {
+    const auto& outputs = f == 0 ? separate : fused;
+    layer.zero_grad();
+    (outputs[0].sum() + 2 * outputs[1].sum() + 3 * outputs[2].sum()).backward({}, /*retain_graph=*/true);
+    for (const auto& module : {layer.query, layer.key, layer.value}) {
+      gradients[f].push_back(module->weight.grad().clone());
+      gradients[f].push_back(module->bias.grad().clone());
+    }
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(separate[i], fused[i], 1e-5, 1e-6)) << "projection " << i;
+  for (std::size_t i = 0; i < gradients[0].size(); ++i)
+    EXPECT_TRUE(torch::allclose(gradients[0][i], gradients[1][i], 1e-5, 1e-6)) << "gradient " << i;
+}
+
 TEST(flat_parameters, gradients_accumulate_into_the_flat_buffer) {
   bert_for_masked_lm_impl model(tiny());
   flat_parameters flat(model.hf_named_parameters());

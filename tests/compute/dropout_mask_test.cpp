@@ -52,6 +52,26 @@ TEST(dropout_mask, tensor_operations_give_the_loop_s_bits) {
   }
 }
 
+// The tensor form draws the keys of a block of sites at once (dropout_keys::drawn); a new batch's
+// rows, a new seed or a site past the block draw again, so every site still gets the loop's bits.
+TEST(dropout_mask, the_block_of_drawn_keys_follows_rows_seed_and_site) {
+  dropout_keys loop{11, {sample_key(0, 5), sample_key(0, 6)}, 0}, ops = loop;
+  const auto like = torch::empty({2, 100});
+  const auto expect_same = [&](const char* what) {
+    EXPECT_TRUE(torch::equal(dropout_keep_mask(like, 0.5, loop), dropout_keep_mask_tensor(like, 0.5, ops))) << what;
+  };
+  expect_same("first site");
+  loop.rows = ops.rows = {sample_key(0, 7), sample_key(0, 8)};
+  loop.site = ops.site = 0;
+  expect_same("the next batch's rows");
+  loop.seed = ops.seed = 12;
+  expect_same("another seed");
+  loop.site = ops.site = 70;  // past the first block of 64
+  expect_same("site 70");
+  loop.site = ops.site = 3;  // before the block now held
+  expect_same("site 3 again");
+}
+
 // On a GPU, over enough elements that the vectorised kernels and every high bit of the 32-bit
 // products are exercised, and with the rows' keys copied without waiting for the device.
 TEST(dropout_mask, a_gpu_draws_the_loop_s_bits) {
