@@ -32,7 +32,13 @@ message(STATUS "troupe: LibTorch ${Torch_VERSION}")
 # package found nvcc (it enables the CUDA language then). Elsewhere the same maths runs as tensor
 # operations, so nothing but speed depends on them.
 option(TROUPE_WITH_CUDA_KERNELS "Build troupe's CUDA kernels where LibTorch has CUDA and nvcc is found" ON)
-set(TROUPE_CUDA_ARCHITECTURES "75-real;80-real;90-real;90-virtual" CACHE STRING
+# Volta (70) where nvcc still has it (CUDA 13 dropped it); on a GPU none of these fits, the kernel
+# is not launched and the tensor operations run instead (compute/keyed_dropout.cpp).
+set(troupe_default_cuda_architectures "75-real;80-real;90-real;90-virtual")
+if(CMAKE_CUDA_COMPILER_VERSION AND CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 13)
+  set(troupe_default_cuda_architectures "70-real;${troupe_default_cuda_architectures}")
+endif()
+set(TROUPE_CUDA_ARCHITECTURES "${troupe_default_cuda_architectures}" CACHE STRING
     "GPU architectures troupe's CUDA kernels are compiled for (CMake's CUDA_ARCHITECTURES)")
 set(TROUPE_HAS_CUDA_KERNELS FALSE)
 if(TROUPE_WITH_CUDA_KERNELS AND TORCH_CUDA_LIBRARIES AND CMAKE_CUDA_COMPILER)

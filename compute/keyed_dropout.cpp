@@ -5,6 +5,7 @@
 #include "messages/error.hpp"
 
 #ifdef TROUPE_HAS_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "compute/keyed_dropout_kernel.hpp"
@@ -13,7 +14,17 @@
 namespace troupe::compute {
 namespace {
 
+/// x × the draw's mask, in x's type, as tensor operations (any device).
+torch::Tensor scaled_by_tensor_operations(const torch::Tensor& x, const dropout_draw& draw) {
+  // In fp32 as the kernel computes (fp64 stays fp64), rounded to x's type.
+  const auto computed_in = at::promote_types(x.scalar_type(), torch::kFloat);
+  return (x.to(computed_in) * keep_mask_of(x, draw)).to(x.scalar_type());
+}
+
 #ifdef TROUPE_HAS_CUDA_KERNELS
+/// cudaErrorNoKernelImageForDevice: a GPU older than the architectures the kernel was built for.
+constexpr int no_kernel_image_for_device = 209;
+
 cuda::element_type element_type_of(const torch::Tensor& x) {
   switch (x.scalar_type()) {
     case torch::kHalf: return cuda::element_type::float16;
@@ -28,6 +39,7 @@ bool kernel_takes(const torch::Tensor& x) {
 }
 
 torch::Tensor scaled_by_kernel(const torch::Tensor& x, const dropout_draw& draw) {
+  const c10::cuda::CUDAGuard on_its_device(x.device());  // a launch goes to the current device
   const auto in = x.contiguous();
   auto out = torch::empty_like(in);
   cuda::keyed_mask_launch launch;
@@ -40,6 +52,7 @@ torch::Tensor scaled_by_kernel(const torch::Tensor& x, const dropout_draw& draw)
   launch.threshold = draw.threshold;
   launch.scale = draw.scale;
   const int error = cuda::scale_by_keyed_mask(launch, c10::cuda::getCurrentCUDAStream(in.device().index()).stream());
+  if (error == no_kernel_image_for_device) return scaled_by_tensor_operations(x, draw);
   TROUPE_ENFORCE(error == 0, "the keyed dropout kernel failed to launch (CUDA error ", error, ")");
   return out;
 }
@@ -50,9 +63,7 @@ torch::Tensor scaled_by_mask(const torch::Tensor& x, const dropout_draw& draw) {
 #ifdef TROUPE_HAS_CUDA_KERNELS
   if (kernel_takes(x)) return scaled_by_kernel(x, draw);
 #endif
-  // In fp32 as the kernel computes (fp64 stays fp64), rounded to x's type.
-  const auto computed_in = at::promote_types(x.scalar_type(), torch::kFloat);
-  return (x.to(computed_in) * keep_mask_of(x, draw)).to(x.scalar_type());
+  return scaled_by_tensor_operations(x, draw);
 }
 
 /// The autograd node: saves the rows' keys (a few bytes a row), not the mask.

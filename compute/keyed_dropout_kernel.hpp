@@ -25,7 +25,8 @@ struct keyed_mask_launch {
   float scale = 1.0f;
 };
 
-/// Queues the kernel on `stream` (a cudaStream_t); returns the launch's cudaError_t (0: success).
+/// Queues the kernel on `stream` (a cudaStream_t) of the current device; returns the launch's
+/// cudaError_t (0: success; 209, no kernel image, on a GPU older than those it was built for).
 int scale_by_keyed_mask(const keyed_mask_launch& launch, void* stream);
 
 }  // namespace troupe::compute::cuda

@@ -72,6 +72,15 @@ TEST(keyed_dropout, a_gpu_gives_the_loop_s_bits) {
     expect_the_loop_s_bits(torch::kCUDA, type, {64, 12, 128, 128}, 0.1);
     expect_the_loop_s_bits(torch::kCUDA, type, {5, 3, 37}, 0.5);
   }
+  // A row longer than one pass of the grid (256 × 1024 elements), and more rows than its y limit.
+  expect_the_loop_s_bits(torch::kCUDA, torch::kBFloat16, {2, 300001}, 0.1);
+  expect_the_loop_s_bits(torch::kCUDA, torch::kFloat, {70000, 3}, 0.1);
+  // A tensor on the last device while the current one is device 0.
+  const auto devices = static_cast<int>(torch::cuda::device_count());
+  if (devices > 1) {
+    expect_the_loop_s_bits(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(devices - 1)), torch::kFloat,
+                           {4, 3, 50}, 0.1);
+  }
 }
 
 }  // namespace
