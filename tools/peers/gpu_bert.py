@@ -11,7 +11,9 @@ torch.autocast("cuda", bfloat16); fp16 under float16 autocast with torch.amp.Gra
 loss scaling); fp32 without autocast. --attention picks transformers' attention kernel:
 "sdpa" (its default, PyTorch's scaled_dot_product_attention: flash attention) or "eager"
 (matmul, softmax, matmul, as troupe's model computes it). Tokens are random (speed only); 15% of
-positions are masked; one window is one micro-batch (no accumulation).
+positions are masked; one window is one micro-batch (no accumulation). The gradient is clipped to
+a global norm of --max-grad-norm (default 1.0, as HF Trainer and troupe's bert-base config do;
+the figures recorded in docs/gpu.md up to 2026-11-27 ran the peer without it).
 
 What is timed: two warm-up steps, then --steps steps between torch.cuda.synchronize() calls;
 samples/s = steps x micro / seconds. MFU counts matrix-multiply FLOPs per token as troupe's
@@ -38,6 +40,9 @@ def main():
     p.add_argument("--precision", choices=["bf16", "fp16", "fp32"], default="bf16")
     p.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
     p.add_argument("--peak-tflops", type=float, default=989.4)
+    p.add_argument("--max-grad-norm", type=float, default=1.0,
+                   help="clip the gradient's global norm (0: off); 1.0 is HF Trainer's default and "
+                        "configs/bert-base.json's gradient_clipping")
     a = p.parse_args()
     torch.manual_seed(0)
     device = torch.device("cuda:0")
@@ -60,6 +65,9 @@ def main():
             logits = model.cls(hidden[masked])
             loss = torch.nn.functional.cross_entropy(logits.float(), ids[masked])
         scaler.scale(loss).backward()
+        if a.max_grad_norm > 0:
+            scaler.unscale_(optimizer)  # a no-op without fp16's scaler
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -82,7 +90,8 @@ def main():
     achieved = flops_per_token(a, masked_tokens / (samples * a.seq)) * tokens_per_s / 1e12
     print(json.dumps({"peer": "pytorch-eager-hf-bert", "torch": torch.__version__,
                       "device": torch.cuda.get_device_name(0), "precision": a.precision,
-                      "attention": a.attention, "layers": a.layers, "hidden": a.hidden, "seq": a.seq,
+                      "attention": a.attention, "max_grad_norm": a.max_grad_norm, "layers": a.layers,
+                      "hidden": a.hidden, "seq": a.seq,
                       "micro": a.micro, "timed_steps": a.steps, "seconds": round(seconds, 4),
                       "samples_per_s": round(samples / seconds, 2), "tokens_per_s": round(tokens_per_s, 1),
                       "achieved_tflops": round(achieved, 1), "mfu": round(achieved / a.peak_tflops, 4),
