@@ -11,13 +11,14 @@
 namespace troupe::compute {
 namespace {
 
-/// The checks every draw makes.
-void check_draw(const at::Tensor& like, double p, const dropout_keys& keys) {
+/// The checks every draw makes; returns the draw's site and advances keys.site past it.
+uint32_t take_site(const at::Tensor& like, double p, dropout_keys& keys) {
   TROUPE_ENFORCE(p >= 0.0 && p < 1.0, "p=", p);
   TROUPE_ENFORCE(like.dim() >= 1 && like.size(0) == static_cast<int64_t>(keys.rows.size()),
                  "dropout over ", like.dim() >= 1 ? like.size(0) : 0, " rows with ", keys.rows.size(), " sample keys");
   const int64_t per_row = like.size(0) == 0 ? 0 : like.numel() / like.size(0);
   TROUPE_ENFORCE(per_row < (int64_t{1} << 32), "dropout row of ", per_row, " elements");
+  return keys.site++;
 }
 
 /// Row b's 32-bit key at `site`.
@@ -29,6 +30,9 @@ uint32_t row_key_at(const dropout_keys& keys, std::size_t b, uint32_t site) {
 int32_t as_int32(uint32_t value) { return static_cast<int32_t>(value); }
 
 uint32_t threshold_of(double p) { return static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0)); }
+
+/// What a kept element is multiplied by.
+float scale_of(double p) { return static_cast<float>(1.0 / (1.0 - p)); }
 
 constexpr uint32_t sites_per_block = 64;
 
@@ -61,13 +65,12 @@ uint64_t sample_key(uint64_t epoch, uint64_t sample_id) { return keyed_random(ep
 
 at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& keys) {
   TROUPE_ENFORCE(like.device().is_cpu(), "dropout_keep_mask runs on the CPU (dropout_keep_mask_tensor elsewhere)");
-  check_draw(like, p, keys);
-  const uint32_t site = keys.site++;
+  const uint32_t site = take_site(like, p, keys);
   auto mask = at::empty(like.sizes(), like.options().dtype(at::kFloat));
   const int64_t rows = like.size(0);
   const int64_t per_row = rows == 0 ? 0 : mask.numel() / rows;
   const uint32_t threshold = threshold_of(p);
-  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  const float scale = scale_of(p);
   float* out = mask.data_ptr<float>();
   for (int64_t b = 0; b < rows; ++b) {
     const uint32_t key = row_key_at(keys, static_cast<std::size_t>(b), site);
@@ -78,9 +81,8 @@ at::Tensor dropout_keep_mask(const at::Tensor& like, double p, dropout_keys& key
 }
 
 dropout_draw draw_dropout(const at::Tensor& like, double p, dropout_keys& keys) {
-  check_draw(like, p, keys);
-  const uint32_t site = keys.site++;
-  return {site_keys_on(keys, site, like.device()), threshold_of(p), static_cast<float>(1.0 / (1.0 - p))};
+  const uint32_t site = take_site(like, p, keys);
+  return {site_keys_on(keys, site, like.device()), threshold_of(p), scale_of(p)};
 }
 
 at::Tensor dropout_keep_mask_tensor(const at::Tensor& like, double p, dropout_keys& keys) {
