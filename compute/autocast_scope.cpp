@@ -9,6 +9,7 @@ namespace {
 // LibTorch 2.4 replaced the per-device setters with ones that take the device type.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 bool is_enabled(c10::DeviceType type) { return at::autocast::is_autocast_enabled(type); }
+c10::ScalarType dtype_of(c10::DeviceType type) { return at::autocast::get_autocast_dtype(type); }
 void enable(c10::DeviceType type, c10::ScalarType dtype, bool on) {
   at::autocast::set_autocast_dtype(type, dtype);
   at::autocast::set_autocast_enabled(type, on);
@@ -16,6 +17,9 @@ void enable(c10::DeviceType type, c10::ScalarType dtype, bool on) {
 #else
 bool is_enabled(c10::DeviceType type) {
   return type == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+}
+c10::ScalarType dtype_of(c10::DeviceType type) {
+  return type == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
 }
 void enable(c10::DeviceType type, c10::ScalarType dtype, bool on) {
   if (type == c10::DeviceType::CPU) {
@@ -29,6 +33,11 @@ void enable(c10::DeviceType type, c10::ScalarType dtype, bool on) {
 #endif
 
 }  // namespace
+
+std::optional<c10::ScalarType> autocast_dtype(c10::DeviceType type) {
+  if (!is_enabled(type)) return std::nullopt;
+  return dtype_of(type);
+}
 
 autocast_scope::autocast_scope(c10::Device device, c10::ScalarType dtype)
     : device_(device), dtype_(dtype), enabled_(dtype != at::kFloat) {

@@ -4,6 +4,8 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <optional>
+
 namespace troupe::compute {
 
 /// Enables autocast to `dtype` (bf16, or fp16 on CUDA) on `device`'s type for the scope (no-op
@@ -24,5 +26,8 @@ class autocast_scope {
   bool enabled_;
   bool previous_ = false;
 };
+
+/// The type autocast casts to on `type`'s devices, or nullopt while it is off there.
+std::optional<c10::ScalarType> autocast_dtype(c10::DeviceType type);
 
 }  // namespace troupe::compute

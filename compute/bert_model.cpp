@@ -1,7 +1,10 @@
 #include "compute/bert_model.hpp"
 
-
 #include <cmath>
+#include <vector>
+
+#include "compute/autocast_scope.hpp"
+#include "compute/low_precision_parameters.hpp"
 
 namespace troupe::compute {
 
@@ -10,16 +13,29 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width) {
       torch::nn::LayerNormOptions({width > 0 ? width : config.hidden_size}).eps(config.layer_norm_eps));
 }
 
+namespace {
+
+/// What a GEMM on x's device reads of `parameters` (joined along dim 0): under autocast their
+/// low-precision copy with the one-kernel backward (compute/low_precision_parameters.hpp), else
+/// the fp32 tensors themselves.
+torch::Tensor gemm_operand(const std::vector<torch::Tensor>& parameters, const torch::Tensor& x) {
+  if (const auto dtype = autocast_dtype(x.device().type()))
+    if (auto copy = low_precision_parameters(parameters, *dtype)) return *copy;
+  return parameters.size() == 1 ? parameters.front() : torch::cat(parameters);
+}
+
+}  // namespace
+
 torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x) {
   if (x.is_cpu()) return layer->forward(x);
-  return torch::linear(x, layer->weight, layer->bias);
+  return torch::linear(x, gemm_operand({layer->weight}, x), gemm_operand({layer->bias}, x));
 }
 
 std::array<torch::Tensor, 3> project_qkv(torch::nn::Linear query, torch::nn::Linear key, torch::nn::Linear value,
                                          const torch::Tensor& hidden, bool fused) {
   if (!fused) return {linear_forward(query, hidden), linear_forward(key, hidden), linear_forward(value, hidden)};
-  const auto weight = torch::cat({query->weight, key->weight, value->weight});
-  const auto bias = torch::cat({query->bias, key->bias, value->bias});
+  const auto weight = gemm_operand({query->weight, key->weight, value->weight}, hidden);
+  const auto bias = gemm_operand({query->bias, key->bias, value->bias}, hidden);
   auto parts = torch::linear(hidden, weight, bias).chunk(3, -1);
   return {parts[0], parts[1], parts[2]};
 }

@@ -61,11 +61,13 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width = 
 /// A linear layer's output. Off the CPU through ATen's linear, whose autocast casts the bias too
 /// and whose GEMM adds it in its epilogue; the C++ API's module call (matmul, then += an fp32
 /// bias: one more pass over the output, mixed types) stays on the CPU, whose runs keep their bits.
+/// Off the CPU under autocast the weight and bias are cast by low_precision_parameters.
 torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x);
 
 /// The query, key and value projections of `hidden` ([batch, seq, hidden] each). `fused`: one GEMM
 /// over the three weights side by side (one autocast cast of `hidden` and one launch instead of
-/// three; what the layer does off the CPU). Otherwise three linear_forward calls (on the CPU, whose
+/// three; what the layer does off the CPU, where under autocast the three weights, side by side in
+/// flat_parameters' buffer, are cast as one tensor by low_precision_parameters). Otherwise three linear_forward calls (on the CPU, whose
 /// runs keep their bits).
 std::array<torch::Tensor, 3> project_qkv(torch::nn::Linear query, torch::nn::Linear key, torch::nn::Linear value,
                                          const torch::Tensor& hidden, bool fused);
