@@ -1,15 +1,41 @@
 #include "compute/cuda_determinism.hpp"
 
+#include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <torch/version.h>
 
 #include <cstdlib>
+#include <mutex>
 
 namespace troupe::compute {
+namespace {
 
-void use_deterministic_cuda_kernels() {
-  // cuBLAS reads this when LibTorch creates its handle's workspace, at the first matmul.
-  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+constexpr const char* cublas_workspace_variable = "CUBLAS_WORKSPACE_CONFIG";
+
+// LibTorch allows deterministic mode with cuBLAS only when CUBLAS_WORKSPACE_CONFIG is ":4096:8" or
+// ":16:8", and checks that once, at its first GEMM (it keeps the answer). Its cuBLAS handle pool,
+// though, parses the variable with std::regex at every GEMM while it is set: on an H200 that is
+// 186 µs of host time per linear with a bias instead of 24 µs, and BERT-base's windows there are
+// bound by the host (docs/gpu.md, "Host time per GEMM"). So the variable is set for one GEMM on
+// the device, which the check sees, and unset again. Later GEMMs get LibTorch's default
+// workspace: on Hopper and Blackwell the same 32 MiB as ":4096:8", elsewhere smaller than the one
+// this first GEMM allocated. One stream runs every GEMM of a trainer, which cuBLAS needs for
+// repeatable results. A value the user set is left alone (and parsed at every GEMM). Once per
+// process, as LibTorch's check is, and before any other trainer's thread reads the environment.
+void pass_the_cublas_check(c10::Device device) {
+  if (std::getenv(cublas_workspace_variable) != nullptr) return;
+  setenv(cublas_workspace_variable, ":4096:8", /*overwrite=*/1);
+  {
+    const at::NoGradGuard no_graph;
+    const auto square = at::ones({8, 8}, at::TensorOptions().device(device));
+    at::mm(square, square);
+  }
+  unsetenv(cublas_workspace_variable);
+}
+
+}  // namespace
+
+void use_deterministic_cuda_kernels(c10::Device device) {
   auto& context = at::globalContext();
   context.setDeterministicAlgorithms(true, /*warn_only=*/true);
   context.setDeterministicCuDNN(true);
@@ -21,6 +47,8 @@ void use_deterministic_cuda_kernels() {
   // bitwise reruns check it.
   context.setDeterministicFillUninitializedMemory(false);
 #endif
+  static std::once_flag cublas_check_passed;  // process-wide, as LibTorch's own check
+  std::call_once(cublas_check_passed, pass_the_cublas_check, device);
 }
 
 }  // namespace troupe::compute

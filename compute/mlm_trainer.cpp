@@ -62,7 +62,7 @@ std::shared_ptr<masked_lm_impl> load_teacher(const teacher_setup& setup, c10::De
 mlm_trainer::mlm_trainer(const trainer_options& options)
     : options_(options), device_(options.device) {
   at::set_num_threads(static_cast<int>(options.threads));
-  if (device_.is_cuda()) use_deterministic_cuda_kernels();  // reruns repeat every bit
+  if (device_.is_cuda()) use_deterministic_cuda_kernels(device_);  // reruns repeat every bit
   build_models(options);
   // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
