@@ -1,6 +1,7 @@
 #include "compute/bert_model.hpp"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "compute/autocast_scope.hpp"
@@ -97,7 +98,11 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   // values, and the add stays in one type (vectorised, half the bytes written under autocast).
   if (attention_bias.defined())
     scores = scores + (scores.is_cpu() ? attention_bias : attention_bias.to(scores.scalar_type()));
-  auto probabilities = apply_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training(), keys);
+  // Off the CPU the dropout writes the fp32 probabilities in the scores' type, which the next GEMM
+  // reads under autocast anyway: the cast is fused into the dropout's pass, with the same bits.
+  const auto probabilities_type = scores.is_cpu() ? std::nullopt : std::optional(scores.scalar_type());
+  auto probabilities = apply_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training(), keys,
+                                     probabilities_type);
   auto context = torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, seq, heads * head_size});
   auto projected = linear_forward(attention_output, context);
   if (output_dropout) projected = apply_dropout(projected, hidden_dropout, is_training(), keys);

@@ -10,14 +10,17 @@ namespace troupe::compute::cuda {
 
 enum class element_type { float32, float16, bfloat16 };
 
-/// What one launch needs: contiguous `rows` × `per_row` elements of `type` at `in` and `out` (device
-/// memory; they may be the same), the rows' int32 keys at `row_keys` (device memory), the keep
-/// threshold p·2^32 and the scale of a kept element. Elements are multiplied in fp32 and rounded to
-/// `type`, as PyTorch's own half-precision kernels compute.
+/// What one launch needs: contiguous `rows` × `per_row` elements of `in_type` at `in` and of
+/// `out_type` at `out` (device memory; the same memory only where the types are the same), the
+/// rows' int32 keys at `row_keys` (device memory), the keep threshold p·2^32 and the scale of a
+/// kept element. Elements are widened to fp32, multiplied there and rounded to `out_type`, as
+/// PyTorch's own half-precision kernels compute: an fp32 input written as bf16 gets the bits of
+/// the fp32 product cast to bf16 afterwards, in one pass instead of two.
 struct keyed_mask_launch {
   const void* in = nullptr;
   void* out = nullptr;
-  element_type type = element_type::float32;
+  element_type in_type = element_type::float32;
+  element_type out_type = element_type::float32;
   int64_t rows = 0;
   int64_t per_row = 0;
   const int32_t* row_keys = nullptr;

@@ -11,12 +11,12 @@
 
 namespace troupe::compute {
 
-torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
-                            const std::shared_ptr<dropout_keys>& keys) {
+torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training, const std::shared_ptr<dropout_keys>& keys,
+                            std::optional<torch::ScalarType> output_type) {
   if (!training || p == 0.0) return x;
   if (!keys) return torch::dropout(x, p, true);
   if (x.device().is_cpu()) return x * dropout_keep_mask(x, p, *keys);
-  return keyed_dropout(x, p, *keys);
+  return keyed_dropout(x, p, *keys, output_type);
 }
 
 void masked_lm_impl::reset_weights(uint64_t seed) {

@@ -6,6 +6,7 @@
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,10 +18,11 @@ namespace troupe::compute {
 
 /// Dropout with masks keyed by sample (compute/dropout_mask.hpp): the CPU loop on the CPU, the
 /// same bits elsewhere from compute/keyed_dropout (one fused kernel on CUDA, the mask never
-/// stored; the output in the input's type). Without `keys` (a model used outside a trainer)
-/// the device's default generator decides.
-torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training,
-                            const std::shared_ptr<dropout_keys>& keys);
+/// stored; the output in the input's type, or off the CPU in `output_type` where given: the
+/// cast fused into the same pass, same bits). Without `keys` (a model used outside a trainer)
+/// the device's default generator decides. Not training, or p = 0: x itself.
+torch::Tensor apply_dropout(const torch::Tensor& x, double p, bool training, const std::shared_ptr<dropout_keys>& keys,
+                            std::optional<torch::ScalarType> output_type = std::nullopt);
 
 struct masked_lm_impl : torch::nn::Module {
   explicit masked_lm_impl(const bert_config& config) : config_(config) {}

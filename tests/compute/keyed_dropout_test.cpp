@@ -40,6 +40,24 @@ void expect_the_loop_s_bits(const torch::Device& device, torch::ScalarType type,
   EXPECT_EQ(fused.site, 2u);
 }
 
+// An fp32 x written as `out_type` (attention's probabilities before a bf16 GEMM): the output has
+// the bits of the fp32 product cast afterwards, and x's gradient comes back in fp32 with the bits
+// of the output's gradient widened, then multiplied, as a cast and an fp32 dropout would give.
+void expect_the_cast_s_bits(const torch::Device& device, torch::ScalarType out_type, std::vector<int64_t> shape) {
+  torch::manual_seed(6);
+  const auto x_cpu = torch::randn(shape);
+  const auto weights_cpu = torch::randn(shape);
+  auto loop = keys_for_rows(22, shape[0]), fused = loop;
+  const auto mask = dropout_keep_mask(x_cpu, 0.1, loop);
+  auto x = x_cpu.to(device, /*non_blocking=*/false, /*copy=*/true).requires_grad_(true);
+  auto y = keyed_dropout(x, 0.1, fused, out_type);
+  ASSERT_EQ(y.scalar_type(), out_type);
+  (y.to(torch::kFloat) * weights_cpu.to(device)).sum().backward();
+  ASSERT_EQ(x.grad().scalar_type(), torch::kFloat);
+  EXPECT_EQ(differing(y.detach().cpu(), (x_cpu * mask).to(out_type)), 0) << "forward " << out_type;
+  EXPECT_EQ(differing(x.grad().cpu(), weights_cpu.to(out_type).to(torch::kFloat) * mask), 0) << "backward " << out_type;
+}
+
 TEST(keyed_dropout, forward_and_backward_multiply_by_the_loop_s_mask) {
   for (const double p : {0.1, 0.5}) expect_the_loop_s_bits(torch::kCPU, torch::kFloat, {3, 5, 33}, p);
 }
@@ -52,6 +70,11 @@ TEST(keyed_dropout, keeps_the_input_s_type) {
   const auto y = keyed_dropout(x, 0.3, tensor_form);
   EXPECT_EQ(y.scalar_type(), torch::kDouble);
   EXPECT_TRUE(torch::equal(y, x * dropout_keep_mask(x, 0.3, loop).to(torch::kDouble)));
+}
+
+TEST(keyed_dropout, writes_an_fp32_input_in_the_type_asked_for) {
+  expect_the_cast_s_bits(torch::kCPU, torch::kBFloat16, {4, 3, 40});
+  expect_the_cast_s_bits(torch::kCPU, torch::kFloat, {4, 3, 40});
 }
 
 // A NaN or infinity in a dropped place stays one (a multiply by 0, not a select), so fp16's
@@ -71,6 +94,11 @@ TEST(keyed_dropout, a_gpu_gives_the_loop_s_bits) {
   for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
     expect_the_loop_s_bits(torch::kCUDA, type, {64, 12, 128, 128}, 0.1);
     expect_the_loop_s_bits(torch::kCUDA, type, {5, 3, 37}, 0.5);
+  }
+  // fp32 in, half precision out (attention's probabilities) and the gradient's way back.
+  for (const auto type : {torch::kBFloat16, torch::kHalf}) {
+    expect_the_cast_s_bits(torch::kCUDA, type, {64, 12, 128, 128});
+    expect_the_cast_s_bits(torch::kCUDA, type, {5, 3, 37});
   }
   // A row longer than one pass of the grid (256 × 1024 elements), and more rows than its y limit.
   expect_the_loop_s_bits(torch::kCUDA, torch::kBFloat16, {2, 300001}, 0.1);

@@ -24,11 +24,13 @@ class net_test : public cluster_job_test {
 
   /// netcluster's manifest with the test's rings and timeouts (two rings, so both directions of
   /// every link carry gradient).
-  /// `heartbeat_ms` > 0: timeouts.heartbeat_ms (else the default, 1.5 s).
-  static std::string write_net_manifest(const net_cluster& cluster, const std::string& name, int heartbeat_ms = 0) {
+  /// `heartbeat_ms` > 0: timeouts.heartbeat_ms (else the default, 1.5 s); `collective_s`:
+  /// timeouts.collective_s.
+  static std::string write_net_manifest(const net_cluster& cluster, const std::string& name, int heartbeat_ms = 0,
+                                        int collective_s = 20) {
     auto m = json::parse(io_text(cluster.manifest()));
     m["rings"] = {{"count", 2}, {"chunk_bytes", 16384}};
-    m["timeouts"] = {{"join_s", 30}, {"collective_s", 20}};
+    m["timeouts"] = {{"join_s", 30}, {"collective_s", collective_s}};
     if (heartbeat_ms > 0) m["timeouts"]["heartbeat_ms"] = heartbeat_ms;
     const auto path = *dir_ / name;
     testing::write_text(path, m.dump(2));
