@@ -1,6 +1,7 @@
 #include "compute/optimizer.hpp"
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
 
 #include <algorithm>
 
@@ -83,18 +84,49 @@ void adamw_fused_cpu(const at::Tensor& values, const at::Tensor& grads, const at
   update(decay_numel, n, 1.0f);
 }
 
+#if defined(TROUPE_HAS_CUDA_KERNELS) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+#define TROUPE_HAS_FUSED_CUDA_ADAMW 1
+/// LibTorch's fused AdamW kernel (what torch.optim.AdamW(fused=True) calls): one pass over the
+/// weights that decay, one over the others, instead of the reference's eight. `device_step`
+/// holds the step count on the device, as the kernel reads it (LibTorch 2.1+; built beside
+/// troupe's own CUDA kernels, so that a device build that fails here falls back as they do).
+void adamw_fused_cuda(const at::Tensor& values, const at::Tensor& grads, const at::Tensor& exp_avg,
+                      const at::Tensor& exp_avg_sq, int64_t decay_numel, const optimizer_config& config, double lr,
+                      int64_t step, at::Tensor& device_step) {
+  if (!device_step.defined()) device_step = at::zeros({}, values.options());
+  device_step.fill_(static_cast<double>(step));
+  const auto update = [&](int64_t begin, int64_t end, double weight_decay) {
+    if (end <= begin) return;
+    const auto part = [&](const at::Tensor& t) { return t.narrow(0, begin, end - begin); };
+    at::_fused_adamw_({part(values)}, {part(grads)}, {part(exp_avg)}, {part(exp_avg_sq)}, {}, {device_step}, lr,
+                      config.beta1, config.beta2, weight_decay, config.eps, /*amsgrad=*/false, /*maximize=*/false);
+  };
+  update(0, decay_numel, config.weight_decay);
+  update(decay_numel, values.numel(), 0.0);
+}
+#endif
+
 }  // namespace
 
 void adamw_optimizer::step(flat_parameters& parameters, double lr) {
   ensure_state(parameters);
   ++step_;
   const auto& values = parameters.values();
-  if (values.device().is_cpu() && values.scalar_type() == at::kFloat)
+  const bool fp32 = values.scalar_type() == at::kFloat;
+  if (config_.fused && fp32 && values.device().is_cpu()) {
     adamw_fused_cpu(values, parameters.gradients(), state_tensor(0), state_tensor(1), parameters.decay_numel(), config_,
                     lr, step_);
-  else
-    adamw_reference_update(values, parameters.gradients(), state_tensor(0), state_tensor(1), parameters.decay_numel(),
-                           config_, lr, step_);
+    return;
+  }
+#ifdef TROUPE_HAS_FUSED_CUDA_ADAMW
+  if (config_.fused && fp32 && values.is_cuda()) {
+    adamw_fused_cuda(values, parameters.gradients(), state_tensor(0), state_tensor(1), parameters.decay_numel(), config_,
+                     lr, step_, device_step_);
+    return;
+  }
+#endif
+  adamw_reference_update(values, parameters.gradients(), state_tensor(0), state_tensor(1), parameters.decay_numel(),
+                         config_, lr, step_);
 }
 
 void lamb_optimizer::step(flat_parameters& parameters, double lr) {

@@ -51,6 +51,7 @@ class adamw_optimizer final : public optimizer {
 
  private:
   optimizer_config config_;
+  at::Tensor device_step_;  ///< the step count on the device, for LibTorch's fused kernel
 };
 
 /// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"): the Adam direction

@@ -15,6 +15,9 @@ struct optimizer_config {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  /// AdamW: one pass over the parameters (troupe's loop on the CPU, LibTorch's fused kernel on
+  /// CUDA, as torch.optim.AdamW(fused=True)); false: torch.optim.AdamW's per-operation update.
+  bool fused = true;
   bool bias_correction = true;  ///< LAMB: Adam-style bias correction of the moments
   double min_trust = 0.01;      ///< LAMB: lower clamp of the trust ratio (DeepSpeed min_coeff)
   double max_trust = 10.0;      ///< LAMB: upper clamp of the trust ratio (DeepSpeed max_coeff)

@@ -402,26 +402,45 @@ TEST(lr_schedule, constant_is_the_base_rate) {
 namespace troupe::compute {
 namespace {
 
-TEST(adamw, fused_cpu_loop_matches_the_tensor_reference) {
+// AdamW's `fused` step on `device` (troupe's loop on the CPU, LibTorch's fused kernel on CUDA
+// where the build has it) against the per-operation reference over four steps, weights that
+// decay and biases that do not; returns the largest difference of the parameters.
+double fused_against_reference(const torch::Device& device, bool fused) {
   torch::manual_seed(3);
   const int64_t n = 10007, decay_numel = 6000;
-  flat_parameters flat({{"a.weight", torch::randn({decay_numel}, torch::requires_grad())},
-                        {"a.bias", torch::randn({n - decay_numel}, torch::requires_grad())}});
+  const auto on = torch::TensorOptions().device(device);
+  flat_parameters flat({{"a.weight", torch::randn({decay_numel}, on).requires_grad_(true)},
+                        {"a.bias", torch::randn({n - decay_numel}, on).requires_grad_(true)}});
   optimizer_config config;
   config.weight_decay = 0.05;
-  adamw_optimizer fused(config);
-  auto m = torch::zeros({n}), v = torch::zeros({n});
+  config.fused = fused;
+  adamw_optimizer tested(config);
+  auto m = torch::zeros({n}, on), v = torch::zeros({n}, on);
   auto reference = flat.values().clone();
   double worst = 0;
   for (int64_t step = 1; step <= 4; ++step) {
-    auto grads = torch::randn({n});
+    auto grads = torch::randn({n}, on);
     flat.gradients().copy_(grads);
-    fused.step(flat, 1e-3);
+    tested.step(flat, 1e-3);
     adamw_reference_update(reference, grads, m, v, flat.decay_numel(), config, 1e-3, step);
     worst = std::max(worst, (flat.values() - reference).abs().max().item<double>());
   }
+  return worst;
+}
+
+TEST(adamw, fused_cpu_loop_matches_the_tensor_reference) {
+  const double worst = fused_against_reference(torch::kCPU, true);
   std::printf("max |fused - reference| = %.3g\n", worst);
   EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(fused_against_reference(torch::kCPU, false), 0.0) << "fused: false is the reference itself";
+}
+
+TEST(adamw, fused_on_a_gpu_matches_the_tensor_reference) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
+  const double worst = fused_against_reference(torch::Device(torch::kCUDA, 0), true);
+  std::printf("cuda: max |fused - reference| = %.3g\n", worst);
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(fused_against_reference(torch::Device(torch::kCUDA, 0), false), 0.0);
 }
 
 }  // namespace

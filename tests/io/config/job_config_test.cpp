@@ -494,5 +494,17 @@ TEST(job_config, sgd_takes_torch_s_parameters_and_nothing_of_adam) {
   expect_error(c, {"optimizer.params.nesterov", "momentum > 0"});
 }
 
+TEST(job_config, adamw_takes_torch_s_fused_switch_and_lamb_does_not) {
+  auto c = valid_config();
+  c["optimizer"] = json::parse(R"({"type": "AdamW", "params": {"lr": 0.001}})");
+  EXPECT_TRUE(parse_job_config(c, "job.json").optimizer.fused);  // one pass, as before
+  c["optimizer"]["params"]["fused"] = false;
+  EXPECT_FALSE(parse_job_config(c, "job.json").optimizer.fused);
+  c["optimizer"]["params"]["fused"] = "yes";
+  expect_error(c, {"optimizer.params.fused"});
+  c["optimizer"] = json::parse(R"({"type": "Lamb", "params": {"lr": 0.001, "fused": true}})");
+  expect_error(c, {"optimizer.params", "fused"});
+}
+
 }  // namespace
 }  // namespace troupe::io
