@@ -404,12 +404,18 @@ TEST_F(diloco_e2e, a_restarted_node_rejoins_with_the_round_start_and_outer_momen
   m["faults"]["max_restarts"] = 1;
   const auto manifest = *dir_ / "three-rejoin.json";
   testing::write_text(manifest, m.dump());
-  // Node a sleeps 150 ms per micro-batch, so the job still runs when c is back.
+  // Node a sleeps 150 ms per micro-batch, so the job still runs when c is back. c comes back
+  // either while the survivors' generation 1 is being formed (it joins that one) or after it
+  // started (it joins as generation 2, "restarted and joins as generation 2"); which one depends
+  // on how fast the machine starts a process. This test expected the second only; a slower node a
+  // (300 ms) gives the first here, which is the likely cause of e2e_diloco_test's one failure
+  // under `ctest -j12` on a GPU machine (output not kept; docs/gpu.md). Either way c copies a
+  // live replica's state.
   const auto result = launch(manifest.string(), config("rejoin", diloco(3, 0.7, 0.9), adamw(), 30), "diloco-rejoin",
                              "--inject kill:c@4 --inject slow:150:a@1");
   ASSERT_EQ(result.status, 0) << result.output;
-  EXPECT_NE(result.output.find("node c (127.0.0.1) restarted and joins as generation 2"), std::string::npos)
-      << result.output;
+  EXPECT_NE(result.output.find("troupe launch: restarting node c"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("rank 2 copies the state of step"), std::string::npos) << result.output;
   const auto windows = lines("diloco-rejoin");
   ASSERT_FALSE(windows.empty());
   EXPECT_EQ(windows.back().at("world_size").get<int>(), 3) << "node c did not rejoin before the end";
