@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "compute/autocast_scope.hpp"
 #include "compute/bert_config.hpp"
 #include "compute/flat_parameters.hpp"
 
@@ -89,6 +90,55 @@ TEST(bert_model, fused_query_key_value_projection_equals_the_three) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(separate[i], fused[i], 1e-5, 1e-6)) << "projection " << i;
   for (std::size_t i = 0; i < gradients[0].size(); ++i)
     EXPECT_TRUE(torch::allclose(gradients[0][i], gradients[1][i], 1e-5, 1e-6)) << "gradient " << i;
+}
+
+/// Whether the autograd graph behind `output` has a node whose name contains `name`.
+bool graph_has(const torch::Tensor& output, const std::string& name) {
+  std::vector<std::shared_ptr<torch::autograd::Node>> pending{output.grad_fn()};
+  std::set<torch::autograd::Node*> seen;
+  while (!pending.empty()) {
+    const auto node = pending.back();
+    pending.pop_back();
+    if (!node || !seen.insert(node.get()).second) continue;
+    if (node->name().find(name) != std::string::npos) return true;
+    for (const auto& edge : node->next_edges()) pending.push_back(edge.function);
+  }
+  return false;
+}
+
+// Under autocast with flat_parameters (what a GPU trainer runs), the fused projection casts the
+// three weights, side by side in the flat buffer, as one tensor (compute/low_precision_parameters)
+// and adds their gradients into the flat gradient buffer: the bits of autocast casting the cat.
+TEST(bert_model, fused_projection_under_autocast_adds_into_the_flat_buffer_with_autocast_s_bits) {
+  torch::manual_seed(4);
+  bert_for_masked_lm_impl model(tiny());
+  flat_parameters flat(model.hf_named_parameters());
+  auto& layer = *model.layers[0]->as<bert_layer_impl>();
+  const std::vector<torch::nn::Linear> projections{layer.query, layer.key, layer.value};
+  ASSERT_EQ(layer.key->weight.data_ptr<float>(), layer.query->weight.data_ptr<float>() + layer.query->weight.numel());
+  std::vector<torch::Tensor> weights, biases;
+  for (const auto& projection : projections) {
+    for (auto* list : {&weights, &biases}) {
+      auto copy = (list == &weights ? projection->weight : projection->bias).detach().clone().requires_grad_(true);
+      copy.mutable_grad() = torch::zeros_like(copy);
+      list->push_back(copy);
+    }
+  }
+  const auto hidden = torch::randn({2, 5, 16});
+  const auto r = torch::randn({2, 5, 48});
+  autocast_scope autocast(torch::kCPU, torch::kBFloat16);
+  const auto tested = project_qkv(layer.query, layer.key, layer.value, hidden, true);
+  const auto expected = torch::linear(hidden, torch::cat(weights), torch::cat(biases));
+  EXPECT_TRUE(graph_has(tested[0], "low_precision_copy"));
+  EXPECT_FALSE(graph_has(expected, "low_precision_copy"));
+  (torch::cat({tested[0], tested[1], tested[2]}, -1).to(torch::kFloat) * r).sum().backward();
+  (expected.to(torch::kFloat) * r).sum().backward();
+  EXPECT_TRUE(torch::equal(torch::cat({tested[0], tested[1], tested[2]}, -1), expected));
+  for (std::size_t i = 0; i < projections.size(); ++i) {
+    EXPECT_TRUE(torch::equal(projections[i]->weight.grad(), weights[i].grad())) << "weight " << i;
+    EXPECT_TRUE(torch::equal(projections[i]->bias.grad(), biases[i].grad())) << "bias " << i;
+  }
+  EXPECT_GT(flat.gradients().abs().sum().item<double>(), 0.0);
 }
 
 TEST(flat_parameters, gradients_accumulate_into_the_flat_buffer) {
