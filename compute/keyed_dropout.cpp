@@ -25,20 +25,18 @@ torch::Tensor scaled_by_tensor_operations(const torch::Tensor& x, const dropout_
 /// cudaErrorNoKernelImageForDevice: a GPU older than the architectures the kernel was built for.
 constexpr int no_kernel_image_for_device = 209;
 
-cuda::element_type element_type_of(torch::ScalarType type) {
+/// The kernel's name for `type`; nullopt for a type it does not take (fp64 among them).
+std::optional<cuda::element_type> element_type_of(torch::ScalarType type) {
   switch (type) {
+    case torch::kFloat: return cuda::element_type::float32;
     case torch::kHalf: return cuda::element_type::float16;
     case torch::kBFloat16: return cuda::element_type::bfloat16;
-    default: return cuda::element_type::float32;
+    default: return std::nullopt;
   }
 }
 
-bool kernel_type(torch::ScalarType type) {
-  return type == torch::kFloat || type == torch::kHalf || type == torch::kBFloat16;
-}
-
 bool kernel_takes(const torch::Tensor& x, torch::ScalarType out) {
-  return x.is_cuda() && kernel_type(x.scalar_type()) && kernel_type(out);
+  return x.is_cuda() && element_type_of(x.scalar_type()) && element_type_of(out);
 }
 
 torch::Tensor scaled_by_kernel(const torch::Tensor& x, const dropout_draw& draw, torch::ScalarType out_type) {
@@ -48,8 +46,8 @@ torch::Tensor scaled_by_kernel(const torch::Tensor& x, const dropout_draw& draw,
   cuda::keyed_mask_launch launch;
   launch.in = in.data_ptr();
   launch.out = out.data_ptr();
-  launch.in_type = element_type_of(in.scalar_type());
-  launch.out_type = element_type_of(out_type);
+  launch.in_type = *element_type_of(in.scalar_type());  // kernel_takes checked both
+  launch.out_type = *element_type_of(out_type);
   launch.rows = in.size(0);
   launch.per_row = launch.rows == 0 ? 0 : in.numel() / launch.rows;
   launch.row_keys = draw.row_keys.data_ptr<int32_t>();

@@ -128,7 +128,7 @@ compute::optimizer_config parse_optimizer(json_fields& fields) {
   optimizer.beta2 = betas[1];
   optimizer.eps = params.number("eps", optimizer.eps, 0.0, 1.0);
   optimizer.weight_decay = params.number("weight_decay", optimizer.weight_decay, 0.0, 10.0);
-  if (optimizer.kind == compute::optimizer_kind::adamw) optimizer.fused = params.boolean("fused", true);
+  if (optimizer.kind == compute::optimizer_kind::adamw) optimizer.fused = params.boolean("fused", optimizer.fused);
   if (optimizer.kind == compute::optimizer_kind::lamb) {
     optimizer.bias_correction = params.boolean("bias_correction", true);
     optimizer.max_trust = params.number("max_coeff", optimizer.max_trust, 0.0, 1e6);
