@@ -6,6 +6,7 @@
 
 #include "compute/autocast_scope.hpp"
 #include "compute/low_precision_parameters.hpp"
+#include "compute/word_lookup.hpp"
 
 namespace troupe::compute {
 
@@ -63,7 +64,7 @@ bert_embeddings_impl::bert_embeddings_impl(const bert_config& config, bool token
 torch::Tensor bert_embeddings_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
   const auto seq = input_ids.size(1);
   auto positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
-  auto words = lookup_weight.defined() ? torch::embedding(lookup_weight, input_ids) : word_embeddings(input_ids);
+  auto words = lookup_weight.defined() ? look_up_words(lookup_weight, input_ids) : word_embeddings(input_ids);
   auto sum = words + position_embeddings(positions).unsqueeze(0);
   if (token_type_embeddings) sum = sum + token_type_embeddings(token_type_ids);
   return apply_dropout(layer_norm(sum), dropout_p, is_training(), keys);
