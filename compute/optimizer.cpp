@@ -4,8 +4,10 @@
 #include <torch/version.h>
 
 #include <algorithm>
-
 #include <cmath>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "compute/named_tensors.hpp"
 #include "messages/error.hpp"
@@ -52,8 +54,61 @@ void adamw_reference_update(const at::Tensor& values, const at::Tensor& grads, c
 
 namespace {
 
+/// AdamW's per-element constants, in fp32 as the fused loop uses them.
+struct adamw_constants {
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, step_size, inverse_sqrt_bc2, eps;
+};
+
+/// The update of elements [0, n), weights first scaled by `factor` (decoupled weight decay), one
+/// element at a time. The vector version below repeats these operations in this order.
+void adamw_elements(float* p, const float* g, float* m, float* v, int64_t n, float factor, const adamw_constants& k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = m[i] * k.beta1 + gi * k.one_minus_beta1;
+    const float vi = v[i] * k.beta2 + gi * gi * k.one_minus_beta2;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * factor - k.step_size * mi / (std::sqrt(vi) * k.inverse_sqrt_bc2 + k.eps);
+  }
+}
+
+#if defined(__x86_64__)
+/// The same update eight elements at a time. AVX2 without FMA: every product is rounded before
+/// it is added, as in adamw_elements, and sqrt and division are exact in both, so the bits are
+/// the same. The scalar loop cannot be vectorised by the compiler (std::sqrt may set errno).
+__attribute__((target("avx2"))) void adamw_elements_avx2(float* __restrict p, const float* __restrict g,
+                                                         float* __restrict m, float* __restrict v, int64_t n,
+                                                         float factor, const adamw_constants& k) {
+  const __m256 beta1 = _mm256_set1_ps(k.beta1), beta2 = _mm256_set1_ps(k.beta2);
+  const __m256 one_minus_beta1 = _mm256_set1_ps(k.one_minus_beta1), one_minus_beta2 = _mm256_set1_ps(k.one_minus_beta2);
+  const __m256 step_size = _mm256_set1_ps(k.step_size), inverse_sqrt_bc2 = _mm256_set1_ps(k.inverse_sqrt_bc2);
+  const __m256 eps = _mm256_set1_ps(k.eps), scale = _mm256_set1_ps(factor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gi = _mm256_loadu_ps(g + i);
+    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), beta1), _mm256_mul_ps(gi, one_minus_beta1));
+    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), beta2),
+                                    _mm256_mul_ps(_mm256_mul_ps(gi, gi), one_minus_beta2));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    const __m256 denominator = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), inverse_sqrt_bc2), eps);
+    const __m256 change = _mm256_div_ps(_mm256_mul_ps(step_size, mi), denominator);
+    _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), scale), change));
+  }
+  adamw_elements(p + i, g + i, m + i, v + i, n - i, factor, k);
+}
+#endif
+
+/// adamw_elements, eight at a time where the CPU has AVX2 (twice as fast here: memory-bound).
+void adamw_range(float* p, const float* g, float* m, float* v, int64_t n, float factor, const adamw_constants& k) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) return adamw_elements_avx2(p, g, m, v, n, factor, k);
+#endif
+  adamw_elements(p, g, m, v, n, factor, k);
+}
+
 /// The same update in one pass over the four flat fp32 arrays (the reference makes eight
-/// passes): the optimizer is memory-bound, so this is ~3x faster on the CPU.
+/// passes): the optimizer is memory-bound, so this is several times faster on the CPU.
 void adamw_fused_cpu(const at::Tensor& values, const at::Tensor& grads, const at::Tensor& exp_avg,
                      const at::Tensor& exp_avg_sq, int64_t decay_numel, const optimizer_config& config, double lr,
                      int64_t step) {
@@ -62,26 +117,17 @@ void adamw_fused_cpu(const at::Tensor& values, const at::Tensor& grads, const at
   float* m = exp_avg.data_ptr<float>();
   float* v = exp_avg_sq.data_ptr<float>();
   const int64_t n = values.numel();
-  const auto beta1 = static_cast<float>(config.beta1), beta2 = static_cast<float>(config.beta2);
-  const auto one_minus_beta1 = static_cast<float>(1.0 - config.beta1);
-  const auto one_minus_beta2 = static_cast<float>(1.0 - config.beta2);
+  const adamw_constants k{
+      static_cast<float>(config.beta1),
+      static_cast<float>(config.beta2),
+      static_cast<float>(1.0 - config.beta1),
+      static_cast<float>(1.0 - config.beta2),
+      static_cast<float>(lr / (1.0 - std::pow(config.beta1, static_cast<double>(step)))),
+      static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(config.beta2, static_cast<double>(step)))),
+      static_cast<float>(config.eps)};
   const auto decay = static_cast<float>(1.0 - lr * config.weight_decay);
-  const auto step_size = static_cast<float>(lr / (1.0 - std::pow(config.beta1, static_cast<double>(step))));
-  const auto inverse_sqrt_bc2 =
-      static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(config.beta2, static_cast<double>(step))));
-  const auto eps = static_cast<float>(config.eps);
-  auto update = [&](int64_t begin, int64_t end, float factor) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float gi = g[i];
-      const float mi = m[i] * beta1 + gi * one_minus_beta1;
-      const float vi = v[i] * beta2 + gi * gi * one_minus_beta2;
-      m[i] = mi;
-      v[i] = vi;
-      p[i] = p[i] * factor - step_size * mi / (std::sqrt(vi) * inverse_sqrt_bc2 + eps);
-    }
-  };
-  update(0, decay_numel, config.weight_decay != 0.0 ? decay : 1.0f);
-  update(decay_numel, n, 1.0f);
+  adamw_range(p, g, m, v, decay_numel, config.weight_decay != 0.0 ? decay : 1.0f, k);
+  adamw_range(p + decay_numel, g + decay_numel, m + decay_numel, v + decay_numel, n - decay_numel, 1.0f, k);
 }
 
 #if defined(TROUPE_HAS_CUDA_KERNELS) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
