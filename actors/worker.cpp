@@ -12,6 +12,7 @@
 #include "actors/request_failure.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/tensor_hash.hpp"
+#include "compute/word_lookup_gradient.hpp"
 #include "compute/window_statistics.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/atoms.hpp"
@@ -78,6 +79,7 @@ void worker_state::on_batch(micro_batch& batch) {
     inject_faults();
     if (micro_in_window == 0) follow_profile();
     const bool window_full = batch.last_in_window;
+    if (window_full && micro_in_window > 0 && folds_word_lookup_early()) trainer->word_lookup().fold_rows();
     // The backward pass that completes the gradient to sum may hand it over bucket by bucket.
     if (!settings.reducers.empty() && !diloco() && (window_full || settings.sync_every_micro_batch))
       begin_reduce(settings.overlap_comm, settings.gradient_wire);
@@ -131,6 +133,17 @@ void worker_state::count_micro_batch(compute::window_totals& sums, const micro_b
     sums.task_correct += result.task_correct;
   }
   sums.samples += batch.batch.samples;
+}
+
+/// Over rings, before a window's last micro-batch: the lookup part of the word embeddings'
+/// gradient that the earlier micro-batches left is final on this rank, so it is folded into the
+/// embeddings' own gradient here (compute/word_lookup_gradient.hpp). It is then summed in their
+/// bucket, which goes early in the backward pass, and only the last micro-batch's rows cross as
+/// packed rows after it: fewer bytes in the exposed tail. Every rank folds at this point,
+/// with or without overlap, so the sums stay the same on every rank. Not on a GPU (finding the
+/// rows would wait for the device), and not where each micro-batch is summed alone.
+bool worker_state::folds_word_lookup_early() const {
+  return !settings.reducers.empty() && !diloco() && !settings.sync_every_micro_batch && trainer->gradients().is_cpu();
 }
 
 /// DiLoCo's inner steps over rings, without loss scaling: a window's statistics need nothing

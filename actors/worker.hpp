@@ -184,6 +184,7 @@ struct worker_state {
   void run_micro_batch(const micro_batch& batch);
   void count_micro_batch(compute::window_totals& sums, const micro_batch& batch, const compute::micro_step_result& result);
   bool statistics_before_backward(const micro_batch& batch) const;
+  bool folds_word_lookup_early() const;
   void send_statistics_early(const micro_batch& batch, compute::micro_step_result forward, double loss);
   void count_ring_sum(std::size_t ring, const reduce_result& sum, std::size_t gradient_bytes);
   void add_link_timing(std::size_t ring, const io::link_timing& link);

@@ -16,7 +16,10 @@
 ///   alone          fold_rows(rows_used()): W.grad[rows] += lookup[rows]
 ///   over rings     the ranks sum their row flags (every rank learns the union U of the rows
 ///                  any rank used), pack lookup[U] at the buffer's start (pack), sum those
-///                  |U| × width values over the rings, then fold_packed(U): W.grad[U] += them
+///                  |U| × width values over the rings, then fold_packed(U): W.grad[U] += them;
+///                  a worker first folds, before a window's last micro-batch, what the
+///                  earlier ones left (fold_rows, on its own), so that part is summed in W's
+///                  early bucket and U holds the last micro-batch's rows only
 ///
 /// Every element of W's gradient is then (output part) + (lookup part), each already summed over
 /// micro-batches and ranks: the same additions on every rank, with or without overlap. Only

@@ -76,5 +76,46 @@ TEST(word_lookup_gradient, two_ranks_summing_the_union_of_their_rows_get_the_sum
   EXPECT_TRUE(torch::equal(weights[0].grad(), weights[1].grad()));
 }
 
+// What a worker over rings does in a window of two micro-batches (actors/worker.cpp): each rank
+// folds the first micro-batch's lookup part into W's own gradient before the last micro-batch,
+// so only the last micro-batch's rows cross as packed rows.
+TEST(word_lookup_gradient, folding_the_earlier_micro_batches_first_leaves_only_the_last_ones_rows_to_sum) {
+  torch::manual_seed(3);
+  const auto values = torch::randn({vocab, width});
+  // [rank][micro-batch]: row 4 in every micro-batch, 20 and 21 in the first ones only.
+  const std::vector<std::vector<torch::Tensor>> ids = {
+      {torch::tensor({4, 20, 20}, torch::kLong), torch::tensor({4, 7}, torch::kLong)},
+      {torch::tensor({21, 4}, torch::kLong), torch::tensor({4, 8, 8}, torch::kLong)}};
+  auto reference = values.clone().set_requires_grad(true);
+  for (const auto& rank : ids)
+    for (const auto& micro : rank) tied_loss(reference, reference, micro).backward();
+
+  std::vector<torch::Tensor> weights;
+  std::vector<std::unique_ptr<word_lookup_gradient>> lookups;
+  for (const auto& rank : ids) {
+    weights.push_back(leaf_with_gradient(values));
+    lookups.push_back(std::make_unique<word_lookup_gradient>(
+        weights.back(), torch::zeros({word_lookup_gradient::buffer_elements(vocab, width)})));
+    auto& lookup = *lookups.back();
+    lookup.mark_rows(rank[0]);
+    tied_loss(lookup.lookup_weight(), weights.back(), rank[0]).backward();
+    lookup.fold_rows();  // before the last micro-batch: this rank's part so far joins W's gradient
+    lookup.mark_rows(rank[1]);
+    tied_loss(lookup.lookup_weight(), weights.back(), rank[1]).backward();
+  }
+  const auto flags = lookups[0]->row_flags() + lookups[1]->row_flags();
+  for (auto& lookup : lookups) lookup->row_flags().copy_(flags);
+  const auto rows = lookups[0]->rows_used();
+  EXPECT_TRUE(torch::equal(rows, torch::tensor({4, 7, 8}, torch::kLong))) << "the last micro-batches' rows only";
+  const auto packed = lookups[0]->pack(rows) + lookups[1]->pack(rows);
+  const auto own_parts = weights[0].grad() + weights[1].grad();
+  for (std::size_t r = 0; r < 2; ++r) {
+    lookups[r]->pack(rows).copy_(packed);
+    weights[r].mutable_grad().copy_(own_parts);
+    lookups[r]->fold_packed(rows);
+    EXPECT_TRUE(torch::allclose(weights[r].grad(), reference.grad(), 1e-6, 1e-7)) << "rank " << r;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::compute
