@@ -44,6 +44,46 @@ TEST(word_lookup_gradient, alone_the_fold_gives_autograds_gradient_of_the_tied_w
   EXPECT_EQ(lookup.row_flags().sum().item<float>(), 0.0f) << "the fold clears the flags";
 }
 
+/// One rank's W (a leaf with its own .grad) and its lookup part.
+struct rank_state {
+  torch::Tensor weight;
+  std::unique_ptr<word_lookup_gradient> lookup;
+};
+
+rank_state new_rank(const torch::Tensor& values) {
+  rank_state rank{leaf_with_gradient(values), nullptr};
+  rank.lookup = std::make_unique<word_lookup_gradient>(
+      rank.weight, torch::zeros({word_lookup_gradient::buffer_elements(vocab, width)}));
+  return rank;
+}
+
+/// One micro-batch of `ids` on `rank`: its rows marked, the tied loss's backward pass.
+void micro_batch(rank_state& rank, const torch::Tensor& ids) {
+  rank.lookup->mark_rows(ids);
+  tied_loss(rank.lookup->lookup_weight(), rank.weight, ids).backward();
+}
+
+/// What the rings do: sum the flags, then the packed rows and W's own gradient; every rank
+/// folds the summed rows. Returns the rows that crossed.
+torch::Tensor sum_over_rings(std::vector<rank_state>& ranks) {
+  auto flags = torch::zeros_like(ranks[0].lookup->row_flags());
+  for (auto& rank : ranks) flags += rank.lookup->row_flags();
+  for (auto& rank : ranks) rank.lookup->row_flags().copy_(flags);
+  const auto rows = ranks[0].lookup->rows_used();
+  auto packed = torch::zeros({rows.numel(), width});
+  auto own_parts = torch::zeros_like(ranks[0].weight);
+  for (auto& rank : ranks) {
+    packed += rank.lookup->pack(rows);
+    own_parts += rank.weight.grad();
+  }
+  for (auto& rank : ranks) {
+    rank.lookup->pack(rows).copy_(packed);
+    rank.weight.mutable_grad().copy_(own_parts);
+    rank.lookup->fold_packed(rows);
+  }
+  return rows;
+}
+
 TEST(word_lookup_gradient, two_ranks_summing_the_union_of_their_rows_get_the_summed_gradient) {
   torch::manual_seed(2);
   const auto values = torch::randn({vocab, width});
@@ -51,29 +91,15 @@ TEST(word_lookup_gradient, two_ranks_summing_the_union_of_their_rows_get_the_sum
   auto reference = values.clone().set_requires_grad(true);
   for (const auto& rank_ids : ids) tied_loss(reference, reference, rank_ids).backward();
 
-  std::vector<torch::Tensor> weights;
-  std::vector<std::unique_ptr<word_lookup_gradient>> lookups;
+  std::vector<rank_state> ranks;
   for (const auto& rank_ids : ids) {
-    weights.push_back(leaf_with_gradient(values));
-    lookups.push_back(std::make_unique<word_lookup_gradient>(
-        weights.back(), torch::zeros({word_lookup_gradient::buffer_elements(vocab, width)})));
-    lookups.back()->mark_rows(rank_ids);
-    tied_loss(lookups.back()->lookup_weight(), weights.back(), rank_ids).backward();
+    ranks.push_back(new_rank(values));
+    micro_batch(ranks.back(), rank_ids);
   }
-  // What the rings do: sum the flags, then the packed rows, then W's own gradient.
-  const auto flags = lookups[0]->row_flags() + lookups[1]->row_flags();
-  for (auto& lookup : lookups) lookup->row_flags().copy_(flags);
-  const auto rows = lookups[0]->rows_used();
-  EXPECT_TRUE(torch::equal(rows, torch::tensor({1, 4, 9, 30, 31}, torch::kLong)));
-  const auto packed = lookups[0]->pack(rows) + lookups[1]->pack(rows);
-  const auto output_parts = weights[0].grad() + weights[1].grad();
-  for (std::size_t r = 0; r < 2; ++r) {
-    lookups[r]->pack(rows).copy_(packed);
-    weights[r].mutable_grad().copy_(output_parts);
-    lookups[r]->fold_packed(rows);
-    EXPECT_TRUE(torch::allclose(weights[r].grad(), reference.grad(), 1e-6, 1e-7)) << "rank " << r;
-  }
-  EXPECT_TRUE(torch::equal(weights[0].grad(), weights[1].grad()));
+  EXPECT_TRUE(torch::equal(sum_over_rings(ranks), torch::tensor({1, 4, 9, 30, 31}, torch::kLong)));
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    EXPECT_TRUE(torch::allclose(ranks[r].weight.grad(), reference.grad(), 1e-6, 1e-7)) << "rank " << r;
+  EXPECT_TRUE(torch::equal(ranks[0].weight.grad(), ranks[1].weight.grad()));
 }
 
 // What a worker over rings does in a window of two micro-batches (actors/worker.cpp): each rank
@@ -90,31 +116,17 @@ TEST(word_lookup_gradient, folding_the_earlier_micro_batches_first_leaves_only_t
   for (const auto& rank : ids)
     for (const auto& micro : rank) tied_loss(reference, reference, micro).backward();
 
-  std::vector<torch::Tensor> weights;
-  std::vector<std::unique_ptr<word_lookup_gradient>> lookups;
-  for (const auto& rank : ids) {
-    weights.push_back(leaf_with_gradient(values));
-    lookups.push_back(std::make_unique<word_lookup_gradient>(
-        weights.back(), torch::zeros({word_lookup_gradient::buffer_elements(vocab, width)})));
-    auto& lookup = *lookups.back();
-    lookup.mark_rows(rank[0]);
-    tied_loss(lookup.lookup_weight(), weights.back(), rank[0]).backward();
-    lookup.fold_rows();  // before the last micro-batch: this rank's part so far joins W's gradient
-    lookup.mark_rows(rank[1]);
-    tied_loss(lookup.lookup_weight(), weights.back(), rank[1]).backward();
+  std::vector<rank_state> ranks;
+  for (const auto& rank_ids : ids) {
+    ranks.push_back(new_rank(values));
+    micro_batch(ranks.back(), rank_ids[0]);
+    ranks.back().lookup->fold_rows();  // before the last micro-batch: its part so far joins W's gradient
+    micro_batch(ranks.back(), rank_ids[1]);
   }
-  const auto flags = lookups[0]->row_flags() + lookups[1]->row_flags();
-  for (auto& lookup : lookups) lookup->row_flags().copy_(flags);
-  const auto rows = lookups[0]->rows_used();
-  EXPECT_TRUE(torch::equal(rows, torch::tensor({4, 7, 8}, torch::kLong))) << "the last micro-batches' rows only";
-  const auto packed = lookups[0]->pack(rows) + lookups[1]->pack(rows);
-  const auto own_parts = weights[0].grad() + weights[1].grad();
-  for (std::size_t r = 0; r < 2; ++r) {
-    lookups[r]->pack(rows).copy_(packed);
-    weights[r].mutable_grad().copy_(own_parts);
-    lookups[r]->fold_packed(rows);
-    EXPECT_TRUE(torch::allclose(weights[r].grad(), reference.grad(), 1e-6, 1e-7)) << "rank " << r;
-  }
+  EXPECT_TRUE(torch::equal(sum_over_rings(ranks), torch::tensor({4, 7, 8}, torch::kLong)))
+      << "the last micro-batches' rows only";
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    EXPECT_TRUE(torch::allclose(ranks[r].weight.grad(), reference.grad(), 1e-6, 1e-7)) << "rank " << r;
 }
 
 }  // namespace
