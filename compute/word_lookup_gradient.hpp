@@ -21,9 +21,12 @@
 ///                  earlier ones left (fold_rows, on its own), so that part is summed in W's
 ///                  early bucket and U holds the last micro-batch's rows only
 ///
-/// Every element of W's gradient is then (output part) + (lookup part), each already summed over
-/// micro-batches and ranks: the same additions on every rank, with or without overlap. Only
-/// rows some rank's batch used cross the network (a few thousand of 30522), not the whole matrix.
+/// Every element of W's gradient then holds the output part and the lookup part of every
+/// micro-batch on every rank: alone, (output part) + (lookup part), each summed over the
+/// micro-batches; over rings, the ranks' sums of (output part + the earlier micro-batches'
+/// lookup part), plus the ranks' sum of the last micro-batch's lookup rows. The same additions
+/// on every rank, with or without overlap. Only rows some rank's last micro-batch used cross the
+/// network as packed rows (a few thousand of 30522), not the whole matrix.
 ///
 /// Both buffers lie in the memory given at construction (the tail of the worker's gradient
 /// buffer, which may be shared memory the rings read in place).
