@@ -25,11 +25,8 @@ constexpr const char* cublas_workspace_variable = "CUBLAS_WORKSPACE_CONFIG";
 void pass_the_cublas_check(c10::Device device) {
   if (std::getenv(cublas_workspace_variable) != nullptr) return;
   setenv(cublas_workspace_variable, ":4096:8", /*overwrite=*/1);
-  {
-    const at::NoGradGuard no_graph;
-    const auto square = at::ones({8, 8}, at::TensorOptions().device(device));
-    at::mm(square, square);
-  }
+  const auto square = at::ones({8, 8}, at::TensorOptions().device(device));  // no grad: no graph
+  at::mm(square, square);
   unsetenv(cublas_workspace_variable);
 }
 
