@@ -107,6 +107,7 @@ endfunction()
 troupe_find_plain_library(CAF::caf caf/all.hpp "caf_core;caf_io" libcaf-dev "CAF (caf_core, caf_io)")
 troupe_find_plain_library(xxHash::xxhash xxhash.h "xxhash" libxxhash-dev "xxHash")
 troupe_find_plain_library(FP16::fp16 fp16.h "" libfp16-dev "FP16 (header-only)")
+troupe_find_plain_library(SLEEF::sleef sleef.h "sleef" libsleef-dev "SLEEF")
 troupe_find_plain_library(utf8proc::utf8proc utf8proc.h "utf8proc" libutf8proc-dev "utf8proc")
 troupe_find_plain_library(sentencepiece::sentencepiece sentencepiece_trainer.h
                           "sentencepiece_train;sentencepiece" libsentencepiece-dev "SentencePiece")

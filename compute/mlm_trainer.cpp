@@ -18,6 +18,7 @@
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
 #include "compute/outer_optimizer.hpp"
+#include "compute/softmax_cross_entropy.hpp"
 #include "compute/student_init.hpp"
 #include "compute/task_model.hpp"
 #include "compute/task_terms.hpp"
@@ -161,7 +162,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const before_b
     } else {
       auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
       auto logits = model_->predict(hidden, on_device.masked_positions);
-      loss = share(at::cross_entropy_loss(logits, on_device.labels, {}, at::Reduction::Sum),
+      loss = share(summed_cross_entropy(logits, on_device.labels),
                    batch.window.masked_tokens);
       if (options_.model.sentence_order_prediction && on_device.sentence_order_labels.defined()) {
         // AlbertForPreTraining's loss: masked-LM + sentence-order cross-entropy, each a mean over the window.

@@ -1,0 +1,116 @@
+#include "compute/cross_entropy_rows.hpp"
+
+#include <immintrin.h>
+#include <sleef.h>
+
+#include <cstring>
+#include <limits>
+
+// This file is compiled with -mavx2 -mfma (compute/CMakeLists.txt): only for CPUs that have them.
+namespace troupe::compute::cross_entropy_rows {
+namespace {
+
+constexpr int64_t lanes = 8;
+
+/// Eight values from `row` at `at` as fp32. bf16 is an fp32's upper half.
+__m256 load(const void* row, element type, int64_t at) {
+  if (type == element::fp32) return _mm256_loadu_ps(static_cast<const float*>(row) + at);
+  const auto* halves = static_cast<const uint16_t*>(row) + at;
+  const __m256i widened = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(halves)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(widened, 16));
+}
+
+/// fp32 → bf16, rounded to nearest even; NaN becomes 0x7FC0 (c10::BFloat16's rule).
+__m128i to_bf16(__m256 values) {
+  const __m256i bits = _mm256_castps_si256(values);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(values, values, _CMP_UNORD_Q));
+  rounded = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC0), nan);
+  // Every lane holds a value ≤ 0xFFFF, so the saturating pack is exact.
+  return _mm_packus_epi32(_mm256_castsi256_si128(rounded), _mm256_extracti128_si256(rounded, 1));
+}
+
+void store(void* row, element type, int64_t at, __m256 values) {
+  if (type == element::fp32)
+    _mm256_storeu_ps(static_cast<float*>(row) + at, values);
+  else
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(row) + at), to_bf16(values));
+}
+
+std::size_t element_bytes(element type) { return type == element::fp32 ? 4 : 2; }
+
+/// The row's last `width % 8` values, padded with `fill` to eight (fp32 or bf16 bits of it).
+__m256 load_tail(const void* row, element type, int64_t at, int64_t count, float fill) {
+  alignas(32) unsigned char padded[lanes * 4];
+  if (type == element::fp32) {
+    auto* values = reinterpret_cast<float*>(padded);
+    for (int64_t i = 0; i < lanes; ++i) values[i] = fill;
+  } else {
+    uint32_t bits;
+    std::memcpy(&bits, &fill, 4);
+    auto* halves = reinterpret_cast<uint16_t*>(padded);
+    for (int64_t i = 0; i < lanes; ++i) halves[i] = static_cast<uint16_t>(bits >> 16);  // ±inf and 0 are exact
+  }
+  std::memcpy(padded, static_cast<const unsigned char*>(row) + at * element_bytes(type),
+              static_cast<std::size_t>(count) * element_bytes(type));
+  return load(padded, type, 0);
+}
+
+/// The eight lanes' sum in a fixed order.
+float horizontal_sum(__m256 v) {
+  const __m128 pairs = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 twos = _mm_add_ps(pairs, _mm_movehl_ps(pairs, pairs));
+  return _mm_cvtss_f32(_mm_add_ss(twos, _mm_shuffle_ps(twos, twos, 1)));
+}
+
+float horizontal_max(__m256 v) {
+  const __m128 pairs = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 twos = _mm_max_ps(pairs, _mm_movehl_ps(pairs, pairs));
+  return _mm_cvtss_f32(_mm_max_ss(twos, _mm_shuffle_ps(twos, twos, 1)));
+}
+
+}  // namespace
+
+row_statistics statistics(const void* row, element type, int64_t width) {
+  constexpr float lowest = -std::numeric_limits<float>::infinity();
+  const int64_t whole = width - width % lanes;
+  __m256 max = _mm256_set1_ps(lowest);
+  for (int64_t i = 0; i < whole; i += lanes) max = _mm256_max_ps(max, load(row, type, i));
+  if (whole < width) max = _mm256_max_ps(max, load_tail(row, type, whole, width - whole, lowest));
+  row_statistics result;
+  result.max = horizontal_max(max);
+  // A row of NaN or -inf has no finite max: its sum is NaN (as log_softmax's would be).
+  const __m256 shift = _mm256_set1_ps(result.max);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < whole; i += lanes)
+    sum = _mm256_add_ps(sum, Sleef_expf8_u10avx2(_mm256_sub_ps(load(row, type, i), shift)));
+  if (whole < width)  // exp(-inf) = 0 in the padding
+    sum = _mm256_add_ps(sum, Sleef_expf8_u10avx2(_mm256_sub_ps(load_tail(row, type, whole, width - whole, lowest), shift)));
+  result.sum = horizontal_sum(sum);
+  return result;
+}
+
+void gradient(const void* row, void* gradient, element type, int64_t width, const row_statistics& statistics,
+              float weight, int64_t label) {
+  const __m256 shift = _mm256_set1_ps(statistics.max);
+  const __m256 scale = _mm256_set1_ps(weight / statistics.sum);
+  const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const auto block = [&](__m256 x, int64_t at) {
+    __m256 g = _mm256_mul_ps(Sleef_expf8_u10avx2(_mm256_sub_ps(x, shift)), scale);
+    if (label >= at && label < at + lanes) {  // the label's lane loses `weight`
+      const __m256 is_label = _mm256_cmp_ps(lane, _mm256_set1_ps(static_cast<float>(label - at)), _CMP_EQ_OQ);
+      g = _mm256_sub_ps(g, _mm256_and_ps(is_label, _mm256_set1_ps(weight)));
+    }
+    return g;
+  };
+  const int64_t whole = width - width % lanes;
+  for (int64_t i = 0; i < whole; i += lanes) store(gradient, type, i, block(load(row, type, i), i));
+  if (whole == width) return;
+  alignas(32) unsigned char padded[lanes * 4];
+  store(padded, type, 0, block(load_tail(row, type, whole, width - whole, 0.0f), whole));
+  std::memcpy(static_cast<unsigned char*>(gradient) + whole * element_bytes(type), padded,
+              static_cast<std::size_t>(width - whole) * element_bytes(type));
+}
+
+}  // namespace troupe::compute::cross_entropy_rows
