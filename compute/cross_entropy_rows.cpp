@@ -113,4 +113,80 @@ void gradient(const void* row, void* gradient, element type, int64_t width, cons
               static_cast<std::size_t>(width - whole) * element_bytes(type));
 }
 
+namespace {
+
+/// Eight values of a row at `at`, or its last `count` (< 8) padded with zeros; `valid` marks the
+/// lanes that hold the row's values.
+__m256 load_block(const void* row, element type, int64_t at, int64_t count, __m256& valid) {
+  if (count >= lanes) {
+    valid = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    return load(row, type, at);
+  }
+  const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  valid = _mm256_cmp_ps(lane, _mm256_set1_ps(static_cast<float>(count)), _CMP_LT_OQ);
+  return load_tail(row, type, at, count, 0.0f);
+}
+
+float row_max(const void* row, element type, int64_t width) {
+  const int64_t whole = width - width % lanes;
+  __m256 max = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < whole; i += lanes) max = _mm256_max_ps(max, load(row, type, i));
+  if (whole < width)
+    max = _mm256_max_ps(max, load_tail(row, type, whole, width - whole, -std::numeric_limits<float>::infinity()));
+  return horizontal_max(max);
+}
+
+}  // namespace
+
+soft_row_statistics soft_statistics(const void* student, element student_type, const void* teacher,
+                                    element teacher_type, int64_t width, float inverse_temperature) {
+  soft_row_statistics result;
+  // max(x / T) = max(x) / T: rounding is monotonic and T > 0.
+  result.student_max = row_max(student, student_type, width) * inverse_temperature;
+  result.teacher_max = row_max(teacher, teacher_type, width) * inverse_temperature;
+  const __m256 scale = _mm256_set1_ps(inverse_temperature);
+  const __m256 student_shift = _mm256_set1_ps(result.student_max), teacher_shift = _mm256_set1_ps(result.teacher_max);
+  __m256 student_sum = _mm256_setzero_ps(), teacher_sum = _mm256_setzero_ps(), difference = _mm256_setzero_ps();
+  for (int64_t i = 0; i < width; i += lanes) {
+    __m256 valid;
+    const __m256 a = _mm256_mul_ps(load_block(student, student_type, i, width - i, valid), scale);
+    const __m256 b = _mm256_mul_ps(load_block(teacher, teacher_type, i, width - i, valid), scale);
+    const __m256 es = _mm256_and_ps(valid, Sleef_expf8_u10avx2(_mm256_sub_ps(a, student_shift)));
+    const __m256 et = _mm256_and_ps(valid, Sleef_expf8_u10avx2(_mm256_sub_ps(b, teacher_shift)));
+    student_sum = _mm256_add_ps(student_sum, es);
+    teacher_sum = _mm256_add_ps(teacher_sum, et);
+    difference = _mm256_add_ps(difference, _mm256_mul_ps(et, _mm256_sub_ps(b, a)));
+  }
+  result.student_sum = horizontal_sum(student_sum);
+  result.teacher_sum = horizontal_sum(teacher_sum);
+  result.teacher_weighted_difference = horizontal_sum(difference);
+  return result;
+}
+
+void soft_gradient(const void* student, element student_type, const void* teacher, element teacher_type,
+                   void* gradient, int64_t width, const soft_row_statistics& statistics, float inverse_temperature,
+                   float weight) {
+  const __m256 scale = _mm256_set1_ps(inverse_temperature);
+  const __m256 student_shift = _mm256_set1_ps(statistics.student_max);
+  const __m256 teacher_shift = _mm256_set1_ps(statistics.teacher_max);
+  const float factor = weight / inverse_temperature;  // weight · T
+  const __m256 student_factor = _mm256_set1_ps(factor / statistics.student_sum);
+  const __m256 teacher_factor = _mm256_set1_ps(factor / statistics.teacher_sum);
+  for (int64_t i = 0; i < width; i += lanes) {
+    __m256 valid;
+    const __m256 a = _mm256_mul_ps(load_block(student, student_type, i, width - i, valid), scale);
+    const __m256 b = _mm256_mul_ps(load_block(teacher, teacher_type, i, width - i, valid), scale);
+    const __m256 g = _mm256_sub_ps(_mm256_mul_ps(Sleef_expf8_u10avx2(_mm256_sub_ps(a, student_shift)), student_factor),
+                                   _mm256_mul_ps(Sleef_expf8_u10avx2(_mm256_sub_ps(b, teacher_shift)), teacher_factor));
+    if (width - i >= lanes) {
+      store(gradient, student_type, i, g);
+    } else {
+      alignas(32) unsigned char padded[lanes * 4];
+      store(padded, student_type, 0, g);
+      std::memcpy(static_cast<unsigned char*>(gradient) + i * element_bytes(student_type), padded,
+                  static_cast<std::size_t>(width - i) * element_bytes(student_type));
+    }
+  }
+}
+
 }  // namespace troupe::compute::cross_entropy_rows

@@ -28,4 +28,23 @@ row_statistics statistics(const void* row, element type, int64_t width);
 void gradient(const void* row, void* gradient, element type, int64_t width, const row_statistics& statistics,
               float weight, int64_t label);
 
+/// What one row of distillation's soft targets needs (compute/soft_target_kl.hpp): at
+/// temperature T, a = student / T and b = teacher / T, each row's max and Σ exp(x − max) of both,
+/// and Σ exp(b − max_b)·(b − a).
+struct soft_row_statistics {
+  float student_max = 0, student_sum = 0;
+  float teacher_max = 0, teacher_sum = 0;
+  float teacher_weighted_difference = 0;
+};
+
+/// The row's soft-target statistics; `inverse_temperature` is 1/T.
+soft_row_statistics soft_statistics(const void* student, element student_type, const void* teacher,
+                                    element teacher_type, int64_t width, float inverse_temperature);
+
+/// Writes weight · T · (softmax(a) − softmax(b)) into `gradient` (the student's type): the
+/// gradient of weight · T² · KL(softmax(b) ‖ softmax(a)) with respect to the student's row.
+void soft_gradient(const void* student, element student_type, const void* teacher, element teacher_type,
+                   void* gradient, int64_t width, const soft_row_statistics& statistics, float inverse_temperature,
+                   float weight);
+
 }  // namespace troupe::compute::cross_entropy_rows

@@ -1,8 +1,8 @@
 #include "compute/distillation_loss.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 
+#include "compute/soft_target_kl.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::compute {
@@ -16,21 +16,15 @@ soft_target_sums soft_target_sum(const at::Tensor& student_logits, const at::Ten
                  "hidden ", student_hidden.sizes(), " vs ", teacher_hidden.sizes());
   TROUPE_ENFORCE(w.temperature > 0, "temperature=", w.temperature);
   soft_target_sums sums;
-  const auto s = student_logits.to(at::kFloat);
   // KL(p_t ‖ p_s) = Σ p_t (log p_t − log p_s), both at temperature T; T² keeps the soft
   // targets' gradient on the scale of the hard ones (Hinton et al. 2015). The teacher's side
-  // carries no gradient, so it is computed in place.
-  at::Tensor log_teacher;
-  {
-    at::NoGradGuard no_grad;
-    log_teacher = at::log_softmax(teacher_logits.detach().to(at::kFloat) / w.temperature, -1);
-  }
-  const auto log_student = at::log_softmax(s / w.temperature, -1);
-  sums.ce = (log_teacher.exp() * (log_teacher - log_student)).sum() * (w.temperature * w.temperature);
+  // carries no gradient.
+  sums.ce = summed_soft_target_kl(student_logits, teacher_logits, w.temperature);
   const auto hs = student_hidden.to(at::kFloat), ht = teacher_hidden.detach().to(at::kFloat);
   sums.cos = (1 - at::cosine_similarity(hs, ht, 1, 1e-8)).sum();
   // Two more [P, V] temporaries: only when weighted (HF's distiller computes it only then too).
-  sums.mse = w.alpha_mse > 0 ? (s - teacher_logits.detach().to(at::kFloat)).pow(2).sum() : at::zeros({}, s.options());
+  sums.mse = w.alpha_mse > 0 ? (student_logits.to(at::kFloat) - teacher_logits.detach().to(at::kFloat)).pow(2).sum()
+                             : at::zeros({}, student_logits.options().dtype(at::kFloat));
   return sums;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/cpu_features.hpp"
 #include "compute/cross_entropy_rows.hpp"
 #include "messages/error.hpp"
 
@@ -18,14 +19,6 @@ namespace {
 namespace rows = cross_entropy_rows;
 
 constexpr int64_t ignored_label = -100;  // PyTorch's default ignore_index
-
-bool cpu_has_avx2_and_fma() {
-#if defined(__x86_64__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
-}
 
 rows::element element_of(const at::Tensor& logits) {
   return logits.scalar_type() == at::kFloat ? rows::element::fp32 : rows::element::bf16;
