@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "compute/masked_lm.hpp"
+#include "compute/softmax_cross_entropy.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -81,8 +82,8 @@ distillation_forward_result distillation_forward(masked_lm_impl& student, masked
     const auto labels = covered_labels.narrow(0, first, count);
     const auto masked_rows = at::nonzero(labels >= 0).reshape({-1});
     if (masked_rows.numel() > 0)
-      accumulate(mlm_sum, at::cross_entropy_loss(student_logits.index_select(0, masked_rows),
-                                                 labels.index_select(0, masked_rows), {}, at::Reduction::Sum));
+      accumulate(mlm_sum,
+                 summed_cross_entropy(student_logits.index_select(0, masked_rows), labels.index_select(0, masked_rows)));
   }
   if (!sums.ce.defined()) sums = {hidden.sum() * 0, hidden.sum() * 0, hidden.sum() * 0};  // no real token
   if (!mlm_sum.defined()) mlm_sum = at::zeros({}, sums.ce.options());
