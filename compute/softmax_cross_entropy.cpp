@@ -50,6 +50,7 @@ struct fused_cross_entropy : torch::autograd::Function<fused_cross_entropy> {
     const int64_t count = logits.size(0), width = logits.size(1);
     const int64_t* label = labels.data_ptr<int64_t>();
     check_labels(label, count, width);
+    static_assert(sizeof(rows::row_statistics) == 2 * sizeof(float));
     auto statistics = at::empty({count, 2}, logits.options().dtype(at::kFloat));
     auto* stats = reinterpret_cast<rows::row_statistics*>(statistics.data_ptr<float>());
     std::vector<double> row_loss(static_cast<std::size_t>(count), 0.0);
