@@ -70,16 +70,42 @@ float horizontal_max(__m256 v) {
   return _mm_cvtss_f32(_mm_max_ss(twos, _mm_shuffle_ps(twos, twos, 1)));
 }
 
-}  // namespace
+/// Stores the first `count` (< 8) of eight values at `at`: a row's tail.
+void store_tail(void* row, element type, int64_t at, int64_t count, __m256 values) {
+  alignas(32) unsigned char padded[lanes * 4];
+  store(padded, type, 0, values);
+  std::memcpy(static_cast<unsigned char*>(row) + at * element_bytes(type), padded,
+              static_cast<std::size_t>(count) * element_bytes(type));
+}
 
-row_statistics statistics(const void* row, element type, int64_t width) {
+/// Eight values of a row at `at`, or its last `count` (< 8) padded with zeros; `valid` marks the
+/// lanes that hold the row's values.
+__m256 load_block(const void* row, element type, int64_t at, int64_t count, __m256& valid) {
+  if (count >= lanes) {
+    valid = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    return load(row, type, at);
+  }
+  const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  valid = _mm256_cmp_ps(lane, _mm256_set1_ps(static_cast<float>(count)), _CMP_LT_OQ);
+  return load_tail(row, type, at, count, 0.0f);
+}
+
+float row_max(const void* row, element type, int64_t width) {
   constexpr float lowest = -std::numeric_limits<float>::infinity();
   const int64_t whole = width - width % lanes;
   __m256 max = _mm256_set1_ps(lowest);
   for (int64_t i = 0; i < whole; i += lanes) max = _mm256_max_ps(max, load(row, type, i));
   if (whole < width) max = _mm256_max_ps(max, load_tail(row, type, whole, width - whole, lowest));
+  return horizontal_max(max);
+}
+
+}  // namespace
+
+row_statistics statistics(const void* row, element type, int64_t width) {
+  constexpr float lowest = -std::numeric_limits<float>::infinity();
+  const int64_t whole = width - width % lanes;
   row_statistics result;
-  result.max = horizontal_max(max);
+  result.max = row_max(row, type, width);
   // A row of NaN or -inf has no finite max: its sum is NaN (as log_softmax's would be).
   const __m256 shift = _mm256_set1_ps(result.max);
   __m256 sum = _mm256_setzero_ps();
@@ -106,37 +132,9 @@ void gradient(const void* row, void* gradient, element type, int64_t width, cons
   };
   const int64_t whole = width - width % lanes;
   for (int64_t i = 0; i < whole; i += lanes) store(gradient, type, i, block(load(row, type, i), i));
-  if (whole == width) return;
-  alignas(32) unsigned char padded[lanes * 4];
-  store(padded, type, 0, block(load_tail(row, type, whole, width - whole, 0.0f), whole));
-  std::memcpy(static_cast<unsigned char*>(gradient) + whole * element_bytes(type), padded,
-              static_cast<std::size_t>(width - whole) * element_bytes(type));
-}
-
-namespace {
-
-/// Eight values of a row at `at`, or its last `count` (< 8) padded with zeros; `valid` marks the
-/// lanes that hold the row's values.
-__m256 load_block(const void* row, element type, int64_t at, int64_t count, __m256& valid) {
-  if (count >= lanes) {
-    valid = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-    return load(row, type, at);
-  }
-  const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-  valid = _mm256_cmp_ps(lane, _mm256_set1_ps(static_cast<float>(count)), _CMP_LT_OQ);
-  return load_tail(row, type, at, count, 0.0f);
-}
-
-float row_max(const void* row, element type, int64_t width) {
-  const int64_t whole = width - width % lanes;
-  __m256 max = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int64_t i = 0; i < whole; i += lanes) max = _mm256_max_ps(max, load(row, type, i));
   if (whole < width)
-    max = _mm256_max_ps(max, load_tail(row, type, whole, width - whole, -std::numeric_limits<float>::infinity()));
-  return horizontal_max(max);
+    store_tail(gradient, type, whole, width - whole, block(load_tail(row, type, whole, width - whole, 0.0f), whole));
 }
-
-}  // namespace
 
 soft_row_statistics soft_statistics(const void* student, element student_type, const void* teacher,
                                     element teacher_type, int64_t width, float inverse_temperature) {
@@ -178,14 +176,10 @@ void soft_gradient(const void* student, element student_type, const void* teache
     const __m256 b = _mm256_mul_ps(load_block(teacher, teacher_type, i, width - i, valid), scale);
     const __m256 g = _mm256_sub_ps(_mm256_mul_ps(Sleef_expf8_u10avx2(_mm256_sub_ps(a, student_shift)), student_factor),
                                    _mm256_mul_ps(Sleef_expf8_u10avx2(_mm256_sub_ps(b, teacher_shift)), teacher_factor));
-    if (width - i >= lanes) {
+    if (width - i >= lanes)
       store(gradient, student_type, i, g);
-    } else {
-      alignas(32) unsigned char padded[lanes * 4];
-      store(padded, student_type, 0, g);
-      std::memcpy(static_cast<unsigned char*>(gradient) + i * element_bytes(student_type), padded,
-                  static_cast<std::size_t>(width - i) * element_bytes(student_type));
-    }
+    else
+      store_tail(gradient, student_type, i, width - i, g);
   }
 }
 

@@ -63,9 +63,13 @@ at::Tensor site_keys_on(dropout_keys& keys, uint32_t site, const at::Device& dev
   return block.keys[site - block.first_site];
 }
 
-/// One row of the keep mask: `scale` where keyed_keep holds, 0 elsewhere.
+/// Elements [first, count) of one row of the keep mask: `scale` where keyed_keep holds, 0 elsewhere.
+void fill_keep_row_from(float* row, int64_t first, int64_t count, uint32_t key, uint32_t threshold, float scale) {
+  for (int64_t j = first; j < count; ++j) row[j] = keyed_keep(static_cast<uint32_t>(j), key, threshold) ? scale : 0.0f;
+}
+
 void fill_keep_row(float* row, int64_t count, uint32_t key, uint32_t threshold, float scale) {
-  for (int64_t j = 0; j < count; ++j) row[j] = keyed_keep(static_cast<uint32_t>(j), key, threshold) ? scale : 0.0f;
+  fill_keep_row_from(row, 0, count, key, threshold, scale);
 }
 
 #if defined(__x86_64__)
@@ -92,7 +96,7 @@ __attribute__((target("avx2"))) void fill_keep_row_avx2(float* row, int64_t coun
     const __m256i dropped = _mm256_cmpgt_epi32(bar, _mm256_xor_si256(x, sign));  // hash < threshold
     _mm256_storeu_ps(row + j, _mm256_andnot_ps(_mm256_castsi256_ps(dropped), kept_value));
   }
-  for (; j < count; ++j) row[j] = keyed_keep(static_cast<uint32_t>(j), key, threshold) ? scale : 0.0f;
+  fill_keep_row_from(row, j, count, key, threshold, scale);
 }
 #endif
 

@@ -11,21 +11,15 @@
 
 #include "compute/cpu_features.hpp"
 #include "compute/cross_entropy_rows.hpp"
+#include "compute/logit_rows.hpp"
 
 namespace troupe::compute {
 namespace {
 
 namespace rows = cross_entropy_rows;
 
-bool fusable_type(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16; }
-
-rows::element element_of(const at::Tensor& t) {
-  return t.scalar_type() == at::kFloat ? rows::element::fp32 : rows::element::bf16;
-}
-
-const void* row_of(const at::Tensor& t, int64_t r) {
-  return static_cast<const unsigned char*>(t.data_ptr()) + r * t.size(1) * t.element_size();
-}
+using logit_rows::element_of;
+using logit_rows::row_of;
 
 /// The tensor operations: what the fused node computes, and the path everywhere else.
 at::Tensor soft_target_kl_by_tensors(const at::Tensor& student_logits, const at::Tensor& teacher_logits,
@@ -50,18 +44,12 @@ struct fused_soft_target_kl : torch::autograd::Function<fused_soft_target_kl> {
     static_assert(sizeof(rows::soft_row_statistics) == 5 * sizeof(float));
     auto statistics = at::empty({count, 5}, student.options().dtype(at::kFloat));
     auto* stats = reinterpret_cast<rows::soft_row_statistics*>(statistics.data_ptr<float>());
-    std::vector<double> row_kl(static_cast<std::size_t>(count), 0.0);
-    at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const auto& s = stats[r] = rows::soft_statistics(row_of(student, r), element_of(student), row_of(teacher, r),
-                                                         element_of(teacher), width, inverse);
-        row_kl[static_cast<std::size_t>(r)] =
-            std::log(static_cast<double>(s.student_sum)) + s.student_max - std::log(static_cast<double>(s.teacher_sum)) -
-            s.teacher_max + static_cast<double>(s.teacher_weighted_difference) / s.teacher_sum;
-      }
+    const double total = logit_rows::sum_in_row_order(count, [&](int64_t r) {
+      const auto& s = stats[r] = rows::soft_statistics(row_of(student, r), element_of(student), row_of(teacher, r),
+                                                       element_of(teacher), width, inverse);
+      return std::log(static_cast<double>(s.student_sum)) + s.student_max - std::log(static_cast<double>(s.teacher_sum)) -
+             s.teacher_max + static_cast<double>(s.teacher_weighted_difference) / s.teacher_sum;
     });
-    double total = 0;  // in row order, whatever the threads
-    for (const double kl : row_kl) total += kl;
     context->save_for_backward({student, teacher, statistics});
     context->saved_data["temperature"] = temperature;
     return at::scalar_tensor(static_cast<float>(total * temperature * temperature), statistics.options());
@@ -75,11 +63,10 @@ struct fused_soft_target_kl : torch::autograd::Function<fused_soft_target_kl> {
     const auto inverse = static_cast<float>(1.0 / context->saved_data["temperature"].toDouble());
     const float weight = output_gradients.at(0).item<float>();
     auto gradient = at::empty_like(student);
-    const auto row_bytes = static_cast<std::size_t>(student.size(1) * student.element_size());
     at::parallel_for(0, student.size(0), 1, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r)
         rows::soft_gradient(row_of(student, r), element_of(student), row_of(teacher, r), element_of(teacher),
-                            static_cast<unsigned char*>(gradient.data_ptr()) + static_cast<std::size_t>(r) * row_bytes,
+                            logit_rows::writable_row_of(gradient, r),
                             student.size(1), stats[r], inverse, weight);
     });
     return {gradient, at::Tensor(), at::Tensor()};
@@ -92,7 +79,7 @@ struct fused_soft_target_kl : torch::autograd::Function<fused_soft_target_kl> {
 bool summed_soft_target_kl_is_fused(const at::Tensor& student_logits, const at::Tensor& teacher_logits) {
   return student_logits.is_cpu() && teacher_logits.is_cpu() && student_logits.dim() == 2 &&
          student_logits.sizes() == teacher_logits.sizes() && student_logits.size(0) > 0 && student_logits.size(1) > 0 &&
-         fusable_type(student_logits) && fusable_type(teacher_logits) && cpu_has_avx2_and_fma();
+         logit_rows::kernel_type(student_logits) && logit_rows::kernel_type(teacher_logits) && cpu_has_avx2_and_fma();
 }
 
 at::Tensor summed_soft_target_kl(const at::Tensor& student_logits, const at::Tensor& teacher_logits,

@@ -1,33 +1,25 @@
 #include "compute/softmax_cross_entropy.hpp"
 
-#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include <cmath>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "compute/cpu_features.hpp"
 #include "compute/cross_entropy_rows.hpp"
+#include "compute/logit_rows.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::compute {
 namespace {
 
 namespace rows = cross_entropy_rows;
+using logit_rows::element_of;
+using logit_rows::row_of;
 
 constexpr int64_t ignored_label = -100;  // PyTorch's default ignore_index
-
-rows::element element_of(const at::Tensor& logits) {
-  return logits.scalar_type() == at::kFloat ? rows::element::fp32 : rows::element::bf16;
-}
-
-/// Row r's first byte.
-const unsigned char* row_of(const at::Tensor& logits, int64_t r) {
-  return static_cast<const unsigned char*>(logits.data_ptr()) + r * logits.size(1) * logits.element_size();
-}
 
 /// The label's value in row r as fp32 (bf16 widened exactly).
 float value_at(const at::Tensor& logits, int64_t r, int64_t label) {
@@ -53,17 +45,12 @@ struct fused_cross_entropy : torch::autograd::Function<fused_cross_entropy> {
     static_assert(sizeof(rows::row_statistics) == 2 * sizeof(float));
     auto statistics = at::empty({count, 2}, logits.options().dtype(at::kFloat));
     auto* stats = reinterpret_cast<rows::row_statistics*>(statistics.data_ptr<float>());
-    std::vector<double> row_loss(static_cast<std::size_t>(count), 0.0);
-    at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        stats[r] = rows::statistics(row_of(logits, r), element_of(logits), width);
-        if (label[r] == ignored_label) continue;
-        const double log_sum = static_cast<double>(stats[r].max) + std::log(static_cast<double>(stats[r].sum));
-        row_loss[static_cast<std::size_t>(r)] = log_sum - static_cast<double>(value_at(logits, r, label[r]));
-      }
+    const double total = logit_rows::sum_in_row_order(count, [&](int64_t r) {
+      stats[r] = rows::statistics(row_of(logits, r), element_of(logits), width);
+      if (label[r] == ignored_label) return 0.0;
+      const double log_sum = static_cast<double>(stats[r].max) + std::log(static_cast<double>(stats[r].sum));
+      return log_sum - static_cast<double>(value_at(logits, r, label[r]));
     });
-    double total = 0;  // in row order, whatever the threads
-    for (const double loss : row_loss) total += loss;
     context->save_for_backward({logits, labels, statistics});
     return at::scalar_tensor(static_cast<float>(total), logits.options().dtype(at::kFloat));
   }
@@ -80,7 +67,7 @@ struct fused_cross_entropy : torch::autograd::Function<fused_cross_entropy> {
     const auto row_bytes = static_cast<std::size_t>(width * logits.element_size());
     at::parallel_for(0, logits.size(0), 1, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        auto* out = static_cast<unsigned char*>(gradient.data_ptr()) + static_cast<std::size_t>(r) * row_bytes;
+        void* out = logit_rows::writable_row_of(gradient, r);
         if (label[r] == ignored_label)
           std::memset(out, 0, row_bytes);
         else
@@ -96,7 +83,7 @@ struct fused_cross_entropy : torch::autograd::Function<fused_cross_entropy> {
 
 bool summed_cross_entropy_is_fused(const at::Tensor& logits, const at::Tensor& labels) {
   return logits.is_cpu() && logits.dim() == 2 && logits.size(0) > 0 && logits.size(1) > 0 &&
-         (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kBFloat16) && labels.dim() == 1 &&
+         logit_rows::kernel_type(logits) && labels.dim() == 1 &&
          labels.scalar_type() == at::kLong && labels.size(0) == logits.size(0) && labels.is_cpu() &&
          cpu_has_avx2_and_fma();
 }
