@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 
 #include "actors/training_session.hpp"
 #include "actors/worker.hpp"
@@ -144,6 +145,14 @@ int64_t traced_calls(const std::filesystem::path& file, const std::string& name)
   return calls;
 }
 
+// How many different start times the trace's events have (ts: µs since the epoch).
+size_t distinct_start_times(const std::filesystem::path& file) {
+  const auto trace = json::parse(std::ifstream(file));
+  std::set<double> starts;
+  for (const auto& event : trace.at("traceEvents")) starts.insert(event.at("ts").get<double>());
+  return starts.size();
+}
+
 // The profiler block: after `wait` windows the worker traces `active` windows into a Chrome
 // trace; every window runs the same operators (2 micro-batches each), so a trace of two windows
 // holds twice the cross-entropy calls of a trace of one. A trace that would start after the
@@ -160,6 +169,9 @@ TEST_F(training_e2e, the_profiler_traces_the_windows_it_was_asked_for) {
     // The loss is troupe's own node on CPUs with AVX2 and FMA (compute/softmax_cross_entropy.hpp).
     losses.push_back(traced_calls(trace, "aten::cross_entropy_loss") + traced_calls(trace, "troupe::summed_cross_entropy"));
     EXPECT_GT(traced_calls(trace, "aten::mm") + traced_calls(trace, "aten::addmm"), 0) << trace;
+    // Start times to the microsecond: a window's hundreds of operators start at many different
+    // times, not at the one instant that six significant digits of ~1.8e15 µs would print.
+    EXPECT_GT(distinct_start_times(trace), 100u) << trace;
   }
   EXPECT_GT(losses[0], 0);
   EXPECT_EQ(losses[0] % 2, 0) << "one window: two micro-batches";
