@@ -56,6 +56,10 @@ void albert_for_pretraining_impl::use_dropout_keys(const std::shared_ptr<dropout
   keys_ = keys;
 }
 
+void albert_for_pretraining_impl::use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) {
+  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->weight_copies = copies;
+}
+
 torch::Tensor albert_for_pretraining_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                                                   const torch::Tensor& lengths) {
   // The residual stream stays fp32 as BERT's does (under CPU autocast the mapping's output is
@@ -75,7 +79,7 @@ torch::Tensor albert_for_pretraining_impl::encode(const torch::Tensor& input_ids
 
 torch::Tensor albert_for_pretraining_impl::predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) {
   return masked_lm_head(hidden, flat_positions, head_dense, head_layer_norm, embeddings->word_embeddings->weight,
-                        head_bias, config().hidden_act == "gelu_new");
+                        head_bias, config().hidden_act == "gelu_new", weight_copies());
 }
 
 torch::Tensor albert_for_pretraining_impl::sentence_order_logits(const torch::Tensor& hidden) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compute/autocast_scope.hpp"
+#include "compute/cpu_bf16_linear.hpp"
 #include "compute/low_precision_parameters.hpp"
 #include "compute/word_lookup.hpp"
 
@@ -28,14 +29,20 @@ torch::Tensor gemm_operand(const std::vector<torch::Tensor>& parameters, const t
 
 }  // namespace
 
-torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x) {
-  if (x.is_cpu()) return layer->forward(x);
+torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x, bf16_weight_copies* copies) {
+  if (x.is_cpu()) {
+    if (copies)
+      if (auto y = cpu_bf16_linear(x, layer->weight, layer->bias, *copies)) return *y;
+    return layer->forward(x);
+  }
   return torch::linear(x, gemm_operand({layer->weight}, x), gemm_operand({layer->bias}, x));
 }
 
 std::array<torch::Tensor, 3> project_qkv(torch::nn::Linear query, torch::nn::Linear key, torch::nn::Linear value,
-                                         const torch::Tensor& hidden, bool fused) {
-  if (!fused) return {linear_forward(query, hidden), linear_forward(key, hidden), linear_forward(value, hidden)};
+                                         const torch::Tensor& hidden, bool fused, bf16_weight_copies* copies) {
+  if (!fused)
+    return {linear_forward(query, hidden, copies), linear_forward(key, hidden, copies),
+            linear_forward(value, hidden, copies)};
   const auto weight = gemm_operand({query->weight, key->weight, value->weight}, hidden);
   const auto bias = gemm_operand({query->bias, key->bias, value->bias}, hidden);
   auto parts = torch::linear(hidden, weight, bias).chunk(3, -1);
@@ -90,7 +97,7 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   const auto seq = hidden.size(1);
   // [batch, seq, hidden] -> [batch, heads, seq, head_size]
   auto split_heads = [&](const torch::Tensor& x) { return x.view({batch, seq, heads, head_size}).transpose(1, 2); };
-  const auto [projected_q, projected_k, projected_v] = project_qkv(query, key, value, hidden, !hidden.is_cpu());
+  const auto [projected_q, projected_k, projected_v] = project_qkv(query, key, value, hidden, !hidden.is_cpu(), weight_copies.get());
   auto q = split_heads(projected_q);
   auto k = split_heads(projected_k);
   auto v = split_heads(projected_v);
@@ -105,11 +112,13 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   auto probabilities = apply_dropout(torch::softmax(scores, -1, torch::kFloat), attention_dropout, is_training(), keys,
                                      probabilities_type);
   auto context = torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, seq, heads * head_size});
-  auto projected = linear_forward(attention_output, context);
+  auto projected = linear_forward(attention_output, context, weight_copies.get());
   if (output_dropout) projected = apply_dropout(projected, hidden_dropout, is_training(), keys);
   auto attended = attention_layer_norm(projected + hidden);
-  auto expanded = gelu(linear_forward(intermediate, attended), tanh_gelu);
-  return output_layer_norm(apply_dropout(linear_forward(output, expanded), hidden_dropout, is_training(), keys) + attended);
+  auto expanded = gelu(linear_forward(intermediate, attended, weight_copies.get()), tanh_gelu);
+  return output_layer_norm(
+      apply_dropout(linear_forward(output, expanded, weight_copies.get()), hidden_dropout, is_training(), keys) +
+      attended);
 }
 
 torch::Tensor padding_attention_bias(const torch::Tensor& lengths, int64_t seq, const torch::Tensor& like) {
@@ -123,10 +132,13 @@ torch::Tensor padding_attention_bias(const torch::Tensor& lengths, int64_t seq, 
 
 torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& flat_positions,
                              torch::nn::Linear dense, torch::nn::LayerNorm norm,
-                             const torch::Tensor& word_embeddings, const torch::Tensor& bias, bool tanh_gelu) {
+                             const torch::Tensor& word_embeddings, const torch::Tensor& bias, bool tanh_gelu,
+                             bf16_weight_copies* copies) {
   auto selected = hidden.reshape({-1, hidden.size(-1)}).index_select(0, flat_positions);
   // Under CPU autocast (LibTorch 1.13) LayerNorm wants fp32 input: the GELU output is bf16.
-  auto transformed = norm(gelu(dense(selected), tanh_gelu).to(torch::kFloat));
+  auto transformed = norm(gelu(linear_forward(dense, selected, copies), tanh_gelu).to(torch::kFloat));
+  if (copies && transformed.is_cpu())
+    if (auto logits = cpu_bf16_linear(transformed, word_embeddings, {}, *copies)) return (*logits + bias).to(torch::kFloat);
   // Off the CPU as one GEMM with the bias in its epilogue (bf16 logits under autocast, then fp32).
   auto logits = transformed.is_cpu() ? torch::matmul(transformed, word_embeddings.t()) + bias
                                      : torch::linear(transformed, word_embeddings, bias);
@@ -176,6 +188,10 @@ void bert_for_masked_lm_impl::use_dropout_keys(const std::shared_ptr<dropout_key
   for (const auto& layer : *layers) layer->as<bert_layer_impl>()->keys = keys;
 }
 
+void bert_for_masked_lm_impl::use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) {
+  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->weight_copies = copies;
+}
+
 torch::Tensor bert_for_masked_lm_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                                               const torch::Tensor& lengths) {
   auto hidden = embeddings(input_ids, token_type_ids);
@@ -186,7 +202,8 @@ torch::Tensor bert_for_masked_lm_impl::encode(const torch::Tensor& input_ids, co
 
 torch::Tensor bert_for_masked_lm_impl::predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) {
   return masked_lm_head(hidden, flat_positions, transform_dense, transform_layer_norm,
-                        embeddings->word_embeddings->weight, prediction_bias, config().hidden_act == "gelu_new");
+                        embeddings->word_embeddings->weight, prediction_bias, config().hidden_act == "gelu_new",
+                        weight_copies());
 }
 
 }  // namespace troupe::compute

@@ -52,6 +52,8 @@ struct bert_layer_impl : torch::nn::Module {
   bool output_dropout;
   bool tanh_gelu;
   std::shared_ptr<dropout_keys> keys;
+  /// The window's bf16 weights, when the model keeps them (masked_lm_impl::keep_bf16_weight_copies).
+  std::shared_ptr<bf16_weight_copies> weight_copies;
 };
 TORCH_MODULE_IMPL(bert_layer, bert_layer_impl);
 
@@ -61,8 +63,9 @@ torch::nn::LayerNorm make_layer_norm(const bert_config& config, int64_t width = 
 /// A linear layer's output. Off the CPU through ATen's linear, whose autocast casts the bias too
 /// and whose GEMM adds it in its epilogue; the C++ API's module call (matmul, then += an fp32
 /// bias: one more pass over the output, mixed types) stays on the CPU, whose runs keep their bits.
-/// Off the CPU under autocast the weight and bias are cast by low_precision_parameters.
-torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x);
+/// Off the CPU under autocast the weight and bias are cast by low_precision_parameters; on the CPU,
+/// given `copies`, compute/cpu_bf16_linear does autocast's arithmetic with fewer passes.
+torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x, bf16_weight_copies* copies = nullptr);
 
 /// The query, key and value projections of `hidden` ([batch, seq, hidden] each). `fused`: one GEMM
 /// over the three weights side by side (one autocast cast of `hidden` and one launch instead of
@@ -70,7 +73,7 @@ torch::Tensor linear_forward(torch::nn::Linear layer, const torch::Tensor& x);
 /// flat_parameters' buffer, are cast as one tensor by low_precision_parameters). Otherwise three linear_forward calls (on the CPU, whose
 /// runs keep their bits).
 std::array<torch::Tensor, 3> project_qkv(torch::nn::Linear query, torch::nn::Linear key, torch::nn::Linear value,
-                                         const torch::Tensor& hidden, bool fused);
+                                         const torch::Tensor& hidden, bool fused, bf16_weight_copies* copies = nullptr);
 
 /// GELU: exact, or tanh-approximated (HF's "gelu_new").
 torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation);
@@ -80,11 +83,11 @@ torch::Tensor gelu(const torch::Tensor& x, bool tanh_approximation);
 torch::Tensor padding_attention_bias(const torch::Tensor& lengths, int64_t seq, const torch::Tensor& like);
 
 /// The masked-LM head at `flat_positions` of `hidden`: dense → GELU → LayerNorm → the word
-/// embeddings' transpose + bias, in fp32.
+/// embeddings' transpose + bias, in fp32. `copies` as for linear_forward.
 torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& flat_positions,
                              torch::nn::Linear dense, torch::nn::LayerNorm norm,
                              const torch::Tensor& word_embeddings, const torch::Tensor& bias,
-                             bool tanh_gelu = false);
+                             bool tanh_gelu = false, bf16_weight_copies* copies = nullptr);
 
 /// BertForMaskedLM: embeddings, encoder layers and the prediction head whose decoder is tied to
 /// the word embeddings. The head runs only at the requested positions.
@@ -107,6 +110,7 @@ struct bert_for_masked_lm_impl : masked_lm_impl {
 
  protected:
   void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) override;
+  void use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) override;
 };
 TORCH_MODULE_IMPL(bert_for_masked_lm, bert_for_masked_lm_impl);
 

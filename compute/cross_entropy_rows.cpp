@@ -6,36 +6,25 @@
 #include <cstring>
 #include <limits>
 
+#include "compute/bf16_lanes.hpp"
+
 // This file is compiled with -mavx2 -mfma (compute/CMakeLists.txt): only for CPUs that have them.
 namespace troupe::compute::cross_entropy_rows {
 namespace {
 
 constexpr int64_t lanes = 8;
 
-/// Eight values from `row` at `at` as fp32. bf16 is an fp32's upper half.
+/// Eight values from `row` at `at` as fp32.
 __m256 load(const void* row, element type, int64_t at) {
   if (type == element::fp32) return _mm256_loadu_ps(static_cast<const float*>(row) + at);
-  const auto* halves = static_cast<const uint16_t*>(row) + at;
-  const __m256i widened = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(halves)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(widened, 16));
-}
-
-/// fp32 → bf16, rounded to nearest even; NaN becomes 0x7FC0 (c10::BFloat16's rule).
-__m128i to_bf16(__m256 values) {
-  const __m256i bits = _mm256_castps_si256(values);
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-  __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
-  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(values, values, _CMP_UNORD_Q));
-  rounded = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC0), nan);
-  // Every lane holds a value ≤ 0xFFFF, so the saturating pack is exact.
-  return _mm_packus_epi32(_mm256_castsi256_si128(rounded), _mm256_extracti128_si256(rounded, 1));
+  return bf16_lanes::widen(static_cast<const uint16_t*>(row) + at);
 }
 
 void store(void* row, element type, int64_t at, __m256 values) {
   if (type == element::fp32)
     _mm256_storeu_ps(static_cast<float*>(row) + at, values);
   else
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(row) + at), to_bf16(values));
+    bf16_lanes::store(static_cast<uint16_t*>(row) + at, values);
 }
 
 std::size_t element_bytes(element type) { return type == element::fp32 ? 4 : 2; }

@@ -44,6 +44,10 @@ void distilbert_for_masked_lm_impl::use_dropout_keys(const std::shared_ptr<dropo
   for (const auto& layer : *layers) layer->as<bert_layer_impl>()->keys = keys;
 }
 
+void distilbert_for_masked_lm_impl::use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) {
+  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->weight_copies = copies;
+}
+
 torch::Tensor distilbert_for_masked_lm_impl::encode(const torch::Tensor& input_ids, const torch::Tensor&,
                                                     const torch::Tensor& lengths) {
   auto hidden = embeddings->forward(input_ids, torch::Tensor());
@@ -54,7 +58,7 @@ torch::Tensor distilbert_for_masked_lm_impl::encode(const torch::Tensor& input_i
 
 torch::Tensor distilbert_for_masked_lm_impl::predict(const torch::Tensor& hidden, const torch::Tensor& flat_positions) {
   return masked_lm_head(hidden, flat_positions, vocab_transform, vocab_layer_norm, embeddings->word_embeddings->weight,
-                        vocab_projector_bias);
+                        vocab_projector_bias, false, weight_copies());
 }
 
 }  // namespace troupe::compute

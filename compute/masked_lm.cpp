@@ -5,6 +5,7 @@
 
 #include "compute/albert_model.hpp"
 #include "compute/bert_model.hpp"
+#include "compute/cpu_bf16_linear.hpp"
 #include "compute/distilbert_model.hpp"
 #include "compute/keyed_dropout.hpp"
 #include "messages/error.hpp"
@@ -41,6 +42,14 @@ void masked_lm_impl::seed_dropout(uint64_t seed) {
   keys_ = std::make_shared<dropout_keys>();
   keys_->seed = seed;
   use_dropout_keys(keys_);
+}
+
+bf16_weight_copies& masked_lm_impl::keep_bf16_weight_copies() {
+  if (!copies_) {
+    copies_ = std::make_shared<bf16_weight_copies>();
+    use_weight_copies(copies_);
+  }
+  return *copies_;
 }
 
 void masked_lm_impl::begin_dropout(const std::vector<uint64_t>& sample_keys) {

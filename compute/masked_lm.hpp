@@ -16,6 +16,8 @@
 
 namespace troupe::compute {
 
+class bf16_weight_copies;
+
 /// Dropout with masks keyed by sample (compute/dropout_mask.hpp): the CPU loop on the CPU, the
 /// same bits elsewhere from compute/keyed_dropout (one fused kernel on CUDA, the mask never
 /// stored; the output in the input's type, or off the CPU in `output_type` where given: the
@@ -53,14 +55,23 @@ struct masked_lm_impl : torch::nn::Module {
   /// Before a training forward: the batch rows' sample keys; the site count starts again.
   void begin_dropout(const std::vector<uint64_t>& sample_keys);
   const std::shared_ptr<dropout_keys>& dropout_state() const { return keys_; }
+  /// From now on the training forward passes on the CPU under bf16 autocast read the weights'
+  /// bf16 copies kept in these (compute/cpu_bf16_linear.hpp); the owner clears them whenever the
+  /// parameters may change, at the latest after each window.
+  bf16_weight_copies& keep_bf16_weight_copies();
+  /// The copies kept, or null.
+  bf16_weight_copies* weight_copies() const { return copies_.get(); }
 
  protected:
   /// Hands the keys to every submodule that applies dropout.
   virtual void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) = 0;
+  /// Hands the copies to every layer.
+  virtual void use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) = 0;
 
  private:
   bert_config config_;
   std::shared_ptr<dropout_keys> keys_;
+  std::shared_ptr<bf16_weight_copies> copies_;
 };
 
 /// A fresh model of config.model_type ("bert", "distilbert" or "albert"), its weights as

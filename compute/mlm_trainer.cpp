@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "compute/autocast_scope.hpp"
+#include "compute/cpu_bf16_linear.hpp"
 #include "compute/cuda_determinism.hpp"
 #include "compute/masked_lm.hpp"
 #include "compute/counter_random.hpp"
@@ -67,6 +68,9 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   build_models(options);
   // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
+  // Linear layers on the CPU under bf16 autocast read the window's bf16 weights
+  // (compute/cpu_bf16_linear.hpp): cleared in finish_window and discard_window.
+  if (device_.is_cpu()) model_->keep_bf16_weight_copies();
   build_gradient_buffers(options);
   optimizer_ = make_optimizer(options.optimizer);
   if (options.diloco) outer_ = std::make_unique<outer_optimizer>(*options.diloco, parameters_->values());
@@ -149,6 +153,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const before_b
   {
     autocast_scope autocast(device_, autocast_dtype());
     model_->begin_dropout(batch.sample_keys);
+    if (auto* copies = model_->weight_copies()) copies->begin_pass();
     const auto on_device = to_device(batch, device_);
     lookup_->mark_rows(on_device.input_ids);
     if (task_) {
@@ -260,6 +265,7 @@ window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
   if (unscale != 1.0) parameters_->gradients().div_(unscale);
   result.grad_norm = clip_gradient_norm(parameters_->gradients(), options_.gradient_clipping);
   result.lr = learning_rate(options_.schedule, options_.optimizer.lr, optimizer_->steps());
+  if (auto* copies = model_->weight_copies()) copies->clear();
   optimizer_->step(*parameters_, result.lr);
   parameters_->zero_gradients();
   result.optimizer_seconds = seconds_since(start);
@@ -268,6 +274,7 @@ window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
 
 void mlm_trainer::discard_window() {
   torch::NoGradGuard no_grad;
+  if (auto* copies = model_->weight_copies()) copies->clear();
   parameters_->zero_gradients();
   lookup_->discard();
   if (banked_gradient_.defined()) banked_gradient_.zero_();
