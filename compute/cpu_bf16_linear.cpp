@@ -75,7 +75,7 @@ struct bf16_linear : torch::autograd::Function<bf16_linear> {
     // The operands are bf16 already: autocast would cast nothing, so it is left out of the way.
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
     const auto& weight16 = copies->of(weight);
-    auto y = at::matmul(x, weight16.t());
+    auto y = at::matmul(x, weight16.t()).contiguous();  // contiguous already where x is
     if (has_bias) add_bias_rounded(y, bias);
     context->save_for_backward({x});
     auto& saved = context->saved_data;
