@@ -138,7 +138,7 @@ torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& f
   // Under CPU autocast (LibTorch 1.13) LayerNorm wants fp32 input: the GELU output is bf16.
   auto transformed = norm(gelu(linear_forward(dense, selected, copies), tanh_gelu).to(torch::kFloat));
   if (copies && transformed.is_cpu())
-    if (auto logits = cpu_bf16_linear(transformed, word_embeddings, {}, *copies)) return (*logits + bias).to(torch::kFloat);
+    if (auto logits = cpu_bf16_linear(transformed, word_embeddings, bias, *copies, bias_sum::widened)) return *logits;
   // Off the CPU as one GEMM with the bias in its epilogue (bf16 logits under autocast, then fp32).
   auto logits = transformed.is_cpu() ? torch::matmul(transformed, word_embeddings.t()) + bias
                                      : torch::linear(transformed, word_embeddings, bias);

@@ -37,6 +37,13 @@ void add_bias_rounded_rows(uint16_t* values, const float* bias, int64_t count, i
   rows::add_bias_rounded_scalar(values, bias, count, width);
 }
 
+void add_bias_widened_rows(float* sums, const uint16_t* values, const float* bias, int64_t count, int64_t width) {
+#if defined(__x86_64__)
+  if (cpu_has_avx2_and_fma()) return rows::add_bias_widened(sums, values, bias, count, width);
+#endif
+  rows::add_bias_widened_scalar(sums, values, bias, count, width);
+}
+
 /// sums += values widened (both contiguous, as many elements).
 void add_widened(at::Tensor& sums, const at::Tensor& values) {
   float* out = sums.data_ptr<float>();
@@ -67,16 +74,34 @@ at::Tensor add_or_hand_back(at::Tensor& buffer, const at::Tensor& gradient, cons
   return {};
 }
 
+/// out (fp32) = y (bf16) widened + bias, both contiguous with the bias's width.
+at::Tensor add_bias_widened(const at::Tensor& y, const at::Tensor& bias) {
+  auto out = at::empty(y.sizes(), y.options().dtype(at::kFloat));
+  const int64_t width = bias.numel();
+  const uint16_t* in = halves_of(y);
+  float* sums = out.data_ptr<float>();
+  const float* b = bias.data_ptr<float>();
+  at::parallel_for(0, y.numel() / width, std::max<int64_t>(1, grain / width), [&](int64_t begin, int64_t end) {
+    add_bias_widened_rows(sums + begin * width, in + begin * width, b, end - begin, width);
+  });
+  return out;
+}
+
+/// No bias, or one of bias_sum's two forms (the node's int64 argument).
+constexpr int64_t no_bias = -1;
+
 /// The autograd node. Inputs: x (bf16), the fp32 weight and bias (the weight again where there
-/// is no bias: a custom function's tensors must be defined), whether there is a bias, the copies.
+/// is no bias: a custom function's tensors must be defined), how the bias is added, the copies.
 struct bf16_linear : torch::autograd::Function<bf16_linear> {
   static at::Tensor forward(torch::autograd::AutogradContext* context, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, bool has_bias, bf16_weight_copies* copies) {
+                            const at::Tensor& bias, int64_t sum, bf16_weight_copies* copies) {
     // The operands are bf16 already: autocast would cast nothing, so it is left out of the way.
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
     const auto& weight16 = copies->of(weight);
+    const bool has_bias = sum != no_bias;
     auto y = at::matmul(x, weight16.t()).contiguous();  // contiguous already where x is
-    if (has_bias) add_bias_rounded(y, bias);
+    if (sum == static_cast<int64_t>(bias_sum::rounded)) add_bias_rounded(y, bias);
+    if (sum == static_cast<int64_t>(bias_sum::widened)) y = add_bias_widened(y, bias);
     context->save_for_backward({x});
     auto& saved = context->saved_data;
     saved["weight16"] = weight16;
@@ -90,6 +115,7 @@ struct bf16_linear : torch::autograd::Function<bf16_linear> {
 
   /// What autograd's MmBackward0 computes for mm(x, W16.t()) (W16.t() column-major: its mat2
   /// gradient as grad.t().mm(x)), and the bias's gradient as the engine reduces and widens it.
+  /// An fp32 output's gradient reaches the product as the engine casts it, to bf16.
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
                                                  torch::autograd::variable_list output_gradients) {
     const auto x = context->get_saved_variables().at(0);
@@ -97,16 +123,17 @@ struct bf16_linear : torch::autograd::Function<bf16_linear> {
     const auto weight16 = saved["weight16"].toTensor();
     auto weight_grad = saved["weight_grad"].toTensor();
     auto bias_grad = saved["bias_grad"].toTensor();
-    const auto& grad = output_gradients.at(0);
-    torch::autograd::variable_list gradients(5);  // x, weight, bias, has_bias, copies
-    if (!grad.defined()) return gradients;
+    const auto& output_gradient = output_gradients.at(0);
+    torch::autograd::variable_list gradients(5);  // x, weight, bias, how, copies
+    if (!output_gradient.defined()) return gradients;
     const torch::NoGradGuard plain_arithmetic;
+    const auto grad = output_gradient.to(at::kBFloat16);
     const auto grad2d = grad.reshape({-1, weight16.size(0)});
     if (saved["x_requires_grad"].toBool()) gradients[0] = at::mm(grad2d, weight16).view(x.sizes());
     gradients[1] = add_or_hand_back(weight_grad, at::mm(grad2d.t(), x.reshape({-1, weight16.size(1)})),
                                     saved["weight_uses"].toTensor());
     if (bias_grad.defined())
-      gradients[2] = add_or_hand_back(bias_grad, at::sum_to(grad, bias_grad.sizes()).to(at::kFloat),
+      gradients[2] = add_or_hand_back(bias_grad, at::sum_to(output_gradient, bias_grad.sizes()).to(at::kFloat),
                                       saved["bias_uses"].toTensor());
     return gradients;
   }
@@ -139,14 +166,16 @@ at::Tensor bf16_weight_copies::count_use(const at::Tensor& parameter) {
 }
 
 std::optional<at::Tensor> cpu_bf16_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                                          bf16_weight_copies& copies) {
+                                          bf16_weight_copies& copies, bias_sum sum) {
   if (!x.is_cpu() || !torch::GradMode::is_enabled() || autocast_dtype(c10::DeviceType::CPU) != at::kBFloat16)
     return std::nullopt;
   if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16) return std::nullopt;
-  if (!takes(weight) || (bias.defined() && !takes(bias)) || (bias.defined() && x.dim() == 2)) return std::nullopt;
+  if (!takes(weight) || (bias.defined() && !takes(bias))) return std::nullopt;
+  if (bias.defined() && sum == bias_sum::rounded && x.dim() == 2) return std::nullopt;  // LibTorch's addmm
   // autocast's cast of an activation (not a leaf: nothing cached), the same in either path
   const auto x16 = x.scalar_type() == at::kBFloat16 ? x : x.to(at::kBFloat16);
-  return bf16_linear::apply(x16, weight, bias.defined() ? bias : weight, bias.defined(), &copies);
+  return bf16_linear::apply(x16, weight, bias.defined() ? bias : weight,
+                            bias.defined() ? static_cast<int64_t>(sum) : no_bias, &copies);
 }
 
 }  // namespace troupe::compute

@@ -9,7 +9,8 @@
 ///   clears the copies when they may: docs/architecture.md#mixed-precision-linear-layers).
 /// - For a 3-d x it adds the fp32 bias into the bf16 GEMM output through an fp32 temporary (a
 ///   cast of the output, an add, a cast back). Here one pass: bf16(fp32(y) + b), rounded once,
-///   the same value.
+///   the same value. The tied decoder's `matmul(x, E.t()) + b` (an fp32 result) likewise widens
+///   the bf16 logits into a temporary, then adds; here one pass writes fp32(y) + b.
 /// - In the backward pass it widens W's bf16 gradient to a new fp32 tensor, then adds that into
 ///   W.grad. Here one pass adds the widened values into W.grad (the same fp32 additions); the
 ///   parameters' AccumulateGrad nodes then receive nothing to add (their post-hooks, which
@@ -64,11 +65,17 @@ class bf16_weight_copies {
   std::unordered_map<const void*, at::Tensor> uses_;  ///< this pass's counters, likewise
 };
 
+/// How the bias joins the bf16 product, as LibTorch does under autocast for each form.
+enum class bias_sum : int64_t {
+  rounded = 0,  ///< torch::nn::functional::linear of a 3-d x: bf16(fp32(y) + b), a bf16 output
+  widened = 1,  ///< matmul(x, W.t()) + b (the tied decoder): fp32(y) + b, an fp32 output
+};
+
 /// y = x Wᵀ + b as described above, where it applies: on the CPU, under bf16 autocast, in grad
 /// mode, with W (and b, when defined) fp32 leaves whose `.grad` is defined. Otherwise nullopt,
-/// and the caller takes LibTorch's path; also for a 2-d x with a bias (above). `x` may be fp32
-/// (cast to bf16 as autocast casts it) or bf16.
+/// and the caller takes LibTorch's path; also for a 2-d x with a bias to be rounded (above).
+/// `x` may be fp32 (cast to bf16 as autocast casts it) or bf16.
 std::optional<at::Tensor> cpu_bf16_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                                          bf16_weight_copies& copies);
+                                          bf16_weight_copies& copies, bias_sum sum = bias_sum::rounded);
 
 }  // namespace troupe::compute

@@ -25,4 +25,15 @@ void add_bias_rounded(uint16_t* values, const float* bias, int64_t rows, int64_t
   }
 }
 
+void add_bias_widened(float* sums, const uint16_t* values, const float* bias, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* row = values + r * width;
+    float* out = sums + r * width;
+    int64_t c = 0;
+    for (; c + lanes <= width; c += lanes)
+      _mm256_storeu_ps(out + c, _mm256_add_ps(bf16_lanes::widen(row + c), _mm256_loadu_ps(bias + c)));
+    add_bias_widened_scalar(out + c, row + c, bias + c, 1, width - c);  // the row's tail
+  }
+}
+
 }  // namespace troupe::compute::mixed_precision_rows

@@ -1,5 +1,5 @@
 #pragma once
-/// The two passes over bf16 and fp32 values that compute/cpu_bf16_linear makes in place of
+/// The passes over bf16 and fp32 values that compute/cpu_bf16_linear makes in place of
 /// LibTorch's mixed-type adds: with AVX2, eight values at a time. Free of LibTorch's headers;
 /// mixed_precision_rows.cpp alone is compiled with AVX2, so callers check
 /// cpu_has_avx2_and_fma() first and otherwise use the scalar loops below, which give the same
@@ -17,8 +17,12 @@ void add_widened(float* sums, const uint16_t* values, int64_t count);
 /// sum in fp32 and rounded once.
 void add_bias_rounded(uint16_t* values, const float* bias, int64_t rows, int64_t width);
 
-/// The same two loops one value at a time, for CPUs without AVX2 (and the vector loops' tails).
+/// For each of `rows` rows of `width` values: sums = fp32(value) + bias[column], written in fp32.
+void add_bias_widened(float* sums, const uint16_t* values, const float* bias, int64_t rows, int64_t width);
+
+/// The same loops one value at a time, for CPUs without AVX2 (and the vector loops' tails).
 void add_widened_scalar(float* sums, const uint16_t* values, int64_t count);
 void add_bias_rounded_scalar(uint16_t* values, const float* bias, int64_t rows, int64_t width);
+void add_bias_widened_scalar(float* sums, const uint16_t* values, const float* bias, int64_t rows, int64_t width);
 
 }  // namespace troupe::compute::mixed_precision_rows

@@ -27,4 +27,9 @@ void add_bias_rounded_scalar(uint16_t* values, const float* bias, int64_t rows, 
     }
 }
 
+void add_bias_widened_scalar(float* sums, const uint16_t* values, const float* bias, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) sums[r * width + c] = widened(values[r * width + c]) + bias[c];
+}
+
 }  // namespace troupe::compute::mixed_precision_rows

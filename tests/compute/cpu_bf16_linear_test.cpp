@@ -1,6 +1,7 @@
 // cpu_bf16_linear (compute/cpu_bf16_linear.hpp): outputs and every gradient bit for bit those of
 // LibTorch's linear under CPU bf16 autocast, over micro-batches that reuse the window's copies,
-// for the forms it takes (3-d with a bias, 2-d without), for a weight used several times in one
+// for the forms it takes (3-d with a bias, 2-d without, the tied decoder's fp32 sum with its
+// bias), for a weight used several times in one
 // pass (and in passes not begun: counts that add up), and the vector loops against the scalar ones.
 #include "compute/cpu_bf16_linear.hpp"
 
@@ -43,7 +44,15 @@ struct linear_case {
   torch::ScalarType x_type;
   int uses;  ///< times the weight is applied in one forward pass (summed)
   bool begin_passes = true;  ///< as the trainer does; without, the uses add up over micro-batches
+  bias_sum sum = bias_sum::rounded;
 };
+
+/// What LibTorch computes under autocast for each form.
+torch::Tensor reference_of(const linear_case& c, const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& bias) {
+  if (c.sum == bias_sum::widened) return torch::matmul(x, weight.t()) + bias;  // the tied decoder
+  return torch::nn::functional::linear(x, weight, bias);
+}
 
 /// `uses` applications of the layer to different inputs, summed, through autocast's path for
 /// the reference parameters and through cpu_bf16_linear for their twins, over three
@@ -66,8 +75,8 @@ void expect_autocast_s_bits(const linear_case& c) {
       for (int use = 0; use < c.uses; ++use) {
         xs.push_back(torch::randn(c.x_sizes).to(c.x_type).requires_grad_(true));
         xs2.push_back(xs.back().detach().clone().requires_grad_(true));
-        const auto reference = torch::nn::functional::linear(xs.back(), weight, bias);
-        const auto mine = cpu_bf16_linear(xs2.back(), weight2, bias2, copies);
+        const auto reference = reference_of(c, xs.back(), weight, bias);
+        const auto mine = cpu_bf16_linear(xs2.back(), weight2, bias2, copies, c.sum);
         ASSERT_TRUE(mine.has_value());
         ASSERT_EQ(mine->scalar_type(), reference.scalar_type());
         ASSERT_EQ(differing(*mine, reference), 0) << "forward, micro-batch " << micro_batch << ", use " << use;
@@ -91,8 +100,13 @@ TEST(cpu_bf16_linear, a_3d_input_with_a_bias_gives_autocast_s_bits) {
   expect_autocast_s_bits({{4, 9, 16}, 13, true, torch::kBFloat16, 1});  // a bf16 input; rows of 13
 }
 
-TEST(cpu_bf16_linear, a_2d_input_without_a_bias_the_tied_decoder_gives_autocast_s_bits) {
+TEST(cpu_bf16_linear, a_2d_input_without_a_bias_gives_autocast_s_bits) {
   expect_autocast_s_bits({{10, 16}, 37, false, torch::kFloat, 1});
+}
+
+TEST(cpu_bf16_linear, the_tied_decoder_s_fp32_sum_with_its_bias_gives_autocast_s_bits) {
+  expect_autocast_s_bits({{10, 16}, 37, true, torch::kFloat, 1, true, bias_sum::widened});
+  expect_autocast_s_bits({{10, 16}, 37, true, torch::kFloat, 3, true, bias_sum::widened});
 }
 
 TEST(cpu_bf16_linear, a_weight_used_three_times_in_one_pass_gives_autocast_s_bits) {
@@ -162,6 +176,11 @@ TEST(cpu_bf16_linear, the_vector_loops_give_the_scalar_loops_bits) {
   mixed_precision_rows::add_bias_rounded(vector_rows.data(), bias.data(), rows, width);
   mixed_precision_rows::add_bias_rounded_scalar(scalar_rows.data(), bias.data(), rows, width);
   EXPECT_EQ(vector_rows, scalar_rows);
+
+  std::vector<float> vector_widened(values.size()), scalar_widened(values.size());
+  mixed_precision_rows::add_bias_widened(vector_widened.data(), values.data(), bias.data(), rows, width);
+  mixed_precision_rows::add_bias_widened_scalar(scalar_widened.data(), values.data(), bias.data(), rows, width);
+  EXPECT_EQ(0, std::memcmp(vector_widened.data(), scalar_widened.data(), vector_widened.size() * sizeof(float)));
 
   std::vector<float> vector_sums(values.size()), scalar_sums;
   for (std::size_t i = 0; i < vector_sums.size(); ++i) vector_sums[i] = static_cast<float>(i) * 0.5f - 20.0f;
