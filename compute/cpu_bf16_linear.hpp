@@ -21,7 +21,8 @@
 ///   (begin_pass starts the count), and for a parameter used more than once the node hands the
 ///   widened gradient to autograd, which sums as before.
 /// The GEMMs are the calls autograd's mm backward makes, on the same operands and layouts; the
-/// bias's gradient is summed in bf16 and widened as autograd's engine does for autocast. A 2-d x
+/// bias's gradient is reduced over the rows (in the output's type) and widened as autograd's
+/// engine does. A 2-d x
 /// with a bias (LibTorch's addmm, whose bf16 bias autocast caches and sums in bf16 over uses) is
 /// left to LibTorch: the masked-LM head's small transform. A parameter read here must not also
 /// be read outside cpu_bf16_linear in the same pass (the models' are not: the input word lookup

@@ -12,6 +12,12 @@
 /// parameters, whose AccumulateGrad then has nothing to do. Parameters that lie one after the
 /// other in one storage (flat_parameters puts a layer's query, key and value weights side by
 /// side) are copied as one tensor, so a fused projection reads them without a cat.
+///
+/// The same bits hold for a parameter read once per forward pass. One read several times
+/// (ALBERT's shared layers, distillation's head over slices of positions) gets each use's
+/// gradient added in turn, where autograd sums the uses first and adds the sum: the same
+/// mathematics in another order of fp32 additions (runs stay repeatable, replicas equal). The
+/// CPU's compute/cpu_bf16_linear counts uses to keep autograd's order; this GPU path does not yet.
 
 #include <torch/types.h>
 
