@@ -97,7 +97,8 @@ torch::Tensor bert_layer_impl::forward(const torch::Tensor& hidden, const torch:
   const auto seq = hidden.size(1);
   // [batch, seq, hidden] -> [batch, heads, seq, head_size]
   auto split_heads = [&](const torch::Tensor& x) { return x.view({batch, seq, heads, head_size}).transpose(1, 2); };
-  const auto [projected_q, projected_k, projected_v] = project_qkv(query, key, value, hidden, !hidden.is_cpu(), weight_copies.get());
+  const auto [projected_q, projected_k, projected_v] =
+      project_qkv(query, key, value, hidden, !hidden.is_cpu(), weight_copies.get());
   auto q = split_heads(projected_q);
   auto k = split_heads(projected_k);
   auto v = split_heads(projected_v);
@@ -136,7 +137,7 @@ torch::Tensor masked_lm_head(const torch::Tensor& hidden, const torch::Tensor& f
                              bf16_weight_copies* copies) {
   auto selected = hidden.reshape({-1, hidden.size(-1)}).index_select(0, flat_positions);
   // Under CPU autocast (LibTorch 1.13) LayerNorm wants fp32 input: the GELU output is bf16.
-  auto transformed = norm(gelu(linear_forward(dense, selected, copies), tanh_gelu).to(torch::kFloat));
+  auto transformed = norm(gelu(dense(selected), tanh_gelu).to(torch::kFloat));
   if (copies && transformed.is_cpu())
     if (auto logits = cpu_bf16_linear(transformed, word_embeddings, bias, *copies, bias_sum::widened)) return *logits;
   // Off the CPU as one GEMM with the bias in its epilogue (bf16 logits under autocast, then fp32).

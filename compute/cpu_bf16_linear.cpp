@@ -91,7 +91,7 @@ at::Tensor add_bias_widened(const at::Tensor& y, const at::Tensor& bias) {
 constexpr int64_t no_bias = -1;
 
 /// The autograd node. Inputs: x (bf16), the fp32 weight and bias (the weight again where there
-/// is no bias: a custom function's tensors must be defined), how the bias is added, the copies.
+/// is no bias, so both forms pass the same arguments), how the bias is added, the copies.
 struct bf16_linear : torch::autograd::Function<bf16_linear> {
   static at::Tensor forward(torch::autograd::AutogradContext* context, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, int64_t sum, bf16_weight_copies* copies) {
@@ -169,7 +169,8 @@ std::optional<at::Tensor> cpu_bf16_linear(const at::Tensor& x, const at::Tensor&
                                           bf16_weight_copies& copies, bias_sum sum) {
   if (!x.is_cpu() || !torch::GradMode::is_enabled() || autocast_dtype(c10::DeviceType::CPU) != at::kBFloat16)
     return std::nullopt;
-  if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16) return std::nullopt;
+  // A contiguous x: matmul folds it into one mm, the call whose backward the node repeats.
+  if ((x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16) || !x.is_contiguous()) return std::nullopt;
   if (!takes(weight) || (bias.defined() && !takes(bias))) return std::nullopt;
   if (bias.defined() && sum == bias_sum::rounded && x.dim() == 2) return std::nullopt;  // LibTorch's addmm
   // autocast's cast of an activation (not a leaf: nothing cached), the same in either path

@@ -6,7 +6,7 @@
 /// - It casts W (fp32) to bf16 in every forward pass, because it casts the transposed view W.t(),
 ///   which autocast does not cache. Here bf16_weight_copies keeps one copy of each parameter for
 ///   the window: the parameters do not change between a window's micro-batches (the trainer
-///   clears the copies when they may: docs/architecture.md#mixed-precision-linear-layers).
+///   clears the copies wherever they may: docs/architecture.md#mixed-precision-linear-layers).
 /// - For a 3-d x it adds the fp32 bias into the bf16 GEMM output through an fp32 temporary (a
 ///   cast of the output, an add, a cast back). Here one pass: bf16(fp32(y) + b), rounded once,
 ///   the same value. The tied decoder's `matmul(x, E.t()) + b` (an fp32 result) likewise widens
@@ -20,9 +20,9 @@
 ///   order of fp32 additions. So the copies count each parameter's uses in the pass
 ///   (begin_pass starts the count), and for a parameter used more than once the node hands the
 ///   widened gradient to autograd, which sums as before.
-/// The GEMMs are the calls autograd's mm backward makes, on the same operands and layouts; the
-/// bias's gradient is reduced over the rows (in the output's type) and widened as autograd's
-/// engine does. A 2-d x
+/// The GEMMs are the calls autograd's mm backward makes, on the same operands and layouts (x must be
+/// contiguous); the bias's gradient is reduced over the rows (in the output's type) and widened
+/// as autograd's engine does. A 2-d x
 /// with a bias (LibTorch's addmm, whose bf16 bias autocast caches and sums in bf16 over uses) is
 /// left to LibTorch: the masked-LM head's small transform. A parameter read here must not also
 /// be read outside cpu_bf16_linear in the same pass (the models' are not: the input word lookup
@@ -38,9 +38,11 @@
 namespace troupe::compute {
 
 /// The bf16 copies of fp32 parameters for one window, and how often the current forward pass has
-/// read each parameter. A copy is made on first use and kept until clear(); one whose parameter
-/// was changed in place by a LibTorch operation since (its version counter moved) is made again.
-/// Writes through raw pointers are not seen: the owner clears.
+/// read each parameter. A copy is made on first use and kept until clear(). One whose parameter
+/// tensor was changed in place by a LibTorch operation since (its version counter moved) is made
+/// again; writes through raw pointers or through another tensor over the same memory (the
+/// trainer's flat buffer: compute/flat_parameters.hpp) are not seen, so the owner clears
+/// wherever the parameters may change (compute/mlm_trainer.hpp, forget_weight_copies).
 class bf16_weight_copies {
  public:
   /// `parameter`'s values in bf16, contiguous.

@@ -53,8 +53,9 @@ std::string json_string(const std::string& text) {
 /// where the events name a device).
 void write_trace(const torch::autograd::profiler::ProfilerResult& result, const std::filesystem::path& file) {
   std::ofstream out(file);
-  // Timestamps are microseconds since the epoch (~1.8e15): print them whole, to the nanosecond,
-  // not in the stream's default six significant digits, which put every event at one instant.
+  // Timestamps are microseconds since the epoch (~1.8e15): printed whole with three decimals (a
+  // double there resolves 0.25 µs), not in the stream's default six significant digits, which put
+  // every event at one instant.
   out << std::fixed << std::setprecision(3) << "{\"traceEvents\": [";
   const char* separator = "\n";
   for (const auto& event : result.events()) {

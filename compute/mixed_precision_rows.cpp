@@ -3,7 +3,7 @@
 #include "compute/bf16_lanes.hpp"
 
 // This file is compiled with -mavx2 (compute/CMakeLists.txt): only for CPUs that have it. The
-// scalar loops live in mixed_precision_scalar.cpp, compiled for any x86-64.
+// scalar loops live in mixed_precision_rows_scalar.cpp, compiled for any CPU.
 namespace troupe::compute::mixed_precision_rows {
 
 constexpr int64_t lanes = 8;

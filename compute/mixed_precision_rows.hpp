@@ -4,7 +4,7 @@
 /// mixed_precision_rows.cpp alone is compiled with AVX2, so callers check
 /// cpu_has_avx2_and_fma() first and otherwise use the scalar loops below, which give the same
 /// bits. bf16 values are uint16_t (an fp32's upper half); rounding is to nearest even, as
-/// c10::BFloat16 rounds.
+/// c10::BFloat16 rounds (NaN stays NaN).
 
 #include <cstdint>
 

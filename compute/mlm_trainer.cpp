@@ -68,9 +68,7 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   build_models(options);
   // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).
   model_->seed_dropout(keyed_random(options.seed, 0xd2));
-  // Linear layers on the CPU under bf16 autocast read the window's bf16 weights
-  // (compute/cpu_bf16_linear.hpp): cleared in finish_window and discard_window.
-  if (device_.is_cpu()) model_->keep_bf16_weight_copies();
+  if (device_.is_cpu()) model_->keep_bf16_weight_copies();  // the window's bf16 weights (cpu_bf16_linear)
   build_gradient_buffers(options);
   optimizer_ = make_optimizer(options.optimizer);
   if (options.diloco) outer_ = std::make_unique<outer_optimizer>(*options.diloco, parameters_->values());
@@ -265,7 +263,7 @@ window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
   if (unscale != 1.0) parameters_->gradients().div_(unscale);
   result.grad_norm = clip_gradient_norm(parameters_->gradients(), options_.gradient_clipping);
   result.lr = learning_rate(options_.schedule, options_.optimizer.lr, optimizer_->steps());
-  if (auto* copies = model_->weight_copies()) copies->clear();
+  forget_weight_copies();
   optimizer_->step(*parameters_, result.lr);
   parameters_->zero_gradients();
   result.optimizer_seconds = seconds_since(start);
@@ -274,13 +272,18 @@ window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
 
 void mlm_trainer::discard_window() {
   torch::NoGradGuard no_grad;
-  if (auto* copies = model_->weight_copies()) copies->clear();
+  forget_weight_copies();
   parameters_->zero_gradients();
   lookup_->discard();
   if (banked_gradient_.defined()) banked_gradient_.zero_();
 }
 
+void mlm_trainer::forget_weight_copies() {
+  if (auto* copies = model_->weight_copies()) copies->clear();  // no bf16 copy outlives a write
+}
+
 std::vector<at::Tensor> mlm_trainer::state_buffers() {
+  forget_weight_copies();  // the caller writes them
   optimizer_->ensure_state(*parameters_);
   std::vector<at::Tensor> buffers{parameters_->values()};
   for (auto& [name, moment] : optimizer_->state()) buffers.push_back(moment);
@@ -312,6 +315,7 @@ void mlm_trainer::put_pseudo_gradient(int64_t fragment, double weight, const at:
 
 void mlm_trainer::outer_step(int64_t fragment, double total_weight, const at::Tensor& summed) {
   TROUPE_ENFORCE(outer_, "outer_step without sync.mode \"diloco\"");
+  forget_weight_copies();
   outer_->step(parameters_->values(), fragment_carrier(fragment, summed), fragment, total_weight);
 }
 
@@ -342,6 +346,7 @@ const at::Tensor& mlm_trainer::agreed_parameter_values() const {
 void mlm_trainer::with_agreed_parameters(const std::function<void()>& body) {
   if (!outer_) return body();
   torch::NoGradGuard no_grad;
+  forget_weight_copies();
   const auto own = parameters_->values().clone();
   parameters_->values().copy_(outer_->round_start());
   try {
@@ -356,6 +361,7 @@ void mlm_trainer::with_agreed_parameters(const std::function<void()>& body) {
 void mlm_trainer::restart_rounds_from_start() {
   if (!outer_) return;
   torch::NoGradGuard no_grad;
+  forget_weight_copies();
   parameters_->values().copy_(outer_->round_start());
   outer_->clear_round_weights();
 }
@@ -459,6 +465,7 @@ named_tensors mlm_trainer::optimizer_buffers() {
 
 void mlm_trainer::load(const named_tensors& parameters, const named_tensors& state, int64_t optimizer_steps,
                        const std::optional<loss_scale_state>& loss_scale) {
+  forget_weight_copies();
   assign_named_tensors(named_parameters(), parameters, "checkpoint model");
   if (scaler_ && loss_scale) scaler_->restore(*loss_scale);
   // DiLoCo: the model is the round start, on which every replica agrees. Each rank takes its own

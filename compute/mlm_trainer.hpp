@@ -258,6 +258,10 @@ class mlm_trainer {
   named_tensors with_outer_state(named_tensors state) const;
   at::Tensor fragment_carrier(int64_t fragment, const at::Tensor& carrier) const;
   c10::ScalarType autocast_dtype() const;
+  /// Drops the model's bf16 weight copies (compute/cpu_bf16_linear.hpp): wherever the parameters
+  /// may be written (the optimizer, outer steps, loads, replica copies, DiLoCo's round starts),
+  /// since writes through the flat buffer do not move the parameters' version counters.
+  void forget_weight_copies();
 };
 
 }  // namespace troupe::compute

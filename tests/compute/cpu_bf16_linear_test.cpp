@@ -1,8 +1,10 @@
 // cpu_bf16_linear (compute/cpu_bf16_linear.hpp): outputs and every gradient bit for bit those of
 // LibTorch's linear under CPU bf16 autocast, over micro-batches that reuse the window's copies,
 // for the forms it takes (3-d with a bias, 2-d without, the tied decoder's fp32 sum with its
-// bias), for a weight used several times in one
-// pass (and in passes not begun: counts that add up), and the vector loops against the scalar ones.
+// bias), for a weight used several times in one pass (and in passes not begun: counts that add
+// up); whole BERT and ALBERT models with and without the copies over two windows whose
+// parameters change between them as the optimizer changes them; the vector loops against the
+// scalar ones.
 #include "compute/cpu_bf16_linear.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "compute/autocast_scope.hpp"
+#include "compute/masked_lm.hpp"
 #include "compute/cpu_features.hpp"
 #include "compute/mixed_precision_rows.hpp"
 
@@ -115,6 +118,73 @@ TEST(cpu_bf16_linear, a_weight_used_three_times_in_one_pass_gives_autocast_s_bit
   expect_autocast_s_bits({{4, 9, 16}, 24, true, torch::kFloat, 1, /*begin_passes=*/false});
 }
 
+bert_config tiny(const char* type) {
+  bert_config config;
+  config.model_type = type;
+  config.vocab_size = 50;
+  config.embedding_size = 8;
+  config.hidden_size = 16;
+  config.num_hidden_layers = 2;
+  config.num_hidden_groups = 1;  // ALBERT: one layer applied twice
+  config.num_attention_heads = 2;
+  config.intermediate_size = 24;
+  config.max_position_embeddings = 16;
+  return config;
+}
+
+/// Gradients defined (zero) on every parameter, and the input words looked up in an alias of
+/// the word embeddings with a gradient of its own, as the trainer sets a model up.
+void set_up_as_the_trainer_does(masked_lm_impl& model) {
+  for (auto& [name, tensor] : model.hf_named_parameters()) tensor.mutable_grad() = torch::zeros_like(tensor);
+  for (auto& [name, tensor] : model.hf_named_parameters())
+    if (name.find("word_embeddings") != std::string::npos) {
+      auto alias = tensor.detach().requires_grad_(true);
+      alias.mutable_grad() = torch::zeros_like(alias);
+      model.look_up_words_in(alias);
+    }
+  model.eval();  // no dropout: the two models draw nothing, grad mode stays on
+}
+
+/// Two windows of two micro-batches each through a model that keeps bf16 copies and one that does
+/// not; between the windows every parameter changes through a raw pointer (as the optimizer
+/// writes the flat buffer, no version counter moving) and the copies are cleared, as the trainer
+/// clears them. Every parameter's accumulated gradient must be equal bit for bit.
+TEST(cpu_bf16_linear, a_model_with_the_copies_trains_to_the_same_bits) {
+  for (const char* type : {"bert", "albert"}) {
+    auto with = make_masked_lm(tiny(type)), without = make_masked_lm(tiny(type));
+    set_up_as_the_trainer_does(*with);
+    set_up_as_the_trainer_does(*without);
+    auto& copies = with->keep_bf16_weight_copies();
+    torch::manual_seed(2);
+    for (int window = 0; window < 2; ++window) {
+      for (int micro_batch = 0; micro_batch < 2; ++micro_batch) {
+        const auto ids = torch::randint(50, {3, 10}, torch::kLong), types = torch::zeros({3, 10}, torch::kLong);
+        const auto positions = torch::tensor({1, 4, 7, 12, 25}, torch::kLong);
+        const auto r = torch::randn({5, 50});
+        copies.begin_pass();
+        for (auto* model : {&with, &without}) {
+          torch::Tensor logits;
+          {
+            autocast_scope autocast(torch::kCPU, torch::kBFloat16);
+            logits = (*model)->predict((*model)->encode(ids, types, {}), positions);
+          }
+          (logits * r).sum().backward();
+        }
+      }
+      const auto a = with->hf_named_parameters(), b = without->hf_named_parameters();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(differing(a[i].second.grad(), b[i].second.grad()), 0) << type << " " << a[i].first << ", window " << window;
+      EXPECT_GT(copies.size(), 0u) << "the copies were used";
+      for (auto* model : {&with, &without})
+        for (auto& [name, tensor] : (*model)->hf_named_parameters()) {
+          float* values = tensor.data_ptr<float>();
+          for (int64_t k = 0; k < tensor.numel(); ++k) values[k] += 0.01f * static_cast<float>(k % 7);
+        }
+      copies.clear();
+    }
+  }
+}
+
 TEST(cpu_bf16_linear, a_parameter_changed_in_place_is_copied_again) {
   auto weight = parameter({8, 8});
   bf16_weight_copies copies;
@@ -163,6 +233,7 @@ std::vector<uint16_t> awkward_halves(int64_t count) {
   return halves;
 }
 
+#if defined(__x86_64__)  // the vector loops are built for x86-64 only
 TEST(cpu_bf16_linear, the_vector_loops_give_the_scalar_loops_bits) {
   if (!cpu_has_avx2_and_fma()) GTEST_SKIP() << "no AVX2 on this CPU: the scalar loops run alone";
   const int64_t rows = 5, width = 29;
@@ -189,6 +260,8 @@ TEST(cpu_bf16_linear, the_vector_loops_give_the_scalar_loops_bits) {
   mixed_precision_rows::add_widened_scalar(scalar_sums.data(), values.data(), static_cast<int64_t>(values.size()));
   EXPECT_EQ(0, std::memcmp(vector_sums.data(), scalar_sums.data(), vector_sums.size() * sizeof(float)));
 }
+
+#endif
 
 }  // namespace
 }  // namespace troupe::compute
