@@ -52,12 +52,7 @@ std::vector<std::pair<std::string, torch::Tensor>> albert_for_pretraining_impl::
 
 void albert_for_pretraining_impl::use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) {
   embeddings->keys = keys;
-  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->keys = keys;
   keys_ = keys;
-}
-
-void albert_for_pretraining_impl::use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) {
-  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->weight_copies = copies;
 }
 
 torch::Tensor albert_for_pretraining_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,

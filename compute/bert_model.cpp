@@ -186,11 +186,6 @@ std::vector<std::pair<std::string, torch::Tensor>> bert_for_masked_lm_impl::hf_n
 
 void bert_for_masked_lm_impl::use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) {
   embeddings->keys = keys;
-  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->keys = keys;
-}
-
-void bert_for_masked_lm_impl::use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) {
-  for (const auto& layer : *layers) layer->as<bert_layer_impl>()->weight_copies = copies;
 }
 
 torch::Tensor bert_for_masked_lm_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,

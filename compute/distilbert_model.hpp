@@ -33,7 +33,7 @@ struct distilbert_for_masked_lm_impl : masked_lm_impl {
 
  protected:
   void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) override;
-  void use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) override;
+  torch::nn::ModuleList& encoder_layers() override { return layers; }
 };
 
 }  // namespace troupe::compute

@@ -42,12 +42,13 @@ void masked_lm_impl::seed_dropout(uint64_t seed) {
   keys_ = std::make_shared<dropout_keys>();
   keys_->seed = seed;
   use_dropout_keys(keys_);
+  for (const auto& layer : *encoder_layers()) layer->as<bert_layer_impl>()->keys = keys_;
 }
 
 bf16_weight_copies& masked_lm_impl::keep_bf16_weight_copies() {
   if (!copies_) {
     copies_ = std::make_shared<bf16_weight_copies>();
-    use_weight_copies(copies_);
+    for (const auto& layer : *encoder_layers()) layer->as<bert_layer_impl>()->weight_copies = copies_;
   }
   return *copies_;
 }

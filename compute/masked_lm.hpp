@@ -4,6 +4,7 @@
 /// under HuggingFace's names. make_masked_lm builds the one a bert_config's model_type names.
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
 
 #include <memory>
 #include <optional>
@@ -63,10 +64,11 @@ struct masked_lm_impl : torch::nn::Module {
   bf16_weight_copies* weight_copies() const { return copies_.get(); }
 
  protected:
-  /// Hands the keys to every submodule that applies dropout.
+  /// Hands the keys to every submodule outside the encoder layers that applies dropout (the
+  /// layers get them from seed_dropout).
   virtual void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) = 0;
-  /// Hands the copies to every layer.
-  virtual void use_weight_copies(const std::shared_ptr<bf16_weight_copies>& copies) = 0;
+  /// The encoder's layers (bert_layer modules), to which the keys and the weight copies go.
+  virtual torch::nn::ModuleList& encoder_layers() = 0;
 
  private:
   bert_config config_;
