@@ -84,6 +84,7 @@ void training_run::prepare_trainers() {
     auto trainer = trainer_options_of(config_, teacher_);
     trainer.pretrained = pretrained_;
     trainer.rescale_pretrained_embeddings = config_.task && config_.task->rescale_embeddings;
+    trainer.frozen_encoder_steps = config_.task ? config_.task->frozen_encoder_steps : 0;
     trainer.rank = first_rank_ + local;
     if (nccl()) trainer.device = "cuda:" + std::to_string(role_.cuda_devices[static_cast<std::size_t>(local)]);
     if (!continuing_ && role_.shared_memory && world_ > 1 && trainer.device == "cpu") {

@@ -15,6 +15,7 @@
 #include "compute/counter_random.hpp"
 #include "compute/distillation_forward.hpp"
 #include "compute/flat_parameters.hpp"
+#include "compute/held_parameters.hpp"
 #include "compute/lr_schedule.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
@@ -73,6 +74,8 @@ mlm_trainer::mlm_trainer(const trainer_options& options)
   optimizer_ = make_optimizer(options.optimizer);
   if (options.diloco) outer_ = std::make_unique<outer_optimizer>(*options.diloco, parameters_->values());
   if (options.loss_scaling) scaler_ = std::make_unique<loss_scaler>(*options.loss_scaling);
+  if (task_ && options.frozen_encoder_steps > 0)
+    held_encoder_ = std::make_unique<held_parameters>(*parameters_, task_->encoder_body_parameters());
 }
 
 /// The trained model (the masked-LM model, or a task model on its encoder) from the seed, a
@@ -114,8 +117,7 @@ mlm_trainer::~mlm_trainer() = default;
 void mlm_trainer::build_gradient_buffers(const trainer_options& options) {
   auto named = task_ ? task_->hf_named_parameters() : model_->hf_named_parameters();
   const auto words = std::find_if(named.begin(), named.end(), [](const auto& entry) {
-    const std::string suffix = "embeddings.word_embeddings.weight";
-    return entry.first.size() >= suffix.size() && entry.first.compare(entry.first.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return name_ends_with(entry.first, "embeddings.word_embeddings.weight");
   });
   TROUPE_ENFORCE(words != named.end(), "the model has no word embeddings");
   const int64_t elements = gradient_buffer_elements(options.model, options.task);
@@ -165,8 +167,7 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const before_b
     } else {
       auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
       auto logits = model_->predict(hidden, on_device.masked_positions);
-      loss = share(summed_cross_entropy(logits, on_device.labels),
-                   batch.window.masked_tokens);
+      loss = share(summed_cross_entropy(logits, on_device.labels), batch.window.masked_tokens);
       if (options_.model.sentence_order_prediction && on_device.sentence_order_labels.defined()) {
         // AlbertForPreTraining's loss: masked-LM + sentence-order cross-entropy, each a mean over the window.
         const auto order_logits = model_->sentence_order_logits(hidden);
@@ -264,7 +265,9 @@ window_step_result mlm_trainer::finish_window(bool overflow_elsewhere) {
   result.grad_norm = clip_gradient_norm(parameters_->gradients(), options_.gradient_clipping);
   result.lr = learning_rate(options_.schedule, options_.optimizer.lr, optimizer_->steps());
   forget_weight_copies();
-  optimizer_->step(*parameters_, result.lr);
+  const auto step = [&] { optimizer_->step(*parameters_, result.lr); };
+  const bool hold = held_encoder_ && optimizer_steps() < options_.frozen_encoder_steps;
+  hold ? held_encoder_->around(*parameters_, step) : step();
   parameters_->zero_gradients();
   result.optimizer_seconds = seconds_since(start);
   return result;
@@ -327,9 +330,7 @@ void mlm_trainer::add_round_weights(double own, double total) {
 double mlm_trainer::round_weight(int64_t fragment) const { return outer_ ? outer_->round_weight(fragment) : 0.0; }
 double mlm_trainer::round_total(int64_t fragment) const { return outer_ ? outer_->round_total(fragment) : 0.0; }
 
-void mlm_trainer::clear_round_weights() {
-  if (outer_) outer_->clear_round_weights();
-}
+void mlm_trainer::clear_round_weights() { if (outer_) outer_->clear_round_weights(); }
 
 named_tensors mlm_trainer::own_state_buffers() {
   optimizer_->ensure_state(*parameters_);
@@ -418,8 +419,7 @@ bool mlm_trainer::gradient_overflowed(const gradient_bucket& bucket) const {
 }
 
 std::optional<loss_scale_state> mlm_trainer::loss_scale() const {
-  if (!scaler_) return std::nullopt;
-  return scaler_->state();
+  return scaler_ ? std::optional<loss_scale_state>(scaler_->state()) : std::nullopt;
 }
 
 c10::ScalarType mlm_trainer::autocast_dtype() const {
@@ -480,9 +480,7 @@ void mlm_trainer::load(const named_tensors& parameters, const named_tensors& sta
     else if (!name_starts_with(entry.first, "rank") || entry.first.find('/') == std::string::npos)
       unprefixed.push_back(entry);  // else another rank's
   }
-  const auto every_replicas = [](const std::string& name) {
-    return name == "outer_momentum" || name == "outer_round_totals";
-  };
+  const auto every_replicas = [](const std::string& name) { return name == "outer_momentum" || name == "outer_round_totals"; };
   for (const auto& [name, tensor] : unprefixed) {
     if (!every_replicas(name)) continue;
     if (!outer_) throw make_error("optimizer state: '", name, "' is DiLoCo's (sync.mode \"diloco\"); this job synchronises windows");

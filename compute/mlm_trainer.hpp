@@ -25,6 +25,7 @@
 namespace troupe::compute {
 
 class flat_parameters;
+class held_parameters;
 class optimizer;
 class outer_optimizer;
 class word_lookup_gradient;
@@ -68,6 +69,9 @@ struct trainer_options {
   /// model starts from (the head from `seed`); null: everything from `seed`.
   std::shared_ptr<const named_tensors> pretrained;
   bool rescale_pretrained_embeddings = false;  ///< then task_model_impl::rescale_embeddings (task.rescale_embeddings)
+  /// Fine-tuning: for the first this many optimizer steps the encoder's embeddings and layers are
+  /// held (compute/held_parameters.hpp) and only the head learns (task.frozen_encoder_steps).
+  int64_t frozen_encoder_steps = 0;
   /// DiLoCo (sync.mode "diloco"): the trainer also keeps the outer optimizer, whose momentum
   /// checkpoints hold as "outer_momentum"; none: window synchronisation.
   std::optional<diloco_config> diloco;
@@ -245,6 +249,7 @@ class mlm_trainer {
   std::unique_ptr<optimizer> optimizer_;
   std::unique_ptr<outer_optimizer> outer_;  ///< DiLoCo's; null in window synchronisation
   std::unique_ptr<loss_scaler> scaler_;  ///< null without loss scaling
+  std::unique_ptr<held_parameters> held_encoder_;  ///< null unless frozen_encoder_steps
   std::unique_ptr<gradient_watch> watch_;
   std::unique_ptr<word_lookup_gradient> lookup_;
   at::Tensor banked_gradient_;

@@ -59,6 +59,14 @@ named_tensors task_model_impl::encoder_parameters() {
   return out;
 }
 
+named_tensors task_model_impl::encoder_body_parameters() {
+  const auto pooler = encoder_prefix(config()) + "pooler.";
+  named_tensors out;
+  for (auto& entry : encoder_parameters())
+    if (!name_starts_with(entry.first, pooler)) out.push_back(std::move(entry));
+  return out;
+}
+
 named_tensors task_model_impl::hf_named_parameters() {
   auto out = encoder_parameters();
   for (auto& entry : head_parameters()) out.push_back(std::move(entry));

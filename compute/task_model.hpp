@@ -45,6 +45,9 @@ struct task_model_impl : torch::nn::Module {
   named_tensors hf_named_parameters();
   /// The encoder's share of hf_named_parameters (without "pooler" for question answering).
   named_tensors encoder_parameters();
+  /// encoder_parameters without the pooler: the embeddings and the layers, what
+  /// task.frozen_encoder_steps holds (the pooler, untrained by masked-LM, learns with the head).
+  named_tensors encoder_body_parameters();
   /// HF's initialisation of everything (reset_weights), then of the head alone from `seed`:
   /// normal(0, initializer_range) weights, zero biases.
   void reset_weights(uint64_t seed);

@@ -91,6 +91,7 @@ task_config parse_task(json_fields& fields) {
   task.rescale_embeddings = fields.boolean("rescale_embeddings", false);
   if (task.rescale_embeddings && task.pretrained.empty())
     fields.fail("rescale_embeddings", "true only with task.pretrained (it rescales the pretrained embeddings)");
+  task.frozen_encoder_steps = fields.integer("frozen_encoder_steps", 0, 0, int64_t{1} << 40);
   task.head.dropout = fields.number("dropout", -1.0, 0.0, 0.99);
   fields.finish();
   return task;

@@ -79,6 +79,9 @@ struct task_config {
   /// (compute::task_model_impl::rescale_embeddings): the same function, moved by AdamW as far,
   /// relative to their size, as a fresh table is (docs/configuration.md#task).
   bool rescale_embeddings = false;
+  /// For the first this many optimizer steps the encoder's embeddings and layers are held and
+  /// only the head (and pooler) learns: a linear probe, then fine-tuning (docs/configuration.md#task).
+  int64_t frozen_encoder_steps = 0;
 };
 
 struct job_config {

@@ -1,11 +1,13 @@
 // The trainer on a task head (issue 25): the closed-form parameter counts that size its buffers,
 // a window's loss as HF's task loss (the mean over the window's examples, however the window is
 // split into micro-batches), the right-guess counts, and the encoder taken from a pretrained
-// model while the head starts from the seed.
+// model while the head starts from the seed, and task.frozen_encoder_steps holding the encoder's
+// embeddings and layers while the head (and pooler) learns.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "compute/mlm_trainer.hpp"
 #include "compute/task_model.hpp"
@@ -20,6 +22,8 @@ bert_config tiny(const std::string& type) {
   config.embedding_size = 8;
   return config;
 }
+
+std::string encoder_prefix_of(const std::string& type) { return type + "."; }
 
 int64_t numel_of(const named_tensors& tensors) {
   int64_t total = 0;
@@ -132,6 +136,54 @@ TEST(task_trainer, the_encoder_comes_from_the_pretrained_model_and_the_head_from
   for (const char* name : {"classifier.weight", "bert.pooler.dense.weight"})
     EXPECT_TRUE(find(mine, name).equal(find(fresh, name))) << name << ": the head starts from the seed either way";
   EXPECT_EQ(trainer.parameter_values().numel(), trained_parameter_count(options.model, options.task));
+}
+
+/// Steps one window of four examples (keys from `first`).
+void step_window(mlm_trainer& trainer, int64_t first) {
+  trainer.micro_step(task_batch(first, 4, false, 4));
+  trainer.finish_window();
+}
+
+TEST(task_trainer, frozen_encoder_steps_hold_the_embeddings_and_layers_while_the_head_learns) {
+  for (const std::string type : {"bert", "distilbert", "albert"}) {
+    auto options = task_options(type, task_type::sequence_classification);
+    options.frozen_encoder_steps = 2;
+    mlm_trainer held(options), free(task_options(type, task_type::sequence_classification));
+    const auto start = held.named_parameters();
+    std::vector<torch::Tensor> before;
+    for (const auto& [name, tensor] : start) before.push_back(tensor.clone());
+    held.micro_step(task_batch(0, 4, false, 4));
+    free.micro_step(task_batch(0, 4, false, 4));
+    EXPECT_TRUE(held.gradients().equal(free.gradients())) << type << ": the gradient is computed as always";
+    held.finish_window();
+    free.finish_window();
+    // The moments follow every gradient, the held parameters' too (as with a learning rate of 0).
+    const auto held_moments = held.optimizer_state(), free_moments = free.optimizer_state();
+    for (std::size_t m = 0; m < held_moments.size(); ++m)
+      EXPECT_TRUE(held_moments[m].second.equal(free_moments[m].second)) << type << " " << held_moments[m].first;
+    step_window(held, 4);
+    const auto body = encoder_prefix_of(type);
+    int64_t body_tensors = 0, head_tensors = 0;
+    const auto after = held.named_parameters();
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      const auto& name = after[i].first;
+      const bool in_body = name.rfind(body, 0) == 0 && name.rfind(body + "pooler.", 0) != 0;
+      const bool moved = !after[i].second.equal(before[i]);
+      (in_body ? body_tensors : head_tensors) += 1;
+      EXPECT_EQ(moved, !in_body) << type << " " << name << " after 2 held steps";
+    }
+    EXPECT_GT(body_tensors, 0);
+    EXPECT_GT(head_tensors, 0);
+    // The third step moves the encoder.
+    const auto encoder_word = [&](const mlm_trainer& t) {
+      for (const auto& [name, tensor] : t.named_parameters())
+        if (name == body + "embeddings.word_embeddings.weight") return tensor.clone();
+      return torch::Tensor();
+    };
+    const auto held_words = encoder_word(held);
+    step_window(held, 8);
+    EXPECT_FALSE(encoder_word(held).equal(held_words)) << type << ": the encoder learns after the held steps";
+  }
 }
 
 }  // namespace

@@ -362,6 +362,15 @@ TEST(job_config, the_task_block_makes_a_fine_tuning_job_and_its_refusals_name_th
   bad = rescaled;
   bad["task"].erase("pretrained");
   expect_error(bad, {"task.rescale_embeddings", "task.pretrained"});
+  EXPECT_EQ(config.task->frozen_encoder_steps, 0) << "everything learns from the first step unless asked";
+  auto probed = c;
+  probed["task"]["frozen_encoder_steps"] = 250;
+  EXPECT_EQ(parse_job_config(probed, "job.json").task->frozen_encoder_steps, 250);
+  for (const json& wrong : {json(-1), json(2.5), json("all")}) {
+    bad = probed;
+    bad["task"]["frozen_encoder_steps"] = wrong;
+    expect_error(bad, {"task.frozen_encoder_steps"});
+  }
   bad = c;
   bad["distillation"] = {{"teacher", "runs/teacher"}};
   expect_error(bad, {"distillation", "fine-tuning job"});
