@@ -5,9 +5,11 @@
 // and names) imported back to the same scores — and the bad task configs refused before any
 // work, naming the field.
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -379,6 +381,41 @@ TEST_F(fine_tuning_e2e, rescaled_pretrained_embeddings_start_from_the_same_funct
   ASSERT_EQ(on.size(), 1u);
   EXPECT_NEAR(on[0].loss, off[0].loss, 1e-5 * off[0].loss);
   EXPECT_NE(on[0].parameter_hash, off[0].parameter_hash);
+}
+
+// task.frozen_encoder_steps through `troupe train`: after two held windows of two the encoder's
+// embeddings and layers are the pretrained checkpoint's to the bit (`troupe ckpt diff`); with one
+// held window of two they have moved. (That the head learns meanwhile is the unit tests' part:
+// the pretrained checkpoint has no head to compare with.)
+TEST_F(fine_tuning_e2e, a_frozen_encoder_stays_the_pretrained_one_while_held) {
+  const auto data = classification_data();
+  const auto encoder_difference = [&](const std::string& run) {
+    const auto out = run_command(troupe_binary() + " ckpt diff " + (*dir_ / run).string() + " " + pretrain());
+    EXPECT_EQ(out.status, 0) << out.output;
+    double largest = 0;
+    int compared = 0;
+    std::istringstream lines(out.output);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty() || line[0] != '{') continue;
+      const auto d = json::parse(line);
+      const std::string name = d["tensor"];
+      if (d["section"] != "model" || d["max_abs_diff"].is_null() || name.rfind("bert.pooler.", 0) == 0) continue;
+      largest = std::max(largest, d["max_abs_diff"].get<double>());
+      ++compared;
+    }
+    EXPECT_GE(compared, 20) << run << ": the embeddings' and two layers' tensors are in both\n" << out.output;
+    return largest;
+  };
+  for (const int held : {2, 1}) {
+    const auto name = "frozen-" + std::to_string(held);
+    auto run = train(task_config(name, "sequence_classification", data, 2,
+                                 {{"task", {{"frozen_encoder_steps", held}}}, {"checkpoint", {{"every_windows", 2}}}}),
+                     name);
+    ASSERT_EQ(run.status, 0) << run.output;
+    const double moved = encoder_difference(name);
+    if (held == 2) EXPECT_EQ(moved, 0.0) << name << ": the encoder moved while held";
+    else EXPECT_GT(moved, 0.0) << name << ": the encoder did not learn after the held window";
+  }
 }
 
 // configs/polarity-finetune.json and configs/squad-finetune.json as a user copies them, pointed at
