@@ -12,6 +12,7 @@
 #include <ATen/Tensor.h>
 
 #include <functional>
+
 #include "compute/flat_parameters.hpp"
 #include "compute/named_tensors.hpp"
 
@@ -24,12 +25,9 @@ class held_parameters {
   held_parameters(const flat_parameters& parameters, const named_tensors& held);
   /// Runs `step` (which writes the parameters' values) and puts the held values back.
   void around(const flat_parameters& parameters, const std::function<void()>& step) const;
-  /// Elements held.
-  int64_t numel() const { return numel_; }
 
  private:
   at::Tensor mask_;  ///< over the flat buffer: true where held
-  int64_t numel_ = 0;
 };
 
 }  // namespace troupe::compute
