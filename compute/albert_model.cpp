@@ -51,8 +51,7 @@ std::vector<std::pair<std::string, torch::Tensor>> albert_for_pretraining_impl::
 }
 
 void albert_for_pretraining_impl::use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) {
-  embeddings->keys = keys;
-  keys_ = keys;
+  embeddings->keys = keys;  // the classifier's dropout reads dropout_state(), the same keys
 }
 
 torch::Tensor albert_for_pretraining_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
@@ -79,7 +78,8 @@ torch::Tensor albert_for_pretraining_impl::predict(const torch::Tensor& hidden, 
 
 torch::Tensor albert_for_pretraining_impl::sentence_order_logits(const torch::Tensor& hidden) {
   const auto pooled = torch::tanh(pooler(hidden.select(1, 0)));
-  return sentence_order_classifier(apply_dropout(pooled, config().classifier_dropout_prob, is_training(), keys_))
+  return sentence_order_classifier(apply_dropout(pooled, config().classifier_dropout_prob, is_training(),
+                                                 dropout_state()))
       .to(torch::kFloat);
 }
 

@@ -39,9 +39,6 @@ struct albert_for_pretraining_impl : masked_lm_impl {
  protected:
   void use_dropout_keys(const std::shared_ptr<dropout_keys>& keys) override;
   torch::nn::ModuleList& encoder_layers() override { return layers; }
-
- private:
-  std::shared_ptr<dropout_keys> keys_;  ///< for the classifier's dropout
 };
 
 }  // namespace troupe::compute
