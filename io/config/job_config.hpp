@@ -80,7 +80,8 @@ struct task_config {
   /// relative to their size, as a fresh table is (docs/configuration.md#task).
   bool rescale_embeddings = false;
   /// For the first this many optimizer steps the encoder's embeddings and layers are held and
-  /// only the head (and pooler) learns: a linear probe, then fine-tuning (docs/configuration.md#task).
+  /// only the head (and pooler) learns: a probe of the encoder's features, then fine-tuning
+  /// (docs/configuration.md#task).
   int64_t frozen_encoder_steps = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compute/mlm_trainer.hpp"
+#include "compute/named_tensors.hpp"
 #include "compute/task_model.hpp"
 #include "tests/support/tiny_bert.hpp"
 
@@ -167,7 +168,7 @@ TEST(task_trainer, frozen_encoder_steps_hold_the_embeddings_and_layers_while_the
     const auto after = held.named_parameters();
     for (std::size_t i = 0; i < after.size(); ++i) {
       const auto& name = after[i].first;
-      const bool in_body = name.rfind(body, 0) == 0 && name.rfind(body + "pooler.", 0) != 0;
+      const bool in_body = name_starts_with(name, body) && !name_starts_with(name, body + "pooler.");
       const bool moved = !after[i].second.equal(before[i]);
       (in_body ? body_tensors : head_tensors) += 1;
       EXPECT_EQ(moved, !in_body) << type << " " << name << " after 2 held steps";
