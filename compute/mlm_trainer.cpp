@@ -298,73 +298,12 @@ std::vector<at::Tensor> mlm_trainer::state_buffers() {
   return buffers;
 }
 
-int64_t mlm_trainer::fragments() const { return outer_ ? outer_->fragments() : 1; }
-
-fragment_range mlm_trainer::fragment(int64_t f) const {
-  return outer_ ? outer_->range(f) : fragment_range{0, parameters_->values().numel()};
-}
-
-/// `carrier` when given, else fragment f's range of the gradient buffer.
-at::Tensor mlm_trainer::fragment_carrier(int64_t fragment, const at::Tensor& carrier) const {
-  if (carrier.defined()) return carrier;
-  const auto r = outer_->range(fragment);
-  return gradients().narrow(0, r.begin, r.size());
-}
-
-void mlm_trainer::put_pseudo_gradient(int64_t fragment, double weight, const at::Tensor& out) {
-  TROUPE_ENFORCE(outer_, "put_pseudo_gradient without sync.mode \"diloco\"");
-  outer_->put_pseudo_gradient(parameters_->values(), fragment_carrier(fragment, out), fragment, weight);
-}
-
-void mlm_trainer::outer_step(int64_t fragment, double total_weight, const at::Tensor& summed) {
-  TROUPE_ENFORCE(outer_, "outer_step without sync.mode \"diloco\"");
-  forget_weight_copies();
-  outer_->step(parameters_->values(), fragment_carrier(fragment, summed), fragment, total_weight);
-}
-
-void mlm_trainer::add_round_weights(double own, double total) {
-  TROUPE_ENFORCE(outer_, "add_round_weights without sync.mode \"diloco\"");
-  outer_->add_round_weights(own, total);
-}
-
-double mlm_trainer::round_weight(int64_t fragment) const { return outer_ ? outer_->round_weight(fragment) : 0.0; }
-double mlm_trainer::round_total(int64_t fragment) const { return outer_ ? outer_->round_total(fragment) : 0.0; }
-
-void mlm_trainer::clear_round_weights() { if (outer_) outer_->clear_round_weights(); }
-
 named_tensors mlm_trainer::own_state_buffers() {
   optimizer_->ensure_state(*parameters_);
   auto state = optimizer_->state();
   if (outer_)
     for (auto& entry : outer_->own_state(parameters_->values())) state.push_back(entry);
   return state;
-}
-
-const at::Tensor& mlm_trainer::agreed_parameter_values() const {
-  return outer_ ? outer_->round_start() : parameters_->values();
-}
-
-void mlm_trainer::with_agreed_parameters(const std::function<void()>& body) {
-  if (!outer_) return body();
-  torch::NoGradGuard no_grad;
-  forget_weight_copies();
-  const auto own = parameters_->values().clone();
-  parameters_->values().copy_(outer_->round_start());
-  try {
-    body();
-  } catch (...) {
-    parameters_->values().copy_(own);
-    throw;
-  }
-  parameters_->values().copy_(own);
-}
-
-void mlm_trainer::restart_rounds_from_start() {
-  if (!outer_) return;
-  torch::NoGradGuard no_grad;
-  forget_weight_copies();
-  parameters_->values().copy_(outer_->round_start());
-  outer_->clear_round_weights();
 }
 
 void mlm_trainer::set_optimizer_steps(int64_t steps) { optimizer_->set_steps(steps - skipped_steps()); }
@@ -430,14 +369,6 @@ c10::ScalarType mlm_trainer::autocast_dtype() const {
 named_tensors mlm_trainer::named_parameters() const {
   named_tensors named;
   for (const auto& slot : parameters_->slots()) named.emplace_back(slot.name, parameters_->value(slot));
-  return named;
-}
-
-named_tensors mlm_trainer::named_agreed_parameters() const {
-  if (!outer_) return named_parameters();
-  named_tensors named;
-  for (const auto& slot : parameters_->slots())
-    named.emplace_back(slot.name, outer_->round_start().narrow(0, slot.offset, slot.numel).view(slot.shape));
   return named;
 }
 
