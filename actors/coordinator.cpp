@@ -2,8 +2,6 @@
 
 #include <caf/all.hpp>
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
 
 #include "actors/event_log.hpp"
@@ -14,8 +12,12 @@
 namespace troupe::actors {
 namespace {
 
-using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;
+using join_deadline_atom = caf::atom_constant<caf::atom("jointime")>;
+using release_deadline_atom = caf::atom_constant<caf::atom("reltime")>;
 using heartbeat_check_atom = caf::atom_constant<caf::atom("hbcheck")>;
+
+/// How long the released nodes have to read their release before the coordinator quits.
+constexpr std::chrono::seconds release_grace{10};
 
 /// Equal secrets, compared in time independent of where they differ.
 bool same_secret(const std::string& given, const std::string& expected) {
@@ -26,219 +28,169 @@ bool same_secret(const std::string& given, const std::string& expected) {
   return difference == 0;
 }
 
+caf::error cluster_failure(const std::string& text) {
+  return messages::make_error(messages::errc::cluster_failed, text);
+}
+
 }  // namespace
 
-cluster::cluster_plan make_plan(const cluster::cluster_manifest& manifest,
-                                const std::map<std::string, cluster::join_request>& joins, uint64_t generation) {
-  cluster::cluster_plan plan;
-  plan.generation = generation;
-  for (const auto& node : manifest.nodes) {
-    const auto join = joins.find(node.name);
-    if (join == joins.end()) continue;
-    const int workers = static_cast<int>(join->second.workers.size());
-    plan.members.push_back({node.name, plan.world, workers, join->second.probe_port});
-    plan.world += workers;
-    for (const auto& worker : join->second.workers) plan.endpoints.push_back(worker);
-  }
-  const bool everyone = plan.world == manifest.world_size();
-  plan.ring_orders = manifest.rings.orders.empty() || !everyone
-                         ? cluster::auto_ring_orders(plan.world, static_cast<int>(manifest.rings.count))
-                         : manifest.rings.orders;
-  plan.chunk_bytes = static_cast<uint64_t>(manifest.rings.chunk_bytes);
-  if (!plan.members.empty()) plan.nccl_ids = joins.at(plan.members.front().node).nccl_ids;
-  return plan;
-}
-
-std::string coordinator_state::label(const std::string& node_name) const {
-  const auto& node = settings.manifest.nodes[settings.manifest.node_index(node_name)];
-  return "node " + node.name + " (" + node.host + ")";
-}
-
-std::string coordinator_state::check_join(const cluster::join_request& join) const {
-  const auto& m = settings.manifest;
-  std::size_t index = 0;
+bool coordinator_state::apply(const cluster::membership_event& event, std::string* refusal) {
+  std::vector<cluster::membership_effect> effects;
   try {
-    index = m.node_index(join.node);
+    effects = membership->step(event);
   } catch (const error& e) {
-    return e.what();
+    spdlog::error("{}", e.what());
+    if (refusal) *refusal = e.what();
+    return false;
   }
-  if (members.count(join.node) == 0)
-    return detail::concat("node ", join.node, " was lost from the job before generation ", generation,
-                          " and cannot join it again");
-  if (join.generation != generation)
-    return detail::concat("node ", join.node, " joined generation ", join.generation, ", the job is at generation ",
-                          generation);
-  if (joined.count(join.node) != 0) return "node " + join.node + " joined twice (two processes with one name?)";
-  if (join.manifest_hash != m.file_hash)
-    return "node " + join.node + " parsed a different manifest than the head (pass the same --manifest file)";
-  if (join.config_hash != settings.config_hash)
-    return "node " + join.node + " parsed a different job config than the head (pass the same --config file)";
-  if (static_cast<int64_t>(join.workers.size()) != m.nodes[index].workers)
-    return detail::concat("node ", join.node, " brought ", join.workers.size(), " workers, the manifest says ",
-                          m.nodes[index].workers);
-  if (!join.nccl_ids.empty() && m.transport != "nccl")
-    return detail::concat("node ", join.node, " brought NCCL communicator ids, but the manifest's transport is \"",
-                          m.transport, "\"");
-  for (const auto& worker : join.workers)
-    if (static_cast<int64_t>(worker.size()) != m.rings.count)
-      return detail::concat("node ", join.node, " brought ", worker.size(), " ring endpoints per worker, the manifest says ",
-                            m.rings.count);
-  return "";
+  for (const auto& effect : effects) {
+    if (const auto* refused = std::get_if<cluster::refuse_join>(&effect); refused && refusal) *refusal = refused->why;
+    carry_out(effect);
+  }
+  forget_departed_members();
+  return true;
 }
 
-void coordinator_state::abort_all(const std::string& reason, const std::string& except) {
-  spdlog::error("{}", reason);
-  // Also where a head cut off from its launcher can still say it (a shared run directory).
-  record_event(settings.events, {{"event", "job_stopped"}, {"generation", generation}, {"reason", reason}});
-  for (const auto& [node_name, manager] : managers) {
-    if (node_name == except || members.count(node_name) == 0) continue;
-    const auto pending = joined.find(node_name);
-    if (pending != joined.end() && pending->second.reply.pending())
-      pending->second.reply.deliver(messages::make_error(messages::errc::cluster_failed, reason));
-    else
-      self->send(caf::actor_cast<caf::actor>(manager), messages::abort_atom::value, reason);
-  }
-  stopping = true;
-  self->quit(messages::make_error(messages::errc::cluster_failed, reason));
+void coordinator_state::carry_out(const cluster::membership_effect& effect) {
+  using namespace cluster;
+  const auto& timeouts = settings.manifest.timeouts;
+  std::visit(
+      [&](const auto& e) {
+        using effect_type = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<effect_type, send_plan>) {
+          deliver_plan(e.bytes);
+        } else if constexpr (std::is_same_v<effect_type, announce_generation>) {
+          for (const auto& node : e.to)
+            if (const auto manager = managers.find(node); manager != managers.end())
+              self->send(caf::actor_cast<caf::actor>(manager->second), messages::membership_atom::value, e.generation,
+                         e.reason);
+        } else if constexpr (std::is_same_v<effect_type, arm_join_deadline>) {
+          self->delayed_send(self, timeouts.join, join_deadline_atom::value, e.generation);
+        } else if constexpr (std::is_same_v<effect_type, release_members>) {
+          for (const auto& node : e.to)
+            if (const auto manager = managers.find(node); manager != managers.end())
+              self->send(caf::actor_cast<caf::actor>(manager->second), messages::release_atom::value);
+        } else if constexpr (std::is_same_v<effect_type, arm_release_deadline>) {
+          self->delayed_send(self, release_grace, release_deadline_atom::value);
+        } else if constexpr (std::is_same_v<effect_type, stop_job>) {
+          stop(e);
+        } else if constexpr (std::is_same_v<effect_type, end_job>) {
+          self->quit();
+        } else if constexpr (std::is_same_v<effect_type, event_log_line>) {
+          actors::record_event(settings.events, e.fields);
+        } else if constexpr (std::is_same_v<effect_type, log_line>) {
+          const auto level = e.level == log_level::error  ? spdlog::level::err
+                             : e.level == log_level::warn ? spdlog::level::warn
+                                                          : spdlog::level::info;
+          spdlog::log(level, "{}", e.text);
+        }
+        // refuse_join: the join's handler answers it (apply's `refusal`).
+      },
+      effect);
 }
 
-/// A join is checked, its sender monitored (once, at its first join), and answered (all at
-/// once) with the plan when the last member of the generation has joined.
+void coordinator_state::forget_departed_members() {
+  const auto& state = membership_state();
+  for (auto sender = heartbeat_senders.begin(); sender != heartbeat_senders.end();) {
+    if (state.members.count(sender->first) != 0) {
+      ++sender;
+      continue;
+    }
+    fenced.insert(sender->second);
+    sender = heartbeat_senders.erase(sender);
+  }
+  for (auto heard = last_heard.begin(); heard != last_heard.end();)
+    heard = state.members.count(heard->first) != 0 ? std::next(heard) : last_heard.erase(heard);
+  // A lost node's join, or one of a generation whose plan went out, waits for nothing any more.
+  for (auto join = waiting_joins.begin(); join != waiting_joins.end();)
+    join = state.joins.count(join->first) != 0 && join->second.pending() ? std::next(join) : waiting_joins.erase(join);
+}
+
+void coordinator_state::deliver_plan(const std::string& bytes) {
+  for (auto& [name, reply] : waiting_joins)
+    if (reply.pending()) reply.deliver(bytes);
+}
+
+void coordinator_state::stop(const cluster::stop_job& stopping) {
+  for (const auto& node : stopping.to) {
+    const auto waiting = waiting_joins.find(node);
+    if (waiting != waiting_joins.end() && waiting->second.pending())
+      waiting->second.deliver(cluster_failure(stopping.reason));
+    else if (const auto manager = managers.find(node); manager != managers.end())
+      self->send(caf::actor_cast<caf::actor>(manager->second), messages::abort_atom::value, stopping.reason);
+  }
+  self->quit(cluster_failure(stopping.reason));
+}
+
+/// A join is authenticated, handed to the machine, its sender monitored (once, at its first
+/// join), and answered (all at once) with the plan when the last member of the generation has
+/// joined.
 caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   cluster::join_request join;
   try {
     join = cluster::decode_join(bytes, "a node");
   } catch (const error& e) {
-    return messages::make_error(messages::errc::cluster_failed, e.what());
+    return cluster_failure(e.what());
   }
   if (!same_secret(join.secret, settings.secret)) {
     spdlog::warn("refused a join claiming to be node {}: it did not carry this job's secret ({})", join.node,
                  cluster::job_secret_variable);
-    return messages::make_error(messages::errc::cluster_failed,
-                                "node " + join.node + ": the head refused the join: it did not carry this job's secret (" +
-                                    cluster::job_secret_variable + ", which troupe launch gives its nodes)");
+    return cluster_failure("node " + join.node + ": the head refused the join: it did not carry this job's secret (" +
+                           cluster::job_secret_variable + ", which troupe launch gives its nodes)");
   }
-  if (join.restarted) {
-    if (auto problem = admit(join); !problem.empty())
-      return messages::make_error(messages::errc::cluster_failed, problem);
-    join.generation = generation;
+  // The reply and the sender are registered first: the step may answer this join with the plan.
+  // (Making the promise takes the answer over, so a refusal is delivered through it too.)
+  const auto node = join.node;
+  const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  auto reply = self->make_response_promise();
+  const auto manager = managers.find(node);
+  const auto previous_manager = manager == managers.end() ? caf::actor_addr() : manager->second;
+  const auto waiting = waiting_joins.find(node);
+  const auto previous_reply = waiting == waiting_joins.end() ? caf::response_promise() : waiting->second;
+  managers[node] = sender;
+  waiting_joins[node] = reply;
+  std::string refusal;
+  const bool restarted = join.restarted;
+  const auto event = restarted ? cluster::membership_event(cluster::restarted_join_event{std::move(join)})
+                               : cluster::membership_event(cluster::join_event{std::move(join)});
+  if (!apply(event, &refusal) || !refusal.empty()) {
+    // Refused: whoever was waiting as this node before keeps its place.
+    if (previous_manager) managers[node] = previous_manager;
+    else managers.erase(node);
+    if (previous_reply.pending()) waiting_joins[node] = previous_reply;
+    else waiting_joins.erase(node);
+    if (reply.pending()) reply.deliver(cluster_failure(refusal));
+    return reply;
   }
-  if (auto problem = check_join(join); !problem.empty())
-    return messages::make_error(messages::errc::cluster_failed, problem);
-  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (managers[join.node] != sender) {
-    self->monitor(sender);
-    managers[join.node] = sender;
-  }
-  auto& node = joined[join.node];
-  node.request = join;
-  node.reply = self->make_response_promise();
-  last_heard[join.node] = std::chrono::steady_clock::now();
-  spdlog::info("{} joined{} ({} of {} nodes)", label(join.node),
-               generation == 0 ? "" : " generation " + std::to_string(generation), joined.size(), members.size());
-  auto reply = node.reply;
-  if (joined.size() == members.size()) deliver_plan();
+  if (previous_manager != sender) self->monitor(sender);
+  last_heard[node] = std::chrono::steady_clock::now();
   return reply;
 }
 
-void coordinator_state::deliver_plan() {
-  std::map<std::string, cluster::join_request> joins;
-  for (const auto& [name, j] : joined) joins.emplace(name, j.request);
-  auto plan = make_plan(settings.manifest, joins, generation);
-  if (generation > 0) {
-    // The replicas go on from the furthest step any of them finished: survivors may stand a
-    // window apart (lost during an allreduce some ranks finished), a restarted node at none;
-    // the workers copy the state of a replica at that step before training (actors/worker.cpp).
-    for (const auto& [name, join] : joins) plan.start_steps = std::max(plan.start_steps, join.committed_steps);
-    spdlog::warn("generation {}: {} nodes go on from step {}", generation, joins.size(), plan.start_steps);
-    nlohmann::json nodes = nlohmann::json::array();
-    for (const auto& member : plan.members) nodes.push_back(member.node);
-    record_event(settings.events, {{"event", "generation"},
-                                   {"generation", generation},
-                                   {"start_steps", plan.start_steps},
-                                   {"world", plan.world},
-                                   {"nodes", nodes}});
-  }
-  const auto bytes = cluster::encode_plan(plan);
-  plan_members = plan.members;
-  planned = true;
-  for (auto& [name, j] : joined) j.reply.deliver(bytes);
-}
-
-/// A restarted node (faults.max_restarts) asks to come back: it becomes a member of the next
-/// generation. When the current one is running, every member is told to stop its window in
-/// flight and join that generation; when one is being formed, the node joins it.
-std::string coordinator_state::admit(const cluster::join_request& join) {
-  if (!finished.empty() || released) return "node " + join.node + " restarted after the job began finishing";
-  if (members.count(join.node) != 0) lose(join.node, label(join.node) + " restarted");
-  if (stopping) return "the job stopped";
-  members.insert(join.node);
-  if (planned) {
-    joined.clear();
-    ++generation;
-    planned = false;
-    const auto reason = label(join.node) + " restarted and joins as generation " + std::to_string(generation);
-    spdlog::warn("{}", reason);
-    record_event(settings.events, {{"event", "node_restarted"}, {"node", join.node}, {"generation", generation}});
-    announce(reason, join.node);
-  }
-  return "";
-}
-
-/// When every member has finished, all are released together (none exits while another may
-/// still need it), and the coordinator quits soon after.
 void coordinator_state::on_finished(const std::string& node, uint64_t node_generation) {
-  if (node_generation != generation || members.count(node) == 0) return;  // a lost node's, or an older plan's
   if (!from_manager_of(node)) return;
-  finished.insert(node);
-  if (finished.size() < members.size()) return;
-  released = true;
-  for (const auto& name : members)
-    self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::release_atom::value);
-  self->delayed_send(self, std::chrono::seconds(10), join_timeout_atom::value, generation);
-}
-
-void coordinator_state::on_join_timeout(uint64_t for_generation) {
-  const auto& m = settings.manifest;
-  if (released) {
-    self->quit();
-    return;
-  }
-  if (planned || for_generation != generation) return;
-  std::string missing;
-  for (const auto& node : m.nodes)
-    if (members.count(node.name) != 0 && joined.count(node.name) == 0)
-      missing += (missing.empty() ? "" : ", ") + node.name + " (" + node.host + ")";
-  abort_all(detail::concat("nodes ", missing, " did not join", generation == 0 ? "" : " again", " the head at ",
-                           m.head_host, ":", m.head_port, " within ", m.timeouts.join.count(), " s (timeouts.join_s)"),
-            "");
+  apply(cluster::finished_event{node, node_generation});
 }
 
 /// A member that goes down before finishing is lost; after the release the coordinator stays
 /// until every other node has disconnected, so no node mistakes the head's exit for a failure
 /// before it has read its release.
 void coordinator_state::on_down(const caf::down_msg& down) {
-  for (const auto& [name, manager] : managers) {
-    if (manager != down.source) continue;
-    if (members.count(name) == 0) return;  // lost already
-    if (!released && finished.count(name) == 0) {
-      lose(name, label(name) + " left the job before finishing (" + self->system().render(down.reason) + ")");
+  for (const auto& [name, manager] : managers)
+    if (manager == down.source) {
+      apply(cluster::connection_lost_event{name, self->system().render(down.reason)});
       return;
     }
-    departed.insert(name);
-    if (released && departed.size() + 1 >= members.size()) self->quit();
-    return;
-  }
 }
 
 caf::result<void> coordinator_state::on_heartbeat(const std::string& node) {
   const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (members.count(node) == 0) {
+  if (membership_state().members.count(node) == 0) {
     // The process that was declared lost is fenced; a restarted one (not yet admitted) is not.
     if (fenced.count(sender) == 0) return caf::unit;
-    return messages::make_error(messages::errc::cluster_failed,
-                                detail::concat("node ", node, " is no longer part of the job: it was declared lost before "
-                                                              "generation ", generation));
+    return cluster_failure(detail::concat("node ", node,
+                                          " is no longer part of the job: it was declared lost before generation ",
+                                          membership_state().generation));
   }
   heartbeat_senders[node] = sender;
   if (auto heard = last_heard.find(node); heard != last_heard.end()) heard->second = std::chrono::steady_clock::now();
@@ -248,38 +200,14 @@ caf::result<void> coordinator_state::on_heartbeat(const std::string& node) {
 void coordinator_state::check_heartbeats() {
   const auto& timeouts = settings.manifest.timeouts;
   self->delayed_send(self, timeouts.heartbeat_period, heartbeat_check_atom::value);
-  if (released) return;
+  const auto& state = membership_state();
+  if (state.phase == cluster::coordinator_phase::released) return;
   const auto now = std::chrono::steady_clock::now();
   for (const auto& [name, heard] : last_heard) {
-    if (finished.count(name) != 0 || now - heard <= timeouts.heartbeat) continue;
+    if (state.finished.count(name) != 0 || now - heard <= timeouts.heartbeat) continue;
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard).count();
-    lose(name,
-         label(name) + " stopped answering: no heartbeat for " + std::to_string(silent) + " ms (timeouts.heartbeat_ms " +
-             std::to_string(timeouts.heartbeat.count()) + ")",
-         true);
-    return;
-  }
-}
-
-void coordinator_state::on_suspicion(const std::string& node, uint64_t node_generation, int32_t peer,
-                                     const std::string& reason) {
-  if (stopping || !planned || node_generation != generation || members.count(node) == 0 || !from_manager_of(node))
-    return;
-  for (const auto& member : plan_members) {
-    if (peer < member.first_rank || peer >= member.first_rank + member.workers) continue;
-    if (member.node == node || members.count(member.node) == 0) return;
-    // The link between the two is broken, both still reach the head: one of them must go, and
-    // both ends may report it. The rule, whoever reports first: the node with the higher ranks
-    // goes, unless it is the head's (the coordinator runs there), then the other.
-    const auto reporter = std::find_if(plan_members.begin(), plan_members.end(),
-                                       [&](const cluster::plan_member& m) { return m.node == node; });
-    if (reporter == plan_members.end()) return;
-    const bool peer_is_higher = member.first_rank > reporter->first_rank;
-    std::string dropped = peer_is_higher ? member.node : node;
-    if (dropped == settings.manifest.head_node) dropped = peer_is_higher ? node : member.node;
-    lose(dropped, detail::concat("the link between ", label(node), " and ", label(member.node),
-                                 " is broken, both still reach the head; ", label(dropped),
-                                 " leaves (the higher ranks of the pair, never the head's): ", reason));
+    const auto node = name;  // apply() may erase the entry
+    apply(cluster::heartbeat_silence_event{node, silent, members_heard_from(node)});
     return;
   }
 }
@@ -291,21 +219,6 @@ bool coordinator_state::from_manager_of(const std::string& node) const {
   return known;
 }
 
-void coordinator_state::on_node_error(const std::string& node, const std::string& reason) {
-  if (members.count(node) == 0 || stopping || !from_manager_of(node)) return;
-  abort_all(label(node) + " stopped with an error: " + reason + "; stopping every node", node);
-}
-
-// Survivors that rejoined the generation being formed are already waiting for its plan; the
-// others (but `except`, which is joining now) stop their window in flight and join. The
-// generation must be complete within timeouts.join.
-void coordinator_state::announce(const std::string& reason, const std::string& except) {
-  for (const auto& name : members)
-    if (name != except && joined.count(name) == 0)
-      self->send(caf::actor_cast<caf::actor>(managers.at(name)), messages::membership_atom::value, generation, reason);
-  self->delayed_send(self, settings.manifest.timeouts.join, join_timeout_atom::value, generation);
-}
-
 // The head goes on without a silent node only while it still hears from a majority of the last
 // plan's nodes (itself included): when the head's own host is cut off, every other node falls
 // silent at once and fences itself, and a head that went on alone would train where nobody can
@@ -314,7 +227,7 @@ void coordinator_state::announce(const std::string& reason, const std::string& e
 std::size_t coordinator_state::members_heard_from(const std::string& except) const {
   const auto now = std::chrono::steady_clock::now();
   std::size_t heard = 0;
-  for (const auto& name : members) {
+  for (const auto& name : membership_state().members) {
     if (name == except) continue;
     const auto last = last_heard.find(name);
     const bool recent = last == last_heard.end() ||  // the head's own node sends no heartbeats to itself
@@ -324,53 +237,14 @@ std::size_t coordinator_state::members_heard_from(const std::string& except) con
   return heard;
 }
 
-void coordinator_state::lose(const std::string& node, const std::string& why, bool silent) {
-  const auto& faults = settings.manifest.faults;
-  const auto survivors = static_cast<int64_t>(members.size()) - 1;
-  std::string stop_because;
-  const std::size_t heard = silent ? members_heard_from(node) : 0;
-  if (silent && planned && 2 * heard <= plan_members.size())
-    stop_because = detail::concat("only ", heard, " of the last plan's ", plan_members.size(),
-                                  " nodes are still heard from, not a majority: this side of a network split may be "
-                                  "the one cut off, and a minority never goes on (docs/faults.md#network-faults)");
-  else if (faults.policy != cluster::fault_policy::elastic)
-    stop_because = faults.policy == cluster::fault_policy::abort ? "faults.policy is \"abort\""
-                                                                 : "faults.policy is \"restart\": the launcher starts the job again";
-  else if (!planned && generation == 0)
-    stop_because = "the job had not started";
-  else if (survivors < faults.min_nodes)
-    stop_because = detail::concat(survivors, " node(s) would remain, fewer than faults.min_nodes ", faults.min_nodes);
-  else if (!finished.empty())
-    stop_because = "other nodes had already finished";
-  if (!stop_because.empty()) {
-    abort_all(why + "; stopping every node (" + stop_because + ")", node);
-    return;
-  }
-  members.erase(node);
-  last_heard.erase(node);
-  if (auto sender = heartbeat_senders.find(node); sender != heartbeat_senders.end()) {
-    fenced.insert(sender->second);
-    heartbeat_senders.erase(sender);
-  }
-  // Joins to a generation whose plan went out are spent; joins to one still being formed stay
-  // valid for the next (those nodes have stopped and wait for a plan).
-  if (planned) joined.clear();
-  joined.erase(node);
-  ++generation;
-  planned = false;
-  const std::string reason = why + "; the " + std::to_string(survivors) + " other node(s) redo the window in flight as generation " +
-                             std::to_string(generation);
-  spdlog::error("{}", reason);
-  record_event(settings.events, {{"event", "node_lost"}, {"node", node}, {"generation", generation}, {"reason", why}});
-  announce(reason, "");
-  if (!joined.empty() && joined.size() == members.size()) deliver_plan();
-}
-
 caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordinator_settings settings) {
-  self->state.self = self;
-  self->state.settings = std::move(settings);
-  for (const auto& node : self->state.settings.manifest.nodes) self->state.members.insert(node.name);
-  self->delayed_send(self, self->state.settings.manifest.timeouts.join, join_timeout_atom::value, uint64_t{0});
+  auto& state = self->state;
+  state.self = self;
+  state.settings = std::move(settings);
+  state.membership = std::make_unique<cluster::membership_machine>(
+      cluster::membership_rules{state.settings.manifest, state.settings.config_hash});
+  // Generation 0's join deadline; later generations' are the machine's (arm_join_deadline).
+  self->delayed_send(self, state.settings.manifest.timeouts.join, join_deadline_atom::value, uint64_t{0});
   self->set_down_handler([self](caf::down_msg& down) { self->state.on_down(down); });
   self->send(self, heartbeat_check_atom::value);
   return {
@@ -378,7 +252,8 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       [self](messages::finished_atom, const std::string& node, uint64_t generation) {
         self->state.on_finished(node, generation);
       },
-      [self](join_timeout_atom, uint64_t generation) { self->state.on_join_timeout(generation); },
+      [self](join_deadline_atom, uint64_t generation) { self->state.apply(cluster::join_deadline_event{generation}); },
+      [self](release_deadline_atom) { self->state.apply(cluster::release_deadline_event{}); },
       [self](messages::heartbeat_atom, const std::string& node) { return self->state.on_heartbeat(node); },
       [self](messages::metrics_atom, std::string& bytes) -> caf::result<caf::message> {
         const auto& hub = self->state.settings.metrics_hub;
@@ -387,9 +262,12 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       },
       [self](heartbeat_check_atom) { self->state.check_heartbeats(); },
       [self](messages::suspect_atom, const std::string& node, uint64_t generation, int32_t peer,
-             const std::string& reason) { self->state.on_suspicion(node, generation, peer, reason); },
+             const std::string& reason) {
+        if (self->state.from_manager_of(node))
+          self->state.apply(cluster::link_suspicion_event{node, generation, peer, reason});
+      },
       [self](messages::abort_atom, const std::string& node, const std::string& reason) {
-        self->state.on_node_error(node, reason);
+        if (self->state.from_manager_of(node)) self->state.apply(cluster::node_error_event{node, reason});
       },
   };
 }

@@ -9,6 +9,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/event_log.hpp"
 #include "actors/shutdown_watchdog.hpp"
+#include "cluster/node_machine.hpp"
 #include "cluster/plan.hpp"
 #include "cluster/ring_links.hpp"
 #include "io/comm/link_probe.hpp"
@@ -366,22 +367,32 @@ void cluster_membership::finish() {
     return std::max(std::chrono::milliseconds(0),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
   };
-  // Finished: wait for the release (or the head's departure, which only happens after it).
+  // Finished: wait for the release (or the head's departure, which only happens after it); the
+  // node machine's awaiting_release says what each message means.
   self->monitor(coordinator_);
   self->send(coordinator_, messages::finished_atom::value, node_.name, role_.generation);
-  bool released = false;
+  cluster::node_rules rules;
+  rules.node = node_.name;
+  rules.generation = role_.generation;
+  rules.clustered = true;
+  rules.head = head_address(m);
+  rules.release_wait = m.timeouts.join;
+  cluster::node_machine waiting(rules, cluster::node_phase::awaiting_release);
   const auto release_deadline = clock::now() + m.timeouts.join;
-  while (!released) {
-    if (clock::now() >= release_deadline)
-      throw make_error("no release from the head at ", head_address(m), " within ", m.timeouts.join.count(),
-                       " s after finishing");
-    self->receive([&](messages::release_atom) { released = true; },
+  while (!waiting.settled()) {
+    if (clock::now() >= release_deadline) {
+      waiting.step(cluster::wait_timeout_event{});
+      break;
+    }
+    self->receive([&](messages::release_atom) { waiting.step(cluster::release_event{}); },
                   [&](caf::down_msg& down) {
-                    if (down.source == coordinator_) released = true;
+                    if (down.source == coordinator_)
+                      waiting.step(cluster::coordinator_down_event{system_->render(down.reason)});
                   },
-                  [&](messages::abort_atom, const std::string& reason) { throw error(reason); },
+                  [&](messages::abort_atom, const std::string& reason) { waiting.step(cluster::abort_event{reason}); },
                   caf::after(time_left(release_deadline)) >> [] {});
   }
+  if (waiting.state().phase == cluster::node_phase::failed) throw error(waiting.state().failure);
   if (is_head_) {
     finish_metrics_hub(self, hub_.actor);  // every node's last batch came before its `finished`
     // Serve the others' releases until they have disconnected (the coordinator quits at the

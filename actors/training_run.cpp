@@ -55,11 +55,11 @@ generation_outcome training_run::execute() {
   if (role_.coordinator) supervisor_->monitor(role_.coordinator);
   generation_outcome outcome;
   outcome.summary = await_summaries();
-  if (next_generation_ && failure_.empty()) {
+  if (handing_over()) {
     hand_over();
     outcome.summary.reset();
-    outcome.next_generation = *next_generation_;
-    outcome.reason = replan_reason_;
+    outcome.next_generation = membership_->state().next_generation;
+    outcome.reason = membership_->state().replan_reason;
     return outcome;
   }
   stop();

@@ -19,6 +19,7 @@
 #include "actors/training_session.hpp"
 #include "actors/worker.hpp"
 #include "cluster/fault_injection.hpp"
+#include "cluster/node_machine.hpp"
 #include "io/comm/collective.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/checkpoint/run_directory.hpp"
@@ -72,9 +73,14 @@ class training_run {
 
   // Waiting and ending (training_run_ending.cpp).
   std::optional<training_summary> await_summaries();
-  void note_window(const messages::window_report& report, int64_t& last_step);
-  void await_lost_node(const std::string& failure);
+  /// Hands `event` to this generation's node machine and carries out its effects; an event its
+  /// table has no row for becomes the run's failure.
+  void apply(const cluster::node_event& event);
+  /// The head announced a generation: the machine decides whether this one ends.
+  void on_membership_news(uint64_t generation, const std::string& reason);
+  void note_losses(const messages::window_report& report);
   std::chrono::milliseconds next_wait() const;
+  bool handing_over() const;
   void hand_over();
   void abort_transports(const std::string& reason);
   void stop();
@@ -85,7 +91,8 @@ class training_run {
   bool own_hub() const { return !role_.coordinator; }
   // Under faults.policy "elastic" a ring that fails because a peer died is not yet the job's
   // failure: the head declares the node lost within its heartbeat timeout and announces the
-  // next generation. The session waits that long (twice, plus slack) before it gives up.
+  // next generation. The session waits that long (twice, plus slack) before it gives up
+  // (the node machine's awaiting_verdict).
   std::chrono::milliseconds lost_peer_wait() const { return 2 * role_.heartbeat + std::chrono::seconds(5); }
 
   carried_state* carried_;  ///< between generations of a cluster job; null for one process
@@ -121,12 +128,11 @@ class training_run {
   std::vector<std::shared_ptr<std::shared_ptr<compute::mlm_trainer>>> handoffs_;  ///< by local worker
   std::vector<double> losses_;  ///< of this process's first worker's windows
   std::string failure_;
-  std::optional<uint64_t> next_generation_;  ///< announced by the coordinator
-  std::string replan_reason_;
+  /// The node's side of membership while the generation trains (cluster/node_machine.hpp).
+  std::unique_ptr<cluster::node_machine> membership_;
   std::set<caf::actor_addr> gone_;  ///< actors whose down message the session has read
   std::set<caf::actor_addr> reducers_;  ///< this generation's reducers (whose suspicions count)
-  std::string lost_peer_failure_;  ///< a ring failed; waiting for the head to name the lost node
-  std::chrono::steady_clock::time_point lost_peer_deadline_;
+  std::chrono::steady_clock::time_point verdict_deadline_;  ///< awaiting verdict: when to give up
 };
 
 }  // namespace troupe::actors

@@ -18,57 +18,54 @@ bool is_collective_failure(const caf::error& reason) {
 
 }  // namespace
 
-/// Waits for every local worker's summary; any actor going down with a reason first is the
-/// failure to report. Each finished window restarts the timeout, so it bounds one window.
+/// Waits for every local worker's summary. What each message means is the node machine's
+/// (cluster/node_machine.hpp, docs/architecture.md#a-nodes-transition-table): the wait ends when
+/// the machine settles: every summary in, a newer generation announced, or a failure. Each
+/// finished window restarts the timeout, so it bounds one window.
 std::optional<training_summary> training_run::await_summaries() {
+  cluster::node_rules rules;
+  rules.node = role_.node;
+  rules.generation = role_.generation;
+  rules.local_workers = local_workers_;
+  rules.clustered = static_cast<bool>(role_.coordinator);
+  rules.elastic = role_.elastic;
+  rules.head = role_.head;
+  rules.start_step = start_.optimizer_steps;
+  rules.window_timeout = options_.window_timeout;
+  rules.verdict_wait = lost_peer_wait();
+  membership_ = std::make_unique<cluster::node_machine>(rules);
   std::optional<training_summary> summary;
-  int summaries = 0;
-  int64_t last_step = start_.optimizer_steps;  // of the newest window report
-  while (summaries < local_workers_ && failure_.empty() && !next_generation_) {
+  while (!membership_->settled() && failure_.empty()) {
     supervisor_->receive(
         [&](messages::done_atom, training_summary& s) {
-          if (summaries++ == 0) summary = std::move(s);
+          if (!summary) summary = std::move(s);
+          apply(cluster::worker_summary_event{});
         },
-        [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
-        [&](messages::abort_atom, const std::string& reason) { failure_ = reason; },
+        [&](messages::window_atom, const messages::window_report& report) {
+          note_losses(report);
+          apply(cluster::window_report_event{report.step});
+        },
+        [&](messages::abort_atom, const std::string& reason) { apply(cluster::abort_event{reason}); },
         [&](messages::suspect_atom, int32_t peer, const std::string& reason) {
-          // A ring peer that stays silent while the head still hears it (a broken link): let
-          // the head decide; under "abort" the ring's own failure stops the job anyway. Only
-          // this generation's reducers speak for it (ranks are renumbered in the next).
-          if (reducers_.count(caf::actor_cast<caf::actor_addr>(supervisor_->current_sender())) == 0) return;
-          if (role_.elastic && role_.coordinator)
-            supervisor_->send(role_.coordinator, messages::suspect_atom::value, role_.node, role_.generation, peer,
-                              reason);
+          // Only this generation's reducers speak for it (ranks are renumbered in the next).
+          const bool ours = reducers_.count(caf::actor_cast<caf::actor_addr>(supervisor_->current_sender())) != 0;
+          apply(cluster::ring_suspicion_event{ours, peer, reason});
         },
         [&](messages::membership_atom, uint64_t generation, const std::string& reason) {
-          if (generation <= role_.generation) return;  // an older generation's news
-          next_generation_ = generation;
-          replan_reason_ = reason;
+          on_membership_news(generation, reason);
         },
         [&](caf::down_msg& down) {
           gone_.insert(down.source);
+          const auto reason = down.reason ? system_.render(down.reason) : std::string();
           if (role_.coordinator && down.source == role_.coordinator)
-            failure_ =
-                "the head node's coordinator at " + role_.head + " went down (" + system_.render(down.reason) + ")";
-          else if (down.reason && role_.elastic && is_collective_failure(down.reason))
-            await_lost_node(system_.render(down.reason));
-          else if (down.reason)
-            failure_ = system_.render(down.reason);
+            apply(cluster::coordinator_down_event{reason});
+          else
+            apply(cluster::actor_down_event{reason, is_collective_failure(down.reason)});
         },
-        caf::after(next_wait()) >> [&] {
-          if (!lost_peer_failure_.empty()) {
-            failure_ = lost_peer_failure_ + " (and the head named no lost node within " +
-                       std::to_string(lost_peer_wait().count()) + " ms)";
-            return;
-          }
-          failure_ = "the window of step " + std::to_string(last_step + 1) +
-                     " did not finish within the window timeout of " +
-                     std::to_string(options_.window_timeout.count()) +
-                     " s: no report from the workers (a worker stalled, its data loader starved, or a ring peer "
-                     "stopped answering)";
-        });
-    if (next_generation_) return std::nullopt;
+        caf::after(next_wait()) >> [&] { apply(cluster::wait_timeout_event{}); });
   }
+  if (membership_->state().phase == cluster::node_phase::failed) failure_ = membership_->state().failure;
+  if (handing_over()) return std::nullopt;
   if (summary && metrics_actor_) {
     // Every report of this node reaches the hub before the node says it finished.
     supervisor_->request(metrics_actor_, std::chrono::seconds(60), messages::flush_atom::value, true, int64_t{0})
@@ -78,20 +75,40 @@ std::optional<training_summary> training_run::await_summaries() {
   return summary;
 }
 
-void training_run::note_window(const messages::window_report& report, int64_t& last_step) {
-  last_step = report.step;
+void training_run::apply(const cluster::node_event& event) {
+  std::vector<cluster::node_effect> effects;
+  try {
+    effects = membership_->step(event);
+  } catch (const error& e) {
+    failure_ = e.what();
+    return;
+  }
+  for (const auto& effect : effects) {
+    if (const auto* suspicion = std::get_if<cluster::forward_suspicion>(&effect))
+      // A ring peer that stays silent while the head still hears it (a broken link): let the
+      // head decide; under "abort" the ring's own failure stops the job anyway.
+      supervisor_->send(role_.coordinator, messages::suspect_atom::value, role_.node, role_.generation,
+                        suspicion->peer, suspicion->reason);
+    else if (std::holds_alternative<cluster::arm_verdict_deadline>(effect))
+      verdict_deadline_ = std::chrono::steady_clock::now() + lost_peer_wait();
+  }
+}
+
+void training_run::on_membership_news(uint64_t generation, const std::string& reason) {
+  apply(cluster::membership_news_event{generation, reason});
+}
+
+bool training_run::handing_over() const {
+  return failure_.empty() && membership_ && membership_->state().phase == cluster::node_phase::handing_over;
+}
+
+void training_run::note_losses(const messages::window_report& report) {
   if (report.rank == first_rank_) losses_.push_back(report.loss);
 }
 
-void training_run::await_lost_node(const std::string& failure) {
-  if (!lost_peer_failure_.empty()) return;
-  lost_peer_failure_ = failure;
-  lost_peer_deadline_ = std::chrono::steady_clock::now() + lost_peer_wait();
-}
-
 std::chrono::milliseconds training_run::next_wait() const {
-  if (lost_peer_failure_.empty()) return options_.window_timeout;
-  const auto left = lost_peer_deadline_ - std::chrono::steady_clock::now();
+  if (membership_->state().phase != cluster::node_phase::awaiting_verdict) return options_.window_timeout;
+  const auto left = verdict_deadline_ - std::chrono::steady_clock::now();
   return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(left));
 }
 
@@ -99,13 +116,13 @@ std::chrono::milliseconds training_run::next_wait() const {
 /// (none may touch a trainer or a transport afterwards), and leaves the trainers, discarded
 /// of the window in flight, to `carried_`.
 void training_run::hand_over() {
-  abort_transports("membership generation " + std::to_string(role_.generation) + " ended: " + replan_reason_);
+  abort_transports("membership generation " + std::to_string(role_.generation) +
+                   " ended: " + membership_->state().replan_reason);
   std::set<caf::actor_addr> running;
   for (const auto& actor : spawned_) {
     if (gone_.count(actor.address()) == 0) running.insert(actor.address());  // its down was read already
     supervisor_->send_exit(actor, caf::exit_reason::user_shutdown);
   }
-  int64_t last_step = 0;
   std::string aborted;  // the head gave up while this node stopped
   const auto limit = options_.checkpoint_timeout + std::chrono::seconds(30);  // a save may be finishing
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -115,7 +132,7 @@ void training_run::hand_over() {
       throw make_error("ending membership generation ", role_.generation, ": ", running.size(),
                        " actor(s) did not stop within ", limit.count(), " s");
     supervisor_->receive([&](caf::down_msg& down) { running.erase(down.source); },
-                         [&](messages::window_atom, const messages::window_report& report) { note_window(report, last_step); },
+                         [&](messages::window_atom, const messages::window_report& report) { note_losses(report); },
                          [&](messages::done_atom, training_summary&) {},
                          [&](messages::abort_atom, const std::string& reason) { aborted = reason; },
                          [&](messages::suspect_atom, int32_t, const std::string&) {},  // this generation's: moot

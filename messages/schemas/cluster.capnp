@@ -48,3 +48,18 @@ struct PlanMember {
   workers @2 :UInt32;
   probePort @3 :UInt16;        # its link-probe port (JoinRequest.probePort)
 }
+
+# The head coordinator's membership state as a value (cluster/membership_state.hpp): what a
+# standby head would have to hold to take over. Not sent anywhere yet; tests round-trip it.
+struct MembershipState {
+  phase @0 :UInt8;             # cluster::coordinator_phase: 0 forming, 1 training, 2 finishing,
+                               # 3 released, 4 stopped, 5 ended
+  generation @1 :UInt64;
+  members @2 :List(Text);      # the nodes of this generation
+  joins @3 :List(Data);        # this generation's joins, each an encoded JoinRequest (secret removed)
+  plan @4 :List(PlanMember);   # the members of the plan that went out last, in rank order
+  startSteps @5 :Int64;        # that plan's start step
+  finished @6 :List(Text);     # members that finished this generation
+  departed @7 :List(Text);     # finished members that disconnected after the release
+  stopReason @8 :Text;         # why the job stopped (phase stopped)
+}

@@ -1,0 +1,386 @@
+#include "cluster/membership_transitions.hpp"
+
+#include <algorithm>
+
+#include "messages/error.hpp"
+
+namespace troupe::cluster::transitions {
+namespace {
+
+/// "node NAME (HOST)", for messages.
+std::string label(const step_context& context, const std::string& node) {
+  const auto& nodes = context.rules.manifest.nodes;
+  const auto found = std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
+  return found == nodes.end() ? "node " + node : "node " + node + " (" + found->host + ")";
+}
+
+const join_request& join_of(const step_context& context) {
+  if (const auto* join = std::get_if<join_event>(&context.event)) return join->join;
+  return std::get<restarted_join_event>(context.event).join;
+}
+
+/// The node an event is about.
+std::string subject(const step_context& context) {
+  return std::visit(
+      [](const auto& event) -> std::string {
+        using event_type = std::decay_t<decltype(event)>;
+        if constexpr (std::is_same_v<event_type, join_event> || std::is_same_v<event_type, restarted_join_event>)
+          return event.join.node;
+        else if constexpr (std::is_same_v<event_type, link_suspicion_event>)
+          return event.reporter;
+        else if constexpr (std::is_same_v<event_type, join_deadline_event> ||
+                           std::is_same_v<event_type, release_deadline_event>)
+          return "";
+        else
+          return event.node;
+      },
+      context.event);
+}
+
+/// What is wrong with the join of the event, or "" when it fits the manifest and the state.
+std::string join_problem(const step_context& context) {
+  const auto& join = join_of(context);
+  const auto& m = context.rules.manifest;
+  const auto& state = context.state;
+  std::size_t index = 0;
+  try {
+    index = m.node_index(join.node);
+  } catch (const error& e) {
+    return e.what();
+  }
+  if (state.members.count(join.node) == 0)
+    return detail::concat("node ", join.node, " was lost from the job before generation ", state.generation,
+                          " and cannot join it again");
+  if (join.generation != state.generation)
+    return detail::concat("node ", join.node, " joined generation ", join.generation, ", the job is at generation ",
+                          state.generation);
+  if (state.joins.count(join.node) != 0) return "node " + join.node + " joined twice (two processes with one name?)";
+  if (join.manifest_hash != m.file_hash)
+    return "node " + join.node + " parsed a different manifest than the head (pass the same --manifest file)";
+  if (join.config_hash != context.rules.config_hash)
+    return "node " + join.node + " parsed a different job config than the head (pass the same --config file)";
+  if (static_cast<int64_t>(join.workers.size()) != m.nodes[index].workers)
+    return detail::concat("node ", join.node, " brought ", join.workers.size(), " workers, the manifest says ",
+                          m.nodes[index].workers);
+  if (!join.nccl_ids.empty() && m.transport != "nccl")
+    return detail::concat("node ", join.node, " brought NCCL communicator ids, but the manifest's transport is \"",
+                          m.transport, "\"");
+  for (const auto& worker : join.workers)
+    if (static_cast<int64_t>(worker.size()) != m.rings.count)
+      return detail::concat("node ", join.node, " brought ", worker.size(),
+                            " ring endpoints per worker, the manifest says ", m.rings.count);
+  return "";
+}
+
+/// A suspicion that names a live pair: the node that leaves (the higher ranks of the pair, never
+/// the head's) and the other one.
+struct suspected_pair {
+  std::string leaves, reporter, peer;
+};
+
+std::optional<suspected_pair> suspected(const step_context& context) {
+  const auto& event = std::get<link_suspicion_event>(context.event);
+  const auto& state = context.state;
+  if (!state.planned() || event.generation != state.generation || state.members.count(event.reporter) == 0)
+    return std::nullopt;
+  const auto in_plan = [&](const std::string& node) {
+    return std::find_if(state.plan.begin(), state.plan.end(), [&](const plan_member& m) { return m.node == node; });
+  };
+  const auto peer = std::find_if(state.plan.begin(), state.plan.end(), [&](const plan_member& m) {
+    return event.peer >= m.first_rank && event.peer < m.first_rank + m.workers;
+  });
+  const auto reporter = in_plan(event.reporter);
+  if (peer == state.plan.end() || reporter == state.plan.end() || peer->node == event.reporter ||
+      state.members.count(peer->node) == 0)
+    return std::nullopt;
+  // Both ends may report the broken link; whoever reports first, the same node leaves.
+  const bool peer_is_higher = peer->first_rank > reporter->first_rank;
+  std::string leaves = peer_is_higher ? peer->node : event.reporter;
+  if (leaves == context.rules.manifest.head_node) leaves = peer_is_higher ? event.reporter : peer->node;
+  return suspected_pair{leaves, event.reporter, peer->node};
+}
+
+/// The node an event would take out of the job.
+std::string lost_node(const step_context& context) {
+  if (std::holds_alternative<link_suspicion_event>(context.event)) return suspected(context)->leaves;
+  return subject(context);
+}
+
+/// Why losing the node the event takes out stops the job, or "" when the survivors go on.
+std::string why_loss_stops(const step_context& context) {
+  const auto& faults = context.rules.manifest.faults;
+  const auto& state = context.state;
+  const auto survivors = static_cast<int64_t>(state.members.size()) - 1;
+  if (const auto* silence = std::get_if<heartbeat_silence_event>(&context.event);
+      silence && state.planned() && 2 * silence->heard_from <= state.plan.size())
+    return detail::concat("only ", silence->heard_from, " of the last plan's ", state.plan.size(),
+                          " nodes are still heard from, not a majority: this side of a network split may be the one "
+                          "cut off, and a minority never goes on (docs/faults.md#network-faults)");
+  if (faults.policy != fault_policy::elastic)
+    return faults.policy == fault_policy::abort ? "faults.policy is \"abort\""
+                                                : "faults.policy is \"restart\": the launcher starts the job again";
+  if (!state.planned() && state.generation == 0) return "the job had not started";
+  if (survivors < faults.min_nodes)
+    return detail::concat(survivors, " node(s) would remain, fewer than faults.min_nodes ", faults.min_nodes);
+  if (!state.finished.empty()) return "other nodes had already finished";
+  return "";
+}
+
+/// What happened to the node the event takes out, for messages.
+std::string loss_description(const step_context& context) {
+  const auto& node = lost_node(context);
+  const auto& m = context.rules.manifest;
+  if (const auto* lost = std::get_if<connection_lost_event>(&context.event))
+    return label(context, node) + " left the job before finishing (" + lost->why + ")";
+  if (const auto* silence = std::get_if<heartbeat_silence_event>(&context.event))
+    return detail::concat(label(context, node), " stopped answering: no heartbeat for ", silence->silent_ms,
+                          " ms (timeouts.heartbeat_ms ", m.timeouts.heartbeat.count(), ")");
+  if (std::holds_alternative<link_suspicion_event>(context.event)) {
+    const auto pair = *suspected(context);
+    return "the link between " + label(context, pair.reporter) + " and " + label(context, pair.peer) +
+           " is broken, both still reach the head; " + label(context, pair.leaves) +
+           " leaves (the higher ranks of the pair, never the head's): " +
+           std::get<link_suspicion_event>(context.event).why;
+  }
+  return label(context, node) + " restarted";
+}
+
+void stop(step_context& context, const std::string& reason, const std::string& except) {
+  auto& state = context.state;
+  state.stop_reason = reason;
+  context.effects.push_back(log_line{log_level::error, reason});
+  // Also where a head cut off from its launcher can still say it (a shared run directory).
+  context.effects.push_back(
+      event_log_line{{{"event", "job_stopped"}, {"generation", state.generation}, {"reason", reason}}});
+  stop_job stopping{reason, {}};
+  for (const auto& node : state.members)
+    if (node != except) stopping.to.push_back(node);
+  context.effects.push_back(std::move(stopping));
+}
+
+// Survivors that rejoined the generation being formed are already waiting for its plan; the
+// others (but `except`, which is joining now) stop their window in flight and join. The
+// generation must be complete within timeouts.join.
+void announce(step_context& context, const std::string& reason, const std::string& except) {
+  auto& state = context.state;
+  announce_generation news{state.generation, reason, {}};
+  for (const auto& node : state.members)
+    if (node != except && state.joins.count(node) == 0) news.to.push_back(node);
+  context.effects.push_back(std::move(news));
+  context.effects.push_back(arm_join_deadline{state.generation});
+}
+
+/// Every member has joined: each gets the plan, starting from the furthest step any of them
+/// finished (survivors may stand a window apart, a restarted node at none; the workers copy the
+/// state of a replica at that step before training).
+void send_plan_now(step_context& context) {
+  auto& state = context.state;
+  auto plan = make_plan(context.rules.manifest, state.joins, state.generation);
+  if (state.generation > 0) {
+    for (const auto& [name, join] : state.joins) plan.start_steps = std::max(plan.start_steps, join.committed_steps);
+    context.effects.push_back(log_line{log_level::warn, detail::concat("generation ", state.generation, ": ",
+                                                                       state.joins.size(), " nodes go on from step ",
+                                                                       plan.start_steps)});
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& member : plan.members) nodes.push_back(member.node);
+    context.effects.push_back(event_log_line{{{"event", "generation"},
+                                            {"generation", state.generation},
+                                            {"start_steps", plan.start_steps},
+                                            {"world", plan.world},
+                                            {"nodes", nodes}}});
+  }
+  state.plan = plan.members;
+  state.start_steps = plan.start_steps;
+  context.effects.push_back(send_plan{encode_plan(plan)});
+}
+
+/// Takes `node` out of the job and starts the next generation; `planned`: the current
+/// generation's plan went out (its joins are spent). True when the survivors had all joined
+/// the generation being formed already, so its plan went out.
+bool drop(step_context& context, const std::string& node, const std::string& why, bool planned) {
+  auto& state = context.state;
+  const auto survivors = state.members.size() - 1;
+  state.members.erase(node);
+  // Joins to a generation whose plan went out are spent; joins to one still being formed stay
+  // valid for the next (those nodes have stopped and wait for a plan).
+  if (planned) state.joins.clear();
+  state.joins.erase(node);
+  ++state.generation;
+  const auto reason = detail::concat(why, "; the ", survivors, " other node(s) redo the window in flight as generation ",
+                                     state.generation);
+  context.effects.push_back(log_line{log_level::error, reason});
+  context.effects.push_back(event_log_line{
+      {{"event", "node_lost"}, {"node", node}, {"generation", state.generation}, {"reason", why}}});
+  announce(context, reason, "");
+  if (state.joins.empty() || state.joins.size() != state.members.size()) return false;
+  send_plan_now(context);
+  return true;
+}
+
+}  // namespace
+
+// Guards.
+
+bool join_fits(const step_context& context) { return join_problem(context).empty(); }
+
+bool join_completes_generation(const step_context& context) {
+  return join_fits(context) && context.state.joins.size() + 1 == context.state.members.size();
+}
+
+bool unknown_node(const step_context& context) {
+  const auto& nodes = context.rules.manifest.nodes;
+  const auto node = subject(context);
+  return std::none_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
+}
+
+bool not_a_member(const step_context& context) { return context.state.members.count(subject(context)) == 0; }
+
+bool finished_member(const step_context& context) { return context.state.finished.count(subject(context)) != 0; }
+
+bool last_departure(const step_context& context) {
+  auto departed = context.state.departed;
+  departed.insert(subject(context));
+  // The head's own node never departs: the coordinator runs in its process.
+  return finished_member(context) && departed.size() + 1 >= context.state.members.size();
+}
+
+bool loss_ends_job(const step_context& context) {
+  const auto node = lost_node(context);
+  return context.state.members.count(node) != 0 && !why_loss_stops(context).empty();
+}
+
+bool survivable_loss(const step_context& context) { return why_loss_stops(context).empty(); }
+
+bool survivable_loss_completing_generation(const step_context& context) {
+  if (!survivable_loss(context)) return false;
+  const auto node = lost_node(context);
+  const auto& state = context.state;
+  const auto joins = state.joins.size() - state.joins.count(node);
+  return joins > 0 && joins == state.members.size() - 1;
+}
+
+bool stale_finish(const step_context& context) {
+  const auto& event = std::get<finished_event>(context.event);
+  return event.generation != context.state.generation || context.state.members.count(event.node) == 0;
+}
+
+bool last_to_finish(const step_context& context) {
+  auto finished = context.state.finished;
+  finished.insert(subject(context));
+  return finished.size() == context.state.members.size();
+}
+
+bool moot_suspicion(const step_context& context) { return !suspected(context).has_value(); }
+
+bool for_this_generation(const step_context& context) {
+  return std::get<join_deadline_event>(context.event).generation == context.state.generation;
+}
+
+// Actions.
+
+void ignore(step_context&) {}
+
+void take_join(step_context& context) {
+  auto join = join_of(context);
+  join.secret.clear();  // checked by the actor; a state that may be copied elsewhere does not keep it
+  auto& state = context.state;
+  const auto node = join.node;
+  state.joins[node] = std::move(join);
+  context.effects.push_back(log_line{
+      log_level::info, detail::concat(label(context, node), " joined",
+                                      state.generation == 0 ? "" : " generation " + std::to_string(state.generation),
+                                      " (", state.joins.size(), " of ", state.members.size(), " nodes)")});
+}
+
+void take_join_and_send_plan(step_context& context) {
+  take_join(context);
+  send_plan_now(context);
+}
+
+void refuse_join_naming_why(step_context& context) {
+  auto why = join_problem(context);
+  if (why.empty())  // a fitting join in a phase that takes none
+    why = detail::concat("node ", join_of(context).node, " joined generation ", context.state.generation,
+                         " after its plan went out");
+  context.effects.push_back(refuse_join{why});
+}
+
+void refuse_restart_while_finishing(step_context& context) {
+  context.effects.push_back(refuse_join{"node " + join_of(context).node + " restarted after the job began finishing"});
+}
+
+/// A restarted node becomes a member of the next generation. When the current one is running,
+/// every member is told to stop its window in flight and join that generation; when one is being
+/// formed, the node joins it. Its join is then handled as any join of that generation.
+void admit_restart(step_context& context) {
+  auto& state = context.state;
+  auto join = join_of(context);
+  bool plan_out = state.planned();
+  if (state.members.count(join.node) != 0) plan_out = drop(context, join.node, loss_description(context), plan_out);
+  state.members.insert(join.node);
+  if (plan_out) {
+    state.joins.clear();
+    ++state.generation;
+    const auto reason =
+        detail::concat(label(context, join.node), " restarted and joins as generation ", state.generation);
+    context.effects.push_back(log_line{log_level::warn, reason});
+    context.effects.push_back(
+        event_log_line{{{"event", "node_restarted"}, {"node", join.node}, {"generation", state.generation}}});
+    announce(context, reason, join.node);
+  }
+  join.generation = state.generation;
+  context.then = join_event{std::move(join)};
+}
+
+void drop_member(step_context& context) {
+  drop(context, lost_node(context), loss_description(context), context.state.planned());
+}
+
+void drop_member_and_send_plan(step_context& context) { drop_member(context); }
+
+void stop_for_loss(step_context& context) {
+  const auto node = lost_node(context);
+  stop(context, loss_description(context) + "; stopping every node (" + why_loss_stops(context) + ")", node);
+  if (std::holds_alternative<restarted_join_event>(context.event)) context.effects.push_back(refuse_join{"the job stopped"});
+}
+
+void stop_for_error(step_context& context) {
+  const auto& event = std::get<node_error_event>(context.event);
+  stop(context, label(context, event.node) + " stopped with an error: " + event.why + "; stopping every node",
+       event.node);
+}
+
+void stop_for_missing_joins(step_context& context) {
+  const auto& m = context.rules.manifest;
+  std::string missing;
+  for (const auto& node : m.nodes)
+    if (context.state.members.count(node.name) != 0 && context.state.joins.count(node.name) == 0)
+      missing += (missing.empty() ? "" : ", ") + node.name + " (" + node.host + ")";
+  stop(context,
+       detail::concat("nodes ", missing, " did not join", context.state.generation == 0 ? "" : " again",
+                      " the head at ", m.head_host, ":", m.head_port, " within ", m.timeouts.join.count(),
+                      " s (timeouts.join_s)"),
+       "");
+}
+
+void note_finished(step_context& context) { context.state.finished.insert(subject(context)); }
+
+/// Every member finished: all are released together (none exits while another may still need
+/// it), and the coordinator quits once they have disconnected or the release deadline passed.
+void release_all(step_context& context) {
+  note_finished(context);
+  const auto& members = context.state.members;
+  context.effects.push_back(release_members{{members.begin(), members.end()}});
+  context.effects.push_back(arm_release_deadline{});
+}
+
+void note_departure(step_context& context) { context.state.departed.insert(subject(context)); }
+
+void end_after_last_departure(step_context& context) {
+  note_departure(context);
+  context.effects.push_back(end_job{});
+}
+
+void end_job_now(step_context& context) { context.effects.push_back(end_job{}); }
+
+}  // namespace troupe::cluster::transitions
