@@ -4,7 +4,8 @@
 #
 # troupe_add_test(NAME SOURCES ... DEPENDS ... [TIMEOUT seconds] [LABELS ...])
 #   One GoogleTest executable per test file and one ctest entry per executable, each with a
-#   timeout so a hang fails instead of stalling the suite.
+#   timeout so a hang fails instead of stalling the suite; skipped tests are reported as such
+#   (tests/support/run_gtest).
 
 function(troupe_add_component name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
@@ -22,8 +23,9 @@ function(troupe_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPENDS} GTest::gtest GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
-  add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
-                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;TROUPE_BINARY=$<TARGET_FILE:troupe>"
+  # Through tests/support/run_gtest: a program whose every test skipped shows as skipped (77).
+  add_test(NAME ${name} COMMAND ${PROJECT_SOURCE_DIR}/tests/support/run_gtest $<TARGET_FILE:${name}>)
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77
+                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;TROUPE_BINARY=$<TARGET_FILE:troupe>;TROUPE_SKIP_LOG=${PROJECT_BINARY_DIR}/skipped-tests.log"
                        LABELS "${ARG_LABELS}")
 endfunction()
