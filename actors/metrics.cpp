@@ -86,8 +86,9 @@ caf::behavior metrics(caf::stateful_actor<metrics_state>* self, metrics_settings
       [=](messages::window_atom, messages::window_report& report) {
         auto& s = self->state;
         if (s.windows.size() + s.checkpoints.size() >= settings.queue_limit) {
-          s.windows.pop_front();
           ++s.dropped;
+          if (s.windows.empty()) return;  // the queue is all checkpoint reports: this window's goes
+          s.windows.pop_front();
         }
         const auto step = report.step;
         s.windows.push_back(std::move(report));
