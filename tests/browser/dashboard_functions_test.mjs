@@ -106,3 +106,11 @@ test("the straggler's reason is shown as the server gives it", () => {
   assert.equal(page.stragglerReason({ straggler: { rank: 1, reason: "compute" } }), " (compute)");
   assert.equal(page.stragglerReason({ straggler: null }), "");
 });
+
+test("a job of one worker shows neither the ring chart nor the lateness chart; two ranks show both", () => {
+  const alone = [{ step: 1, ranks: [{ rank: 0, lateness_s: 0 }], rings: [] }, { step: 2, ranks: [{ rank: 0 }] }];
+  assert.deepEqual(page.panelsThatApply(alone), { rings: false, lateness: false });
+  const two = [{ step: 1, ranks: [{ rank: 0 }, { rank: 1 }], rings: [{ ring: 0, seconds: 0.1, bus_gb_per_s: 1 }] }];
+  assert.deepEqual(page.panelsThatApply(two), { rings: true, lateness: true });
+  assert.deepEqual(page.panelsThatApply([]), { rings: false, lateness: false });
+});

@@ -112,7 +112,7 @@ TEST_F(albert_e2e, sentence_order_prediction_learns_above_chance_on_sentencepiec
   EXPECT_NEAR(lines.back()["loss"].get<double>(),
               lines.back()["sop"]["mlm_loss"].get<double>() + lines.back()["sop"]["loss"].get<double>(), 1e-4);
   EXPECT_LT(lines.back()["loss"].get<double>(), lines.front()["loss"].get<double>());
-  auto evaluated = run_command(troupe_binary() + " eval --checkpoint " + (sop / "run").string() +
+  auto evaluated = run_command(troupe_binary() + " eval " + (sop / "run").string() +  // the run as the first word
                                " --pseudo-samples 0 --json");
   ASSERT_EQ(evaluated.status, 0) << evaluated.output;
   const auto result = json::parse(evaluated.output.substr(evaluated.output.find('{')));

@@ -119,6 +119,9 @@ TEST_F(checkpoint_e2e, sigkill_while_writing_leaves_the_previous_checkpoint_late
                                 ": manifest.bin is missing (an incomplete checkpoint)"),
             std::string::npos)
       << listing.output;
+  auto positional = run_command(troupe_binary() + " ckpt list " + run.string());  // the run as the first word
+  EXPECT_EQ(positional.status, 0) << positional.output;
+  EXPECT_EQ(positional.output, listing.output);
   auto resumed = run_command(troupe_binary() + " train --config " + (*dir_ / "kill.json").string() + " --run-dir " +
                              run.string() + " --steps 10 --resume latest");
   ASSERT_EQ(resumed.status, 0) << resumed.output;

@@ -158,7 +158,9 @@ TEST_F(distillation_e2e, fill_mask_guesses_for_bert_and_distilbert_checkpoints) 
   const auto student = student_config("student-for-fill-mask", teacher, 2);
   ASSERT_EQ(train(student, "student-for-fill-mask").status, 0);
   for (const auto& run : {teacher, (*dir_ / "student-for-fill-mask").string()}) {
-    auto filled = run_command(troupe_binary() + " fill-mask --checkpoint " + run +
+    // The run named by --checkpoint, or (the student) as the first word.
+    const std::string named = run == teacher ? " --checkpoint " + run : " " + run;
+    auto filled = run_command(troupe_binary() + " fill-mask" + named +
                               " --top-k 4 --json 'the old sailor [MASK] a whale .' 'a [MASK] saw the [MASK] .'");
     ASSERT_EQ(filled.status, 0) << filled.output;
     const auto results = json::parse(filled.output.substr(filled.output.find('[')));

@@ -233,6 +233,14 @@ TEST_F(fine_tuning_e2e, classification_learns_across_nodes_resumes_exactly_score
                                   " 'the brave whale sees the ship in the sea .'");
   ASSERT_EQ(label["labels"].size(), 2u);
   EXPECT_NEAR(label["labels"][0]["score"].get<double>() + label["labels"][1]["score"].get<double>(), 1.0, 1e-6);
+  // --json also gives what HF's model returns: the ids it read and its logits, in label order,
+  // whose softmax is the scores.
+  ASSERT_EQ(label["logits"].size(), 2u) << label.dump();
+  ASSERT_GT(label["input_ids"].size(), 2u);
+  EXPECT_EQ(label["input_ids"].size(), label["token_type_ids"].size());
+  const double good = 1.0 / (1.0 + std::exp(label["logits"][0].get<double>() - label["logits"][1].get<double>()));
+  for (const auto& entry : label["labels"])
+    EXPECT_NEAR(entry["score"].get<double>(), entry["label"] == "good" ? good : 1.0 - good, 1e-5) << label.dump();
   auto fill = run_command(troupe_binary() + " fill-mask --checkpoint " + (*dir_ / "classify-two").string() +
                           " 'the [MASK] .'");
   EXPECT_NE(fill.status, 0);
@@ -312,6 +320,12 @@ TEST_F(fine_tuning_e2e, question_answering_learns_across_nodes_and_is_scored_wit
                                    "sea . the brave bird sees the city in the sea .'");
   EXPECT_TRUE(answer["answer"].is_string());
   EXPECT_GT(answer["score"].get<double>(), 0.0);
+  ASSERT_EQ(answer["windows"].size(), 1u) << answer.dump();  // a short context: one window
+  const auto& window = answer["windows"][0];
+  EXPECT_GT(window["input_ids"].size(), 10u);
+  EXPECT_EQ(window["start_logits"].size(), window["input_ids"].size());
+  EXPECT_EQ(window["end_logits"].size(), window["input_ids"].size());
+  EXPECT_EQ(window["token_type_ids"].size(), window["input_ids"].size());
 
   const auto hf = *dir_ / "squad-hf";
   auto exported = run_command(troupe_binary() + " ckpt export " + (*dir_ / "squad-two").string() + " --to " + hf.string());

@@ -64,7 +64,7 @@ void add_ckpt_command(CLI::App& app) {
   ckpt->require_subcommand(1);
 
   auto* list_command = ckpt->add_subcommand("list", "every checkpoint of a run: step, time, size, valid?");
-  list_command->add_option("--run-dir", args->run_dir, "run directory")->capture_default_str();
+  list_command->add_option("run_dir,--run-dir", args->run_dir, "run directory")->capture_default_str();
   list_command->callback([args] { list(*args); });
 
   auto* verify = ckpt->add_subcommand("verify", "check manifest, sizes and checksums; non-zero exit names the bad file");
@@ -103,7 +103,7 @@ void add_ckpt_command(CLI::App& app) {
   });
 
   auto* prune = ckpt->add_subcommand("prune", "keep only the newest K checkpoints of a run");
-  prune->add_option("--run-dir", args->run_dir, "run directory")->capture_default_str();
+  prune->add_option("run_dir,--run-dir", args->run_dir, "run directory")->capture_default_str();
   prune->add_option("--keep", args->keep, "checkpoints to keep")->required()->check(CLI::PositiveNumber);
   prune->callback([args] {
     for (const auto& removed : io::prune_checkpoints(args->run_dir, args->keep))

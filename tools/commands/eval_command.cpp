@@ -193,7 +193,7 @@ void print_evaluation(const nlohmann::json& result) {
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<eval_arguments>();
   auto* command = app.add_subcommand("eval", "masked-LM perplexity, pseudo-perplexity and the unigram baseline; a fine-tuned model's task scores (SQuAD exact match/F1, accuracy/F1)");
-  command->add_option("--checkpoint", args->checkpoint, "checkpoint directory or run directory")->required();
+  command->add_option("checkpoint,--checkpoint", args->checkpoint, "checkpoint directory or run directory")->required();
   command->add_option("--data", args->data, "data directory (default: the checkpoint's data.dir)");
   command->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
   command->add_option("--max-samples", args->max_samples,

@@ -283,7 +283,7 @@ void add_fill_mask_command(CLI::App& app) {
   auto args = std::make_shared<fill_mask_arguments>();
   auto* command =
       app.add_subcommand("fill-mask", "a checkpoint's top guesses for [MASK] in sentences (as HF's fill-mask pipeline)");
-  command->add_option("--checkpoint", args->checkpoint, "checkpoint directory or run directory")->required();
+  command->add_option("checkpoint,--checkpoint", args->checkpoint, "checkpoint directory or run directory")->required();
   command->add_option("texts", args->texts, "sentences with [MASK] (quote each)");
   command->add_option("--data", args->data, "data directory whose tokenizer to use (default: the checkpoint's data.dir)");
   command->add_option("--top-k", args->top_k, "guesses per mask")->capture_default_str()->check(CLI::Range(1, 100));

@@ -7,6 +7,10 @@
 //                                                and where it starts and ends in the context
 //   --task classify  TEXT [--pair TEXT]          the label and its probability (softmax over the
 //                                                labels), then the others
+//
+// With --json the object also holds what HF's models return: the input ids and token types the
+// model read, and its logits (classify: one per label; squad: start and end per position of
+// each window).
 
 #include <ATen/ATen.h>
 
@@ -77,9 +81,22 @@ json predict_answer(const predict_arguments& args, predict_session& s) {
     throw make_error("--question and --context: both are needed with --task squad");
   io::squad_dataset one;
   one.questions.push_back({"question", args.question, args.context, {}, false});
-  const auto answer = answer_squad(*s.model, one, *s.tokens, s.manifest, args.answers, 8).front();
+  squad_windows windows;
+  const auto answer = answer_squad(*s.model, one, *s.tokens, s.manifest, args.answers, 8, &windows).front();
   const auto& best = answer.n_best.front();
   json result = {{"answer", best.text}, {"score", best.probability}};
+  // What the model read and said, window by window (a long context is cut with the data's
+  // doc stride): HF's BertForQuestionAnswering gives the same start and end logits for these ids.
+  result["windows"] = json::array();
+  for (std::size_t w = 0; w < windows.features.size(); ++w) {
+    const auto& feature = windows.features[w];
+    const auto length = feature.input_ids.size();
+    const auto& logits = windows.logits[w];
+    result["windows"].push_back({{"input_ids", feature.input_ids},
+                                 {"token_type_ids", std::vector<int>(feature.token_types.begin(), feature.token_types.end())},
+                                 {"start_logits", std::vector<float>(logits.start.begin(), logits.start.begin() + length)},
+                                 {"end_logits", std::vector<float>(logits.end.begin(), logits.end.begin() + length)}});
+  }
   const auto at = args.context.find(best.text);
   if (!best.text.empty() && at != std::string::npos) {
     result["start"] = at;  // bytes into --context, as HF's pipeline gives characters
@@ -97,7 +114,8 @@ json predict_label(const predict_arguments& args, predict_session& s) {
   auto ids = at::empty({1, length}, at::kLong), types = at::empty({1, length}, at::kLong);
   std::copy(encoded.input_ids.begin(), encoded.input_ids.end(), ids.data_ptr<int64_t>());
   std::copy(encoded.token_types.begin(), encoded.token_types.end(), types.data_ptr<int64_t>());
-  const auto probabilities = s.model->logits(ids, types, {}).softmax(-1)[0].contiguous();
+  const auto logits = s.model->logits(ids, types, {})[0].contiguous();
+  const auto probabilities = logits.softmax(-1);
   const auto& labels = s.checkpoint.task->labels;
   json ranked = json::array();
   const auto order = probabilities.argsort(0, /*descending=*/true);
@@ -105,7 +123,15 @@ json predict_label(const predict_arguments& args, predict_session& s) {
     const auto index = order[rank].item<int64_t>();
     ranked.push_back({{"label", labels.at(static_cast<std::size_t>(index))}, {"score", probabilities[index].item<double>()}});
   }
-  return {{"label", ranked[0]["label"]}, {"score", ranked[0]["score"]}, {"labels", ranked}};
+  // The model's own outputs, as HF's BertForSequenceClassification returns them for these ids:
+  // logits in the order of the checkpoint's labels (config.json's id2label).
+  const std::vector<float> raw(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
+  return {{"label", ranked[0]["label"]},
+          {"score", ranked[0]["score"]},
+          {"labels", ranked},
+          {"input_ids", encoded.input_ids},
+          {"token_type_ids", std::vector<int>(encoded.token_types.begin(), encoded.token_types.end())},
+          {"logits", raw}};
 }
 
 void print_prediction(const predict_arguments& args, const json& result) {
@@ -127,7 +153,7 @@ void add_predict_command(CLI::App& app) {
   auto args = std::make_shared<predict_arguments>();
   auto* command = app.add_subcommand("predict", "a fine-tuned model's answer (squad) or label (classify) for your text");
   command->add_option("--task", args->task, "squad or classify")->required()->check(CLI::IsMember({"squad", "classify"}));
-  command->add_option("--checkpoint", args->checkpoint, "fine-tuned checkpoint directory or run directory")->required();
+  command->add_option("checkpoint,--checkpoint", args->checkpoint, "fine-tuned checkpoint directory or run directory")->required();
   command->add_option("--data", args->data, "the task's data directory (its tokenizer; default: the checkpoint's)");
   command->add_option("--question", args->question, "squad: the question");
   command->add_option("--context", args->context, "squad: the passage holding the answer");

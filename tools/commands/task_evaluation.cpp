@@ -158,7 +158,8 @@ io::dataset_manifest squad_manifest(const std::filesystem::path& data_dir) {
 
 std::vector<io::squad_answer_prediction> answer_squad(compute::task_inference& model, const io::squad_dataset& questions,
                                                       const io::tokenizer& tokens, const io::dataset_manifest& manifest,
-                                                      io::squad_prediction_settings answers, int64_t batch_size) {
+                                                      io::squad_prediction_settings answers, int64_t batch_size,
+                                                      squad_windows* windows) {
   const io::squad_feature_settings cut{manifest.max_seq_length, manifest.doc_stride > 0 ? manifest.doc_stride : 128,
                                        manifest.max_query_length > 0 ? manifest.max_query_length : 64};
   const auto features = io::make_squad_features(questions, tokens, cut, /*training=*/false);
@@ -181,6 +182,7 @@ std::vector<io::squad_answer_prediction> answer_squad(compute::task_inference& m
     first = end;
   }
   TROUPE_ENFORCE(out.size() == questions.questions.size(), "a question without windows");
+  if (windows) *windows = {features, logits};
   return out;
 }
 

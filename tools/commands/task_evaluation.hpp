@@ -56,8 +56,15 @@ io::dataset_manifest squad_manifest(const std::filesystem::path& data_dir);
 /// `model`'s answer to every question, in order: the questions cut into windows as `manifest`'s
 /// data was, each window's logits at max_seq_length, the answer search of `answers` (its version
 /// and case set from the file and the data).
+/// `windows`, when given, receives what the model read and said for every window (troupe
+/// predict --json shows them, as HF's models return them).
+struct squad_windows {
+  std::vector<io::squad_feature> features;
+  std::vector<io::squad_window_logits> logits;  ///< at max_seq_length, padding included
+};
 std::vector<io::squad_answer_prediction> answer_squad(compute::task_inference& model, const io::squad_dataset& questions,
                                                       const io::tokenizer& tokens, const io::dataset_manifest& manifest,
-                                                      io::squad_prediction_settings answers, int64_t batch_size);
+                                                      io::squad_prediction_settings answers, int64_t batch_size,
+                                                      squad_windows* windows = nullptr);
 
 }  // namespace troupe::tools

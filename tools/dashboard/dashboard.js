@@ -263,6 +263,14 @@
     return { rings: seconds.ids, data };
   }
 
+  /** Which panels that only some jobs fill apply to these windows: the ring chart needs ring sums
+   *  (a job of one worker has none), the lateness chart two ranks or more to compare. */
+  function panelsThatApply(windows) {
+    const ranks = new Set();
+    windows.forEach((w) => (w.ranks || []).forEach((r) => ranks.add(r.rank)));
+    return { rings: windows.some((w) => Array.isArray(w.rings) && w.rings.length > 0), lateness: ranks.size > 1 };
+  }
+
   /** uPlot data for the lateness chart: {ranks: [r...], data: [step, lateness(rank0), ...]}. */
   function latenessChartData(windows) {
     const { ids, columns } = columnsById(windows, (w) => w.ranks, (r) => r.rank, (r) => r.lateness_s);
@@ -463,7 +471,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, linksText, stragglerReason, lossPartsChartData, outerStepKpis, heldOutAccuracy, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, panelsThatApply, linksText, stragglerReason, lossPartsChartData, outerStepKpis, heldOutAccuracy, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -1090,6 +1098,9 @@
     setText("lateness-caption", straggler === null ? "no straggler" :
       `straggler: rank ${straggler}${stragglerReason(model.state)}${st && st.windows ? ` (${st.windows} windows)` : ""}`);
 
+    const applies = panelsThatApply(recent);
+    $("ring-card").hidden = !applies.rings;
+    $("lateness-card").hidden = !applies.lateness;
     if (chartsAvailable()) {
       const draw = (name, fn) => {
         try { fn(); } catch (err) { console.error(`troupe dashboard: ${name} chart:`, err); }
@@ -1103,6 +1114,7 @@
         chart.plot.setData([split.ranks.slice(), ...stackParts(split)]);
       });
       draw("ring", () => {
+        if (!applies.rings) return;
         const { rings, data } = ringChartData(recent);
         setChartData(ensureChart("ring-chart", rings.join(","), () => ringChartOptions(rings)), data);
       });
@@ -1114,6 +1126,7 @@
         setChartData(ensureChart("loss-parts-chart", signature, () => lossPartsChartOptions(series)), data);
       });
       draw("lateness", () => {
+        if (!applies.lateness) return;
         const { ranks, data } = latenessChartData(recent);
         const signature = `${ranks.join(",")}|${straggler}`;
         setChartData(ensureChart("lateness-chart", signature, () => latenessChartOptions(ranks, straggler)), data);
