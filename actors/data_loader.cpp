@@ -46,7 +46,7 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
           while (s.credit > 0 && s.next_window < settings.windows) {
             if (s.next_micro == 0) {
               settings.faults.at(cluster::fault_phase::data, settings.start_step + static_cast<int64_t>(s.next_window) + 1);
-              s.window = count_window(s, settings, micro_batches);
+              s.window_counts = count_window(s, settings, micro_batches);
             }
             const auto range =
                 compute::micro_batch_range(settings.start_position, s.next_window, settings.window_samples,
@@ -60,8 +60,8 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
             if (s.sample_log.is_open()) s.sample_log.flush();
             micro_batch batch;
             if (!samples.empty()) batch.batch = s.builder->build(samples);  // empty: a tiny window's spare slot
-            batch.batch.window = s.window;
-            batch.window = s.next_window;
+            batch.batch.window = s.window_counts;
+            batch.window_index = s.next_window;
             batch.micro = static_cast<uint32_t>(s.next_micro);
             batch.last_in_window = s.next_micro + 1 == micro_batches;
             batch.batch.first_position = range.first;

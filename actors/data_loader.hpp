@@ -46,7 +46,7 @@ struct data_loader_state {
   uint64_t next_micro = 0;
   int64_t credit = 0;
   std::ofstream sample_log;
-  compute::window_counts window;  ///< of next_window, over every rank's share or this rank's (counted at its first micro-batch)
+  compute::window_counts window_counts;  ///< of next_window, over every rank's share or this rank's (counted at its first micro-batch)
 };
 
 /// Each window's share of this rank (compute::micro_batch_range: contiguous, as even as the

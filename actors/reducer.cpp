@@ -45,7 +45,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
   return {
       [self, settings](messages::reduce_atom, const reduce_request& request) -> caf::result<reduce_result> {
         auto& collective = *self->state.collective;
-        const auto step = static_cast<int64_t>(request.window);
+        const auto step = request.step;
         const int ring = settings.ring_index;
         // A window's gradient comes in several requests (its buckets): its faults fire at the first.
         if (ring == 0 && request.gradient_count > 0 && self->state.faults_fired_for != step) {
@@ -58,7 +58,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
                        successor);
         }
         const auto started = clock::now();
-        const std::string where = "ring " + std::to_string(ring) + ", window " + std::to_string(request.window) + ": ";
+        const std::string where = "ring " + std::to_string(ring) + ", step " + std::to_string(request.step) + ": ";
         try {
           return sum_request(self->state, request, ring);
         } catch (const io::transport_error& e) {

@@ -31,7 +31,7 @@ training_run::training_run(caf::actor_system& system, caf::scoped_actor& supervi
       world_(role.world),
       first_rank_(role.first_rank),
       local_workers_(static_cast<int>(role.transports.size())),
-      reports_(first_rank_ == 0) {}  // global rank 0 writes checkpoints
+      writes_checkpoints_(first_rank_ == 0) {}
 
 generation_outcome training_run::execute() {
   check_inputs();
@@ -71,7 +71,7 @@ generation_outcome training_run::execute() {
 /// this run's own hub), and global rank 0's checkpointer.
 void training_run::spawn_reporters() {
   if (!options_.metrics_wanted()) {
-    if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, caf::actor{});
+    if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, caf::actor{});
     return;
   }
   if (own_hub()) hub_ = start_metrics_hub(system_, hub_settings_for(config_, options_, world_)).actor;
@@ -83,7 +83,7 @@ void training_run::spawn_reporters() {
   metric_options.generation = role_.generation;
   metric_options.links = role_.links;
   metrics_actor_ = system_.spawn(metrics, metric_options);
-  if (reports_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, metrics_actor_);
+  if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, metrics_actor_);
 }
 
 /// One local worker: its reducers (one per ring), the worker, its data loader.
@@ -97,8 +97,8 @@ void training_run::spawn_rank(int local) {
   w.windows = windows_;
   w.checkpoint_every = config_.checkpoint.every_windows;
   w.checkpoint_keep = config_.checkpoint.keep;
-  w.reports = reports_ && local == 0;
-  w.save_checkpoints = options_.save_checkpoints && w.reports;
+  w.writes_checkpoints = writes_checkpoints_ && local == 0;
+  w.save_checkpoints = options_.save_checkpoints && w.writes_checkpoints;
   w.job_checkpoints = options_.save_checkpoints;
   w.skip_checkpoint_when_busy = config_.checkpoint.skip_when_busy;
   w.checkpoint_timeout = options_.checkpoint_timeout;

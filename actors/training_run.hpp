@@ -105,7 +105,7 @@ class training_run {
   const int world_;
   const int first_rank_;
   const int local_workers_;
-  const bool reports_;
+  const bool writes_checkpoints_;  ///< this process holds global rank 0, which writes checkpoints
 
   std::shared_ptr<const io::token_dataset> dataset_;
   std::shared_ptr<const io::token_dataset> validation_;        ///< eval_every_windows' held-out data

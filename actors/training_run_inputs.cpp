@@ -24,7 +24,7 @@ void training_run::check_inputs() {
     const bool fresh = !continuing_ && options_.resume.empty();
     const auto pretrained = io::read_pretrained_encoder(config_, dataset_->manifest(), "config", fresh);
     pretrained_ = pretrained.parameters;
-    if (fresh && reports_)
+    if (fresh && writes_checkpoints_)
       spdlog::info("fine-tuning {} from {} ({} model)", compute::task_type_name(config_.task->head.type),
                    pretrained.dir.string(), config_.model.model_type);
   }
@@ -145,7 +145,7 @@ void training_run::check_staging_fits() const {
 /// Everything the user could get wrong has been checked: from here on the run directory is
 /// this job's (see session_options::own_run_directory).
 void training_run::hold_run_directory() {
-  if (!reports_) return;
+  if (!writes_checkpoints_) return;
   if (options_.own_run_directory) {
     run_directory_.emplace(options_.run_dir);
     if (options_.resume.empty()) io::prepare_fresh_run(options_.run_dir, options_.overwrite);

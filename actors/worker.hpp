@@ -93,7 +93,7 @@ struct worker_settings {
   /// sum through shared memory); undefined otherwise.
   at::Tensor outer_carrier;
   std::chrono::seconds collective_timeout{120};
-  bool reports = true;  ///< this worker writes checkpoints (global rank 0)
+  bool writes_checkpoints = true;  ///< this worker writes checkpoints (global rank 0)
   /// At the start of a membership generation after the first: the step every replica starts
   /// from; before the first window the replicas copy one replica's state at that step (see
   /// synchronise_replicas in worker.cpp). -1: no copy.

@@ -70,7 +70,7 @@ void worker_state::send_exchange_request(int ring, reduce_request request) {
             count_ring_sum(r, sum, bytes);  // in the window it lands in
             ++flight->replied;
           },
-          quit_on_reducer_failure(ring, "the outer exchange sent in window " + std::to_string(request.window)));
+          quit_on_reducer_failure(ring, "the outer exchange sent in step " + std::to_string(request.step)));
 }
 
 /// Until the exchange has landed the worker must take no other message (the next window's
@@ -99,7 +99,7 @@ void worker_state::await_exchange(std::function<void()> then) {
   });
   for (const int ring : rings) {
     reduce_request after_the_exchange;  // nothing to sum: its answer follows the exchange's
-    after_the_exchange.window = step_in_flight();
+    after_the_exchange.step = step_in_flight();
     self->request(settings.reducers[static_cast<std::size_t>(ring)], reducer_backstop(), messages::reduce_atom::value,
                   after_the_exchange)
         .await([pending, landed](const reduce_result&) {

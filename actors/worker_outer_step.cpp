@@ -167,7 +167,7 @@ void worker_state::gather_own_states(int64_t owner, std::size_t buffer, std::fun
     carrier.narrow(0, 0, count).zero_();
   auto keep = [this, owner, buffer, count, name = state[buffer].first, then = std::move(then)]() mutable {
     const auto summed = trainer->gradients().narrow(0, 0, count);
-    if (settings.reports) {
+    if (settings.writes_checkpoints) {
       const std::string key = compute::rank_state_name(owner, name);
       auto kept = std::find_if(peer_optimizer_states.begin(), peer_optimizer_states.end(),
                                [&](const auto& entry) { return entry.first == key; });

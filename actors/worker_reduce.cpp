@@ -151,7 +151,7 @@ void worker_state::send_request(int ring, reduce_request request, std::function<
             }
             if (progress->replied == progress->awaited && progress->then) reduce_done(*progress);
           },
-          quit_on_reducer_failure(ring, "window " + std::to_string(request.window)));
+          quit_on_reducer_failure(ring, "step " + std::to_string(request.step)));
 }
 
 void worker_state::await_reduce(std::function<void()> then) {
@@ -229,7 +229,7 @@ reduce_request worker_state::gradient_request(float* data, std::size_t count, io
 /// The request's sequence number (every rank numbers its sums alike) and window.
 void worker_state::stamp(reduce_request& request) {
   request.sequence = reduces++;
-  request.window = step_in_flight();
+  request.step = step_in_flight();
 }
 
 /// How long a reply may take: the ring's own timeout (naming the peer) fires first.

@@ -11,7 +11,7 @@ namespace troupe::actors {
 
 struct micro_batch {
   compute::mlm_batch batch;
-  uint64_t window = 0;  ///< 0-based window index within this run
+  uint64_t window_index = 0;  ///< 0-based index of its window within this run
   uint32_t micro = 0;   ///< index within the window
   bool last_in_window = false;  ///< the window's allreduce and step follow this micro-batch
 };

@@ -24,7 +24,7 @@ struct reduce_request {
   /// How the gradient crosses the links: the config's communication_data_type for a window's
   /// gradient, fp32 for state copied between replicas (which must arrive exactly).
   io::wire_format gradient_wire = io::wire_format::fp32;
-  int64_t window = 0;     ///< for messages
+  int64_t step = 0;       ///< the optimizer step this sum is for (for messages)
   /// Keep `gradient` and `statistics` alive while a reducer works on them: a worker that stops
   /// (another ring failed) may be gone before this reducer's sum returns.
   std::shared_ptr<const void> gradient_owner;

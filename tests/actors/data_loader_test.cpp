@@ -62,7 +62,7 @@ TEST_F(data_loader_test, sends_no_more_than_the_credit_it_was_given) {
   EXPECT_FALSE(receive_batch(self, batch, 300ms)) << "sent a batch beyond its credit";
   self->send(loader, messages::credit_atom::value, int64_t{1}, caf::actor_cast<caf::actor>(self));
   ASSERT_TRUE(receive_batch(self, batch, 10s));
-  EXPECT_EQ(batch.window, 1u);  // 4th micro-batch: window 1, micro 1
+  EXPECT_EQ(batch.window_index, 1u);  // 4th micro-batch: window 1, micro 1
   EXPECT_EQ(batch.micro, 1u);
   // Credit beyond the run's end yields exactly the remaining batches.
   self->send(loader, messages::credit_atom::value, int64_t{100}, caf::actor_cast<caf::actor>(self));

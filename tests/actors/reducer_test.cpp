@@ -107,7 +107,7 @@ class reducer_test : public ::testing::Test {
     request.statistics = statistics.data();
     request.statistic_count = statistics.size();
     request.sequence = sequence;
-    request.window = 7;
+    request.step = 7;
     std::variant<reduce_result, std::string> answer = std::string("no answer");
     (*self_)->request(reducer, 5s, messages::reduce_atom::value, request)
         .receive([&](const reduce_result& result) { answer = result; },
@@ -152,7 +152,7 @@ TEST_F(reducer_test, a_peer_silent_for_the_whole_timeout_is_reported_to_the_sess
   std::vector<double> statistics;
   const auto answer = reduce(reducer, gradient, statistics, 0);
   ASSERT_TRUE(std::holds_alternative<std::string>(answer));
-  EXPECT_NE(std::get<std::string>(answer).find("ring 0, window 7: peer silent"), std::string::npos)
+  EXPECT_NE(std::get<std::string>(answer).find("ring 0, step 7: peer silent"), std::string::npos)
       << std::get<std::string>(answer);
   EXPECT_EQ(suspected(), 2);
 }
