@@ -45,7 +45,7 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
               compute::micro_batches_per_window(settings.window_samples, settings.world, settings.micro_size);
           while (s.credit > 0 && s.next_window < settings.windows) {
             if (s.next_micro == 0) {
-              settings.faults.at(cluster::fault_phase::data, settings.start_step + static_cast<int64_t>(s.next_window) + 1);
+              settings.faults.before_window_data(settings.start_step + static_cast<int64_t>(s.next_window) + 1);
               s.window_counts = count_window(s, settings, micro_batches);
             }
             const auto range =

@@ -5,8 +5,11 @@
 #include <csignal>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "actors/event_log.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
+#include "io/comm/collective.hpp"
 
 namespace troupe::actors {
 
@@ -19,9 +22,35 @@ fault_trigger::fault_trigger(std::vector<cluster::injected_fault> faults, std::s
       start_steps_(start_steps),
       heartbeats_to_drop_(std::move(heartbeats_to_drop)),
       partitioned_(std::move(partitioned)) {
-  // Slow faults without a phase sleep per micro-batch in the worker (worker_faults).
-  std::copy_if(faults.begin(), faults.end(), std::back_inserter(faults_),
-               [](const auto& f) { return f.kind != cluster::fault_kind::slow || f.phase_given; });
+  // Slow faults without a phase sleep per micro-batch (before_micro_batch); the last one given counts.
+  for (const auto& fault : faults) {
+    if (fault.kind != cluster::fault_kind::slow || fault.phase_given) {
+      faults_.push_back(fault);
+      continue;
+    }
+    slow_window_ = fault.window;
+    slow_per_micro_batch_ = std::chrono::duration<double>(static_cast<double>(fault.slow_ms) / 1000.0);
+  }
+}
+
+void fault_trigger::before_micro_batch(int64_t step, int64_t window, bool first_in_window) const {
+  if (first_in_window) at(cluster::fault_phase::forward, step);
+  if (slow_window_ > 0 && window >= slow_window_) std::this_thread::sleep_for(slow_per_micro_batch_);
+}
+
+void fault_trigger::before_backward(int64_t step, bool first_in_window) const {
+  if (first_in_window) at(cluster::fault_phase::backward, step);
+}
+
+void fault_trigger::before_replica_check(int64_t step, float* first_parameter) const {
+  if (diverges(step)) *first_parameter += 1.0f;  // this replica goes its own way
+}
+
+void fault_trigger::before_allreduce(int64_t step, int ring, bool first_of_step, io::collective& collective) const {
+  if (ring == 0 && first_of_step) at(cluster::fault_phase::allreduce, step);
+  if (!take_partition(step)) return;
+  const int successor = collective.cut_link_to_successor();
+  spdlog::warn("ring {}: dropping what this rank sends to rank {} from now on (injected partition)", ring, successor);
 }
 
 void fault_trigger::at(cluster::fault_phase phase, int64_t step) const {

@@ -47,15 +47,11 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
         auto& collective = *self->state.collective;
         const auto step = request.step;
         const int ring = settings.ring_index;
-        // A window's gradient comes in several requests (its buckets): its faults fire at the first.
-        if (ring == 0 && request.gradient_count > 0 && self->state.faults_fired_for != step) {
-          self->state.faults_fired_for = step;
-          settings.faults.at(cluster::fault_phase::allreduce, step);
-        }
-        if (request.gradient_count > 0 && settings.faults.take_partition(step)) {
-          const int successor = collective.cut_link_to_successor();
-          spdlog::warn("ring {}: dropping what this rank sends to rank {} from now on (injected partition)", ring,
-                       successor);
+        // A window's gradient comes in several requests (its buckets).
+        if (request.gradient_count > 0) {
+          const bool first_of_step = self->state.last_step_summed != step;
+          self->state.last_step_summed = step;
+          settings.faults.before_allreduce(step, ring, first_of_step, collective);
         }
         const auto started = clock::now();
         const std::string where = "ring " + std::to_string(ring) + ", step " + std::to_string(request.step) + ": ";

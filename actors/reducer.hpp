@@ -32,7 +32,7 @@ struct reducer_state {
   static inline const char* name = "reducer";
   std::unique_ptr<io::collective> collective;
   bool said_transport = false;
-  int64_t faults_fired_for = -1;  ///< the window whose "allreduce"-phase faults fired (once a window)
+  int64_t last_step_summed = -1;  ///< the step of the last gradient bucket this reducer summed
 };
 
 /// Protocol:

@@ -71,7 +71,7 @@ generation_outcome training_run::execute() {
 /// this run's own hub), and global rank 0's checkpointer.
 void training_run::spawn_reporters() {
   if (!options_.metrics_wanted()) {
-    if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, caf::actor{});
+    if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, faults_, caf::actor{});
     return;
   }
   if (own_hub()) hub_ = start_metrics_hub(system_, hub_settings_for(config_, options_, world_)).actor;
@@ -83,7 +83,7 @@ void training_run::spawn_reporters() {
   metric_options.generation = role_.generation;
   metric_options.links = role_.links;
   metrics_actor_ = system_.spawn(metrics, metric_options);
-  if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, worker_faults_.trigger, metrics_actor_);
+  if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, faults_, metrics_actor_);
 }
 
 /// One local worker: its reducers (one per ring), the worker, its data loader.
@@ -125,7 +125,7 @@ void training_run::spawn_rank(int local) {
     w.eval_micro_size = config_.micro_batch_size;
     w.eval_batches = eval_batches_;
   }
-  w.faults = worker_faults_;
+  w.faults = faults_;
   if (config_.profiler.enabled) {
     const auto folder = io::output_folder(config_.profiler.output_path, options_.run_dir, "profile");
     w.profile = {config_.profiler.wait, config_.profiler.active,
@@ -152,7 +152,7 @@ std::vector<caf::actor> training_run::spawn_reducers(int local, int rank) {
     r.open = collective_opener(local, rank, static_cast<int>(ring));
     r.ring_index = static_cast<int>(ring);
     r.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role_.collective_timeout);
-    r.faults = worker_faults_.trigger;
+    r.faults = faults_;
     r.session = caf::actor_cast<caf::actor>(supervisor_);
     reducers.push_back(system_.spawn<caf::detached>(reducer, r));
     spawned_.push_back(reducers.back());
@@ -198,7 +198,7 @@ data_loader_settings training_run::loader_settings(int rank) const {
   d.start_position = start_.next_position;
   d.windows = static_cast<uint64_t>(windows_);
   d.start_step = start_.optimizer_steps;
-  d.faults = worker_faults_.trigger;
+  d.faults = faults_;
   d.own_share_counts = config_.sync.diloco_mode();
   if (!options_.record_samples.empty())
     d.sample_log = options_.record_samples /

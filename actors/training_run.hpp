@@ -110,7 +110,7 @@ class training_run {
   std::shared_ptr<const io::token_dataset> dataset_;
   std::shared_ptr<const io::token_dataset> validation_;        ///< eval_every_windows' held-out data
   std::shared_ptr<const io::mlm_batch_builder> eval_batches_;  ///< (uses validation_)
-  worker_faults worker_faults_;  ///< the injected faults the workers and the other actors fire
+  fault_trigger faults_;  ///< the fault seam every actor of the run is given
   std::vector<compute::trainer_options> trainers_;
   std::vector<std::shared_ptr<io::shared_region>> regions_;
   std::shared_ptr<const compute::teacher_setup> teacher_;  ///< distillation's, read by check_inputs

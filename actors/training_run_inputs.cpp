@@ -67,12 +67,6 @@ void training_run::check_inputs() {
     validation_ = std::make_shared<const io::token_dataset>(config_.data.dir, "validation");
     eval_batches_ = std::make_shared<const io::mlm_batch_builder>(*validation_, config_.data.mask_probability, config_.seed);
   }
-  for (const auto& fault : options_.injected_faults) {
-    if (fault.kind == cluster::fault_kind::slow && !fault.phase_given) {
-      worker_faults_.slow_window = fault.window;
-      worker_faults_.slow_seconds = static_cast<double>(fault.slow_ms) / 1000.0;
-    }
-  }
 }
 
 /// Each local worker's trainer options; with rings on one host, its gradient lives in a shared
@@ -178,8 +172,8 @@ void training_run::set_start_state() {
     start_.optimizer_steps = role_.start_steps;
   }
   windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
-  worker_faults_.trigger = fault_trigger(options_.injected_faults, role_.node, options_.run_dir / "events.jsonl",
-                                        run_start_steps_, role_.heartbeats_to_drop, role_.partitioned);
+  faults_ = fault_trigger(options_.injected_faults, role_.node, options_.run_dir / "events.jsonl", run_start_steps_,
+                         role_.heartbeats_to_drop, role_.partitioned);
   if (options_.max_windows)
     windows_ = std::min(windows_, *options_.max_windows - (carried_ ? carried_->windows_done : 0));
 }

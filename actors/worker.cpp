@@ -37,15 +37,6 @@ uint64_t parameter_hash(const compute::mlm_trainer& trainer) {
 
 }  // namespace
 
-/// The faults `troupe launch --inject` put into this node, at the start of a micro-batch.
-void worker_state::inject_faults() {
-  const auto& faults = settings.faults;
-  const int64_t window = windows_done + 1;
-  if (micro_in_window == 0) faults.trigger.at(cluster::fault_phase::forward, step_in_flight());
-  if (faults.slow_window > 0 && window >= faults.slow_window)
-    std::this_thread::sleep_for(std::chrono::duration<double>(faults.slow_seconds));
-}
-
 int64_t worker_state::step_in_flight() const { return settings.start.optimizer_steps + windows_done + 1; }
 
 void worker_state::fail(messages::errc code, const std::string& what) {
@@ -76,7 +67,7 @@ void worker_state::start(const caf::actor& data_loader) {
 
 void worker_state::on_batch(micro_batch& batch) {
   try {
-    inject_faults();
+    settings.faults.before_micro_batch(step_in_flight(), windows_done + 1, micro_in_window == 0);
     if (micro_in_window == 0) follow_profile();
     const bool window_full = batch.last_in_window;
     if (window_full && micro_in_window > 0 && folds_word_lookup_early()) trainer->word_lookup().fold_rows();
@@ -104,7 +95,7 @@ void worker_state::run_micro_batch(const micro_batch& batch) {
   const bool statistics_early = statistics_before_backward(batch);
   const auto result = trainer->micro_step(
       batch.batch, [this, &batch, statistics_early](const compute::micro_step_result& forward, const at::Tensor& loss) {
-        if (micro_in_window == 0) settings.faults.trigger.at(cluster::fault_phase::backward, step_in_flight());
+        settings.faults.before_backward(step_in_flight(), micro_in_window == 0);
         if (statistics_early) send_statistics_early(batch, forward, loss.item<double>());
       });
   current.forward_seconds += result.forward_seconds - result.teacher_seconds;
@@ -209,8 +200,7 @@ void worker_state::fill_statistics(compute::window_totals mine) {
   }
   mine.overflowed_ranks = overflow_in_window ? 1 : 0;  // its buckets were checked as they were sent
   mine.stopping_ranks = stop_requested() ? 1 : 0;
-  if (settings.faults.trigger.diverges(step_in_flight()))  // injected: this replica goes its own way
-    trainer->parameter_values().data_ptr<float>()[0] += 1.0f;
+  settings.faults.before_replica_check(step_in_flight(), trainer->parameter_values().data_ptr<float>());
   *statistics = compute::window_statistics::pack(mine, {parameter_hash(*trainer), unix_seconds()}, settings.rank,
                                                  settings.world);
 }
@@ -249,7 +239,7 @@ void worker_state::end_window() {
       settings.reducers.empty() ? static_cast<int64_t>(settings.window_samples) : totals.samples;
   // Over rings, the summed statistics say whether any rank was asked to stop: all end here.
   const bool stopping = settings.reducers.empty() ? stop_requested() : totals.stopping_ranks > 0;
-  settings.faults.trigger.at(cluster::fault_phase::optimizer, step_in_flight());
+  settings.faults.before_optimizer_step(step_in_flight());
   const auto step = trainer->finish_window(totals.overflowed_ranks > 0);
   const bool last = windows_done + 1 == settings.windows || stopping;
   if (diloco()) {

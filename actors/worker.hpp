@@ -32,13 +32,6 @@
 
 namespace troupe::actors {
 
-/// The faults injected into this node that a worker fires (`--inject`, cluster/fault_injection.hpp).
-struct worker_faults {
-  int64_t slow_window = 0;  ///< slow:MS without a phase: from this window on, sleep slow_seconds per micro-batch
-  double slow_seconds = 0;
-  fault_trigger trigger;    ///< kills, hangs and drops at their phases, diverge at the replica check
-};
-
 /// The `profiler` block for one worker: after `wait` windows of this session it traces
 /// `active` windows into `trace_file` (compute/kineto_trace.hpp); an empty file: no trace.
 struct worker_profile {
@@ -104,7 +97,7 @@ struct worker_settings {
   uint64_t eval_samples = 0;
   int64_t eval_micro_size = 8;
   std::shared_ptr<const io::mlm_batch_builder> eval_batches;
-  worker_faults faults;
+  fault_trigger faults;  ///< the fault seam: injected faults fire at the window's moments
   worker_profile profile;
 };
 
@@ -245,7 +238,6 @@ struct worker_state {
   void stage_and_send(bool last);
   void finish();
   void fail(messages::errc code, const std::string& what);
-  void inject_faults();
   int64_t step_in_flight() const;  ///< the optimizer step the current window ends with
   bool stop_requested() const { return settings.stop && settings.stop->requested(); }
 };
