@@ -22,7 +22,7 @@ class collective;                // io/comm/collective.hpp
 namespace troupe::actors {
 
 /// The fault seam: the one place where injected faults (`troupe launch --inject`,
-/// cluster/fault_injection.hpp, docs/faults.md#the-fault-seam) meet the running code. Production
+/// cluster/fault_injection.hpp, docs/cluster.md#the-fault-seam) meet the running code. Production
 /// code calls it at named moments of a window (before a micro-batch, before backward, at the
 /// allreduce, before the replica check, after the optimizer step, when a window's data is
 /// drawn, when a checkpoint is written) and reads no fault state of its own; each call does
