@@ -1,10 +1,12 @@
 // libFuzzer target: the decoders of what other nodes send during rendezvous (a join request to
-// the head, the cluster plan back) must reject or accept any bytes without reading out of
-// bounds (AddressSanitizer) or overflowing (UBSan), and what they accept must be consistent.
+// the head, the cluster plan back) and of the head's membership state (what a standby head would
+// receive) must reject or accept any bytes without reading out of bounds (AddressSanitizer) or
+// overflowing (UBSan), and what they accept must be consistent.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "cluster/membership_state.hpp"
 #include "cluster/plan.hpp"
 #include "messages/error.hpp"
 
@@ -22,6 +24,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int ring = 0; ring < static_cast<int>(plan.ring_orders.size()); ++ring)
       for (int rank = 0; rank < plan.world; ++rank)
         if (plan.next(ring, rank) < 0 || plan.next(ring, rank) >= plan.world) __builtin_trap();
+  } catch (const troupe::error&) {
+  }
+  try {
+    // An accepted state names only members as joined, finished or departed.
+    const auto state = troupe::cluster::decode_membership_state(bytes, "fuzz");
+    for (const auto& [node, join] : state.joins)
+      if (state.members.count(node) == 0 || join.node != node) __builtin_trap();
+    for (const auto& node : state.finished)
+      if (state.members.count(node) == 0) __builtin_trap();
+    if (troupe::cluster::decode_membership_state(troupe::cluster::encode_membership_state(state), "fuzz") != state)
+      __builtin_trap();  // what was accepted survives a round trip
   } catch (const troupe::error&) {
   }
   return 0;
