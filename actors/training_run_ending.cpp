@@ -10,8 +10,9 @@
 namespace troupe::actors {
 namespace {
 
+/// (CAF 0.17's category() of an empty error reads through a null pointer: ask only of a real one.)
 bool is_collective_failure(const caf::error& reason) {
-  return reason.category() == caf::atom("troupe") &&
+  return reason && reason.category() == caf::atom("troupe") &&
          (reason.code() == static_cast<uint8_t>(messages::errc::collective_failed) ||
           reason.code() == static_cast<uint8_t>(messages::errc::timed_out));
 }
@@ -60,7 +61,7 @@ std::optional<training_summary> training_run::await_summaries() {
           if (role_.coordinator && down.source == role_.coordinator)
             apply(cluster::coordinator_down_event{reason});
           else
-            apply(cluster::actor_down_event{reason, is_collective_failure(down.reason)});
+            apply(cluster::actor_down_event{reason, down.reason && is_collective_failure(down.reason)});
         },
         caf::after(next_wait()) >> [&] { apply(cluster::wait_timeout_event{}); });
   }
