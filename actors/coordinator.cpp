@@ -36,6 +36,8 @@ caf::error cluster_failure(const std::string& text) {
 
 bool coordinator_state::apply(const cluster::membership_event& event, std::string* refusal) {
   std::vector<cluster::membership_effect> effects;
+  const auto generation = membership_state().generation;
+  const auto phase = membership_state().phase;
   try {
     effects = membership->step(event);
   } catch (const error& e) {
@@ -47,7 +49,8 @@ bool coordinator_state::apply(const cluster::membership_event& event, std::strin
     if (const auto* refused = std::get_if<cluster::refuse_join>(&effect); refused && refusal) *refusal = refused->why;
     carry_out(effect);
   }
-  forget_departed_members();
+  // Members leave, and joins are spent, only with a new generation or phase.
+  if (membership_state().generation != generation || membership_state().phase != phase) forget_departed_members();
   return true;
 }
 
@@ -61,15 +64,13 @@ void coordinator_state::carry_out(const cluster::membership_effect& effect) {
           deliver_plan(e.bytes);
         } else if constexpr (std::is_same_v<effect_type, announce_generation>) {
           for (const auto& node : e.to)
-            if (const auto manager = managers.find(node); manager != managers.end())
-              self->send(caf::actor_cast<caf::actor>(manager->second), messages::membership_atom::value, e.generation,
-                         e.reason);
+            if (const auto manager = manager_of(node))
+              self->send(manager, messages::membership_atom::value, e.generation, e.reason);
         } else if constexpr (std::is_same_v<effect_type, arm_join_deadline>) {
           self->delayed_send(self, timeouts.join, join_deadline_atom::value, e.generation);
         } else if constexpr (std::is_same_v<effect_type, release_members>) {
           for (const auto& node : e.to)
-            if (const auto manager = managers.find(node); manager != managers.end())
-              self->send(caf::actor_cast<caf::actor>(manager->second), messages::release_atom::value);
+            if (const auto manager = manager_of(node)) self->send(manager, messages::release_atom::value);
         } else if constexpr (std::is_same_v<effect_type, arm_release_deadline>) {
           self->delayed_send(self, release_grace, release_deadline_atom::value);
         } else if constexpr (std::is_same_v<effect_type, stop_job>) {
@@ -106,6 +107,11 @@ void coordinator_state::forget_departed_members() {
     join = state.joins.count(join->first) != 0 && join->second.pending() ? std::next(join) : waiting_joins.erase(join);
 }
 
+caf::actor coordinator_state::manager_of(const std::string& node) const {
+  const auto manager = managers.find(node);
+  return manager == managers.end() ? caf::actor() : caf::actor_cast<caf::actor>(manager->second);
+}
+
 void coordinator_state::deliver_plan(const std::string& bytes) {
   for (auto& [name, reply] : waiting_joins)
     if (reply.pending()) reply.deliver(bytes);
@@ -116,8 +122,8 @@ void coordinator_state::stop(const cluster::stop_job& stopping) {
     const auto waiting = waiting_joins.find(node);
     if (waiting != waiting_joins.end() && waiting->second.pending())
       waiting->second.deliver(cluster_failure(stopping.reason));
-    else if (const auto manager = managers.find(node); manager != managers.end())
-      self->send(caf::actor_cast<caf::actor>(manager->second), messages::abort_atom::value, stopping.reason);
+    else if (const auto manager = manager_of(node))
+      self->send(manager, messages::abort_atom::value, stopping.reason);
   }
   self->quit(cluster_failure(stopping.reason));
 }

@@ -62,6 +62,8 @@ struct coordinator_state {
   std::size_t members_heard_from(const std::string& except) const;
   /// True when the current message comes from the actor that joined as `node`.
   bool from_manager_of(const std::string& node) const;
+  /// The actor that joined as `node`, or none (a node that never joined).
+  caf::actor manager_of(const std::string& node) const;
 
   /// Steps the machine and carries out its effects; false (logged) when the table has no row for
   /// the event in the current phase. `refusal`: where a refused join's reason goes.

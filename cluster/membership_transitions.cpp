@@ -7,11 +7,17 @@
 namespace troupe::cluster::transitions {
 namespace {
 
-/// "node NAME (HOST)", for messages.
-std::string label(const step_context& context, const std::string& node) {
+/// The manifest's node called `node`, or null.
+const node_spec* manifest_node(const step_context& context, const std::string& node) {
   const auto& nodes = context.rules.manifest.nodes;
   const auto found = std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
-  return found == nodes.end() ? "node " + node : "node " + node + " (" + found->host + ")";
+  return found == nodes.end() ? nullptr : &*found;
+}
+
+/// "node NAME (HOST)", for messages.
+std::string label(const step_context& context, const std::string& node) {
+  const auto* spec = manifest_node(context, node);
+  return spec ? "node " + node + " (" + spec->host + ")" : "node " + node;
 }
 
 const join_request& join_of(const step_context& context) {
@@ -227,21 +233,17 @@ bool join_completes_generation(const step_context& context) {
   return join_fits(context) && context.state.joins.size() + 1 == context.state.members.size();
 }
 
-bool unknown_node(const step_context& context) {
-  const auto& nodes = context.rules.manifest.nodes;
-  const auto node = subject(context);
-  return std::none_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
-}
+bool unknown_node(const step_context& context) { return manifest_node(context, subject(context)) == nullptr; }
 
 bool not_a_member(const step_context& context) { return context.state.members.count(subject(context)) == 0; }
 
 bool finished_member(const step_context& context) { return context.state.finished.count(subject(context)) != 0; }
 
 bool last_departure(const step_context& context) {
-  auto departed = context.state.departed;
-  departed.insert(subject(context));
+  const auto& departed = context.state.departed;
+  const auto after = departed.size() + (departed.count(subject(context)) == 0 ? 1 : 0);
   // The head's own node never departs: the coordinator runs in its process.
-  return finished_member(context) && departed.size() + 1 >= context.state.members.size();
+  return finished_member(context) && after + 1 >= context.state.members.size();
 }
 
 bool loss_ends_job(const step_context& context) {
@@ -265,9 +267,8 @@ bool stale_finish(const step_context& context) {
 }
 
 bool last_to_finish(const step_context& context) {
-  auto finished = context.state.finished;
-  finished.insert(subject(context));
-  return finished.size() == context.state.members.size();
+  const auto& finished = context.state.finished;
+  return finished.size() + (finished.count(subject(context)) == 0 ? 1 : 0) == context.state.members.size();
 }
 
 bool moot_suspicion(const step_context& context) { return !suspected(context).has_value(); }

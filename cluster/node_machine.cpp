@@ -192,13 +192,11 @@ bool node_machine::settled() const {
 
 std::vector<node_effect> node_machine::step(const node_event& e) {
   std::vector<node_effect> effects;
-  auto next_state = state_;
-  step_context context{rules_, next_state, effects, e};
+  step_context context{rules_, state_, effects, e};  // the row is found before anything changes
   bool known_pair = false;
   if (const row* chosen = first_applying(table, state_.phase, kind_of(e), context, known_pair)) {
     chosen->action(context);
-    next_state.phase = chosen->next;
-    state_ = std::move(next_state);
+    state_.phase = chosen->next;
     last_step_ = chosen->named();
     return effects;
   }

@@ -8,12 +8,12 @@
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include "actors/protocol/checkpoint_request.hpp"
 #include "actors/protocol/reports.hpp"
 #include "messages/atoms.hpp"
 #include "messages/type_registration.hpp"
+#include "tests/support/sample_checkpoint.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe::actors {
@@ -23,19 +23,7 @@ using namespace std::chrono_literals;
 
 checkpoint_request request_for(int64_t step) {
   checkpoint_request request;
-  auto& c = request.contents;
-  c.model.vocab_size = 30;
-  c.model.hidden_size = 8;
-  c.model.num_hidden_layers = 1;
-  c.model.num_attention_heads = 2;
-  c.model.intermediate_size = 16;
-  c.state.optimizer_steps = step;
-  c.state.seed = 42;
-  c.state.dataset_size = 600;
-  c.state.vocab_hash = "00112233aabbccdd";
-  c.parameters = {{"a.weight", torch::randn({4, 3})}};
-  c.optimizer = {{"exp_avg", torch::randn({12})}};
-  c.job = {{"train_steps", 10}};
+  request.contents = testing::sample_checkpoint_contents(step);
   request.keep = 2;
   return request;
 }

@@ -10,30 +10,13 @@
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 #include "tests/support/error_text.hpp"
+#include "tests/support/sample_checkpoint.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
 namespace {
 
-checkpoint_contents sample_contents(int64_t step) {
-  checkpoint_contents c;
-  c.model.vocab_size = 30;
-  c.model.hidden_size = 8;
-  c.model.num_hidden_layers = 1;
-  c.model.num_attention_heads = 2;
-  c.model.intermediate_size = 16;
-  c.state.optimizer_steps = step;
-  c.state.next_position = 1000 + static_cast<uint64_t>(step);
-  c.state.seed = 42;
-  c.state.dataset_size = 600;
-  c.state.vocab_hash = "00112233aabbccdd";
-  c.state.rng = {{"dropout/rank0", 7, 123}};
-  c.state.last_lr = 1e-4;
-  c.parameters = {{"a.weight", torch::randn({4, 3})}, {"a.bias", torch::randn({3})}};
-  c.optimizer = {{"exp_avg", torch::randn({15})}, {"exp_avg_sq", torch::rand({15})}};
-  c.job = {{"train_steps", 10}, {"data", {{"dir", "somewhere"}}}};
-  return c;
-}
+using troupe::testing::sample_checkpoint_contents;
 
 void flip_byte(const std::filesystem::path& file, std::size_t offset) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
@@ -48,7 +31,7 @@ using troupe::testing::error_of;
 
 TEST(checkpoint_store, save_load_round_trip_with_manifest) {
   troupe::testing::temp_dir run;
-  auto saved = sample_contents(5);
+  auto saved = sample_checkpoint_contents(5);
   auto dir = save_checkpoint(run.path(), saved, 2);
   EXPECT_EQ(dir.filename(), "step-00000005");
   EXPECT_EQ(read_whole_file(run / "checkpoints" / "latest"), "step-00000005\n");
@@ -71,7 +54,7 @@ TEST(checkpoint_store, save_load_round_trip_with_manifest) {
 
 TEST(checkpoint_store, the_loss_scalers_state_round_trips_and_the_schedule_step_leaves_out_skipped_steps) {
   troupe::testing::temp_dir run;
-  auto saved = sample_contents(9);
+  auto saved = sample_checkpoint_contents(9);
   EXPECT_FALSE(load_checkpoint(save_checkpoint(run.path(), saved, 3)).state.loss_scale.has_value());
   compute::loss_scale_state scaler;
   scaler.scale = 8192;
@@ -79,7 +62,7 @@ TEST(checkpoint_store, the_loss_scalers_state_round_trips_and_the_schedule_step_
   scaler.last_overflow_iteration = 6;
   scaler.hysteresis_left = 1;
   scaler.skipped_steps = 3;
-  saved = sample_contents(10);
+  saved = sample_checkpoint_contents(10);
   saved.state.loss_scale = scaler;
   const auto dir = save_checkpoint(run.path(), saved, 3);
   const auto loaded = load_checkpoint(dir);
@@ -103,7 +86,7 @@ TEST(checkpoint_store, the_loss_scalers_state_round_trips_and_the_schedule_step_
 
 TEST(checkpoint_store, keeps_the_newest_k) {
   troupe::testing::temp_dir run;
-  for (int64_t step : {1, 2, 3, 4}) save_checkpoint(run.path(), sample_contents(step), 2);
+  for (int64_t step : {1, 2, 3, 4}) save_checkpoint(run.path(), sample_checkpoint_contents(step), 2);
   auto listings = list_checkpoints(run.path());
   ASSERT_EQ(listings.size(), 2u);
   EXPECT_EQ(listings[0].step, 3);
@@ -117,8 +100,8 @@ TEST(checkpoint_store, keeps_the_newest_k) {
 
 TEST(checkpoint_store, a_flipped_byte_is_caught_and_resume_falls_back) {
   troupe::testing::temp_dir run;
-  save_checkpoint(run.path(), sample_contents(1), 3);
-  auto newest = save_checkpoint(run.path(), sample_contents(2), 3);
+  save_checkpoint(run.path(), sample_checkpoint_contents(1), 3);
+  auto newest = save_checkpoint(run.path(), sample_checkpoint_contents(2), 3);
   flip_byte(newest / "model.safetensors", std::filesystem::file_size(newest / "model.safetensors") - 5);
   auto message = error_of([&] { verify_checkpoint(newest); });
   EXPECT_NE(message.find("model.safetensors fails its xxh64 checksum"), std::string::npos) << message;
@@ -134,7 +117,7 @@ TEST(checkpoint_store, a_flipped_byte_is_caught_and_resume_falls_back) {
 
 TEST(checkpoint_store, loads_in_place_into_targets_that_fit_and_allocates_the_rest) {
   troupe::testing::temp_dir run;
-  auto saved = sample_contents(3);
+  auto saved = sample_checkpoint_contents(3);
   auto dir = save_checkpoint(run.path(), saved, 2);
   load_targets into;
   into.parameters["a.weight"] = torch::zeros({4, 3});
@@ -159,9 +142,9 @@ TEST(checkpoint_store, loads_in_place_into_targets_that_fit_and_allocates_the_re
 
 TEST(checkpoint_store, a_fallback_leaves_the_older_state_in_the_targets) {
   troupe::testing::temp_dir run;
-  auto older = sample_contents(1);
+  auto older = sample_checkpoint_contents(1);
   save_checkpoint(run.path(), older, 3);
-  auto newest = save_checkpoint(run.path(), sample_contents(2), 3);
+  auto newest = save_checkpoint(run.path(), sample_checkpoint_contents(2), 3);
   flip_byte(newest / "model.safetensors", std::filesystem::file_size(newest / "model.safetensors") - 5);
   load_targets into;
   into.parameters["a.weight"] = torch::zeros({4, 3});
@@ -173,7 +156,7 @@ TEST(checkpoint_store, a_fallback_leaves_the_older_state_in_the_targets) {
 
 TEST(checkpoint_store, incomplete_and_hostile_manifests_are_rejected) {
   troupe::testing::temp_dir run;
-  auto dir = save_checkpoint(run.path(), sample_contents(3), 2);
+  auto dir = save_checkpoint(run.path(), sample_checkpoint_contents(3), 2);
   const auto manifest = read_whole_file(dir / "manifest.bin");
   const std::string malformed = "manifest.bin: checkpoint manifest: malformed Cap'n Proto message: ";
   // The first half in whole 8-byte words: the framing is readable but the segment ends early.
@@ -198,7 +181,7 @@ TEST(checkpoint_store, incomplete_and_hostile_manifests_are_rejected) {
 
 TEST(checkpoint_store, a_truncated_tensor_file_is_named) {
   troupe::testing::temp_dir run;
-  auto dir = save_checkpoint(run.path(), sample_contents(3), 2);
+  auto dir = save_checkpoint(run.path(), sample_checkpoint_contents(3), 2);
   const auto bytes = read_whole_file(dir / "optimizer.safetensors");
   write_file_atomically(dir / "optimizer.safetensors", bytes.substr(0, bytes.size() - 8));
   auto message = error_of([&] { verify_checkpoint(dir); });
@@ -207,7 +190,7 @@ TEST(checkpoint_store, a_truncated_tensor_file_is_named) {
 
 TEST(checkpoint_store, an_oversized_manifest_is_refused_before_it_is_read) {
   troupe::testing::temp_dir run;
-  const auto dir = save_checkpoint(run.path(), sample_contents(2), 2);
+  const auto dir = save_checkpoint(run.path(), sample_checkpoint_contents(2), 2);
   std::filesystem::resize_file(dir / "manifest.bin", 17u << 20);
   const auto message = error_of([&] { verify_checkpoint(dir); });
   EXPECT_NE(message.find("manifest.bin: 17825792 bytes is too large for a checkpoint manifest (at most 16777216)"),
@@ -217,8 +200,8 @@ TEST(checkpoint_store, an_oversized_manifest_is_refused_before_it_is_read) {
 
 TEST(checkpoint_store, checkpoints_are_ordered_by_step_past_eight_digits) {
   troupe::testing::temp_dir run;
-  save_checkpoint(run.path(), sample_contents(99'999'999), 5);
-  save_checkpoint(run.path(), sample_contents(100'000'000), 5);  // "step-100000000" < "step-99999999" as text
+  save_checkpoint(run.path(), sample_checkpoint_contents(99'999'999), 5);
+  save_checkpoint(run.path(), sample_checkpoint_contents(100'000'000), 5);  // "step-100000000" < "step-99999999" as text
   const auto committed = committed_checkpoints(run.path());
   ASSERT_EQ(committed.size(), 2u);
   EXPECT_EQ(committed.back().filename(), "step-100000000");
