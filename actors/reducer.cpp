@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/protocol/reduce_request.hpp"
+#include "actors/protocol/sum_handle.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
 
@@ -43,7 +44,8 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
     return {};
   }
   return {
-      [self, settings](messages::reduce_atom, const reduce_request& request) -> caf::result<reduce_result> {
+      [self, settings](messages::reduce_atom, const reduce_request& request) {
+        if (!request.completion) return;  // nobody to answer: not a sum
         auto& collective = *self->state.collective;
         const auto step = request.step;
         const int ring = settings.ring_index;
@@ -56,14 +58,14 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_settings
         const auto started = clock::now();
         const std::string where = "ring " + std::to_string(ring) + ", step " + std::to_string(request.step) + ": ";
         try {
-          return sum_request(self->state, request, ring);
+          request.completion->deliver(sum_request(self->state, request, ring));
         } catch (const io::transport_error& e) {
           const bool silent = clock::now() - started >= settings.timeout || e.link_cut();
           if (e.peer() >= 0 && collective.names_silent_peers() && settings.session && silent)
             self->send(settings.session, messages::suspect_atom::value, static_cast<int32_t>(e.peer()), where + e.what());
-          return messages::make_error(messages::errc::collective_failed, where + e.what());
+          request.completion->fail(messages::make_error(messages::errc::collective_failed, where + e.what()));
         } catch (const std::exception& e) {
-          return messages::make_error(messages::errc::collective_failed, where + e.what());
+          request.completion->fail(messages::make_error(messages::errc::collective_failed, where + e.what()));
         }
       },
   };

@@ -37,10 +37,13 @@ struct reducer_state {
 
 /// Protocol:
 ///   ← (reduce_atom, reduce_request)   sums the request's gradient slice (and statistics) over
-///                                     the ring in place → the seconds the gradient's sum took
-///                                     (waits for slower peers included); a dead or silent peer
-///                                     or a timeout → errc::collective_failed naming the ring,
-///                                     the window and, where the collective knows it, the peer
+///                                     the ring in place, then completes the request's sum
+///                                     (actors/protocol/sum_handle.hpp) with the seconds the
+///                                     gradient's sum took (waits for slower peers included); a
+///                                     dead or silent peer or a timeout fails it with
+///                                     errc::collective_failed naming the ring, the step and,
+///                                     where the collective knows it, the peer. Requests still
+///                                     queued when the reducer ends fail as they are dropped.
 ///   → session: (suspect_atom, peer, reason) first, when the peer was silent for the whole
 ///     ring timeout, or when the link to it is cut (its host did not answer a probe after the
 ///     link went quiet: transport_error::link_cut); a peer that died is found by the head itself

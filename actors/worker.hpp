@@ -14,6 +14,9 @@
 #include <optional>
 
 #include "actors/fault_trigger.hpp"
+#include "actors/sync_rounds.hpp"
+#include "actors/window_sums.hpp"
+#include "actors/worker_rings.hpp"
 #include "compute/kineto_trace.hpp"
 #include "compute/mlm_trainer.hpp"
 #include "compute/staging_buffer.hpp"
@@ -78,7 +81,7 @@ struct worker_settings {
   bool distilling = false;  ///< the trainer distils from a teacher: reports carry the loss parts
   /// sync.mode "diloco": inner steps on this rank's own share, with only the window statistics
   /// summed, and every sync.diloco.inner_steps (and at the run's last window) an outer step
-  /// whose pseudo-gradient crosses the links as `outer_wire` (actors/worker_outer_step.cpp).
+  /// whose pseudo-gradient crosses the links as `outer_wire` (actors/outer_rounds.hpp).
   compute::sync_config sync;
   io::wire_format outer_wire = io::wire_format::fp32;
   /// sync.overlap_steps > 0: where a fragment's pseudo-gradient waits while the next inner steps
@@ -88,8 +91,8 @@ struct worker_settings {
   std::chrono::seconds collective_timeout{120};
   bool writes_checkpoints = true;  ///< this worker writes checkpoints (global rank 0)
   /// At the start of a membership generation after the first: the step every replica starts
-  /// from; before the first window the replicas copy one replica's state at that step (see
-  /// synchronise_replicas in worker.cpp). -1: no copy.
+  /// from; before the first window the replicas copy one replica's state at that step
+  /// (actors/replica_copy.hpp). -1: no copy.
   int64_t synchronise_to_steps = -1;
   /// eval_every_windows: every this many steps (0: never) the worker scores its share of the
   /// held-out subset, `eval_samples` validation sequences built by `eval_batches`, between windows.
@@ -101,33 +104,10 @@ struct worker_settings {
   worker_profile profile;
 };
 
-/// One allreduce of a worker's (actors/worker_reduce.cpp): the requests sent and answered.
-struct reduce_progress {
-  std::size_t buckets_sent = 0;
-  int64_t awaited = 0, replied = 0;
-  std::function<void()> then;  ///< set once everything is sent; runs after the last reply
-  std::vector<std::function<void()>> before_then;  ///< what the sums' results need first (the word lookup's fold)
-  std::chrono::steady_clock::time_point started;       ///< the first request
-  std::chrono::steady_clock::time_point compute_done;  ///< the worker had nothing left but to wait
-  /// How this allreduce's gradient buffer crosses the links: the config's
-  /// communication_data_type for a window's gradient, fp32 for state copied between replicas.
-  io::wire_format wire = io::wire_format::fp32;
-};
-
-/// Streaming DiLoCo's exchange behind the next inner steps (sync.overlap_steps τ > 0,
-/// actors/worker_outer_exchange.cpp): at most one is in flight.
-struct outer_exchange {
-  int64_t fragment = -1;         ///< −1: none in flight
-  int64_t lands_after_step = 0;  ///< the step after which its outer step falls (sent after step − τ)
-  double total_weight = 0;       ///< every replica's weight in the fragment's round when it was sent
-  int64_t awaited = 0, replied = 0;
-  bool in_flight() const { return fragment >= 0; }
-  bool arrived() const { return replied == awaited; }
-};
-
-/// The worker's state and the steps of its protocol (below), each a named member function; the
-/// behaviour only dispatches to them. Callbacks capture `this`: the state lives as long as the
-/// actor, and CAF runs them on the actor's own thread.
+/// The worker's state, split by owner: the window under way and its report are the worker's
+/// own; how the window's numbers cross the ranks is `sums`'s, the sync mode's work between
+/// windows is `rounds`'s, and both reach the reducers only through `rings` (handles to sums,
+/// actors/protocol/sum_handle.hpp). A window reads top to bottom in on_batch and end_window.
 struct worker_state {
   static inline const char* name = "worker";
 
@@ -135,109 +115,49 @@ struct worker_state {
   caf::stateful_actor<worker_state>* self = nullptr;
   worker_settings settings;
   caf::actor metrics, checkpointer, supervisor;
-
   std::shared_ptr<compute::mlm_trainer> trainer;
   caf::actor loader;
+  /// Chosen once at the start (choose_sync): a world of one, window synchronisation and DiLoCo
+  /// run the same window with different objects.
+  std::unique_ptr<worker_rings> rings;
+  std::unique_ptr<window_sums> sums;
+  std::unique_ptr<sync_rounds> rounds;
+
+  // The window under way and the session's counts.
   int64_t windows_done = 0;
   uint32_t micro_in_window = 0;
   messages::window_report current;
-  /// This rank's sums over the window so far; after an allreduce, every rank's.
-  compute::window_totals totals;
-  bool sentence_order = false;  ///< the trainer reported SOP (ALBERT)
-  bool task = false;            ///< the trainer reported a fine-tuning task
+  compute::window_totals totals;  ///< this rank's sums over the window so far
+  bool sentence_order = false;    ///< the trainer reported SOP (ALBERT)
+  bool task = false;              ///< the trainer reported a fine-tuning task
   double last_lr = 0;
-  compute::staging_buffer parameter_staging, optimizer_staging;
-  uint64_t saves_started = 0, saves_finished = 0;
   std::chrono::steady_clock::time_point window_start, last_batch_done;
   std::chrono::steady_clock::time_point timed_start;  ///< end of the first (warm-up) window
   int64_t timed_samples = 0, timed_tokens = 0;
   training_summary summary;
-  /// Summed over all ranks with the gradient (compute/window_statistics.hpp).
-  std::shared_ptr<std::vector<double>> statistics = std::make_shared<std::vector<double>>();
-  uint64_t reduces = 0;  ///< sequence number of the next reduce request
-  std::shared_ptr<reduce_progress> reducing;  ///< the allreduce under way, or the last one
-  bool overflow_in_window = false;  ///< loss scaling: a bucket of this rank's held an inf or NaN before its sum
-  bool statistics_sent_early = false;  ///< DiLoCo: this window's statistics went before its last backward pass
-  /// DiLoCo's counters for the reports: outer steps the parameters went through (a resume starts
-  /// from ⌈step / H⌉), and the bytes this process sent for them since `run_started`.
-  int64_t outer_steps_done = 0;
-  int64_t outer_bytes_sent = 0;
-  std::chrono::steady_clock::time_point run_started;
-  /// DiLoCo, on the writer: the other ranks' inner optimizer states at the last checkpoint
-  /// ("rank<r>/<name>"; buffers allocated once).
-  compute::named_tensors peer_optimizer_states;
-  std::shared_ptr<outer_exchange> exchange = std::make_shared<outer_exchange>();
-  bool checkpoint_deferred = false;  ///< a periodic checkpoint fell while an exchange was in flight
   compute::kineto_trace trace;  ///< the `profiler` block's trace while it records
 
-  // The protocol's steps, in the order a window runs them.
+  // Background checkpoints (actors/worker_checkpointing.cpp).
+  compute::staging_buffer parameter_staging, optimizer_staging;
+  uint64_t saves_started = 0, saves_finished = 0;
+
+  // A window's steps, in the order it runs them.
   void start(const caf::actor& data_loader);
+  void choose_sync();
   void on_batch(micro_batch& batch);
-  void follow_profile();
   void run_micro_batch(const micro_batch& batch);
   void count_micro_batch(compute::window_totals& sums, const micro_batch& batch, const compute::micro_step_result& result);
-  bool statistics_before_backward(const micro_batch& batch) const;
-  bool folds_word_lookup_early() const;
-  void send_statistics_early(const micro_batch& batch, compute::micro_step_result forward, double loss);
-  void count_ring_sum(std::size_t ring, const reduce_result& sum, std::size_t gradient_bytes);
-  void add_link_timing(std::size_t ring, const io::link_timing& link);
-  void synchronise(bool window_full);
-  void fill_statistics(compute::window_totals mine);
-  /// What a replica copy's allreduce carries: the gradient buffer, or the statistics (on ring
-  /// 0). A window's allreduce goes through the steps below instead (synchronise).
-  enum class carrying { gradient, statistics };
-  void reduce(carrying what, std::function<void()> then, io::wire_format wire = io::wire_format::fp32);
-  /// The allreduce of the gradient buffer's elements [begin, begin + count) alone, cut among the
-  /// rings (DiLoCo's fragments and the state it gathers).
-  void reduce_range(int64_t begin, int64_t count, io::wire_format wire, std::function<void()> then);
-  void send_slices(float* data, std::size_t count);
-  // An allreduce's steps (actors/worker_reduce.cpp).
-  void begin_reduce(bool overlap, io::wire_format wire);
-  void send_bucket(std::size_t bucket);
-  void send_remaining_buckets();
-  void send_statistics();
-  void send_word_lookup();
-  void send_packed_lookup_rows();
-  void send_request(int ring, reduce_request request, std::function<void()> on_reply = {});
-  reduce_request gradient_request(float* data, std::size_t count, io::wire_format wire) const;
-  void stamp(reduce_request& request);
-  std::chrono::seconds reducer_backstop() const;
-  std::function<void(caf::error&)> quit_on_reducer_failure(int ring, const std::string& request);
-  void await_reduce(std::function<void()> then);
-  void reduce_done(reduce_progress& progress);
-  void synchronise_replicas(std::function<void()> then);
-  void copy_state_from(int64_t donor, std::size_t buffer, std::function<void()> then);
   void end_window();
-  void close_window(int64_t window_samples, const compute::window_step_result& step, bool stopping);
-  void save_or_finish(bool last, bool periodic);
-  // DiLoCo's steps (actors/worker_outer_step.cpp).
-  bool diloco() const { return settings.sync.diloco_mode(); }
-  bool fine_tuning() const { return settings.trainer.task.has_value(); }
-  void weigh_window(int64_t own_weight);
-  std::vector<int64_t> all_fragments() const;
-  void after_inner_step(bool last, std::function<void()> then);
-  void outer_step(const std::vector<int64_t>& fragments, std::function<void()> then);
-  // The overlapped exchange (actors/worker_outer_exchange.cpp).
-  void send_exchange(int64_t fragment);
-  void send_exchange_request(int ring, reduce_request request);
-  std::vector<int> exchange_rings() const;
-  at::Tensor exchange_carrier(int64_t fragment) const;
-  void await_exchange(std::function<void()> then);
-  void land_exchange();
-  bool defer_checkpoint(bool periodic);
-  int64_t outer_exchange_bytes(int64_t elements) const;
-  compute::fragment_range exchange_span(const std::vector<int64_t>& fragments) const;
-  void gather_own_states(int64_t owner, std::size_t buffer, std::function<void()> then);
-  void survivors_outer_step(const std::vector<double>& totals, std::function<void()> then);
-  void sum_and_step_outer(const std::vector<int64_t>& fragments, const std::vector<double>& totals,
-                          std::function<void()> then);
   void evaluate_held_out();
-  void take_reduced_statistics();
-  void report_window(int64_t window_samples, const compute::window_step_result& step);
+  void report_window(const compute::window_step_result& step);
+  void note_stop();
+  void follow_profile();
+  void save_or_finish(bool last, bool periodic);
   void checkpoint(bool last);
   void stage_and_send(bool last);
   void finish();
   void fail(messages::errc code, const std::string& what);
+  bool fine_tuning() const { return settings.trainer.task.has_value(); }
   int64_t step_in_flight() const;  ///< the optimizer step the current window ends with
   bool stop_requested() const { return settings.stop && settings.stop->requested(); }
 };
@@ -253,7 +173,8 @@ struct worker_state {
 ///                                     and the outer optimizer steps
 ///   → reducers: (reduce_atom, reduce_request) for each gradient bucket of the window's last
 ///     micro-batch (of every micro-batch with sync_every_micro_batch), during its backward pass
-///     with overlap_comm, then the statistics; all awaited before the optimizer steps
+///     with overlap_comm, then the statistics; the worker holds a handle per sum
+///     (actors/protocol/sum_handle.hpp) and waits for all before the optimizer steps
 ///   → metrics, supervisor: (window_atom, window_report) after every window
 ///   → checkpointer: (save_atom, checkpoint_request) every `checkpoint_every` windows, written
 ///     in the background from staging buffers; the last one is awaited

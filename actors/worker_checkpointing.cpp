@@ -63,7 +63,8 @@ void worker_state::stage_and_send(bool last) {
   request.contents.task = settings.trainer.task;
   request.contents.parameters = parameter_staging.stage(trainer->named_agreed_parameters());
   auto optimizer = trainer->optimizer_state();
-  optimizer.insert(optimizer.end(), peer_optimizer_states.begin(), peer_optimizer_states.end());  // DiLoCo's other ranks
+  const auto& others = rounds->other_ranks_states();  // DiLoCo's other ranks' own
+  optimizer.insert(optimizer.end(), others.begin(), others.end());
   request.contents.optimizer = optimizer_staging.stage(optimizer);
   request.contents.job = settings.job;
   current.checkpoint_stall_seconds += seconds(clock::now() - staging_since);

@@ -1,5 +1,6 @@
 #pragma once
-/// One reducer's share of a window's allreduce (worker → reducer, node-local).
+/// One reducer's share of a window's allreduce (worker → reducer, node-local; the worker holds
+/// the sum as an actors::sum_handle).
 
 #include <caf/allowed_unsafe_message_type.hpp>
 
@@ -11,6 +12,8 @@
 #include "io/comm/wire_format.hpp"
 
 namespace troupe::actors {
+
+class sum_completion;  // actors/protocol/sum_handle.hpp
 
 /// Its ring's slice of the worker's flat gradient and, for ring 0, the window statistics
 /// (compute/window_statistics.hpp). Raw pointers into the worker's buffers, which the worker
@@ -29,9 +32,11 @@ struct reduce_request {
   /// (another ring failed) may be gone before this reducer's sum returns.
   std::shared_ptr<const void> gradient_owner;
   std::shared_ptr<const void> statistics_owner;
+  /// Where the reducer answers (actors/protocol/sum_handle.hpp: start_sum sets it).
+  std::shared_ptr<sum_completion> completion;
 };
 
-/// The reducer's reply: how long the gradient's sum took, what this rank sent for it
+/// The reducer's answer (through the request's completion): how long the gradient's sum took, what this rank sent for it
 /// (io::pending_sum::bytes_sent) and when its link's chunks moved (io::link_timing); zeros for a
 /// request without gradient.
 struct reduce_result {

@@ -4,6 +4,7 @@
 // it fails when its collective cannot be opened.
 
 #include "actors/reducer.hpp"
+#include "actors/protocol/sum_handle.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -108,11 +109,11 @@ class reducer_test : public ::testing::Test {
     request.statistic_count = statistics.size();
     request.sequence = sequence;
     request.step = 7;
-    std::variant<reduce_result, std::string> answer = std::string("no answer");
-    (*self_)->request(reducer, 5s, messages::reduce_atom::value, request)
-        .receive([&](const reduce_result& result) { answer = result; },
-                 [&](caf::error& e) { answer = system_->render(e); });
-    return answer;
+    try {
+      return start_sum(reducer, request).wait(5s, "the reducer");
+    } catch (const sum_failed& failure) {
+      return system_->render(failure.error());
+    }
   }
 
   /// Whether the session heard (suspect_atom, peer, …) within `wait`.

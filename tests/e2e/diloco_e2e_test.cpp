@@ -159,7 +159,7 @@ TEST_F(diloco_e2e, two_nodes_agree_after_every_outer_step_and_send_bf16_or_int8_
 }
 
 // Without loss scaling a window's statistics leave between its last forward and backward pass
-// (actors/worker.cpp, statistics_before_backward): ring 0 sums them while the backward runs. With
+// (actors/window_sums.cpp, statistics_window_sums): ring 0 sums them while the backward runs. With
 // one micro-batch per rank and window, each window's allreduce then began before that backward
 // pass did and ended after it, so the allreduce time minus what was left exposed after the
 // backward pass contains the backward pass (the same steady clock; not a speed).

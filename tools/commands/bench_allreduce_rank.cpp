@@ -15,6 +15,7 @@
 
 #include "actors/node_session.hpp"
 #include "actors/reducer.hpp"
+#include "actors/protocol/sum_handle.hpp"
 #include "io/comm/ring_collective.hpp"
 #include "io/comm/ring_schedule.hpp"
 #include "io/comm/ring_allreduce.hpp"
@@ -334,20 +335,22 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
     settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(role.collective_timeout);
     reducers.push_back(system.spawn<caf::detached>(actors::reducer, settings));
   }
-  caf::scoped_actor self{system};
-  const auto timeout = role.collective_timeout + std::chrono::seconds(30);
+  const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(role.collective_timeout) + std::chrono::seconds(30);
+  auto await_sum = [&](const actors::sum_handle& sum) {
+    try {
+      sum.wait(timeout, "a reducer");
+    } catch (const actors::sum_failed& failure) {
+      throw make_error("bench allreduce: ", system.render(failure.error()));
+    }
+  };
   auto request = [&](int r, actors::reduce_request request) {
-    self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request)
-        .receive([](const actors::reduce_result&) {},
-                 [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+    await_sum(actors::start_sum(reducers[static_cast<std::size_t>(r)], std::move(request)));
   };
   summing_method via_reducers;
   via_reducers.sum = [&](float* values, std::size_t count) {
     const uint64_t s = sequence++;
     // All rings' requests go out before the first answer is awaited, as the worker sends them.
-    std::vector<decltype(self->request(reducers[0], timeout, messages::reduce_atom::value,
-                                       actors::reduce_request{}))>
-        answers;
+    std::vector<actors::sum_handle> answers;
     for (int r = 0; r < rings; ++r) {
       actors::reduce_request request;
       const auto slice = io::ring_slice(count, rings, r);
@@ -355,11 +358,9 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
       request.gradient_count = slice.size();
       request.gradient_wire = wire;
       request.sequence = s;
-      answers.push_back(self->request(reducers[static_cast<std::size_t>(r)], timeout, messages::reduce_atom::value, request));
+      answers.push_back(actors::start_sum(reducers[static_cast<std::size_t>(r)], request));
     }
-    for (auto& answer : answers)
-      answer.receive([](const actors::reduce_result&) {},
-                     [&](caf::error& e) { throw make_error("bench allreduce: ", system.render(e)); });
+    for (const auto& answer : answers) await_sum(answer);
   };
   auto statistics_only = [&](double* values, std::size_t count) {
     actors::reduce_request r;
@@ -380,7 +381,7 @@ void measure_via_reducers(actors::cluster_membership& membership, const std::sha
         measure(via_reducers, data, count, iterations_for(sizes[k]), rank, world, nullptr, wire_tolerance(wire, world)),
         world);
   }
-  for (const auto& reducer : reducers) self->send_exit(reducer, caf::exit_reason::user_shutdown);
+  for (const auto& reducer : reducers) caf::anon_send_exit(reducer, caf::exit_reason::user_shutdown);
 }
 
 #ifdef TROUPE_HAS_NCCL
