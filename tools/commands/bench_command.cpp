@@ -22,6 +22,7 @@
 #include "tools/commands/bench_ckpt.hpp"
 #include "tools/commands/bench_dashboard.hpp"
 #include "tools/commands/bench_job.hpp"
+#include "tools/commands/bench_membership.hpp"
 #include "tools/commands/bench_recovery.hpp"
 #include "tools/commands/commands.hpp"
 #include "tools/device_name.hpp"
@@ -165,6 +166,7 @@ void add_bench_command(CLI::App& app) {
     std::printf("%s\n", ckpt_args->json ? result.dump().c_str() : result.dump(2).c_str());
   });
   add_bench_allreduce(bench);
+  add_bench_membership(bench);
 
   auto dashboard_args = std::make_shared<dashboard_bench>();
   auto dashboard_json = std::make_shared<bool>(false);

@@ -1,0 +1,154 @@
+#include "tools/commands/membership_members.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/event_log.hpp"
+#include "actors/training_session.hpp"
+#include "cluster/manifest.hpp"
+#include "cluster/plan.hpp"
+#include "io/comm/ucx/ucx_transport.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::tools {
+namespace {
+
+/// Lines to the benchmark, whole, from any member's thread.
+class line_writer {
+ public:
+  void say(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::fputs((line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  std::mutex mutex_;
+};
+
+struct member_settings {
+  caf::actor coordinator;
+  cluster::join_request join;  ///< generation 0's; later generations change only the generation
+  std::chrono::milliseconds period, timeout;
+  line_writer* out = nullptr;
+};
+
+std::string unix_now() { return std::to_string(actors::unix_seconds()); }
+
+/// A node's membership without its training: joins, heartbeats, follows generations.
+caf::behavior simulated_member(caf::event_based_actor* self, member_settings s) {
+  auto join = [self, s](uint64_t generation) {
+    auto request = s.join;
+    request.generation = generation;
+    self->request(s.coordinator, caf::infinite, messages::join_atom::value, cluster::encode_join(request))
+        .then(
+            [s](const std::string& bytes) {
+              const auto plan = cluster::decode_plan(bytes, "the head");
+              s.out->say("plan " + s.join.node + " " + std::to_string(plan.generation) + " " + unix_now() + " " +
+                         std::to_string(bytes.size()));
+            },
+            [self, s](caf::error& failure) {
+              s.out->say("ended " + s.join.node + " " + self->system().render(failure));
+              self->quit();
+            });
+  };
+  join(0);
+  self->send(self, messages::heartbeat_atom::value);
+  return {
+      [self, s](messages::heartbeat_atom) {
+        self->request(s.coordinator, s.timeout, messages::heartbeat_atom::value, s.join.node)
+            .then([] {},
+                  [self, s](caf::error& failure) {
+                    s.out->say("ended " + s.join.node + " heartbeat: " + self->system().render(failure));
+                    self->quit();
+                  });
+        self->delayed_send(self, s.period, messages::heartbeat_atom::value);
+      },
+      [join](messages::membership_atom, uint64_t generation, const std::string&) { join(generation); },
+      [self, s](messages::release_atom) {
+        s.out->say("ended " + s.join.node + " released");
+        self->quit();
+      },
+      [self, s](messages::abort_atom, const std::string& reason) {
+        s.out->say("ended " + s.join.node + " aborted: " + reason);
+        self->quit();
+      },
+  };
+}
+
+/// One member: an actor system of its own, so a connection of its own to the head.
+struct member_process_part {
+  std::unique_ptr<caf::actor_system_config> config;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor actor;
+};
+
+member_process_part start_member(const cluster::cluster_manifest& manifest, const cluster::join_request& join,
+                                 line_writer& out) {
+  member_process_part member;
+  member.config = std::make_unique<caf::actor_system_config>();
+  actors::configure_actor_system(*member.config);
+  member.config->set("scheduler.max-threads", 1);
+  member.config->load<caf::io::middleman>();
+  member.system = std::make_unique<caf::actor_system>(*member.config);
+  auto coordinator = member.system->middleman().remote_actor(manifest.head_host,
+                                                             static_cast<uint16_t>(manifest.head_port));
+  if (!coordinator)
+    throw make_error("member ", join.node, ": cannot reach the head: ", member.system->render(coordinator.error()));
+  member.actor = member.system->spawn(
+      simulated_member, member_settings{*coordinator, join, manifest.timeouts.heartbeat_period,
+                                        manifest.timeouts.heartbeat, &out});
+  return member;
+}
+
+/// A join as a real node of `spec` sends it, its ring endpoints `address` (a real UCX worker
+/// address, so the plan has a real plan's size).
+cluster::join_request join_of(const cluster::cluster_manifest& manifest, const cluster::node_spec& spec,
+                              const io::transport_address& address) {
+  cluster::join_request join;
+  join.node = spec.name;
+  join.manifest_hash = manifest.file_hash;
+  join.config_hash = 1;
+  for (int64_t w = 0; w < spec.workers; ++w)
+    join.workers.emplace_back(static_cast<std::size_t>(manifest.rings.count), address);
+  return join;
+}
+
+}  // namespace
+
+void run_membership_members(const membership_members_options& options) {
+  spdlog::set_level(spdlog::level::off);  // what matters goes to the benchmark as lines
+  const auto manifest = cluster::load_manifest(options.manifest);
+  io::ucx_context ucx(manifest.ucx_tls);
+  const auto address = io::ucx_transport(ucx, 0).local_address();
+  line_writer out;
+  std::map<std::string, member_process_part> members;
+  for (int64_t i = options.first; i < options.first + options.count; ++i) {
+    const auto& spec = manifest.nodes.at(static_cast<std::size_t>(i));
+    members.emplace(spec.name, start_member(manifest, join_of(manifest, spec, address), out));
+  }
+  out.say("ready");
+  std::string line;
+  while (std::getline(std::cin, line) && line != "quit") {
+    if (line.rfind("kill ", 0) != 0) continue;
+    const auto found = members.find(line.substr(5));
+    if (found == members.end()) continue;
+    out.say("killed " + found->first + " " + unix_now());
+    caf::anon_send_exit(found->second.actor, caf::exit_reason::kill);
+    members.erase(found);  // the actor system shuts down: its connection to the head closes
+  }
+  for (auto& [name, member] : members) caf::anon_send_exit(member.actor, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace troupe::tools
