@@ -61,7 +61,7 @@ void coordinator_state::carry_out(const cluster::membership_effect& effect) {
       [&](const auto& e) {
         using effect_type = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<effect_type, send_plan>) {
-          deliver_plan(e.bytes);
+          deliver_plan(e.bytes_by_member);
         } else if constexpr (std::is_same_v<effect_type, announce_generation>) {
           for (const auto& node : e.to)
             if (const auto manager = manager_of(node))
@@ -112,9 +112,11 @@ caf::actor coordinator_state::manager_of(const std::string& node) const {
   return manager == managers.end() ? caf::actor() : caf::actor_cast<caf::actor>(manager->second);
 }
 
-void coordinator_state::deliver_plan(const std::string& bytes) {
-  for (auto& [name, reply] : waiting_joins)
-    if (reply.pending()) reply.deliver(bytes);
+void coordinator_state::deliver_plan(const std::vector<std::pair<std::string, std::string>>& bytes_by_member) {
+  for (const auto& [node, bytes] : bytes_by_member) {
+    const auto waiting = waiting_joins.find(node);
+    if (waiting != waiting_joins.end() && waiting->second.pending()) waiting->second.deliver(bytes);
+  }
 }
 
 void coordinator_state::stop(const cluster::stop_job& stopping) {

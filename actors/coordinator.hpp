@@ -71,8 +71,8 @@ struct coordinator_state {
   void carry_out(const cluster::membership_effect& effect);
   /// Lost members' heartbeat senders are fenced; replies no generation waits for are dropped.
   void forget_departed_members();
-  /// The plan goes to every join that waits for one.
-  void deliver_plan(const std::string& bytes);
+  /// Each join that waits for a plan gets its member's.
+  void deliver_plan(const std::vector<std::pair<std::string, std::string>>& bytes_by_member);
   /// Every node in `to` hears `reason` (a waiting join as its answer, else an abort); then the coordinator quits.
   void stop(const cluster::stop_job& stopping);
   const cluster::membership_state& membership_state() const { return membership->state(); }

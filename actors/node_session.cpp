@@ -275,8 +275,14 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
       const int ring_index = static_cast<int>(ring);
       auto& transport = *transports[local][ring];
       transport.assign_rank(rank);
-      for (int peer : {plan.previous(ring_index, rank), plan.next(ring_index, rank)})
-        if (peer != rank) transport.connect(peer, plan.endpoints[static_cast<std::size_t>(peer)][ring]);
+      for (int peer : {plan.previous(ring_index, rank), plan.next(ring_index, rank)}) {
+        if (peer == rank) continue;
+        const auto& addresses = plan.endpoints[static_cast<std::size_t>(peer)];
+        if (addresses.size() <= ring)
+          throw make_error("the head at ", head_address(m), " sent a plan without the address of rank ", peer,
+                           ", rank ", rank, "'s neighbour in ring ", ring);
+        transport.connect(peer, addresses[ring]);
+      }
       role_.transports[local].push_back(std::move(transports[local][ring]));
     }
   }

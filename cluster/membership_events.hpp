@@ -6,6 +6,7 @@
 /// does to the world, so a step can be tested, replayed or replicated without an actor.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -94,7 +95,8 @@ struct refuse_join {
 };
 /// Every waiting join of the generation gets this plan (encoded).
 struct send_plan {
-  std::string bytes;
+  /// (member, its plan encoded): cluster::plan_for_member, in the plan's member order.
+  std::vector<std::pair<std::string, std::string>> bytes_by_member;
 };
 /// Tell `to` (members not yet joined) to stop their window and join `generation`.
 struct announce_generation {

@@ -33,11 +33,17 @@ void set_endpoints(capnp::List<schema::WorkerEndpoints>::Builder out, const work
   }
 }
 
+/// `absent_allowed` (plans): a worker may list no addresses at all, one its receiver does not
+/// need (plan_for_member).
 worker_endpoints get_endpoints(capnp::List<schema::WorkerEndpoints>::Reader in, std::size_t expected_rings,
-                               const std::string& where) {
+                               const std::string& where, bool absent_allowed = false) {
   worker_endpoints endpoints;
   for (auto worker : in) {
     auto rings = worker.getRings();
+    if (absent_allowed && rings.size() == 0) {
+      endpoints.emplace_back();
+      continue;
+    }
     if (rings.size() != expected_rings)
       throw make_error(where, ": a worker lists ", rings.size(), " ring addresses, expected ", expected_rings);
     std::vector<io::transport_address> addresses;
@@ -165,6 +171,22 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
   });
 }
 
+cluster_plan plan_for_member(const cluster_plan& plan, const std::string& node) {
+  const auto& member = plan.member(node);
+  std::vector<bool> needed(static_cast<std::size_t>(plan.world), false);
+  for (int rank = member.first_rank; rank < member.first_rank + member.workers; ++rank) {
+    needed[static_cast<std::size_t>(rank)] = true;
+    for (int ring = 0; ring < static_cast<int>(plan.ring_orders.size()); ++ring) {
+      needed[static_cast<std::size_t>(plan.previous(ring, rank))] = true;
+      needed[static_cast<std::size_t>(plan.next(ring, rank))] = true;
+    }
+  }
+  cluster_plan trimmed = plan;
+  for (std::size_t rank = 0; rank < trimmed.endpoints.size(); ++rank)
+    if (!needed[rank]) trimmed.endpoints[rank].clear();
+  return trimmed;
+}
+
 std::string encode_plan(const cluster_plan& plan) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::ClusterPlan>();
@@ -217,7 +239,7 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     if (plan.chunk_bytes < 4096) throw make_error(where, ": chunk of ", plan.chunk_bytes, " bytes (expected ≥ 4096)");
     if (in.getEndpoints().size() != in.getWorld())
       throw make_error(where, ": ", in.getEndpoints().size(), " endpoint lists for ", in.getWorld(), " ranks");
-    plan.endpoints = get_endpoints(in.getEndpoints(), plan.ring_orders.size(), where);
+    plan.endpoints = get_endpoints(in.getEndpoints(), plan.ring_orders.size(), where, true);
     plan.generation = in.getGeneration();
     plan.start_steps = in.getStartSteps();
     plan.nccl_ids = get_nccl_ids(in.getNcclIds(), plan.ring_orders.size(), where);

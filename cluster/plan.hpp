@@ -51,7 +51,9 @@ struct cluster_plan {
   int world = 0;
   std::vector<std::vector<int>> ring_orders;  ///< one permutation of 0..world-1 per ring
   uint64_t chunk_bytes = 0;
-  worker_endpoints endpoints;                 ///< indexed by global rank, then ring
+  /// Indexed by global rank, then ring. As a member receives it (plan_for_member), only its own
+  /// ranks and their ring neighbours have addresses; every other rank's list is empty.
+  worker_endpoints endpoints;
   uint64_t generation = 0;                    ///< see docs/faults.md: nothing of an older one is applied
   std::vector<plan_member> members;           ///< in rank order; their workers add up to `world`
   int64_t start_steps = 0;  ///< generations after the first: every replica starts from this step
@@ -78,6 +80,12 @@ std::vector<std::vector<int>> auto_ring_orders(int world, int rings);
 std::string encode_join(const join_request& join);
 /// Throws troupe::error naming `sender` when the bytes are not a well-formed join request.
 join_request decode_join(const std::string& bytes, const std::string& sender);
+
+/// The plan as member `node` needs it: the addresses of its own ranks and of their neighbours in
+/// every ring, none of the others'. A plan names every member's endpoints for one reason, so
+/// that each can connect to its ring neighbours; sent whole to every member it is O(N) bytes to
+/// each of N members, a generation's O(N²) (docs/benchmarks.md#membership-at-scale-issue-54).
+cluster_plan plan_for_member(const cluster_plan& plan, const std::string& node);
 
 std::string encode_plan(const cluster_plan& plan);
 cluster_plan decode_plan(const std::string& bytes, const std::string& sender);

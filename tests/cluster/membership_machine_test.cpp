@@ -95,6 +95,14 @@ std::vector<Effect> effects_of(const std::vector<membership_effect>& effects) {
   return found;
 }
 
+/// Member `node`'s plan in a send_plan effect (each member gets its own, cluster::plan_for_member).
+std::string plan_of(const send_plan& sending, const std::string& node) {
+  for (const auto& [member, bytes] : sending.bytes_by_member)
+    if (member == node) return bytes;
+  ADD_FAILURE() << "no plan for " << node;
+  return {};
+}
+
 /// One case: from a prepared job, one event; the row that must apply (phase, event, action)
 /// and a check of what followed.
 struct row_case {
@@ -123,7 +131,8 @@ std::vector<row_case> forming_cases() {
        [](const job& j, const auto& effects) {
          const auto plans = effects_of<send_plan>(effects);
          ASSERT_EQ(plans.size(), 1u);
-         EXPECT_EQ(decode_plan(plans[0].bytes, "test").world, 3);
+         ASSERT_EQ(plans[0].bytes_by_member.size(), 3u);  // one plan per member
+         EXPECT_EQ(decode_plan(plan_of(plans[0], "c"), "test").world, 3);
          EXPECT_EQ(j.state().plan.size(), 3u);
          for (const auto& [node, join] : j.state().joins) EXPECT_TRUE(join.secret.empty()) << node;
        }},
@@ -164,7 +173,7 @@ std::vector<row_case> forming_cases() {
        "drop_member_and_send_plan", phase::training,
        [](const job& j, const auto& effects) {
          ASSERT_EQ(effects_of<send_plan>(effects).size(), 1u);
-         EXPECT_EQ(decode_plan(effects_of<send_plan>(effects)[0].bytes, "t").start_steps, 3);
+         EXPECT_EQ(decode_plan(plan_of(effects_of<send_plan>(effects)[0], "a"), "t").start_steps, 3);
          EXPECT_EQ(j.state().generation, 2u);
        }},
       {"a loss while forming starts the next generation", [] { job j; j.forming_without_c(); return j; },
@@ -435,7 +444,7 @@ TEST(membership_machine, a_survivor_of_a_loss_goes_on_from_the_furthest_step_and
   j.on(connection_lost_event{"c", "gone"});
   j.on(join_event{join_of("a", 1, j.machine.rules(), 5)});
   const auto effects = j.on(join_event{join_of("b", 1, j.machine.rules(), 4)});
-  const auto plan = decode_plan(effects_of<send_plan>(effects).at(0).bytes, "test");
+  const auto plan = decode_plan(plan_of(effects_of<send_plan>(effects).at(0), "a"), "test");
   EXPECT_EQ(plan.generation, 1u);
   EXPECT_EQ(plan.world, 2);
   EXPECT_EQ(plan.start_steps, 5);

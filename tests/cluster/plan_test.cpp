@@ -132,3 +132,30 @@ TEST(plan, encodes_and_decodes_and_refuses_garbage) {
 
 }  // namespace
 }  // namespace troupe::cluster
+
+namespace troupe::cluster {
+namespace {
+
+TEST(plan, each_member_gets_its_own_ranks_and_their_ring_neighbours_addresses_only) {
+  cluster_plan plan;
+  plan.world = 6;
+  plan.ring_orders = auto_ring_orders(6, 2);  // ring 0: 0→1→…→5, ring 1 the reverse
+  plan.chunk_bytes = 1 << 20;
+  for (uint8_t rank = 0; rank < 6; ++rank) plan.endpoints.push_back({{rank}, {static_cast<uint8_t>(rank + 10)}});
+  plan.members = {{"a", 0, 2}, {"b", 2, 1}, {"c", 3, 3}};
+  const auto for_b = decode_plan(encode_plan(plan_for_member(plan, "b")), "test");
+  for (int rank = 0; rank < 6; ++rank) {
+    const bool neighbour = rank == 1 || rank == 2 || rank == 3;  // b's rank 2 and its ring neighbours
+    EXPECT_EQ(for_b.endpoints[static_cast<std::size_t>(rank)].empty(), !neighbour) << "rank " << rank;
+    if (neighbour) EXPECT_EQ(for_b.endpoints[static_cast<std::size_t>(rank)], plan.endpoints[static_cast<std::size_t>(rank)]);
+  }
+  EXPECT_EQ(for_b.members.size(), 3u);  // every member is still named, with its ranks
+  EXPECT_EQ(for_b.ring_orders, plan.ring_orders);
+  EXPECT_LT(encode_plan(plan_for_member(plan, "b")).size(), encode_plan(plan).size());
+  const auto for_a = plan_for_member(plan, "a");  // ranks 0 and 1: neighbours 5, 1, 0, 2
+  for (int rank : {0, 1, 2, 5}) EXPECT_FALSE(for_a.endpoints[static_cast<std::size_t>(rank)].empty()) << rank;
+  for (int rank : {3, 4}) EXPECT_TRUE(for_a.endpoints[static_cast<std::size_t>(rank)].empty()) << rank;
+}
+
+}  // namespace
+}  // namespace troupe::cluster

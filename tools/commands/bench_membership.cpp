@@ -136,6 +136,7 @@ class membership_run {
   }
 
   ~membership_run() {
+    quitting_ = true;
     for (auto& child : children_) {
       try {
         child->write("quit\n");
@@ -184,10 +185,11 @@ class membership_run {
       children_.push_back(std::make_unique<io::child_process>(std::vector<std::string>{
           binary, "bench", "membership-members", "--manifest", (scratch_ / "manifest.json").string(), "--first",
           std::to_string(first), "--count", std::to_string(count)}));
-      readers_.emplace_back([this, child = children_.back().get()] {
+      readers_.emplace_back([this, child = children_.back().get(), index = children_.size() - 1] {
         try {
           for (;;) lines_.add(child->read_line(std::chrono::hours(24)));
         } catch (const std::exception&) {  // the process ended
+          lines_.add("exited " + std::to_string(index));
         }
       });
     }
@@ -219,6 +221,11 @@ class membership_run {
       if (generation == 0) plan_bytes_ = std::max(plan_bytes_, bytes);
     } else if (kind == "killed") {
       words >> killed_at_[node];
+    } else if (kind == "exited" && !quitting_) {
+      const auto index = std::stoul(node);
+      throw make_error("bench membership (", members_, " members): member process ", index, " (members from m",
+                       index * static_cast<std::size_t>(options_.per_process), ") ended with status ",
+                       children_[index]->wait(std::chrono::seconds(5)), " while waiting for ", waiting_for_);
     } else if (kind == "ended" && alive_.count(node)) {
       throw make_error("bench membership (", members_, " members): member ", node, " ended while waiting for ",
                        waiting_for_, ": ", line);
@@ -291,6 +298,7 @@ class membership_run {
   std::map<std::string, double> killed_at_;
   std::size_t plan_bytes_ = 0;
   std::string waiting_for_;  ///< what wait_until waits for, for messages
+  bool quitting_ = false;    ///< the members are told to go: their processes end
 };
 
 }  // namespace
@@ -298,7 +306,7 @@ class membership_run {
 json bench_membership(const membership_bench_options& options) {
   // The coordinator logs every join and loss, and the teardown loses every member: thousands of
   // lines that say nothing the record does not.
-  spdlog::set_level(spdlog::level::off);
+  if (!options.log) spdlog::set_level(spdlog::level::off);
   json results = json::array();
   for (const auto members : options.members) {
     if (members < 3) throw make_error("bench membership: --members ", members, ": at least 3 (one dies, two stay)");
@@ -329,6 +337,7 @@ void add_bench_membership(CLI::App* bench) {
       ->capture_default_str()
       ->check(CLI::Range(10, 60000));
   driver->add_flag("--json", options->json, "print one JSON line");
+  driver->add_flag("--log", options->log, "the coordinator's log lines (every join and loss) on stderr");
   driver->callback([options] {
     const auto result = bench_membership(*options);
     std::printf("%s\n", options->json ? result.dump().c_str() : result.dump(2).c_str());

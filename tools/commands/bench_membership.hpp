@@ -33,6 +33,7 @@ struct membership_bench_options {
   double steady_seconds = 5;   ///< how long the steady state is measured
   int64_t heartbeat_period_ms = 100;  ///< the manifest's timeouts.heartbeat_period_ms (its default)
   bool json = false;
+  bool log = false;  ///< keep the coordinator's log lines (every join and loss) on stderr
 };
 
 nlohmann::json bench_membership(const membership_bench_options& options);

@@ -102,8 +102,14 @@ member_process_part start_member(const cluster::cluster_manifest& manifest, cons
   member.config->set("scheduler.max-threads", 1);
   member.config->load<caf::io::middleman>();
   member.system = std::make_unique<caf::actor_system>(*member.config);
-  auto coordinator = member.system->middleman().remote_actor(manifest.head_host,
-                                                             static_cast<uint16_t>(manifest.head_port));
+  // As a node does (actors/node_session.cpp): a head busy accepting a thousand connections may
+  // refuse some; try again until timeouts.join.
+  const auto deadline = std::chrono::steady_clock::now() + manifest.timeouts.join;
+  auto coordinator = member.system->middleman().remote_actor(manifest.head_host, static_cast<uint16_t>(manifest.head_port));
+  while (!coordinator && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    coordinator = member.system->middleman().remote_actor(manifest.head_host, static_cast<uint16_t>(manifest.head_port));
+  }
   if (!coordinator)
     throw make_error("member ", join.node, ": cannot reach the head: ", member.system->render(coordinator.error()));
   member.actor = member.system->spawn(
