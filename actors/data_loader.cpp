@@ -60,7 +60,7 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
             if (s.sample_log.is_open()) s.sample_log.flush();
             micro_batch batch;
             if (!samples.empty()) batch.batch = s.builder->build(samples);  // empty: a tiny window's spare slot
-            batch.batch.window = s.window_counts;
+            batch.batch.whole_window = s.window_counts;
             batch.window_index = s.next_window;
             batch.micro = static_cast<uint32_t>(s.next_micro);
             batch.last_in_window = s.next_micro + 1 == micro_batches;

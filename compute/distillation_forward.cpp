@@ -89,11 +89,11 @@ distillation_forward_result distillation_forward(masked_lm_impl& student, masked
   if (!mlm_sum.defined()) mlm_sum = at::zeros({}, sums.ce.options());
   // Each part is divided by the window's count of its items (docs/architecture.md#contracts); a
   // batch without its window's counts (a lone batch) is a window of its own.
-  const bool own_window = batch.window.samples == 0;
+  const bool own_window = batch.whole_window.samples == 0;
   const int64_t window_positions = own_window                     ? positions
-                                   : config.restrict_ce_to_mask ? batch.window.masked_tokens
-                                                                  : batch.window.tokens;
-  const int64_t window_masked = own_window ? batch.labels.numel() : batch.window.masked_tokens;
+                                   : config.restrict_ce_to_mask ? batch.whole_window.masked_tokens
+                                                                  : batch.whole_window.tokens;
+  const int64_t window_masked = own_window ? batch.labels.numel() : batch.whole_window.masked_tokens;
   result.parts = combine_distillation_loss(sums, mlm_sum, window_positions, window_masked, config.weights);
   return result;
 }

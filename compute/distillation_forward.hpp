@@ -17,7 +17,7 @@ struct distillation_forward_result {
 };
 
 /// `batch` lies on the models' device. The student's dropout must have been begun for it. The
-/// parts are the batch's shares of its window's (sums divided by batch.window's counts), or
+/// parts are the batch's shares of its window's (sums divided by batch.whole_window's counts), or
 /// the batch's own means when it carries no window counts.
 /// The logits are computed `slice_positions` positions at a time (0: as many as keep a slice's
 /// logits under 16 MiB); the result does not depend on it beyond rounding.

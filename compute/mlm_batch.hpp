@@ -31,7 +31,7 @@ struct mlm_batch {
   int64_t tokens = 0;           ///< real (unpadded) tokens
   uint64_t first_position = 0;  ///< global stream position of the first sample
   std::vector<uint64_t> sample_keys;  ///< per row: compute::sample_key(epoch, sample id), for dropout
-  window_counts window;         ///< of the window this micro-batch belongs to (all ranks); set by the loader
+  window_counts whole_window;   ///< of the window this micro-batch belongs to (all ranks); set by the loader
 };
 
 }  // namespace troupe::compute

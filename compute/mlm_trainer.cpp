@@ -140,9 +140,9 @@ void mlm_trainer::build_gradient_buffers(const trainer_options& options) {
 
 micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const before_backward_hook& before_backward) {
   const int64_t masked = batch.labels.defined() ? batch.labels.numel() : 0;
-  TROUPE_ENFORCE(batch.window.samples >= batch.samples && batch.window.masked_tokens >= masked,
-                 "the micro-batch lacks its window's counts (window samples ", batch.window.samples, ", masked ",
-                 batch.window.masked_tokens, "; the data loader sets them)");
+  TROUPE_ENFORCE(batch.whole_window.samples >= batch.samples && batch.whole_window.masked_tokens >= masked,
+                 "the micro-batch lacks its window's counts (window samples ", batch.whole_window.samples, ", masked ",
+                 batch.whole_window.masked_tokens, "; the data loader sets them)");
   const auto share = [](const at::Tensor& sum, int64_t count) {
     return count > 0 ? sum / static_cast<double>(count) : sum * 0.0;
   };
@@ -167,13 +167,13 @@ micro_step_result mlm_trainer::micro_step(const mlm_batch& batch, const before_b
     } else {
       auto hidden = model_->encode(on_device.input_ids, on_device.token_type_ids, on_device.lengths);
       auto logits = model_->predict(hidden, on_device.masked_positions);
-      loss = share(summed_cross_entropy(logits, on_device.labels), batch.window.masked_tokens);
+      loss = share(summed_cross_entropy(logits, on_device.labels), batch.whole_window.masked_tokens);
       if (options_.model.sentence_order_prediction && on_device.sentence_order_labels.defined()) {
         // AlbertForPreTraining's loss: masked-LM + sentence-order cross-entropy, each a mean over the window.
         const auto order_logits = model_->sentence_order_logits(hidden);
         const auto order_loss = share(at::cross_entropy_loss(order_logits, on_device.sentence_order_labels,
                                                              {}, at::Reduction::Sum),
-                                      batch.window.samples);
+                                      batch.whole_window.samples);
         result.sentence_order = true;
         result.parts.mlm = loss.item<double>();
         result.sentence_order_loss = order_loss.item<double>();
@@ -202,7 +202,7 @@ at::Tensor mlm_trainer::task_loss(const mlm_batch& batch, micro_step_result& res
   result.task = true;
   result.task_correct = terms.correct.sum().item<int64_t>();
   // HF's loss is the mean over examples: summed here, divided by the window's examples.
-  return terms.loss_sum / static_cast<double>(batch.window.samples);
+  return terms.loss_sum / static_cast<double>(batch.whole_window.samples);
 }
 
 task_sum mlm_trainer::evaluate_task(const mlm_batch& batch) {

@@ -66,7 +66,7 @@ torch::Tensor train_split(const io::token_dataset& data, const std::vector<int>&
         std::vector<sample_ref> samples;
         for (int64_t i = 0; i < micro_size; ++i) samples.push_back(order.at(static_cast<uint64_t>(position++)));
         auto batch = builder.build(samples);
-        batch.window = counts;
+        batch.whole_window = counts;
         workers[r]->micro_step(batch);
       }
     }
@@ -140,7 +140,7 @@ window_result one_window(const io::token_dataset& data, int64_t window, int64_t 
       const auto range = micro_batch_range(0, 0, window, r, ranks, m, micro);
       if (range.count == 0) continue;
       auto batch = builder.build(window_of(order, static_cast<int64_t>(range.first), static_cast<int64_t>(range.count)));
-      batch.window = counts;
+      batch.whole_window = counts;
       const auto step = trainer.micro_step(batch);
       result.loss += step.loss;
       // The old rule's window loss: Σ (micro-batch mean × samples) / window samples.

@@ -60,7 +60,7 @@ mlm_batch task_batch(int64_t first, int64_t rows, bool question_answering, int64
   batch.masked_positions = torch::empty({0}, torch::kLong);
   batch.samples = rows;
   for (int64_t r = 0; r < rows; ++r) batch.sample_keys.push_back(static_cast<uint64_t>(first + r));
-  batch.window = {window_samples, 0, 0};
+  batch.whole_window = {window_samples, 0, 0};
   return batch;
 }
 

@@ -55,7 +55,7 @@ class trainer_windows {
       std::vector<compute::sample_ref> samples;
       for (int64_t i = 0; i < micro_size; ++i) samples.push_back(order.at(static_cast<uint64_t>(position++)));
       batches.push_back(builder_->build(samples));
-      batches.back().window = counts;
+      batches.back().whole_window = counts;
     }
     return batches;
   }
