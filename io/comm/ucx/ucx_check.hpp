@@ -4,6 +4,9 @@
 
 #include <ucp/api/ucp.h>
 
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <string>
 
 #include "io/comm/ucx/ucx_transport.hpp"
@@ -24,6 +27,17 @@ inline void ucx_check(ucs_status_t status, const char* call, int peer) {
 
 struct ucx_context::impl {
   ucp_context_h context = nullptr;
+  /// Transports closing on threads of their own (close_in_background); the context waits for
+  /// them before it goes.
+  std::mutex closing_mutex;
+  std::condition_variable all_closed;
+  int closing = 0;
 };
+
+/// Runs `close` (a transport's shut-down) on a thread of its own, counted in `owner` until it
+/// returns. For a transport whose ring was aborted: UCX's TCP endpoint close sends the peer a
+/// blocking message, and to a host cut off with a full socket buffer that send waits until TCP
+/// gives up (minutes), which must not hold up the node's next generation.
+void close_in_background(ucx_context::impl& owner, std::function<void()> close);
 
 }  // namespace troupe::io

@@ -1,6 +1,9 @@
 #include <ucp/api/ucp.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <set>
 #include <sstream>
 #include <string>
@@ -68,7 +71,31 @@ ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>(
   ucx_check(status, "ucp_init", -1);
 }
 
+void close_in_background(ucx_context::impl& owner, std::function<void()> close) {
+  {
+    std::lock_guard<std::mutex> lock(owner.closing_mutex);
+    ++owner.closing;
+  }
+  std::thread([&owner, close = std::move(close)] {
+    close();
+    std::lock_guard<std::mutex> lock(owner.closing_mutex);
+    --owner.closing;
+    owner.all_closed.notify_all();
+  }).detach();
+}
+
+/// Waits a while for transports still closing in the background; one that does not finish
+/// (stuck sending to a host cut off) keeps the context, which is then left to the process's end.
 ucx_context::~ucx_context() {
+  std::unique_lock<std::mutex> lock(impl_->closing_mutex);
+  if (!impl_->all_closed.wait_for(lock, std::chrono::seconds(10), [this] { return impl_->closing == 0; })) {
+    std::fprintf(stderr, "ucx: %d transport(s) still closing towards a peer cut off; UCX is left to the process's end\n",
+                 impl_->closing);
+    lock.unlock();
+    static_cast<void>(impl_.release());
+    return;
+  }
+  lock.unlock();
   if (impl_->context != nullptr) ucp_cleanup(impl_->context);
 }
 

@@ -124,6 +124,7 @@ struct ucx_transport::impl {
   using request_map = std::unordered_map<transport_request, pending_request>;
 
   ucp_context_h context = nullptr;
+  ucx_context::impl* owner = nullptr;  ///< where a background close is counted
   int rank = -1;
   ucp_worker_h worker = nullptr;
   transport_address address;
@@ -232,6 +233,7 @@ struct ucx_transport::impl {
 ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::make_unique<impl>()) {
   impl_->check_rank(my_rank, "ucx_transport");
   impl_->context = context.impl_->context;
+  impl_->owner = context.impl_.get();
   impl_->rank = my_rank;
 
   ucp_worker_params_t params{};
@@ -252,17 +254,12 @@ ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::mak
   ucp_worker_release_address(impl_->worker, address);
 }
 
-// Teardown order: (1) cancel every posted request and give the cancellations a moment to
-// complete, so UCX stops writing into the caller's buffers; (2) close every endpoint in force
-// mode; (3) destroy the worker.
-//
-// Force mode, not a flush, for healthy peers too: a flush waits for the peer to acknowledge, and
-// the peer only does while its own worker is driven. At the end of a job none is any more (its
-// reducers have stopped), and across hosts over TCP each close then took the whole close timeout
-// (two 2-second waits per node at the end of every 3-host job; a host cut off cost the head
-// 2 s per endpoint before it could form the next generation). Nothing is lost by it: a transport
-// is destroyed only when the job has finished everywhere (every rank completed the last sum, so
-// everything sent was received) or when its generation was abandoned (nothing sent matters).
+// Teardown: (1) cancel every posted request and give the cancellations a moment, so UCX stops
+// writing into the caller's buffers; (2) close every endpoint in force mode; (3) destroy the
+// worker. Force mode for healthy peers too: a flush waits for the peer's acknowledgement, which
+// comes only while its worker is driven, and at a job's end none is (each close took the whole
+// timeout). Nothing is lost: a transport goes when the job finished everywhere or its generation
+// was abandoned; an aborted one closes in the background (close_in_background, ucx_check.hpp).
 void ucx_transport::impl::cancel_pending() noexcept {
   std::vector<std::pair<void*, int>> cancelled;
   for (auto& [id, r] : requests) {
@@ -304,7 +301,13 @@ void ucx_transport::impl::shut_down() noexcept {
   ucp_worker_destroy(worker);
 }
 
-ucx_transport::~ucx_transport() { impl_->shut_down(); }
+ucx_transport::~ucx_transport() {
+  std::shared_ptr<impl> closing = std::move(impl_);
+  if (aborted())  // its ring was aborted: a peer may be cut off (close_in_background)
+    close_in_background(*closing->owner, [closing] { closing->shut_down(); });
+  else
+    closing->shut_down();
+}
 
 void ucx_transport::cancel_pending() noexcept { impl_->cancel_pending(); }
 
