@@ -91,9 +91,7 @@ class averaged_sums final : public ring_window_sums {
     setup_.replica.rings->wait_for(pending_, flags);
     const auto rows = trainer.word_lookup().rows_used();  // the same on every rank: the flags are summed
     send_packed_rows(rows);
-    const auto time = setup_.replica.rings->wait(pending_, report);
-    report.allreduce_seconds += time.since_start;
-    report.exposed_comm_seconds += std::chrono::duration<double>(clock::now() - compute_done).count();
+    setup_.replica.rings->wait_for_allreduce(pending_, report, compute_done);  // the flags' wait is exposed too
     trainer.word_lookup().fold_packed(rows);
   }
 

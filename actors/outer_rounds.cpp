@@ -78,9 +78,7 @@ void outer_rounds::sum_range(int64_t begin, int64_t count, io::wire_format wire,
   allreduce_sums sums;
   setup_.replica.rings->start_slices(sums, gradients.data_ptr<float>() + begin, static_cast<std::size_t>(count), wire,
                              setup_.replica.trainer, step);
-  const auto time = setup_.replica.rings->wait(sums, report);
-  report.allreduce_seconds += time.since_start;
-  report.exposed_comm_seconds += time.blocked;
+  setup_.replica.rings->wait_for_allreduce(sums, report);
 }
 
 /// The range of the flat buffers an exchange of `fragments` (in order) carries: from the first

@@ -11,20 +11,6 @@
 namespace troupe::actors {
 namespace {
 
-/// Ring 0's sum of `values`, in place.
-void sum_on_ring_zero(worker_rings& rings, const std::shared_ptr<std::vector<double>>& values, int64_t step,
-                      messages::window_report& report) {
-  allreduce_sums sums;
-  reduce_request request;
-  request.statistics = values->data();
-  request.statistic_count = values->size();
-  request.statistics_owner = values;
-  rings.start(sums, 0, std::move(request), step);
-  const auto time = rings.wait(sums, report);
-  report.allreduce_seconds += time.since_start;
-  report.exposed_comm_seconds += time.blocked;
-}
-
 /// The flagged rank with the lowest number: the first whose replica stands at the step.
 int64_t find_donor(const std::shared_ptr<compute::mlm_trainer>& trainer, worker_rings& rings, sync_rounds& rounds,
                    const replica_copy& copy, messages::window_report& report) {
@@ -35,7 +21,9 @@ int64_t find_donor(const std::shared_ptr<compute::mlm_trainer>& trainer, worker_
   (*flags)[rank] = trainer->optimizer_steps() == copy.to_step ? 1 : 0;
   for (std::size_t f = 0; f < fragments; ++f)
     (*flags)[(1 + f) * world + rank] = trainer->round_weight(static_cast<int64_t>(f));
-  sum_on_ring_zero(rings, flags, copy.step, report);
+  allreduce_sums sums;
+  rings.start_host_sum(sums, flags, copy.step);
+  rings.wait_for_allreduce(sums, report);
   const auto first = flags->begin();
   const auto donor = std::find(first, first + static_cast<std::ptrdiff_t>(world), 1.0) - first;
   if (donor == static_cast<std::ptrdiff_t>(world))
@@ -63,9 +51,7 @@ void copy_replicas(const std::shared_ptr<compute::mlm_trainer>& trainer, worker_
     allreduce_sums sums;
     rings.start_slices(sums, carrier.data_ptr<float>(), static_cast<std::size_t>(carrier.numel()),
                        io::wire_format::fp32, trainer, copy.step);
-    const auto time = rings.wait(sums, report);
-    report.allreduce_seconds += time.since_start;
-    report.exposed_comm_seconds += time.blocked;
+    rings.wait_for_allreduce(sums, report);
     buffer.copy_(carrier);
   }
   trainer->discard_window();

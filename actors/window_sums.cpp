@@ -53,9 +53,7 @@ class statistics_sums final : public ring_window_sums {
 
   compute::window_totals sum_window(const window_closing& closing, messages::window_report& report) override {
     if (pending_.sums.empty()) send(closing);  // not sent during the backward pass
-    const auto time = setup_.replica.rings->wait(pending_, report);
-    report.allreduce_seconds += time.since_start;
-    report.exposed_comm_seconds += time.blocked;
+    setup_.replica.rings->wait_for_allreduce(pending_, report);
     auto totals = take_statistics(report);
     const int64_t total_weight = compute::loss_weight(totals, setup_.fine_tuning);
     if (total_weight > 0) totals = compute::with_losses_scaled(totals, 1.0 / static_cast<double>(total_weight));
@@ -87,11 +85,7 @@ void ring_window_sums::pack_statistics(const compute::window_totals& mine, bool 
 }
 
 void ring_window_sums::start_statistics(allreduce_sums& into, int64_t step) {
-  reduce_request request;
-  request.statistics = statistics_->data();
-  request.statistic_count = statistics_->size();
-  request.statistics_owner = statistics_;
-  setup_.replica.rings->start(into, 0, std::move(request), step);
+  setup_.replica.rings->start_host_sum(into, statistics_, step);
 }
 
 /// Every rank compares every rank's hash with rank 0's (the writer's), so all of them report

@@ -80,6 +80,15 @@ void worker_rings::start_slices(allreduce_sums& into, const std::vector<int>& ri
   }
 }
 
+void worker_rings::start_host_sum(allreduce_sums& into, const std::shared_ptr<std::vector<double>>& values,
+                                  int64_t step) {
+  reduce_request request;
+  request.statistics = values->data();
+  request.statistic_count = values->size();
+  request.statistics_owner = values;
+  start(into, 0, std::move(request), step);
+}
+
 void worker_rings::start_slices(allreduce_sums& into, float* data, std::size_t elements, io::wire_format wire,
                                 std::shared_ptr<const void> owner, int64_t step) {
   std::vector<int> rings(static_cast<std::size_t>(count()));
@@ -107,6 +116,14 @@ allreduce_time worker_rings::wait(allreduce_sums& sums, messages::window_report&
   const allreduce_time time{seconds(done - sums.started), seconds(done - waiting_since)};
   sums.sums.clear();
   return time;
+}
+
+void worker_rings::wait_for_allreduce(allreduce_sums& sums, messages::window_report& report,
+                                      clock::time_point exposed_since) const {
+  if (sums.sums.empty()) return;  // a world of one: nothing to wait for or count
+  const auto time = wait(sums, report);
+  report.allreduce_seconds += time.since_start;
+  report.exposed_comm_seconds += seconds(clock::now() - exposed_since);
 }
 
 }  // namespace troupe::actors

@@ -79,6 +79,9 @@ class worker_rings {
   /// i-th of them sums slice i (io::ring_slice).
   void start_slices(allreduce_sums& into, const std::vector<int>& rings, float* data, std::size_t count,
                     io::wire_format wire, std::shared_ptr<const void> owner, int64_t step, const std::string& what = {});
+  /// Ring 0's sum of the doubles `values` holds (window statistics, a replica copy's flags), which
+  /// it keeps alive.
+  void start_host_sum(allreduce_sums& into, const std::shared_ptr<std::vector<double>>& values, int64_t step);
   /// The same over every ring.
   void start_slices(allreduce_sums& into, float* data, std::size_t count, io::wire_format wire,
                     std::shared_ptr<const void> owner, int64_t step);
@@ -90,6 +93,11 @@ class worker_rings {
   /// seconds, bytes and link timing to `report`; throws sum_failed. Leaves `sums` empty. With
   /// nothing started it returns at once and touches nothing (a world of one).
   allreduce_time wait(allreduce_sums& sums, messages::window_report& report) const;
+  /// wait() for an allreduce the window stands still for: its time from the first sum counts as
+  /// the report's allreduce_seconds, and from `exposed_since` (by default the start of this
+  /// wait) as its exposed_comm_seconds.
+  void wait_for_allreduce(allreduce_sums& sums, messages::window_report& report,
+                          std::chrono::steady_clock::time_point exposed_since = std::chrono::steady_clock::now()) const;
 
  private:
   /// How long a reply may take: the ring's own timeout (naming the peer) fires first.

@@ -95,7 +95,7 @@ struct refuse_join {
 };
 /// Every waiting join of the generation gets this plan (encoded).
 struct send_plan {
-  /// (member, its plan encoded): cluster::plan_for_member, in the plan's member order.
+  /// (member, its plan encoded): cluster::encode_member_plans, in the plan's member order.
   std::vector<std::pair<std::string, std::string>> bytes_by_member;
 };
 /// Tell `to` (members not yet joined) to stop their window and join `generation`.

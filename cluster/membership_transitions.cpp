@@ -197,10 +197,7 @@ void send_plan_now(step_context& context) {
   }
   state.plan = plan.members;
   state.start_steps = plan.start_steps;
-  send_plan sending;
-  for (const auto& member : plan.members)
-    sending.bytes_by_member.emplace_back(member.node, encode_plan(plan_for_member(plan, member.node)));
-  context.effects.push_back(std::move(sending));
+  context.effects.push_back(send_plan{encode_member_plans(std::move(plan))});
 }
 
 /// Takes `node` out of the job and starts the next generation; `planned`: the current

@@ -34,7 +34,7 @@ void set_endpoints(capnp::List<schema::WorkerEndpoints>::Builder out, const work
 }
 
 /// `absent_allowed` (plans): a worker may list no addresses at all, one its receiver does not
-/// need (plan_for_member).
+/// need (encode_member_plans).
 worker_endpoints get_endpoints(capnp::List<schema::WorkerEndpoints>::Reader in, std::size_t expected_rings,
                                const std::string& where, bool absent_allowed = false) {
   worker_endpoints endpoints;
@@ -171,20 +171,34 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
   });
 }
 
-cluster_plan plan_for_member(const cluster_plan& plan, const std::string& node) {
-  const auto& member = plan.member(node);
-  std::vector<bool> needed(static_cast<std::size_t>(plan.world), false);
+namespace {
+
+/// The ranks whose addresses `member` needs: its own, and their neighbours in every ring.
+std::vector<int> ranks_needed_by(const cluster_plan& plan, const plan_member& member) {
+  std::vector<int> needed;
   for (int rank = member.first_rank; rank < member.first_rank + member.workers; ++rank) {
-    needed[static_cast<std::size_t>(rank)] = true;
+    needed.push_back(rank);
     for (int ring = 0; ring < static_cast<int>(plan.ring_orders.size()); ++ring) {
-      needed[static_cast<std::size_t>(plan.previous(ring, rank))] = true;
-      needed[static_cast<std::size_t>(plan.next(ring, rank))] = true;
+      needed.push_back(plan.previous(ring, rank));
+      needed.push_back(plan.next(ring, rank));
     }
   }
-  cluster_plan trimmed = plan;
-  for (std::size_t rank = 0; rank < trimmed.endpoints.size(); ++rank)
-    if (!needed[rank]) trimmed.endpoints[rank].clear();
-  return trimmed;
+  return needed;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_plan plan) {
+  const auto endpoints = std::move(plan.endpoints);
+  plan.endpoints.assign(endpoints.size(), {});
+  std::vector<std::pair<std::string, std::string>> plans;
+  for (const auto& member : plan.members) {
+    const auto needed = ranks_needed_by(plan, member);
+    for (const int rank : needed) plan.endpoints[static_cast<std::size_t>(rank)] = endpoints[static_cast<std::size_t>(rank)];
+    plans.emplace_back(member.node, encode_plan(plan));
+    for (const int rank : needed) plan.endpoints[static_cast<std::size_t>(rank)].clear();
+  }
+  return plans;
 }
 
 std::string encode_plan(const cluster_plan& plan) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/comm/transport.hpp"
@@ -51,7 +52,7 @@ struct cluster_plan {
   int world = 0;
   std::vector<std::vector<int>> ring_orders;  ///< one permutation of 0..world-1 per ring
   uint64_t chunk_bytes = 0;
-  /// Indexed by global rank, then ring. As a member receives it (plan_for_member), only its own
+  /// Indexed by global rank, then ring. As a member receives it (encode_member_plans), only its own
   /// ranks and their ring neighbours have addresses; every other rank's list is empty.
   worker_endpoints endpoints;
   uint64_t generation = 0;                    ///< see docs/faults.md: nothing of an older one is applied
@@ -81,11 +82,13 @@ std::string encode_join(const join_request& join);
 /// Throws troupe::error naming `sender` when the bytes are not a well-formed join request.
 join_request decode_join(const std::string& bytes, const std::string& sender);
 
-/// The plan as member `node` needs it: the addresses of its own ranks and of their neighbours in
-/// every ring, none of the others'. A plan names every member's endpoints for one reason, so
-/// that each can connect to its ring neighbours; sent whole to every member it is O(N) bytes to
-/// each of N members, a generation's O(N²) (docs/benchmarks.md#membership-at-scale-issue-54).
-cluster_plan plan_for_member(const cluster_plan& plan, const std::string& node);
+/// (member, its plan encoded) for every member of `plan`, in member order: each as that member
+/// needs it, with the addresses of its own ranks and of their neighbours in every ring and none
+/// of the others'. A plan names every member's endpoints for one reason, so that each can
+/// connect to its ring neighbours; sent whole to every member it is O(N) bytes to each of N
+/// members, a generation's O(N²) (docs/benchmarks.md#membership-at-scale-issue-54). The
+/// addresses are copied only where a member needs them.
+std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_plan plan);
 
 std::string encode_plan(const cluster_plan& plan);
 cluster_plan decode_plan(const std::string& bytes, const std::string& sender);

@@ -95,7 +95,7 @@ std::vector<Effect> effects_of(const std::vector<membership_effect>& effects) {
   return found;
 }
 
-/// Member `node`'s plan in a send_plan effect (each member gets its own, cluster::plan_for_member).
+/// Member `node`'s plan in a send_plan effect (each member gets its own, cluster::encode_member_plans).
 std::string plan_of(const send_plan& sending, const std::string& node) {
   for (const auto& [member, bytes] : sending.bytes_by_member)
     if (member == node) return bytes;
