@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/event_log.hpp"
+#include "io/comm/heartbeat_receiver.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
 #include "messages/error_code.hpp"
@@ -92,16 +93,10 @@ void coordinator_state::carry_out(const cluster::membership_effect& effect) {
 
 void coordinator_state::forget_departed_members() {
   const auto& state = membership_state();
-  for (auto sender = heartbeat_senders.begin(); sender != heartbeat_senders.end();) {
-    if (state.members.count(sender->first) != 0) {
-      ++sender;
-      continue;
-    }
-    fenced.insert(sender->second);
-    sender = heartbeat_senders.erase(sender);
-  }
-  for (auto heard = last_heard.begin(); heard != last_heard.end();)
-    heard = state.members.count(heard->first) != 0 ? std::next(heard) : last_heard.erase(heard);
+  const auto& nodes = settings.manifest.nodes;
+  settings.heartbeats->set_generation(state.generation);
+  for (std::size_t index = 0; index < nodes.size(); ++index)
+    if (state.members.count(nodes[index].name) == 0) settings.heartbeats->fence(index, state.generation);
   // A lost node's join, or one of a generation whose plan went out, waits for nothing any more.
   for (auto join = waiting_joins.begin(); join != waiting_joins.end();)
     join = state.joins.count(join->first) != 0 && join->second.pending() ? std::next(join) : waiting_joins.erase(join);
@@ -159,6 +154,7 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   waiting_joins[node] = reply;
   std::string refusal;
   const bool restarted = join.restarted;
+  const auto incarnation = join.incarnation;
   const auto event = restarted ? cluster::membership_event(cluster::restarted_join_event{std::move(join)})
                                : cluster::membership_event(cluster::join_event{std::move(join)});
   if (!apply(event, &refusal) || !refusal.empty()) {
@@ -171,7 +167,7 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
     return reply;
   }
   if (previous_manager != sender) self->monitor(sender);
-  last_heard[node] = std::chrono::steady_clock::now();
+  settings.heartbeats->admit(node_indices.at(node), incarnation);
   return reply;
 }
 
@@ -191,30 +187,28 @@ void coordinator_state::on_down(const caf::down_msg& down) {
     }
 }
 
-caf::result<void> coordinator_state::on_heartbeat(const std::string& node) {
-  const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (membership_state().members.count(node) == 0) {
-    // The process that was declared lost is fenced; a restarted one (not yet admitted) is not.
-    if (fenced.count(sender) == 0) return caf::unit;
-    return cluster_failure(detail::concat("node ", node,
-                                          " is no longer part of the job: it was declared lost before generation ",
-                                          membership_state().generation));
-  }
-  heartbeat_senders[node] = sender;
-  if (auto heard = last_heard.find(node); heard != last_heard.end()) heard->second = std::chrono::steady_clock::now();
-  return caf::unit;
-}
+/// Lifeguard's "local health", at its simplest: a receiver that has not run for a while (this
+/// process frozen or starved of CPU) has beats queued that it has not read, and every member
+/// would look silent; nobody is declared dead until it has caught up.
+constexpr auto receiver_health = std::chrono::milliseconds(250);
 
 void coordinator_state::check_heartbeats() {
   const auto& timeouts = settings.manifest.timeouts;
   self->delayed_send(self, timeouts.heartbeat_period, heartbeat_check_atom::value);
   const auto& state = membership_state();
   if (state.phase == cluster::coordinator_phase::released) return;
+  if (!settings.heartbeats->serviced_within(receiver_health)) {
+    spdlog::warn("the head's heartbeat receiver has not run for over {} ms: nobody is declared silent until it has "
+                 "caught up",
+                 receiver_health.count());
+    return;
+  }
   const auto now = std::chrono::steady_clock::now();
-  for (const auto& [name, heard] : last_heard) {
-    if (state.finished.count(name) != 0 || now - heard <= timeouts.heartbeat) continue;
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard).count();
-    const auto node = name;  // apply() may erase the entry
+  for (const auto& name : state.members) {
+    const auto heard = settings.heartbeats->last_heard(node_indices.at(name));
+    if (!heard || state.finished.count(name) != 0 || now - *heard <= timeouts.heartbeat) continue;
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - *heard).count();
+    const auto node = name;  // apply() changes the members
     apply(cluster::heartbeat_silence_event{node, silent, members_heard_from(node)});
     return;
   }
@@ -237,9 +231,9 @@ std::size_t coordinator_state::members_heard_from(const std::string& except) con
   std::size_t heard = 0;
   for (const auto& name : membership_state().members) {
     if (name == except) continue;
-    const auto last = last_heard.find(name);
-    const bool recent = last == last_heard.end() ||  // the head's own node sends no heartbeats to itself
-                        now - last->second < settings.manifest.timeouts.heartbeat / 2;
+    const auto last = settings.heartbeats->last_heard(node_indices.at(name));
+    const bool recent = !last ||  // not admitted yet: its join is what the generation waits for
+                        now - *last < settings.manifest.timeouts.heartbeat / 2;
     if (recent) ++heard;
   }
   return heard;
@@ -249,6 +243,8 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   auto& state = self->state;
   state.self = self;
   state.settings = std::move(settings);
+  for (std::size_t index = 0; index < state.settings.manifest.nodes.size(); ++index)
+    state.node_indices.emplace(state.settings.manifest.nodes[index].name, index);
   state.membership = std::make_unique<cluster::membership_machine>(
       cluster::membership_rules{state.settings.manifest, state.settings.config_hash});
   // Generation 0's join deadline; later generations' are the machine's (arm_join_deadline).
@@ -262,7 +258,6 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       },
       [self](join_deadline_atom, uint64_t generation) { self->state.apply(cluster::join_deadline_event{generation}); },
       [self](release_deadline_atom) { self->state.apply(cluster::release_deadline_event{}); },
-      [self](messages::heartbeat_atom, const std::string& node) { return self->state.on_heartbeat(node); },
       [self](messages::metrics_atom, std::string& bytes) -> caf::result<caf::message> {
         const auto& hub = self->state.settings.metrics_hub;
         if (!hub) return caf::make_message(caf::unit);

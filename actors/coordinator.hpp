@@ -6,7 +6,7 @@
 /// docs/architecture.md#the-coordinators-transition-table); this actor turns messages, down
 /// notices and timers into the machine's events, carries out the effects it returns, and keeps
 /// what only a running process can hold: who each node's actor is, the joins waiting for their
-/// plan, and when each member was last heard from.
+/// plan; when each member was last heard from is the heartbeat receiver's (io/comm/heartbeat_receiver.hpp).
 
 #include <caf/fwd.hpp>
 #include <caf/result.hpp>
@@ -17,12 +17,16 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cluster/manifest.hpp"
 #include "cluster/membership_machine.hpp"
+
+namespace troupe::io {
+class heartbeat_receiver;
+}
 
 namespace troupe::actors {
 
@@ -32,6 +36,9 @@ struct coordinator_settings {
   std::filesystem::path events;        ///< RUN_DIR/events.jsonl (actors/event_log.hpp), or empty
   std::string secret;                  ///< joins must carry it (cluster::job_secret_variable); "": any
   caf::actor metrics_hub;              ///< where the nodes' metrics batches go (actors/metrics_hub.hpp)
+  /// The head's heartbeat datagrams, received on a thread of their own (made by whoever starts
+  /// the coordinator, so that a port already taken is an error before anything runs).
+  std::shared_ptr<io::heartbeat_receiver> heartbeats;
 };
 
 /// The coordinator's state: the membership machine, and around it what only the running actor
@@ -46,17 +53,14 @@ struct coordinator_state {
 
   std::map<std::string, caf::actor_addr> managers;  ///< each node's side of the rendezvous (monitored)
   std::map<std::string, caf::response_promise> waiting_joins;  ///< this generation's joins, until the plan
-  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  ///< by member: its last heartbeat
-  std::map<std::string, caf::actor_addr> heartbeat_senders;  ///< by member: the actor its heartbeats come from
-  std::set<caf::actor_addr> fenced;  ///< heartbeat senders of lost nodes: answered with an error
+  std::unordered_map<std::string, std::size_t> node_indices;   ///< each node's index in the manifest
 
   caf::result<std::string> on_join(const std::string& bytes);
   void on_finished(const std::string& node, uint64_t node_generation);
   void on_down(const caf::down_msg& down);
-  caf::result<void> on_heartbeat(const std::string& node);
   /// Every heartbeat period: a member that has neither finished nor been heard from within
   /// timeouts.heartbeat is reported silent to the machine (a crashed host, a frozen or
-  /// partitioned process).
+  /// partitioned process) — unless the head's own receiver fell behind (then nobody is).
   void check_heartbeats();
   /// The last plan's members still heard from within half of timeouts.heartbeat_ms, but `except`.
   std::size_t members_heard_from(const std::string& except) const;
@@ -69,7 +73,7 @@ struct coordinator_state {
   /// the event in the current phase. `refusal`: where a refused join's reason goes.
   bool apply(const cluster::membership_event& event, std::string* refusal = nullptr);
   void carry_out(const cluster::membership_effect& effect);
-  /// Lost members' heartbeat senders are fenced; replies no generation waits for are dropped.
+  /// Lost members' processes are fenced at the heartbeat receiver; replies no generation waits for are dropped.
   void forget_departed_members();
   /// Each join that waits for a plan gets its member's.
   void deliver_plan(const std::vector<std::pair<std::string, std::string>>& bytes_by_member);
@@ -100,9 +104,10 @@ struct coordinator_state {
 ///     nodes, and the coordinator quits with errc::cluster_failed.
 ///   ← (metrics_atom, MetricsBatch bytes) → delegated to the metrics hub, which answers unit
 ///     (one published actor per job: the nodes reach the hub through the coordinator)
-///   ← (heartbeat_atom, node) from every member every timeouts.heartbeat_period_ms → unit; a
-///     node that is no longer a member is answered with an error, so it stops (fencing a node
-///     declared dead that was only frozen or cut off).
+///   Heartbeats are not messages to this actor: each node's process sends datagrams to the
+///     heartbeat receiver on head.port (UDP), which the join's incarnation admits; a process
+///     that is no longer a member is echoed `fenced`, so it stops (a node declared dead that was
+///     only frozen or cut off). docs/cluster.md#heartbeats.
 caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordinator_settings settings);
 
 }  // namespace troupe::actors

@@ -4,14 +4,17 @@
 #include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <random>
 #include <thread>
 
 #include "actors/coordinator.hpp"
 #include "actors/event_log.hpp"
+#include "actors/node_heartbeats.hpp"
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/node_machine.hpp"
 #include "cluster/plan.hpp"
 #include "cluster/ring_links.hpp"
+#include "io/comm/heartbeat_receiver.hpp"
 #include "io/comm/link_probe.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 #ifdef TROUPE_HAS_NCCL
@@ -48,64 +51,11 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
                    " s (timeouts.join_s): ", last_error);
 }
 
-// Heartbeats, both ways. Every `period` a node's heartbeat actor asks the coordinator "alive"
-// (a request): the coordinator notes the node alive and answers. It runs on CAF's scheduler
-// threads, apart from the workers' and reducers' own, so a busy window does not delay it:
-//  - a stopped or crashed node stops asking, and the head declares it dead after `timeout`
-//    (coordinator_state::check_heartbeats);
-//  - a head that stops answering (frozen: its connection stays open, so no down message comes)
-//    lets this node's requests time out after `timeout`: the node tells its own session to stop,
-//    naming the head, and asks no more.
-//  A node that cannot reach the head any more fences itself: it stops training at once, says so
-//  in its log and in RUN_DIR/events.jsonl ("self_fenced"; its log may be stuck behind a dead ssh
-//  link, the shared run directory is not), and spends no time on goodbyes the head cannot hear.
-//  A fenced node (by itself or by the head) that has not ended `fence_grace` later ends itself.
-constexpr std::chrono::seconds fence_grace{3};
-
-struct heartbeat_settings {
-  caf::actor coordinator;
-  std::string node;
-  std::chrono::milliseconds period, timeout;
-  caf::actor session;
-  std::string head;
-  std::shared_ptr<std::atomic<int64_t>> to_drop;
-  std::shared_ptr<std::atomic<bool>> head_silent;  ///< set when the head stopped answering
-  std::filesystem::path events;
-};
-
-caf::behavior heartbeat_sender(caf::event_based_actor* self, heartbeat_settings settings) {
-  const auto& [coordinator, node, period, timeout, session, head, to_drop, head_silent, events] = settings;
-  self->send(self, messages::heartbeat_atom::value);
-  return {
-      [=](messages::heartbeat_atom) {
-        if (to_drop->load() > 0) {  // fault injection: this heartbeat is lost
-          --*to_drop;
-          self->delayed_send(self, period, messages::heartbeat_atom::value);
-          return;
-        }
-        self->request(coordinator, timeout, messages::heartbeat_atom::value, node)
-            .then([] {},
-                  [=](caf::error& failure) {
-                    std::string reason;
-                    if (failure == caf::sec::request_timeout) {
-                      reason = "the head at " + head + " stopped answering: no heartbeat reply for " +
-                               std::to_string(timeout.count()) + " ms (timeouts.heartbeat_ms); node " + node +
-                               " stops training (self-fenced)";
-                      head_silent->store(true);
-                      record_event(events, {{"event", "self_fenced"}, {"node", node}, {"reason", reason}});
-                      spdlog::error("node {}: {}", node, reason);
-                    }
-                    else if (failure.category() == caf::atom("troupe"))  // fenced: declared lost
-                      reason = self->system().render(failure);
-                    else
-                      return;  // a head that left says so itself
-                    end_process_after(fence_grace, events, node, 1);
-                    self->send(session, messages::abort_atom::value, reason);
-                    self->quit();
-                  });
-        self->delayed_send(self, period, messages::heartbeat_atom::value);
-      },
-  };
+/// A number no other process of this job is likely to draw: tells this process's heartbeats
+/// from those of the process that had its name before (a restarted node).
+uint64_t new_incarnation() {
+  std::random_device entropy;
+  return (uint64_t{entropy()} << 32) ^ entropy() ^ 1;  // never 0
 }
 
 }  // namespace
@@ -116,7 +66,7 @@ cluster_membership::stopped_on_destruction::~stopped_on_destruction() {
 
 cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash,
                                        const std::filesystem::path& events, std::optional<metrics_hub_settings> hub)
-    : node_(node), job_hash_(job_hash) {
+    : node_(node), job_hash_(job_hash), incarnation_(new_incarnation()) {
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
   const auto& spec = m.nodes[index];
@@ -148,7 +98,16 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
       hub->limits.straggler = {m.faults.straggler_share, m.faults.straggler_windows, m.faults.straggler_min_seconds};
       hub_.actor = start_metrics_hub(system, std::move(*hub)).actor;
     }
-    coordinator_ = system.spawn(coordinator, coordinator_settings{m, job_hash, events, job_secret(), hub_.actor});
+    std::shared_ptr<io::heartbeat_receiver> heartbeats;
+    try {
+      heartbeats = std::make_shared<io::heartbeat_receiver>(static_cast<uint16_t>(m.head_port),
+                                                            cluster::is_local_host(m.head_host) ? "127.0.0.1" : "",
+                                                            probe_token(), m.nodes.size());
+    } catch (const error& e) {
+      throw make_error(m.source, ": head.port: ", e.what());
+    }
+    coordinator_ = system.spawn(coordinator,
+                                coordinator_settings{m, job_hash, events, job_secret(), hub_.actor, heartbeats});
     const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
     auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
@@ -161,10 +120,13 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   if (!is_head_) coordinator_ = reach_coordinator(system, m);
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
-  heartbeat_.actor = system.spawn(heartbeat_sender,
-                                  heartbeat_settings{coordinator_, spec.name, m.timeouts.heartbeat_period,
-                                                     m.timeouts.heartbeat, caf::actor_cast<caf::actor>(self),
-                                                     head_address(m), heartbeats_to_drop_, head_silent_, events});
+  io::heartbeat_sender_settings datagrams{m.head_host,      static_cast<uint16_t>(m.head_port),
+                                          probe_token(),    incarnation_,
+                                          static_cast<uint32_t>(index), m.timeouts.heartbeat_period,
+                                          m.timeouts.heartbeat, heartbeats_to_drop_};
+  heartbeats_ = std::make_unique<node_heartbeats>(
+      system, node_heartbeat_settings{spec.name, head_address(m), std::move(datagrams), coordinator_,
+                                      caf::actor_cast<caf::actor>(self), head_silent_, events});
   join(0, 0, node.restarted);
 }
 
@@ -203,6 +165,7 @@ cluster::join_request cluster_membership::join_request_for(uint64_t generation, 
   join.restarted = restarted;
   if (const char* secret = std::getenv(cluster::job_secret_variable)) join.secret = secret;
   join.probe_port = probe_responder_->port();
+  join.incarnation = incarnation_;
   const bool nccl = m.transport == "nccl";
   for (std::size_t local = 0; local < transports.size(); ++local) {
     auto& worker = transports[local];
@@ -339,8 +302,7 @@ cluster_membership::~cluster_membership() {
     hub_.actor = nullptr;
   }
   watchdog.step("stopping the heartbeats");
-  if (heartbeat_.actor) caf::anon_send_exit(heartbeat_.actor, caf::exit_reason::user_shutdown);
-  heartbeat_.actor = nullptr;
+  heartbeats_.reset();
   coordinator_ = nullptr;
   role_ = cluster_role{};
   self_.reset();

@@ -22,6 +22,8 @@ class link_probe_responder;
 
 namespace troupe::actors {
 
+class node_heartbeats;
+
 struct node_identity {
   cluster::cluster_manifest manifest;  ///< from cluster::load_manifest (file_hash set)
   std::string name;            ///< this node's name in the manifest
@@ -75,6 +77,7 @@ class cluster_membership {
 
   node_identity node_;
   uint64_t job_hash_ = 0;
+  uint64_t incarnation_ = 0;  ///< this process's, in its joins and heartbeats (io/comm/heartbeat_datagram.hpp)
   std::shared_ptr<std::atomic<int64_t>> heartbeats_to_drop_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<std::atomic<bool>> partitioned_ = std::make_shared<std::atomic<bool>>(false);
   /// The head stopped answering heartbeats: this node fenced itself and tells the head nothing more.
@@ -97,7 +100,7 @@ class cluster_membership {
     ~stopped_on_destruction();
   };
   stopped_on_destruction hub_;        ///< the head's metrics hub
-  stopped_on_destruction heartbeat_;  ///< sends the head this node's heartbeats
+  std::unique_ptr<node_heartbeats> heartbeats_;  ///< this node's heartbeats (stopped before the actor system goes)
 };
 
 /// xxh64 of the job config as given (what the head compares).

@@ -127,11 +127,10 @@ int64_t cluster_manifest::world_size() const {
 }
 
 std::size_t cluster_manifest::node_index(const std::string& name) const {
-  std::string known;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
+  for (std::size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].name == name) return i;
-    known += (i ? ", " : "") + nodes[i].name;
-  }
+  std::string known;
+  for (std::size_t i = 0; i < nodes.size(); ++i) known += (i ? ", " : "") + nodes[i].name;
   throw make_error(source, ": no node called \"", name, "\" (nodes: ", known, ")");
 }
 

@@ -137,6 +137,7 @@ std::string encode_join(const join_request& join) {
   out.setCommittedSteps(join.committed_steps);
   out.setRestarted(join.restarted);
   out.setProbePort(join.probe_port);
+  out.setIncarnation(join.incarnation);
   out.setSecret(kj::arrayPtr(reinterpret_cast<const kj::byte*>(join.secret.data()), join.secret.size()));
   set_nccl_ids(out.initNcclIds(join.nccl_ids.size()), join.nccl_ids);
   return messages::flat_message_bytes<std::string>(message);
@@ -161,6 +162,7 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
     join.committed_steps = in.getCommittedSteps();
     join.restarted = in.getRestarted();
     join.probe_port = in.getProbePort();
+    join.incarnation = in.getIncarnation();
     if (in.getSecret().size() > max_address_bytes)
       throw make_error("join request from ", sender, ": a secret of ", in.getSecret().size(), " bytes");
     join.secret.assign(reinterpret_cast<const char*>(in.getSecret().begin()), in.getSecret().size());

@@ -13,7 +13,8 @@
 
 namespace troupe::cluster {
 
-inline constexpr uint32_t cluster_protocol_version = 2;  ///< 2: generations and members
+/// 2: generations and members; 3: heartbeats as datagrams, joins carry the process's incarnation
+inline constexpr uint32_t cluster_protocol_version = 3;
 
 /// endpoints[w][r]: worker w's reducer address for ring r.
 using worker_endpoints = std::vector<std::vector<io::transport_address>>;
@@ -32,6 +33,7 @@ struct join_request {
   std::string secret;           ///< the job's secret (job_secret_variable), or empty
   std::vector<nccl_id> nccl_ids;  ///< transport "nccl": one per ring, made by this node; else empty
   uint16_t probe_port = 0;        ///< where the node answers link probes (io/comm/link_probe.hpp)
+  uint64_t incarnation = 0;       ///< random per process: what its heartbeats carry
 };
 
 /// TROUPE_JOB_SECRET: a random value `troupe launch` generates per job and hands its nodes in

@@ -37,8 +37,6 @@ using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using finished_atom = caf::atom_constant<caf::atom("finished")>;
 /// coordinator → node: (release_atom) once every node finished; nodes may exit.
 using release_atom = caf::atom_constant<caf::atom("release")>;
-/// node → coordinator: (heartbeat_atom, node name) every timeouts.heartbeat_period_ms.
-using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 /// coordinator → node: (membership_atom, generation, reason) when a node was lost and the
 /// survivors go on (faults.policy "elastic"): stop the window in flight and join `generation`.
 using membership_atom = caf::atom_constant<caf::atom("members")>;

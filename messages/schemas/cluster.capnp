@@ -24,6 +24,8 @@ struct JoinRequest {
   ncclIds @9 :List(Data);      # transport "nccl": one 128-byte ncclUniqueId per ring, made by this node
                                # (whose process then hosts that ring's NCCL bootstrap); empty otherwise
   probePort @10 :UInt16;       # the UDP port the node answers link probes on (io/comm/link_probe.hpp)
+  incarnation @11 :UInt64;     # random per node process: its heartbeat datagrams carry it
+                               # (io/comm/heartbeat_datagram.hpp)
 }
 
 struct RingOrder {

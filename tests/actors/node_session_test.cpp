@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cluster/plan.hpp"
+#include "io/comm/heartbeat_receiver.hpp"
 #include "io/os/local_port.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error_code.hpp"
@@ -56,7 +57,6 @@ caf::behavior stand_in_head(caf::event_based_actor* self, head_script script) {
         if (!script.refuse.empty()) return messages::make_error(messages::errc::cluster_failed, script.refuse);
         return plan_for(join, script);
       },
-      [](messages::heartbeat_atom, const std::string&) {},
       [self](messages::finished_atom, const std::string&, uint64_t) {
         self->send(caf::actor_cast<caf::actor>(self->current_sender()), messages::release_atom::value);
       },
@@ -82,7 +82,10 @@ class node_session_test : public ::testing::Test {
                            {"oversubscribe", true},
                            {"timeouts", {{"join_s", join_s}}}};
     port_ = std::to_string(port);
-    return {cluster::parse_manifest(manifest, "m.json"), "b"};
+    node_identity node{cluster::parse_manifest(manifest, "m.json"), "b"};
+    // Its heartbeat receiver echoes b's beats (b is never admitted: "not a member" says the head is alive).
+    if (publish) heartbeats_ = std::make_unique<io::heartbeat_receiver>(port, "127.0.0.1", 1 ^ node.manifest.file_hash, 2);
+    return node;
   }
 
   void TearDown() override {
@@ -98,6 +101,7 @@ class node_session_test : public ::testing::Test {
     }
   }
 
+  std::unique_ptr<io::heartbeat_receiver> heartbeats_;
   caf::actor_system_config config_;
   std::unique_ptr<caf::actor_system> system_;
   caf::actor head_;

@@ -24,6 +24,7 @@
 #include "actors/event_log.hpp"
 #include "actors/training_session.hpp"
 #include "cluster/manifest.hpp"
+#include "io/comm/heartbeat_receiver.hpp"
 #include "io/os/child_process.hpp"
 #include "io/os/file_util.hpp"
 #include "io/os/local_port.hpp"
@@ -170,8 +171,12 @@ class membership_run {
     actors::configure_actor_system(system_config_);
     system_config_.load<caf::io::middleman>();
     system_ = std::make_unique<caf::actor_system>(system_config_);
-    coordinator_ = system_->spawn(actors::coordinator,
-                                  actors::coordinator_settings{manifest_, 1, scratch_ / "events.jsonl", "", {}});
+    // As the head's node does (actors/node_session.cpp): job hash 1 ^ the manifest's is the token.
+    const auto heartbeats = std::make_shared<io::heartbeat_receiver>(static_cast<uint16_t>(manifest_.head_port),
+                                                                     "127.0.0.1", 1 ^ manifest_.file_hash,
+                                                                     manifest_.nodes.size());
+    coordinator_ = system_->spawn(
+        actors::coordinator, actors::coordinator_settings{manifest_, 1, scratch_ / "events.jsonl", "", {}, heartbeats});
     const auto port = system_->middleman().publish(coordinator_, static_cast<uint16_t>(manifest_.head_port),
                                                    "127.0.0.1", true);
     if (!port) throw make_error("bench membership: cannot listen on port ", manifest_.head_port, ": ",

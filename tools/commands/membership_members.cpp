@@ -17,6 +17,7 @@
 #include "actors/training_session.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/plan.hpp"
+#include "io/comm/heartbeat_sender.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -40,13 +41,13 @@ class line_writer {
 struct member_settings {
   caf::actor coordinator;
   cluster::join_request join;  ///< generation 0's; later generations change only the generation
-  std::chrono::milliseconds period, timeout;
   line_writer* out = nullptr;
 };
 
 std::string unix_now() { return std::to_string(actors::unix_seconds()); }
 
-/// A node's membership without its training: joins, heartbeats, follows generations.
+/// A node's membership without its training: joins, follows generations (its heartbeats are
+/// its process part's).
 caf::behavior simulated_member(caf::event_based_actor* self, member_settings s) {
   auto join = [self, s](uint64_t generation) {
     auto request = s.join;
@@ -64,17 +65,7 @@ caf::behavior simulated_member(caf::event_based_actor* self, member_settings s) 
             });
   };
   join(0);
-  self->send(self, messages::heartbeat_atom::value);
   return {
-      [self, s](messages::heartbeat_atom) {
-        self->request(s.coordinator, s.timeout, messages::heartbeat_atom::value, s.join.node)
-            .then([] {},
-                  [self, s](caf::error& failure) {
-                    s.out->say("ended " + s.join.node + " heartbeat: " + self->system().render(failure));
-                    self->quit();
-                  });
-        self->delayed_send(self, s.period, messages::heartbeat_atom::value);
-      },
       [join](messages::membership_atom, uint64_t generation, const std::string&) { join(generation); },
       [self, s](messages::release_atom) {
         s.out->say("ended " + s.join.node + " released");
@@ -87,12 +78,34 @@ caf::behavior simulated_member(caf::event_based_actor* self, member_settings s) 
   };
 }
 
-/// One member: an actor system of its own, so a connection of its own to the head.
+/// One member: an actor system of its own, so a connection of its own to the head, and
+/// heartbeats of its own (a socket and a thread, as a node's: io/comm/heartbeat_sender.hpp).
 struct member_process_part {
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
   caf::actor actor;
+  std::unique_ptr<io::heartbeat_sender> heartbeats;  ///< stopped first: declared last
 };
+
+std::unique_ptr<io::heartbeat_sender> start_heartbeats(const cluster::cluster_manifest& manifest,
+                                                       const cluster::join_request& join, caf::actor member,
+                                                       line_writer& out) {
+  io::heartbeat_sender_settings s{manifest.head_host,
+                                  static_cast<uint16_t>(manifest.head_port),
+                                  join.config_hash ^ manifest.file_hash,
+                                  join.incarnation,
+                                  static_cast<uint32_t>(manifest.node_index(join.node)),
+                                  manifest.timeouts.heartbeat_period,
+                                  manifest.timeouts.heartbeat,
+                                  {}};
+  return std::make_unique<io::heartbeat_sender>(
+      s, [member, node = join.node, &out](io::heartbeat_loss loss, uint64_t generation) {
+        out.say("ended " + node + " heartbeat: " +
+                (loss == io::heartbeat_loss::fenced ? "fenced before generation " + std::to_string(generation)
+                                                    : std::string("the head stopped echoing")));
+        caf::anon_send_exit(member, caf::exit_reason::user_shutdown);
+      });
+}
 
 member_process_part start_member(const cluster::cluster_manifest& manifest, const cluster::join_request& join,
                                  line_writer& out) {
@@ -112,9 +125,8 @@ member_process_part start_member(const cluster::cluster_manifest& manifest, cons
   }
   if (!coordinator)
     throw make_error("member ", join.node, ": cannot reach the head: ", member.system->render(coordinator.error()));
-  member.actor = member.system->spawn(
-      simulated_member, member_settings{*coordinator, join, manifest.timeouts.heartbeat_period,
-                                        manifest.timeouts.heartbeat, &out});
+  member.actor = member.system->spawn(simulated_member, member_settings{*coordinator, join, &out});
+  member.heartbeats = start_heartbeats(manifest, join, member.actor, out);
   return member;
 }
 
@@ -126,6 +138,7 @@ cluster::join_request join_of(const cluster::cluster_manifest& manifest, const c
   join.node = spec.name;
   join.manifest_hash = manifest.file_hash;
   join.config_hash = 1;
+  join.incarnation = std::hash<std::string>{}(spec.name) | 1;
   for (int64_t w = 0; w < spec.workers; ++w)
     join.workers.emplace_back(static_cast<std::size_t>(manifest.rings.count), address);
   return join;
@@ -151,10 +164,14 @@ void run_membership_members(const membership_members_options& options) {
     const auto found = members.find(line.substr(5));
     if (found == members.end()) continue;
     out.say("killed " + found->first + " " + unix_now());
+    found->second.heartbeats.reset();
     caf::anon_send_exit(found->second.actor, caf::exit_reason::kill);
     members.erase(found);  // the actor system shuts down: its connection to the head closes
   }
-  for (auto& [name, member] : members) caf::anon_send_exit(member.actor, caf::exit_reason::user_shutdown);
+  for (auto& [name, member] : members) {
+    member.heartbeats.reset();
+    caf::anon_send_exit(member.actor, caf::exit_reason::user_shutdown);
+  }
 }
 
 }  // namespace troupe::tools

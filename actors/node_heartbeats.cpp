@@ -1,0 +1,66 @@
+#include "actors/node_heartbeats.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/event_log.hpp"
+#include "actors/shutdown_watchdog.hpp"
+#include "messages/atoms.hpp"
+
+namespace troupe::actors {
+namespace {
+
+constexpr std::chrono::seconds fence_grace{3};
+
+/// Notes when the head's coordinator goes down (its connection closed), then ends.
+caf::behavior head_watcher(caf::event_based_actor* self, caf::actor coordinator,
+                           std::shared_ptr<std::atomic<bool>> head_left) {
+  self->monitor(coordinator);
+  self->set_down_handler([self, head_left](caf::down_msg&) {
+    head_left->store(true);
+    self->quit();
+  });
+  return {[](caf::unit_t) {}};
+}
+
+io::heartbeat_sender::loss_handler fence_on_loss(const node_heartbeat_settings& s,
+                                                 std::shared_ptr<std::atomic<bool>> head_left) {
+  return [s, head_left](io::heartbeat_loss loss, uint64_t generation) {
+    if (head_left->load()) return;  // the head left and said why itself
+    const auto& node = s.node;
+    std::string reason;
+    if (loss == io::heartbeat_loss::head_silent) {
+      reason = "the head at " + s.head + " stopped answering: no heartbeat reply for " +
+               std::to_string(s.datagrams.timeout.count()) + " ms (timeouts.heartbeat_ms); node " + node +
+               " stops training (self-fenced)";
+      s.head_silent->store(true);
+      record_event(s.events, {{"event", "self_fenced"}, {"node", node}, {"reason", reason}});
+      spdlog::error("node {}: {}", node, reason);
+    } else {
+      reason = "node " + node + " is no longer part of the job: it was declared lost before generation " +
+               std::to_string(generation);
+      spdlog::error("{}", reason);
+    }
+    end_process_after(fence_grace, s.events, node, 1);
+    caf::anon_send(s.session, messages::abort_atom::value, reason);
+  };
+}
+
+}  // namespace
+
+node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings) {
+  watcher_ = system.spawn(head_watcher, settings.coordinator, head_left_);
+  try {
+    sender_ = std::make_unique<io::heartbeat_sender>(settings.datagrams, fence_on_loss(settings, head_left_));
+  } catch (...) {
+    caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+    throw;
+  }
+}
+
+node_heartbeats::~node_heartbeats() {
+  sender_.reset();
+  caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,59 @@
+#pragma once
+/// A node's heartbeats, and what it does when they find the head gone or itself fenced.
+///
+/// The beats are datagrams sent by a thread of their own (io/comm/heartbeat_sender.hpp), apart
+/// from the workers', the reducers' and CAF's, so a busy window does not delay them:
+///  - a stopped or crashed node stops beating, and the head declares it dead after
+///    timeouts.heartbeat_ms (actors/coordinator.hpp);
+///  - a head that stops echoing (frozen, or cut off from this node: its TCP connection stays
+///    open, so no down message comes) leaves this node without an echo for timeouts.heartbeat_ms:
+///    the node fences itself. It stops training at once, says so in its log and in
+///    RUN_DIR/events.jsonl ("self_fenced"; its log may be stuck behind a dead ssh link, the shared
+///    run directory is not), and spends no time on goodbyes the head cannot hear;
+///  - an echo saying this process was declared lost (it was frozen or cut off, and is back)
+///    stops it too;
+///  - a head that left (its connection closed: the job stopped or ended, and the node hears why
+///    from the head's last messages) is not a head gone silent: nothing is done.
+/// A fenced node (by itself or by the head) that has not ended `fence_grace` later ends itself.
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "io/comm/heartbeat_sender.hpp"
+
+namespace troupe::actors {
+
+struct node_heartbeat_settings {
+  std::string node;  ///< this node's name
+  std::string head;  ///< host:port, for messages
+  io::heartbeat_sender_settings datagrams;
+  caf::actor coordinator;  ///< watched: its connection closing means the head left
+  caf::actor session;      ///< told (abort_atom, reason) when the heartbeats fence this node
+  std::shared_ptr<std::atomic<bool>> head_silent;  ///< set when the head stopped echoing
+  std::filesystem::path events;                    ///< RUN_DIR/events.jsonl, or empty
+};
+
+class node_heartbeats {
+ public:
+  /// Starts beating. Throws troupe::error when the head's host does not resolve.
+  node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings);
+  /// Stops beating (no fencing after this returns).
+  ~node_heartbeats();
+  node_heartbeats(const node_heartbeats&) = delete;
+  node_heartbeats& operator=(const node_heartbeats&) = delete;
+
+  /// The beats' round trips since the last call (actors/training_session.hpp reports them per window).
+  io::heartbeat_round_trips take_round_trips() { return sender_->take_round_trips(); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> head_left_ = std::make_shared<std::atomic<bool>>(false);
+  caf::actor watcher_;
+  std::unique_ptr<io::heartbeat_sender> sender_;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,143 @@
+#include "io/comm/heartbeat_sender.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "io/comm/heartbeat_datagram.hpp"
+#include "io/comm/heartbeat_socket.hpp"
+#include "io/os/unique_fd.hpp"
+
+namespace troupe::io {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// Round trips kept between two looks (a look per window; beyond this, the oldest are dropped).
+constexpr std::size_t max_samples = 4096;
+
+std::uint64_t nanoseconds(clock::time_point at) {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count());
+}
+
+double percentile(std::vector<double>& sorted, double share) {
+  const auto at = static_cast<std::size_t>(share * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(at, sorted.size() - 1)];
+}
+
+}  // namespace
+
+struct heartbeat_sender::impl {
+  heartbeat_sender_settings settings;
+  loss_handler on_loss;
+  unique_fd socket;
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  std::vector<double> round_trips_ms;  // guarded by mutex
+  std::thread thread;
+
+  /// False when fault injection dropped the beat (it was never sent).
+  bool send_beat(std::uint64_t sequence) {
+    if (settings.to_drop && settings.to_drop->load() > 0) {  // fault injection: this beat is lost
+      --*settings.to_drop;
+      return false;
+    }
+    heartbeat_datagram beat;
+    beat.token = settings.token;
+    beat.incarnation = settings.incarnation;
+    beat.sequence = sequence;
+    beat.sent_ns = nanoseconds(clock::now());
+    beat.node = settings.node;
+    const auto bytes = encode_heartbeat(beat);
+    ::send(socket.get(), bytes.data(), bytes.size(), MSG_DONTWAIT);  // a failed send is a lost beat
+    return true;
+  }
+
+  /// Reads every echo that has arrived; true when one said this process is fenced (then
+  /// `lost_before` holds its generation). Each echo of ours clears `unanswered_since`.
+  bool read_echoes(std::optional<clock::time_point>& unanswered_since, std::uint64_t& lost_before) {
+    std::array<unsigned char, 2 * heartbeat_datagram_bytes> buffer{};
+    for (;;) {
+      const auto got = ::recv(socket.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+      if (got < 0) return false;  // nothing more (or the head's port refused: no echo either)
+      const auto echo = decode_heartbeat(buffer.data(), static_cast<std::size_t>(got));
+      if (!echo || !echo->echo || echo->token != settings.token || echo->incarnation != settings.incarnation ||
+          echo->node != settings.node)
+        continue;
+      if (echo->status == heartbeat_status::fenced) {
+        lost_before = echo->generation;
+        return true;
+      }
+      const auto now = clock::now();
+      unanswered_since.reset();
+      const auto sent = clock::time_point(std::chrono::nanoseconds(echo->sent_ns));
+      const double round_trip = std::chrono::duration<double, std::milli>(now - sent).count();
+      const std::lock_guard lock(mutex);
+      if (round_trips_ms.size() >= max_samples) round_trips_ms.erase(round_trips_ms.begin());
+      round_trips_ms.push_back(round_trip);
+    }
+  }
+
+  // A beat every period (not caught up after a pause: one beat, then the period again); between
+  // beats, echoes; wakes at least every 50 ms to look at the stop flag. The head is silent when
+  // a beat sent `timeout` ago has had no echo since: beats never sent (fault injection's drops,
+  // which stand for beats lost on the way to the head) start no clock, so a node whose beats are
+  // lost one way learns it from the head's `fenced` when they get through again.
+  void run() {
+    std::uint64_t sequence = 0;
+    auto next_beat = clock::now();
+    std::optional<clock::time_point> unanswered_since;  // the first beat sent after the last echo
+    while (!stop.load()) {
+      auto now = clock::now();
+      if (now >= next_beat) {
+        if (send_beat(++sequence) && !unanswered_since) unanswered_since = now;
+        next_beat = std::max(next_beat + settings.period, now + settings.period / 2);
+      }
+      std::uint64_t lost_before = 0;
+      if (read_echoes(unanswered_since, lost_before)) return on_loss(heartbeat_loss::fenced, lost_before);
+      now = clock::now();
+      if (unanswered_since && now - *unanswered_since > settings.timeout)
+        return on_loss(heartbeat_loss::head_silent, 0);
+      const auto until_beat = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - now).count();
+      pollfd ready{socket.get(), POLLIN, 0};
+      ::poll(&ready, 1, static_cast<int>(std::clamp<long long>(until_beat, 1, 50)));
+    }
+  }
+};
+
+heartbeat_sender::heartbeat_sender(heartbeat_sender_settings settings, loss_handler on_loss)
+    : impl_(std::make_unique<impl>()) {
+  impl_->socket = connect_heartbeat_socket(settings.head_host, settings.head_port);
+  impl_->settings = std::move(settings);
+  impl_->on_loss = std::move(on_loss);
+  impl_->thread = std::thread([this] { impl_->run(); });
+}
+
+heartbeat_sender::~heartbeat_sender() {
+  impl_->stop.store(true);
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+heartbeat_round_trips heartbeat_sender::take_round_trips() {
+  std::vector<double> samples;
+  {
+    const std::lock_guard lock(impl_->mutex);
+    samples.swap(impl_->round_trips_ms);
+  }
+  heartbeat_round_trips trips;
+  trips.count = samples.size();
+  if (samples.empty()) return trips;
+  std::sort(samples.begin(), samples.end());
+  trips.p50_ms = percentile(samples, 0.50);
+  trips.p99_ms = percentile(samples, 0.99);
+  trips.max_ms = samples.back();
+  return trips;
+}
+
+}  // namespace troupe::io
