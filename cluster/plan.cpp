@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "io/comm/ring_schedule.hpp"
 #include "messages/capnp_message.hpp"
@@ -35,25 +36,27 @@ void set_endpoints(capnp::List<schema::WorkerEndpoints>::Builder out, const work
 
 /// `absent_allowed` (plans): a worker may list no addresses at all, one its receiver does not
 /// need (encode_member_plans).
+/// One worker's address per ring, `expected_rings` of them, each 1..max_address_bytes long.
+std::vector<io::transport_address> get_addresses(capnp::List<capnp::Data>::Reader rings, std::size_t expected_rings,
+                                                 const std::string& where) {
+  if (rings.size() != expected_rings)
+    throw make_error(where, ": a worker lists ", rings.size(), " ring addresses, expected ", expected_rings);
+  std::vector<io::transport_address> addresses;
+  for (auto address : rings) {
+    if (address.size() == 0 || address.size() > max_address_bytes)
+      throw make_error(where, ": a transport address of ", address.size(), " bytes (expected 1..", max_address_bytes,
+                       ")");
+    addresses.emplace_back(address.begin(), address.end());
+  }
+  return addresses;
+}
+
 worker_endpoints get_endpoints(capnp::List<schema::WorkerEndpoints>::Reader in, std::size_t expected_rings,
                                const std::string& where, bool absent_allowed = false) {
   worker_endpoints endpoints;
   for (auto worker : in) {
-    auto rings = worker.getRings();
-    if (absent_allowed && rings.size() == 0) {
-      endpoints.emplace_back();
-      continue;
-    }
-    if (rings.size() != expected_rings)
-      throw make_error(where, ": a worker lists ", rings.size(), " ring addresses, expected ", expected_rings);
-    std::vector<io::transport_address> addresses;
-    for (auto address : rings) {
-      if (address.size() == 0 || address.size() > max_address_bytes)
-        throw make_error(where, ": a transport address of ", address.size(), " bytes (expected 1..",
-                         max_address_bytes, ")");
-      addresses.emplace_back(address.begin(), address.end());
-    }
-    endpoints.push_back(std::move(addresses));
+    if (absent_allowed && worker.getRings().size() == 0) endpoints.emplace_back();
+    else endpoints.push_back(get_addresses(worker.getRings(), expected_rings, where));
   }
   return endpoints;
 }
@@ -192,29 +195,71 @@ std::vector<int> ranks_needed_by(const cluster_plan& plan, const plan_member& me
 
 std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_plan plan) {
   const auto endpoints = std::move(plan.endpoints);
+  const auto members = std::move(plan.members);
+  std::vector<std::size_t> holder(static_cast<std::size_t>(plan.world));  // rank → index in members
+  for (std::size_t m = 0; m < members.size(); ++m)
+    for (int rank = members[m].first_rank; rank < members[m].first_rank + members[m].workers; ++rank)
+      holder.at(static_cast<std::size_t>(rank)) = m;
   plan.endpoints.assign(endpoints.size(), {});
+  plan.partial = true;
   std::vector<std::pair<std::string, std::string>> plans;
-  for (const auto& member : plan.members) {
+  for (const auto& member : members) {
     const auto needed = ranks_needed_by(plan, member);
-    for (const int rank : needed) plan.endpoints[static_cast<std::size_t>(rank)] = endpoints[static_cast<std::size_t>(rank)];
+    std::set<std::size_t> needed_members;
+    for (const int rank : needed) {
+      plan.endpoints[static_cast<std::size_t>(rank)] = endpoints[static_cast<std::size_t>(rank)];
+      needed_members.insert(holder[static_cast<std::size_t>(rank)]);
+    }
+    plan.members.clear();
+    for (const auto m : needed_members) plan.members.push_back(members[m]);
     plans.emplace_back(member.node, encode_plan(plan));
     for (const int rank : needed) plan.endpoints[static_cast<std::size_t>(rank)].clear();
   }
   return plans;
 }
 
+namespace {
+
+void set_ring_orders(schema::ClusterPlan::Builder out, const cluster_plan& plan) {
+  const auto rings = static_cast<int>(plan.ring_orders.size());
+  if (plan.ring_orders == auto_ring_orders(plan.world, rings)) {
+    out.setAutoRings(static_cast<uint32_t>(rings));
+    return;
+  }
+  auto orders = out.initRings(plan.ring_orders.size());
+  for (std::size_t r = 0; r < plan.ring_orders.size(); ++r) {
+    auto ranks = orders[r].initRanks(plan.ring_orders[r].size());
+    for (std::size_t i = 0; i < plan.ring_orders[r].size(); ++i) ranks.set(i, static_cast<uint32_t>(plan.ring_orders[r][i]));
+  }
+}
+
+/// A partial plan's endpoints: only the ranks that have addresses, by rank.
+void set_rank_endpoints(schema::ClusterPlan::Builder out, const worker_endpoints& endpoints) {
+  std::vector<std::size_t> listed;
+  for (std::size_t rank = 0; rank < endpoints.size(); ++rank)
+    if (!endpoints[rank].empty()) listed.push_back(rank);
+  auto ranks = out.initRankEndpoints(static_cast<unsigned>(listed.size()));
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    const auto& addresses = endpoints[listed[i]];
+    ranks[static_cast<unsigned>(i)].setRank(static_cast<uint32_t>(listed[i]));
+    auto rings = ranks[static_cast<unsigned>(i)].initRings(static_cast<unsigned>(addresses.size()));
+    for (std::size_t r = 0; r < addresses.size(); ++r)
+      rings.set(static_cast<unsigned>(r), kj::arrayPtr(addresses[r].data(), addresses[r].size()));
+  }
+}
+
+}  // namespace
+
 std::string encode_plan(const cluster_plan& plan) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::ClusterPlan>();
   out.setProtocolVersion(plan.protocol_version);
   out.setWorld(static_cast<uint32_t>(plan.world));
-  auto rings = out.initRings(plan.ring_orders.size());
-  for (std::size_t r = 0; r < plan.ring_orders.size(); ++r) {
-    auto ranks = rings[r].initRanks(plan.ring_orders[r].size());
-    for (std::size_t i = 0; i < plan.ring_orders[r].size(); ++i) ranks.set(i, static_cast<uint32_t>(plan.ring_orders[r][i]));
-  }
+  set_ring_orders(out, plan);
   out.setChunkBytes(plan.chunk_bytes);
-  set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
+  out.setPartial(plan.partial);
+  if (plan.partial) set_rank_endpoints(out, plan.endpoints);
+  else set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
   out.setGeneration(plan.generation);
   out.setStartSteps(plan.start_steps);
   set_nccl_ids(out.initNcclIds(plan.nccl_ids.size()), plan.nccl_ids);
@@ -228,6 +273,74 @@ std::string encode_plan(const cluster_plan& plan) {
   return messages::flat_message_bytes<std::string>(message);
 }
 
+namespace {
+
+std::vector<std::vector<int>> read_ring_orders(schema::ClusterPlan::Reader in, const std::string& where) {
+  const auto world = in.getWorld();
+  const auto rings = in.getAutoRings() > 0 ? in.getAutoRings() : in.getRings().size();
+  if (rings == 0 || rings > static_cast<uint32_t>(io::max_rings))
+    throw make_error(where, ": ", rings, " rings (expected 1..", io::max_rings, ")");
+  if (in.getAutoRings() > 0) {
+    if (in.getRings().size() != 0) throw make_error(where, ": both auto rings and listed ring orders");
+    return auto_ring_orders(static_cast<int>(world), static_cast<int>(rings));
+  }
+  std::vector<std::vector<int>> orders;
+  for (auto ring : in.getRings()) {
+    if (ring.getRanks().size() != world) throw make_error(where, ": a ring order does not list every rank");
+    std::vector<int> order;
+    for (auto rank : ring.getRanks()) {
+      if (rank >= world) throw make_error(where, ": a ring order names rank ", rank, " in a world of ", world);
+      order.push_back(static_cast<int>(rank));
+    }
+    if (const auto problem = io::ring_order_problem(order, static_cast<int>(world)); !problem.empty())
+      throw make_error(where, ": a ring order is not a permutation of the ranks: ", problem);
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+/// By rank: a whole plan lists every rank's (some may be absent); a partial one only some, by rank.
+worker_endpoints read_endpoints(schema::ClusterPlan::Reader in, std::size_t rings, const std::string& where) {
+  if (!in.getPartial()) {
+    if (in.getEndpoints().size() != in.getWorld())
+      throw make_error(where, ": ", in.getEndpoints().size(), " endpoint lists for ", in.getWorld(), " ranks");
+    return get_endpoints(in.getEndpoints(), rings, where, true);
+  }
+  if (in.getEndpoints().size() != 0) throw make_error(where, ": a member's view with a whole list of endpoints");
+  worker_endpoints endpoints(in.getWorld());
+  for (auto listed : in.getRankEndpoints()) {
+    if (listed.getRank() >= in.getWorld())
+      throw make_error(where, ": addresses for rank ", listed.getRank(), " in a world of ", in.getWorld());
+    auto& addresses = endpoints[listed.getRank()];
+    if (!addresses.empty()) throw make_error(where, ": rank ", listed.getRank(), "'s addresses listed twice");
+    addresses = get_addresses(listed.getRings(), rings, where);
+  }
+  return endpoints;
+}
+
+/// A whole plan's members tile the ranks in order, each starting where the previous one ended;
+/// a member's view holds some of them, in rank order, none overlapping.
+std::vector<plan_member> read_members(schema::ClusterPlan::Reader in, const std::string& where) {
+  std::vector<plan_member> members;
+  uint32_t next_rank = 0;
+  for (auto member : in.getMembers()) {
+    const bool in_place = in.getPartial() ? member.getFirstRank() >= next_rank : member.getFirstRank() == next_rank;
+    if (!in_place || member.getWorkers() == 0 || member.getWorkers() > max_world ||
+        uint64_t{member.getFirstRank()} + member.getWorkers() > in.getWorld())
+      throw make_error(where, ": member ", member.getNode().cStr(), " has ranks ", member.getFirstRank(), " + ",
+                       member.getWorkers(), ", expected to start at rank ", in.getPartial() ? "≥ " : "", next_rank,
+                       " with at least one worker, within the world of ", in.getWorld());
+    members.push_back({member.getNode(), static_cast<int>(member.getFirstRank()), static_cast<int>(member.getWorkers()),
+                       member.getProbePort()});
+    next_rank = member.getFirstRank() + member.getWorkers();
+  }
+  if (!in.getPartial() && next_rank != in.getWorld())
+    throw make_error(where, ": the members' workers add up to ", next_rank, ", the world is ", in.getWorld());
+  return members;
+}
+
+}  // namespace
+
 cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
   return with_reader<schema::ClusterPlan>(bytes, "cluster plan", sender, [&](schema::ClusterPlan::Reader in) {
     const std::string where = "cluster plan from " + sender;
@@ -237,42 +350,16 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     plan.world = static_cast<int>(in.getWorld());
     if (in.getWorld() == 0 || in.getWorld() > max_world)
       throw make_error(where, ": world size ", in.getWorld(), " (expected 1..", max_world, ")");
-    if (in.getRings().size() == 0 || in.getRings().size() > static_cast<uint32_t>(io::max_rings))
-      throw make_error(where, ": ", in.getRings().size(), " rings (expected 1..", io::max_rings, ")");
-    for (auto ring : in.getRings()) {
-      if (ring.getRanks().size() != in.getWorld()) throw make_error(where, ": a ring order does not list every rank");
-      std::vector<int> order;
-      for (auto rank : ring.getRanks()) {
-        if (rank >= in.getWorld())
-          throw make_error(where, ": a ring order names rank ", rank, " in a world of ", in.getWorld());
-        order.push_back(static_cast<int>(rank));
-      }
-      if (const auto problem = io::ring_order_problem(order, plan.world); !problem.empty())
-        throw make_error(where, ": a ring order is not a permutation of the ranks: ", problem);
-      plan.ring_orders.push_back(std::move(order));
-    }
+    plan.ring_orders = read_ring_orders(in, where);
     plan.chunk_bytes = in.getChunkBytes();
     if (plan.chunk_bytes < 4096) throw make_error(where, ": chunk of ", plan.chunk_bytes, " bytes (expected ≥ 4096)");
-    if (in.getEndpoints().size() != in.getWorld())
-      throw make_error(where, ": ", in.getEndpoints().size(), " endpoint lists for ", in.getWorld(), " ranks");
-    plan.endpoints = get_endpoints(in.getEndpoints(), plan.ring_orders.size(), where, true);
+    plan.partial = in.getPartial();
+    plan.endpoints = read_endpoints(in, plan.ring_orders.size(), where);
     plan.generation = in.getGeneration();
     plan.start_steps = in.getStartSteps();
     plan.nccl_ids = get_nccl_ids(in.getNcclIds(), plan.ring_orders.size(), where);
     if (plan.start_steps < 0) throw make_error(where, ": start at step ", plan.start_steps, " (expected ≥ 0)");
-    // Members tile the ranks in order: each starts where the previous one ended.
-    uint32_t next_rank = 0;
-    for (auto member : in.getMembers()) {
-      if (member.getFirstRank() != next_rank || member.getWorkers() == 0 || member.getWorkers() > max_world)
-        throw make_error(where, ": member ", member.getNode().cStr(), " has ranks ", member.getFirstRank(), " + ",
-                         member.getWorkers(), ", expected to start at rank ", next_rank, " with at least one worker");
-      plan.members.push_back({member.getNode(), static_cast<int>(next_rank), static_cast<int>(member.getWorkers()),
-                              member.getProbePort()});
-      next_rank += member.getWorkers();
-      if (next_rank > in.getWorld()) break;
-    }
-    if (next_rank != in.getWorld())
-      throw make_error(where, ": the members' workers add up to ", next_rank, ", the world is ", in.getWorld());
+    plan.members = read_members(in, where);
     return plan;
   });
 }

@@ -58,7 +58,10 @@ struct cluster_plan {
   /// ranks and their ring neighbours have addresses; every other rank's list is empty.
   worker_endpoints endpoints;
   uint64_t generation = 0;                    ///< see docs/faults.md: nothing of an older one is applied
-  std::vector<plan_member> members;           ///< in rank order; their workers add up to `world`
+  std::vector<plan_member> members;           ///< in rank order; their workers add up to `world` …
+  /// … unless this is one member's view (encode_member_plans): then `members` holds only that
+  /// member and the holders of its ranks' ring neighbours.
+  bool partial = false;
   int64_t start_steps = 0;  ///< generations after the first: every replica starts from this step
   /// Transport "nccl": ring r's communicator id, taken from the join of the member holding rank 0
   /// (its process hosts NCCL's bootstrap for the ring); empty for the UCX transport.
@@ -85,11 +88,12 @@ std::string encode_join(const join_request& join);
 join_request decode_join(const std::string& bytes, const std::string& sender);
 
 /// (member, its plan encoded) for every member of `plan`, in member order: each as that member
-/// needs it, with the addresses of its own ranks and of their neighbours in every ring and none
-/// of the others'. A plan names every member's endpoints for one reason, so that each can
-/// connect to its ring neighbours; sent whole to every member it is O(N) bytes to each of N
-/// members, a generation's O(N²) (docs/benchmarks.md#membership-at-scale-issue-54). The
-/// addresses are copied only where a member needs them.
+/// needs it (partial): itself and the members holding its ranks' ring neighbours, with those
+/// ranks' addresses, and the ring orders named instead of listed when they are the auto ones.
+/// A plan names every member's endpoints for one reason, so that each can connect to its ring
+/// neighbours; sent whole to every member it is O(N) bytes to each of N members, a generation's
+/// O(N²) (docs/benchmarks.md#membership-at-scale-issue-54); a member's view is O(1) bytes
+/// (O(N) only when the manifest lists its ring orders).
 std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_plan plan);
 
 std::string encode_plan(const cluster_plan& plan);

@@ -42,6 +42,18 @@ struct ClusterPlan {
   members @6 :List(PlanMember);  # the nodes of this generation, in rank order
   startSteps @7 :Int64;        # generations after the first: the step every replica starts from
   ncclIds @8 :List(Data);      # transport "nccl": ring r's ncclUniqueId, those of the node holding rank 0
+  autoRings @9 :UInt32;        # > 0: the ring orders are cluster::auto_ring_orders(world, autoRings)
+                               # and `rings` is empty (a member derives them instead of reading 4
+                               # bytes per rank per ring)
+  partial @10 :Bool;           # one member's view (cluster::encode_member_plans): `members` lists only
+                               # the members it needs (itself, the holders of its ranks' ring
+                               # neighbours), `endpoints` is empty and `rankEndpoints` has those ranks'
+  rankEndpoints @11 :List(RankEndpoints);
+}
+
+struct RankEndpoints {
+  rank @0 :UInt32;             # a global rank
+  rings @1 :List(Data);        # its transport address for ring r
 }
 
 struct PlanMember {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -153,12 +154,73 @@ TEST(plan, each_member_gets_its_own_ranks_and_their_ring_neighbours_addresses_on
     EXPECT_EQ(for_b.endpoints[static_cast<std::size_t>(rank)].empty(), !neighbour) << "rank " << rank;
     if (neighbour) EXPECT_EQ(for_b.endpoints[static_cast<std::size_t>(rank)], plan.endpoints[static_cast<std::size_t>(rank)]);
   }
-  EXPECT_EQ(for_b.members.size(), 3u);  // every member is still named, with its ranks
+  EXPECT_TRUE(for_b.partial);
+  EXPECT_EQ(for_b.members.size(), 3u);  // b's neighbours are a's and c's ranks
+  EXPECT_EQ(for_b.member("c").first_rank, 3);
   EXPECT_EQ(for_b.ring_orders, plan.ring_orders);
   EXPECT_LT(plans[1].second.size(), encode_plan(plan).size());
   const auto for_a = decode_plan(plans[0].second, "test");  // ranks 0 and 1: neighbours 5, 1, 0, 2
   for (int rank : {0, 1, 2, 5}) EXPECT_FALSE(for_a.endpoints[static_cast<std::size_t>(rank)].empty()) << rank;
   for (int rank : {3, 4}) EXPECT_TRUE(for_a.endpoints[static_cast<std::size_t>(rank)].empty()) << rank;
+}
+
+// A member's view does not grow with the job: itself, its ring neighbours' members and their
+// addresses; auto ring orders are named, not listed.
+TEST(plan, a_members_view_names_only_its_neighbours_and_stays_small_as_the_job_grows) {
+  auto job_of = [](int world) {
+    cluster_plan plan;
+    plan.world = world;
+    plan.ring_orders = auto_ring_orders(world, 1);
+    plan.chunk_bytes = 1 << 20;
+    for (int rank = 0; rank < world; ++rank) {
+      plan.endpoints.push_back({io::transport_address(270, static_cast<uint8_t>(rank))});
+      plan.members.push_back({"node" + std::to_string(rank), rank, 1, static_cast<uint16_t>(1000 + rank)});
+    }
+    return plan;
+  };
+  const auto small = encode_member_plans(job_of(8));
+  const auto large = encode_member_plans(job_of(1024));
+  const auto view = decode_plan(large[3].second, "test");
+  ASSERT_EQ(view.members.size(), 3u);
+  EXPECT_EQ(view.members[0].node, "node2");
+  EXPECT_EQ(view.members[2].node, "node4");
+  EXPECT_EQ(view.member("node4").probe_port, 1004);
+  EXPECT_EQ(view.world, 1024);
+  EXPECT_EQ(view.ring_orders, auto_ring_orders(1024, 1));
+  EXPECT_EQ(view.previous(0, 3), 2);
+  EXPECT_EQ(view.endpoints.size(), 1024u);
+  EXPECT_EQ(view.endpoints[4], job_of(1024).endpoints[4]);
+  EXPECT_TRUE(view.endpoints[5].empty());
+  EXPECT_EQ(view.member_of_rank(100), nullptr);
+  EXPECT_EQ(large[3].second.size(), small[3].second.size()) << "a member's view is O(1) bytes";
+  EXPECT_LT(large[3].second.size(), 1200u);
+
+  // Listed orders stay listed (the manifest's own; a member needs them whole).
+  auto listed = job_of(8);
+  std::reverse(listed.ring_orders[0].begin(), listed.ring_orders[0].end());
+  std::swap(listed.ring_orders[0][0], listed.ring_orders[0][1]);
+  EXPECT_EQ(decode_plan(encode_member_plans(listed)[0].second, "test").ring_orders, listed.ring_orders);
+  EXPECT_FALSE(decode_plan(encode_plan(listed), "test").partial);
+}
+
+TEST(plan, a_malformed_members_view_is_refused_naming_what_is_wrong) {
+  cluster_plan plan;
+  plan.world = 4;
+  plan.ring_orders = auto_ring_orders(4, 1);
+  plan.chunk_bytes = 1 << 20;
+  plan.partial = true;
+  plan.endpoints.assign(4, {});
+  plan.endpoints[1] = {{7}};
+  plan.members = {{"b", 1, 1}, {"c", 2, 2}};
+  EXPECT_EQ(decode_plan(encode_plan(plan), "test").member("c").workers, 2);
+  auto bad = plan;
+  bad.members = {{"c", 2, 2}, {"b", 1, 1}};
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); }, "member b has ranks 1 + 1, expected to start at rank ≥ 4");
+  bad.members = {{"c", 3, 2}};
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); }, "within the world of 4");
+  bad = plan;
+  bad.endpoints[1] = {{7}, {8}};
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); }, "a worker lists 2 ring addresses, expected 1");
 }
 
 }  // namespace

@@ -104,13 +104,14 @@ double loopback_bytes() {
   return 0;
 }
 
-/// The unix_s of the coordinator's node_lost event for `node`, or 0.
-double lost_at(const std::filesystem::path& events, const std::string& node) {
+/// The unix_s of the coordinator's first event called `name` whose `key` is `value`, or 0.
+double event_at(const std::filesystem::path& events, const std::string& name, const std::string& key,
+                const json& value) {
   std::ifstream in(events);
   std::string line;
   while (std::getline(in, line)) {
     const auto event = json::parse(line, nullptr, false);
-    if (event.is_object() && event.value("event", "") == "node_lost" && event.value("node", "") == node)
+    if (event.is_object() && event.value("event", "") == name && event.contains(key) && event[key] == value)
       return event.value("unix_s", 0.0);
   }
   return 0;
@@ -272,19 +273,30 @@ class membership_run {
     std::mt19937 random(1);
     std::shuffle(candidates.begin(), candidates.end(), random);
     const auto count = std::min<std::size_t>(static_cast<std::size_t>(options_.deaths), candidates.size() - 1);
-    std::vector<double> detect, regenerate;
+    std::vector<double> detect, regenerate, rejoined, head_cpu;
     for (std::size_t d = 0; d < count; ++d) {
       const auto& node = candidates[d];
+      const double cpu = cpu_seconds();
       children_[manifest_.node_index(node) / static_cast<std::size_t>(options_.per_process)]->write("kill " + node + "\n");
       wait_until([&] { return killed_at_.count(node) > 0; }, "member " + node + " to die");
       alive_.erase(node);
       const double planned = wait_for_generation(d + 1);
-      const double lost = lost_at(scratch_ / "events.jsonl", node);
-      if (lost <= 0) throw make_error("bench membership: no node_lost event for ", node);
+      head_cpu.push_back(cpu_seconds() - cpu);
+      const double lost = event_at(scratch_ / "events.jsonl", "node_lost", "node", node);
+      const double sent = event_at(scratch_ / "events.jsonl", "generation", "generation", d + 1);
+      if (lost <= 0 || sent <= 0) throw make_error("bench membership: no node_lost or generation event for ", node);
       detect.push_back(lost - killed_at_[node]);
       regenerate.push_back(planned - lost);
+      rejoined.push_back(sent - lost);
     }
-    return {{"detect_s", percentiles(detect)}, {"new_generation_s", percentiles(regenerate)}};
+    // The new generation in two parts: every survivor rejoined (the coordinator's `generation`
+    // event, written as it makes the plan), then the plans went out and the last survivor read its own.
+    return {{"detect_s", percentiles(detect)},
+            {"new_generation_s", percentiles(regenerate)},
+            {"all_rejoined_s", percentiles(rejoined)},
+            // The head process's CPU from the kill to every survivor holding its plan: the
+            // protocol's own cost, apart from the members' processes that share these cores.
+            {"head_cpu_per_generation_s", percentiles(head_cpu)}};
   }
 
   const membership_bench_options& options_;
