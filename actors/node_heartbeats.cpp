@@ -48,7 +48,8 @@ io::heartbeat_sender::loss_handler fence_on_loss(const node_heartbeat_settings& 
 
 }  // namespace
 
-node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings) {
+node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings)
+    : node_(settings.node), events_(settings.events) {
   watcher_ = system.spawn(head_watcher, settings.coordinator, head_left_);
   try {
     sender_ = std::make_unique<io::heartbeat_sender>(settings.datagrams, fence_on_loss(settings, head_left_));
@@ -56,6 +57,19 @@ node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_setti
     caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
     throw;
   }
+}
+
+void node_heartbeats::record_round_trips(uint64_t generation) const {
+  const auto trips = sender_->all_round_trips();
+  spdlog::info("node {}: heartbeat round trips p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms over {} echoes", node_,
+               trips.p50_ms, trips.p99_ms, trips.max_ms, trips.count);
+  record_event(events_, {{"event", "heartbeat_round_trips"},
+                         {"node", node_},
+                         {"generation", generation},
+                         {"count", trips.count},
+                         {"p50_ms", trips.p50_ms},
+                         {"p99_ms", trips.p99_ms},
+                         {"max_ms", trips.max_ms}});
 }
 
 node_heartbeats::~node_heartbeats() {

@@ -49,8 +49,14 @@ class node_heartbeats {
 
   /// The beats' round trips since the last call (actors/training_session.hpp reports them per window).
   io::heartbeat_round_trips take_round_trips() { return sender_->take_round_trips(); }
+  /// The round trips since the start, in the log and in RUN_DIR/events.jsonl ({"event":
+  /// "heartbeat_round_trips", "node", "generation", "count", "p50_ms", "p99_ms", "max_ms"}): at
+  /// the end of each generation this node takes part in, and as it stops.
+  void record_round_trips(uint64_t generation) const;
 
  private:
+  std::string node_;
+  std::filesystem::path events_;
   std::shared_ptr<std::atomic<bool>> head_left_ = std::make_shared<std::atomic<bool>>(false);
   caf::actor watcher_;
   std::unique_ptr<io::heartbeat_sender> sender_;

@@ -131,6 +131,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
 }
 
 void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps) {
+  heartbeats_->record_round_trips(role_.generation);
   // The previous generation's transports go first: their reducers have stopped.
   role_.transports.clear();
   join(generation, committed_steps, false);
@@ -302,6 +303,7 @@ cluster_membership::~cluster_membership() {
     hub_.actor = nullptr;
   }
   watchdog.step("stopping the heartbeats");
+  if (heartbeats_) heartbeats_->record_round_trips(role_.generation);
   heartbeats_.reset();
   coordinator_ = nullptr;
   role_ = cluster_role{};

@@ -31,6 +31,42 @@ double percentile(std::vector<double>& sorted, double share) {
   return sorted[std::min(at, sorted.size() - 1)];
 }
 
+/// Every round trip of a run in fixed buckets: 0.1 ms wide below 100 ms, 10 ms wide to 10 s.
+class round_trip_histogram {
+ public:
+  void add(double ms) {
+    const auto bucket = ms < 100 ? static_cast<std::size_t>(ms * 10)
+                                 : fine + std::min(coarse - 1, static_cast<std::size_t>((ms - 100) / 10));
+    ++counts_[std::min(bucket, counts_.size() - 1)];
+    ++total_;
+    max_ = std::max(max_, ms);
+  }
+  heartbeat_round_trips summary() const {
+    heartbeat_round_trips trips;
+    trips.count = total_;
+    if (total_ == 0) return trips;
+    trips.p50_ms = upper_bound_of(rank(0.50));
+    trips.p99_ms = upper_bound_of(rank(0.99));
+    trips.max_ms = max_;
+    return trips;
+  }
+
+ private:
+  static constexpr std::size_t fine = 1000, coarse = 990;
+  std::size_t rank(double share) const { return static_cast<std::size_t>(share * static_cast<double>(total_ - 1)); }
+  double upper_bound_of(std::size_t rank) const {
+    std::size_t seen = 0;
+    for (std::size_t bucket = 0; bucket < counts_.size(); ++bucket) {
+      seen += counts_[bucket];
+      if (seen > rank) return std::min(max_, bucket < fine ? (bucket + 1) * 0.1 : 100 + (bucket - fine + 1) * 10.0);
+    }
+    return max_;
+  }
+  std::array<std::size_t, fine + coarse> counts_{};
+  std::size_t total_ = 0;
+  double max_ = 0;
+};
+
 }  // namespace
 
 struct heartbeat_sender::impl {
@@ -38,8 +74,9 @@ struct heartbeat_sender::impl {
   loss_handler on_loss;
   unique_fd socket;
   std::atomic<bool> stop{false};
-  std::mutex mutex;
+  mutable std::mutex mutex;
   std::vector<double> round_trips_ms;  // guarded by mutex
+  round_trip_histogram whole_run;      // guarded by mutex
   std::thread thread;
 
   /// False when fault injection dropped the beat (it was never sent).
@@ -81,6 +118,7 @@ struct heartbeat_sender::impl {
       const std::lock_guard lock(mutex);
       if (round_trips_ms.size() >= max_samples) round_trips_ms.erase(round_trips_ms.begin());
       round_trips_ms.push_back(round_trip);
+      whole_run.add(round_trip);
     }
   }
 
@@ -138,6 +176,11 @@ heartbeat_round_trips heartbeat_sender::take_round_trips() {
   trips.p99_ms = percentile(samples, 0.99);
   trips.max_ms = samples.back();
   return trips;
+}
+
+heartbeat_round_trips heartbeat_sender::all_round_trips() const {
+  const std::lock_guard lock(impl_->mutex);
+  return impl_->whole_run.summary();
 }
 
 }  // namespace troupe::io

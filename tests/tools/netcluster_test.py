@@ -71,10 +71,14 @@ class netcluster_test(unittest.TestCase):
 
     def test_rate_loss_cut_and_heal(self):
         netcluster("rate", self.a["name"], "10mbit")
-        qdisc = subprocess.run(["ip", "netns", "exec", self.a["name"], "tc", "qdisc", "show", "dev", "eth0"],
-                               capture_output=True, text=True).stdout
-        self.assertIn("tbf", qdisc)
-        self.assertIn("10Mbit", qdisc)
+        tc = lambda *what: subprocess.run(["ip", "netns", "exec", self.a["name"], "tc", *what, "show", "dev", "eth0"],
+                                          capture_output=True, text=True).stdout
+        self.assertIn("htb", tc("qdisc"))
+        self.assertIn("10Mbit", tc("class"))
+        self.assertIn("match 00c00000/00fc0000", tc("filter"))  # DSCP CS6: control traffic, its own class
+        self.assertTrue(reaches(self.a["name"], self.b["address"]))
+        netcluster("rate", self.a["name"], "10mbit", "--fifo")
+        self.assertIn("tbf", tc("qdisc"))
         netcluster("rate", self.a["name"], "off")
         self.assertTrue(reaches(self.a["name"], self.b["address"]))
 

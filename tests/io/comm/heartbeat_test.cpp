@@ -95,6 +95,11 @@ TEST(heartbeats, a_member_is_heard_and_measures_its_round_trips) {
     EXPECT_LE(trips.p50_ms, trips.p99_ms);
     EXPECT_LE(trips.p99_ms, trips.max_ms);
     EXPECT_LT(trips.p50_ms, 100.0) << "a round trip on one host";
+    const auto whole = sender.all_round_trips();
+    EXPECT_GE(whole.count, trips.count) << "the whole run's are kept apart from the ones taken";
+    EXPECT_GT(whole.p50_ms, 0.0);
+    EXPECT_LE(whole.p50_ms, whole.p99_ms);
+    EXPECT_LE(whole.p99_ms, whole.max_ms);
   }
   EXPECT_EQ(loss.future.wait_for(0s), std::future_status::timeout) << "a heard member lost nothing";
   EXPECT_GE(receiver.received().beats, 10u);
