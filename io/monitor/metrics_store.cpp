@@ -184,6 +184,8 @@ void metrics_store::add_checkpoint(const messages::checkpoint_report& checkpoint
 }
 
 void metrics_store::add_event(const nlohmann::json& event) {
+  // A node's heartbeat round trips are a measurement, not a membership change: not listed.
+  if (event.value("event", std::string()) == "heartbeat_round_trips") return;
   events_.push_back(event);
   if (events_.size() > limits_.kept_lines) events_.pop_front();
   const auto kind = event.value("event", std::string());
