@@ -77,8 +77,7 @@ void write_due(self_pointer self, const metrics_hub_settings& settings, bool for
   {
     std::lock_guard lock(s.shared->mutex);
     due = s.shared->store.take_due(unix_seconds(), force, through);
-    for (auto& window : due)
-      if (auto warning = s.shared->store.straggler_warning(window)) warnings.push_back(*warning);
+    warnings = s.shared->store.take_straggler_warnings();
   }
   for (const auto& warning : warnings) {
     if (s.line_open) std::fprintf(stderr, "\n");

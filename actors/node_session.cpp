@@ -96,6 +96,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
     // The hub first: a dashboard that cannot listen stops the job before any node joins.
     if (hub) {
       hub->limits.straggler = {m.faults.straggler_share, m.faults.straggler_windows, m.faults.straggler_min_seconds};
+      hub->limits.detail = {m.metrics.every_rank_up_to, m.metrics.slowest_ranks};
       hub_.actor = start_metrics_hub(system, std::move(*hub)).actor;
     }
     std::shared_ptr<io::heartbeat_receiver> heartbeats;

@@ -185,6 +185,14 @@ void parse_transport(io::json_fields& root, cluster_manifest& m) {
   ssh.finish();
 }
 
+// The `metrics` block: how much of each rank a window lists once the job is large.
+void parse_metrics(io::json_fields& root, cluster_manifest& m) {
+  auto metrics = root.object("metrics");
+  m.metrics.every_rank_up_to = metrics.integer("every_rank_up_to", m.metrics.every_rank_up_to, 1, 1000000);
+  m.metrics.slowest_ranks = metrics.integer("slowest_ranks", m.metrics.slowest_ranks, 0, 1000);
+  metrics.finish();
+}
+
 }  // namespace
 
 cluster_manifest parse_manifest(const json& root_json, const std::string& source) {
@@ -258,6 +266,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   m.faults.straggler_windows = faults.integer("straggler_windows", m.faults.straggler_windows, 1, 1000000);
   m.faults.straggler_min_seconds = faults.number("straggler_min_s", m.faults.straggler_min_seconds, 0.0, 86400.0);
   faults.finish();
+  parse_metrics(root, m);
 
   m.oversubscribe = root.boolean("oversubscribe", false);
   root.finish();

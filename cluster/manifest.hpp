@@ -71,6 +71,13 @@ struct fault_spec {
   double straggler_min_seconds = 0.25;
 };
 
+/// The manifest's `metrics` block: how much of each rank a window lists once the job is large
+/// (io/monitor/rank_detail.hpp).
+struct metrics_spec {
+  int64_t every_rank_up_to = 64;  ///< larger worlds: statistics over the ranks and the slowest
+  int64_t slowest_ranks = 8;
+};
+
 struct cluster_manifest {
   std::string head_host = "127.0.0.1";
   int64_t head_port = 29500;
@@ -85,6 +92,7 @@ struct cluster_manifest {
   std::string ssh_config;
   timeout_spec timeouts;
   fault_spec faults;
+  metrics_spec metrics;
   bool oversubscribe = false;  ///< allow more worker threads than cores on one host
   std::string source;          ///< the file it came from, for messages
   uint64_t file_hash = 0;      ///< xxh64 of the file as read (nodes must all have read the same)

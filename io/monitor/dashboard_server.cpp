@@ -17,7 +17,7 @@ namespace {
 const char* const missing_assets_page = R"(<!doctype html><meta charset="utf-8"><title>troupe</title>
 <h1>troupe</h1><p>The dashboard page is not installed beside this binary (run
 <code>tools/dashboard/fetch-assets build/tools/dashboard</code>, or set TROUPE_DASHBOARD_ASSETS).
-The data is here: <a href="/api/state">/api/state</a>, <a href="/api/series">/api/series</a>,
+The data is here: <a href="/api/state">/api/state</a>, <a href="/api/series">/api/series</a>, <a href="/api/nodes">/api/nodes</a>,
 <a href="/metrics">/metrics</a>.</p>)";
 
 }  // namespace
@@ -69,6 +69,7 @@ struct dashboard_server::implementation {
     };
     server.Get("/api/state", [this, json](const httplib::Request&, httplib::Response& res) { json(res, routes.state()); });
     server.Get("/api/series", [this, json](const httplib::Request&, httplib::Response& res) { json(res, routes.series()); });
+    server.Get("/api/nodes", [this, json](const httplib::Request&, httplib::Response& res) { json(res, routes.nodes()); });
     server.Get("/api/windows", [this, json](const httplib::Request& req, httplib::Response& res) {
       std::size_t last = 100;
       if (req.has_param("last")) {

@@ -25,6 +25,7 @@ struct dashboard_options {
 struct dashboard_routes {
   std::function<std::string()> state;                  ///< GET /api/state
   std::function<std::string()> series;                 ///< GET /api/series
+  std::function<std::string()> nodes;                  ///< GET /api/nodes (every node)
   std::function<std::string(std::size_t)> windows;     ///< GET /api/windows?last=N
   std::function<std::string()> prometheus;             ///< GET /metrics
 };

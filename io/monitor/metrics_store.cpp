@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace troupe::io {
 namespace {
@@ -99,8 +100,31 @@ std::vector<window_summary> metrics_store::take_due(double now, bool force, int6
     due.push_back(std::move(pending.window));
     pending_.erase(pending_.begin());
   }
-  for (const auto& window : due) record(window);
+  for (auto& window : due) {
+    name_straggler(window);
+    count_phases(window);
+    bound_rank_detail(window, limits_.detail);
+    record(window);
+  }
   return due;
+}
+
+std::vector<std::string> metrics_store::take_straggler_warnings() { return std::exchange(straggler_warnings_, {}); }
+
+// Each phase's seconds over the run, summed over the ranks; per rank too while the job is small
+// enough to list every rank (its per-worker /metrics series).
+void metrics_store::count_phases(const window_summary& window) {
+  for (std::size_t p = 0; p < phase_count; ++p) {
+    if (window.statistics) {  // a bounded window read back: its mean over all its ranks
+      totals_.phase_seconds_all[p] += window.statistics->time[p].mean * static_cast<double>(window.statistics->ranks);
+      continue;
+    }
+    for (const auto& r : window.ranks) totals_.phase_seconds_all[p] += phase_seconds(r.report, p);
+  }
+  if (window.statistics || static_cast<int64_t>(window.ranks.size()) > limits_.detail.every_rank_up_to) return;
+  for (const auto& r : window.ranks)
+    for (std::size_t p = 0; p < phase_count; ++p)
+      totals_.phase_seconds[{r.report.rank, window_phases[p]}] += phase_seconds(r.report, p);
 }
 
 void metrics_store::add_written(window_summary window) {
@@ -109,6 +133,7 @@ void metrics_store::add_written(window_summary window) {
       nodes_[r.node].ranks.insert(r.report.rank);
       node_of_rank_[r.report.rank] = r.node;
     }
+  count_phases(window);
   record(window);
 }
 
@@ -121,9 +146,6 @@ void metrics_store::record(const window_summary& window) {
   if (first.skipped_step) ++totals_.skipped_steps;
   observe(totals_.window_seconds_buckets, window_seconds_bounds(), first.window_seconds);
   totals_.window_seconds_sum += first.window_seconds;
-  for (const auto& r : window.ranks)
-    for (std::size_t p = 0; p < std::size(window_phases); ++p)
-      totals_.phase_seconds[{r.report.rank, window_phases[p]}] += phase_seconds(r.report, p);
   if (window.eval_perplexity) evaluations_.emplace_back(static_cast<double>(window.step), *window.eval_perplexity);
   if (window.eval_task) task_evaluations_.emplace_back(static_cast<double>(window.step), *window.eval_task);
   recent_.push_back(window);
@@ -213,12 +235,11 @@ void metrics_store::mark_node_lost(const std::string& node) {
 }
 
 // The straggler rule (io/monitor/straggler_rule.hpp): by compute lateness or by link time.
-std::optional<std::string> metrics_store::straggler_warning(window_summary& window) {
+void metrics_store::name_straggler(window_summary& window) {
   const auto named = straggler_rule_.observe(window);
-  if (!named) return std::nullopt;
+  if (!named) return;
   window.straggler = named_straggler{named->rank, named->reason, named->seconds, straggler_rule_.run()};
-  if (!straggler_rule_.just_named()) return std::nullopt;
-  return straggler_text(*named, window, straggler_rule_.run());
+  if (straggler_rule_.just_named()) straggler_warnings_.push_back(straggler_text(*named, window, straggler_rule_.run()));
 }
 
 nlohmann::json metrics_store::state_json(double now) const {
@@ -243,29 +264,24 @@ nlohmann::json metrics_store::state_json(double now) const {
                        {"eta_s", rate > 0 ? nlohmann::json(static_cast<double>(job_.total_steps - step) / rate) : nlohmann::json()},
                        {"samples_per_s", samples_per_s}};
   state["latest"] = recent_.empty() ? nlohmann::json() : window_json(recent_.back());
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const auto& [name, node] : nodes_)
-    nodes.push_back({{"name", name},
-                     {"state", finished_ && node.state == "training" ? "finished" : node.state},
-                     {"generation", node.generation},
-                     {"ranks", node.ranks},
-                     // unknown (null) for a run read back from its files
-                     {"rss_bytes", node.resident_bytes > 0 ? nlohmann::json(node.resident_bytes) : nlohmann::json()},
-                     {"last_seen_unix_s", node.last_seen > 0 ? nlohmann::json(node.last_seen) : nlohmann::json()},
-                     {"last_seen_s_ago", node.last_seen > 0 ? nlohmann::json(now - node.last_seen) : nlohmann::json()},
-                     {"metrics_dropped", node.dropped}});
-  state["nodes"] = std::move(nodes);
+  const auto bound = static_cast<std::size_t>(std::max<int64_t>(limits_.detail.every_rank_up_to, 0));
+  state["nodes"] = nodes_json(now, bound);
+  nlohmann::json node_states = {{"training", 0}, {"finished", 0}, {"lost", 0}};
+  for (const auto& [name, node] : nodes_) node_states[shown_state(node)] = node_states.value(shown_state(node), 0) + 1;
+  state["node_states"] = std::move(node_states);
+  state["nodes_total"] = nodes_.size();
   nlohmann::json workers = nlohmann::json::array();
   const auto named = straggler_rule_.named();
   const int32_t straggler = named ? named->rank : -1;
   if (!recent_.empty())
-    for (const auto& r : recent_.back().ranks) {
+    for (const auto& r : recent_.back().ranks) {  // a large job's: the lowest, the straggler, the slowest
       auto worker = rank_json(r);
       worker.erase("time");
       worker["straggler"] = r.report.rank == straggler;
       workers.push_back(std::move(worker));
     }
   state["workers"] = std::move(workers);
+  state["workers_total"] = recent_.empty() ? 0 : statistics_of(recent_.back()).ranks;
   state["straggler"] = named ? nlohmann::json{{"rank", named->rank},
                                              {"windows", straggler_rule_.run()},
                                              {"reason", named->reason},
@@ -287,6 +303,40 @@ nlohmann::json metrics_store::state_json(double now) const {
   for (const auto& [name, node] : nodes_) dropped += node.dropped;
   state["metrics"] = {{"dropped", dropped}, {"malformed", totals_.malformed_batches}, {"late", totals_.late_reports}};
   return state;
+}
+
+const char* metrics_store::shown_state(const node_status& node) const {
+  return finished_ && node.state == "training" ? "finished" : node.state.c_str();
+}
+
+// A large job's table shows the nodes worth a look first: lost ones, then those whose last
+// report is oldest.
+std::vector<std::pair<const std::string*, const metrics_store::node_status*>> metrics_store::nodes_worth_a_look(
+    std::size_t most) const {
+  std::vector<std::pair<const std::string*, const node_status*>> shown;
+  for (const auto& [name, node] : nodes_) shown.emplace_back(&name, &node);
+  if (shown.size() <= most) return shown;
+  std::stable_sort(shown.begin(), shown.end(), [](const auto& a, const auto& b) {
+    const bool a_lost = a.second->state == "lost", b_lost = b.second->state == "lost";
+    return a_lost != b_lost ? a_lost : a.second->last_seen < b.second->last_seen;
+  });
+  shown.resize(most);
+  return shown;
+}
+
+nlohmann::json metrics_store::nodes_json(double now, std::size_t most) const {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& [name, node] : nodes_worth_a_look(most))
+    nodes.push_back({{"name", *name},
+                     {"state", shown_state(*node)},
+                     {"generation", node->generation},
+                     {"ranks", node->ranks},
+                     // unknown (null) for a run read back from its files
+                     {"rss_bytes", node->resident_bytes > 0 ? nlohmann::json(node->resident_bytes) : nlohmann::json()},
+                     {"last_seen_unix_s", node->last_seen > 0 ? nlohmann::json(node->last_seen) : nlohmann::json()},
+                     {"last_seen_s_ago", node->last_seen > 0 ? nlohmann::json(now - node->last_seen) : nlohmann::json()},
+                     {"metrics_dropped", node->dropped}});
+  return nodes;
 }
 
 nlohmann::json metrics_store::series_json() const {

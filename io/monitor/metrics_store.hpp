@@ -4,6 +4,7 @@
 /// series the dashboard plots. No threads and no I/O: the metrics hub feeds it, the dashboard
 /// server reads it (under the hub's lock), `troupe dashboard` rebuilds it from RUN_DIR's files.
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/monitor/rank_detail.hpp"
 #include "io/monitor/straggler_rule.hpp"
 #include "io/monitor/window_summary.hpp"
 #include "messages/metrics_batch.hpp"
@@ -38,6 +40,7 @@ struct store_limits {
   double window_grace_seconds = 2.0; ///< how long a window waits for its last ranks' reports
   std::size_t kept_lines = 100;      ///< checkpoints, log lines, events kept for the page
   straggler_limits straggler;        ///< io/monitor/straggler_rule.hpp
+  rank_detail detail;                ///< io/monitor/rank_detail.hpp
 };
 
 class metrics_store {
@@ -50,8 +53,12 @@ class metrics_store {
   /// Windows ready to be written, in step order: every rank of their world reported, a report
   /// two or more steps later arrived (a rank left mid-window), they waited longer than the
   /// grace, `force` (the run ended), or their step is at most `through` (a checkpoint of that
-  /// step follows). They join the recent windows and the series.
+  /// step follows). Each has been through the straggler rule (marked with the straggler it
+  /// names) and bounded to limits.detail (io/monitor/rank_detail.hpp); they join the recent
+  /// windows and the series.
   std::vector<window_summary> take_due(double now, bool force, int64_t through = 0);
+  /// The warnings for stragglers the rule named since the last call (each once, when named).
+  std::vector<std::string> take_straggler_warnings();
   /// The newest step whose window was taken (written).
   int64_t last_written_step() const { return last_written_step_; }
   /// A finished window read from metrics.jsonl (troupe dashboard RUN_DIR).
@@ -62,9 +69,6 @@ class metrics_store {
   void add_event(const nlohmann::json& event);
   void add_log(const messages::log_line& line);
   void note_malformed_batch(const std::string& reason, double now);
-  /// Takes the window (in step order) to the straggler rule: marks it with the named straggler,
-  /// if any, and returns the warning when the rule has just named one.
-  std::optional<std::string> straggler_warning(window_summary& window);
   void mark_finished() { finished_ = true; ++version_; }
   void mark_node_lost(const std::string& node);
 
@@ -73,7 +77,13 @@ class metrics_store {
   uint64_t version() const { return version_; }
   int64_t last_step() const { return recent_.empty() ? 0 : recent_.back().step; }
 
+  /// The page's state: job, progress, the latest window, nodes (a large job's: the lost ones and
+  /// those last heard from longest ago, up to limits.detail.every_rank_up_to, with counts by
+  /// state), workers (the latest window's listed ranks), straggler, checkpoints, events, log.
   nlohmann::json state_json(double now) const;
+  /// Every node (by name), or the `most` worth a look first (lost, then last heard from longest
+  /// ago, in that order).
+  nlohmann::json nodes_json(double now, std::size_t most) const;
   nlohmann::json series_json() const;
   nlohmann::json windows_json(std::size_t last) const;
   std::string prometheus(double now) const;
@@ -89,6 +99,10 @@ class metrics_store {
     double last_seen = 0;
     int64_t dropped = 0;
   };
+  const char* shown_state(const node_status& node) const;  ///< "finished" for all once the job is
+  /// Every node (by name) while there are at most `most`; else the lost ones, then those last
+  /// heard from longest ago, `most` in all, in that order.
+  std::vector<std::pair<const std::string*, const node_status*>> nodes_worth_a_look(std::size_t most) const;
   struct pending_window {
     window_summary window;
     double first_seen = 0;
@@ -102,7 +116,9 @@ class metrics_store {
     int64_t samples = 0;
     std::vector<double> window_seconds_buckets;  ///< cumulative counts per bound
     double window_seconds_sum = 0;
-    std::map<std::pair<int32_t, std::string>, double> phase_seconds;  ///< (rank, phase) → seconds
+    /// (rank, phase) → seconds, while every rank is listed (limits.detail)
+    std::map<std::pair<int32_t, std::string>, double> phase_seconds;
+    std::array<double, phase_count> phase_seconds_all{};  ///< by phase, summed over every rank
     int64_t checkpoints_written = 0, checkpoints_skipped = 0;
     int64_t skipped_steps = 0;  ///< fp16 windows whose step an overflow skipped
     std::vector<double> checkpoint_seconds_buckets;
@@ -113,6 +129,10 @@ class metrics_store {
   static const std::vector<double>& window_seconds_bounds();      ///< the histograms' buckets
   static const std::vector<double>& checkpoint_seconds_bounds();
   void record(const window_summary& window);
+  void count_phases(const window_summary& window);
+  /// Takes the window (in step order) to the straggler rule: marks it with the named straggler,
+  /// if any, and keeps the warning when the rule has just named one.
+  void name_straggler(window_summary& window);
   void append_point(const window_summary& window);
 
   job_description job_;
@@ -132,6 +152,7 @@ class metrics_store {
   int64_t last_written_step_ = 0;
   uint64_t generation_ = 0;
   straggler_rule straggler_rule_;
+  std::vector<std::string> straggler_warnings_;
   bool finished_ = false;
   uint64_t version_ = 0;
 };

@@ -19,6 +19,28 @@ void counter(prometheus_text& out, const std::string& name, const std::string& h
   out.sample({}, value);
 }
 
+/// The last window over all workers: min, p50, p99, max and mean of each quantity.
+void rank_statistics_families(prometheus_text& out, const rank_statistics& statistics) {
+  const auto samples = [&](const rank_spread& s, prometheus_labels labels) {
+    const std::pair<const char*, double> stats[] = {{"min", s.min}, {"p50", s.p50}, {"p99", s.p99}, {"max", s.max},
+                                                    {"mean", s.mean}};
+    for (const auto& [name, value] : stats) {
+      auto with_stat = labels;
+      with_stat.emplace_back("stat", name);
+      out.sample(with_stat, value);
+    }
+  };
+  out.family("troupe_workers_window_seconds", "gauge", "The last window's wall time over all workers (stat: min, p50, p99, max, mean).");
+  samples(statistics.window_s, {});
+  out.family("troupe_workers_lateness_seconds", "gauge",
+             "How long after the first worker each finished the last window's compute, over all workers.");
+  samples(statistics.lateness_s, {});
+  out.family("troupe_workers_samples_per_second", "gauge", "Each worker's samples/s in the last window, over all workers.");
+  samples(statistics.samples_per_s, {});
+  out.family("troupe_workers_phase_seconds", "gauge", "The last window's split by phase, over all workers.");
+  for (std::size_t p = 0; p < phase_count; ++p) samples(statistics.time[p], {{"phase", window_phases[p]}});
+}
+
 }  // namespace
 
 std::string metrics_store::prometheus(double now) const {
@@ -36,6 +58,10 @@ std::string metrics_store::prometheus(double now) const {
   out.histogram({}, window_seconds_bounds(), totals_.window_seconds_buckets, totals_.window_seconds_sum,
                 static_cast<double>(totals_.windows));
   if (!recent_.empty()) prometheus_last_window(out);
+  if (totals_.windows > 0) {
+    out.family("troupe_phase_seconds_total", "counter", "Every worker's time by phase over the run, summed.");
+    for (std::size_t p = 0; p < phase_count; ++p) out.sample({{"phase", window_phases[p]}}, totals_.phase_seconds_all[p]);
+  }
   if (!totals_.phase_seconds.empty()) {
     out.family("troupe_worker_phase_seconds_total", "counter", "A worker's time by phase over the run.");
     for (const auto& [key, seconds] : totals_.phase_seconds) {
@@ -88,6 +114,8 @@ void metrics_store::prometheus_last_window(prometheus_text& out) const {
   const auto label = [&](const rank_report& rank) -> prometheus_labels {
     return {{"node", rank.node}, {"worker", std::to_string(rank.report.rank)}};
   };
+  // Every worker while the job is small; the lowest, the straggler and the slowest when it is
+  // not (io/monitor/rank_detail.hpp): the statistics above cover them all.
   out.family("troupe_worker_samples_per_second", "gauge", "A worker's samples over its last window's wall time.");
   for (const auto& rank : window.ranks)
     out.sample(label(rank), per_second(static_cast<double>(rank.report.samples) / std::max(1, rank.report.world_size),
@@ -102,7 +130,8 @@ void metrics_store::prometheus_last_window(prometheus_text& out) const {
       labels.emplace_back("phase", window_phases[p]);
       out.sample(labels, phase_seconds(rank.report, p));
     }
-  const auto rings = rings_json(window);
+  rank_statistics_families(out, statistics_of(window));
+  const auto rings = window_rings(window);
   if (!rings.empty()) {
     out.family("troupe_ring_allreduce_seconds", "gauge", "A ring's allreduce of the last window (its fastest rank).");
     for (const auto& ring : rings) out.sample({{"ring", std::to_string(ring["ring"].get<int>())}}, ring["seconds"]);
@@ -113,16 +142,22 @@ void metrics_store::prometheus_last_window(prometheus_text& out) const {
   }
 }
 
-/// One sample per node for each node family.
+/// Counts of nodes by state, then one sample per node for each node family: every node while
+/// the job is small, else the ones worth a look (lost, last heard from longest ago).
 void metrics_store::prometheus_nodes(prometheus_text& out, double now) const {
+  std::map<std::string, int64_t> states = {{"training", 0}, {"finished", 0}, {"lost", 0}};
+  for (const auto& [name, node] : nodes_) ++states[shown_state(node)];
+  out.family("troupe_nodes", "gauge", "Nodes by state (training, finished, lost).");
+  for (const auto& [state, count] : states) out.sample({{"state", state}}, static_cast<double>(count));
+  const auto shown = nodes_worth_a_look(static_cast<std::size_t>(std::max<int64_t>(limits_.detail.every_rank_up_to, 0)));
   out.family("troupe_node_up", "gauge", "1 while a node is a member (training or finished), 0 once lost.");
-  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, node.state == "lost" ? 0 : 1);
+  for (const auto& [name, node] : shown) out.sample({{"node", *name}}, node->state == "lost" ? 0 : 1);
   out.family("troupe_node_resident_memory_bytes", "gauge", "Resident set size of a node's process.");
-  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, static_cast<double>(node.resident_bytes));
+  for (const auto& [name, node] : shown) out.sample({{"node", *name}}, static_cast<double>(node->resident_bytes));
   out.family("troupe_node_last_report_age_seconds", "gauge", "Seconds since a node's last metrics batch.");
-  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, std::max(0.0, now - node.last_seen));
+  for (const auto& [name, node] : shown) out.sample({{"node", *name}}, std::max(0.0, now - node->last_seen));
   out.family("troupe_metrics_dropped_total", "counter", "Reports a node's bounded metrics queue dropped.");
-  for (const auto& [name, node] : nodes_) out.sample({{"node", name}}, static_cast<double>(node.dropped));
+  for (const auto& [name, node] : shown) out.sample({{"node", *name}}, static_cast<double>(node->dropped));
 }
 
 }  // namespace troupe::io

@@ -14,6 +14,10 @@ dashboard_routes dashboard_routes_for(const std::shared_ptr<shared_metrics>& sha
     std::lock_guard lock(shared->mutex);
     return shared->store.series_json().dump();
   };
+  routes.nodes = [shared] {
+    std::lock_guard lock(shared->mutex);
+    return nlohmann::json{{"nodes", shared->store.nodes_json(unix_seconds(), SIZE_MAX)}}.dump();
+  };
   routes.windows = [shared](std::size_t last) {
     std::lock_guard lock(shared->mutex);
     return shared->store.windows_json(last).dump();

@@ -92,6 +92,10 @@ nlohmann::json rings_json(const window_summary& window) {
   return rings;
 }
 
+nlohmann::json window_rings(const window_summary& window) {
+  return window.rings.is_null() ? rings_json(window) : window.rings;
+}
+
 nlohmann::json rank_json(const rank_report& r) {
   const auto& w = r.report;
   nlohmann::json time = nlohmann::json::object();
@@ -123,13 +127,15 @@ nlohmann::json window_json(const window_summary& window) {
                          {"samples_per_s", per_second(static_cast<double>(r.samples), r.window_seconds)},
                          {"tokens_per_s", per_second(static_cast<double>(r.tokens), r.window_seconds)},
                          {"parameter_hash", hex64(r.parameter_hash)},
-                         {"reported_ranks", window.ranks.size()}};
+                         {"reported_ranks", window.statistics ? window.statistics->ranks
+                                                              : static_cast<int64_t>(window.ranks.size())}};
   for (const auto& field : messages::window_report_fields())  // the fields the line carries as they are
     if (field.json_key != nullptr) std::visit([&](auto member) { line[field.json_key] = r.*member; }, field.member);
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& rank : window.ranks) ranks.push_back(rank_json(rank));
   line["ranks"] = std::move(ranks);
-  line["rings"] = rings_json(window);
+  line["rings"] = window_rings(window);
+  if (window.statistics) line["rank_stats"] = rank_statistics_json(*window.statistics);
   if (window.eval_perplexity) line["eval_perplexity"] = *window.eval_perplexity;
   if (window.eval_task) {  // HF Trainer's names
     line["eval_loss"] = window.eval_task->loss;
@@ -249,6 +255,10 @@ window_summary window_from_json(const nlohmann::json& line) {
     window.ranks.push_back({rank.value("node", std::string()), std::move(r), std::move(links)});
   }
   if (window.ranks.empty()) window.ranks.push_back({"", cluster, {}});
+  if (const auto statistics = line.find("rank_stats"); statistics != line.end()) {  // a bounded window
+    window.statistics = rank_statistics_from_json(*statistics);
+    window.rings = line.value("rings", nlohmann::json::array());
+  }
   return window;
 }
 

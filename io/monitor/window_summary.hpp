@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/monitor/rank_statistics.hpp"
 #include "messages/metrics_batch.hpp"
 #include "messages/window_report.hpp"
 
@@ -50,6 +51,10 @@ struct window_summary {
   std::optional<double> eval_perplexity;
   std::optional<task_evaluation> eval_task;  ///< fine-tuning's eval_every_windows
   std::optional<named_straggler> straggler;  ///< set by the hub when a straggler is named
+  /// Set when `ranks` lists only some of the window's ranks (io/monitor/rank_detail.hpp): the
+  /// statistics over all of them, and `rings` as computed from all of them.
+  std::optional<rank_statistics> statistics;
+  nlohmann::json rings;  ///< null: computed from `ranks`
   /// The lowest rank's report (the cluster's numbers are the same in every rank's).
   const messages::window_report& first() const { return ranks.front().report; }
 };
@@ -66,9 +71,6 @@ window_summary window_from_json(const nlohmann::json& line);
 /// JSON with a step are kept. Atomic (temporary file, rename); returns how many were dropped.
 std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
 
-/// The phases of a rank's window, as the page and /metrics name them.
-inline constexpr const char* window_phases[] = {"data_wait", "forward", "backward", "allreduce",
-                                                "optimizer", "checkpoint", "eval", "teacher"};
 /// A rank's seconds in window_phases[phase].
 double phase_seconds(const messages::window_report& report, std::size_t phase);
 /// `amount` per second of `seconds` (0 for no time).
@@ -81,6 +83,8 @@ double training_perplexity(const messages::window_report& report);
 /// Each ring's time (its fastest rank's), bus bandwidth, and the transports its links used
 /// ("transports": "tcp/eth0", … once each) in the window.
 nlohmann::json rings_json(const window_summary& window);
+/// The window's rings: as kept when it was bounded (from all its ranks), else rings_json.
+nlohmann::json window_rings(const window_summary& window);
 /// One rank's part of the window: node, window_s, samples/s, lateness, time split, rings, and
 /// its ring links ("links": ring, peer, transport, device).
 nlohmann::json rank_json(const rank_report& rank);

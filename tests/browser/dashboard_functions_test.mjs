@@ -114,3 +114,43 @@ test("a job of one worker shows neither the ring chart nor the lateness chart; t
   assert.deepEqual(page.panelsThatApply(two), { rings: true, lateness: true });
   assert.deepEqual(page.panelsThatApply([]), { rings: false, lateness: false });
 });
+
+// A large job (metrics.every_rank_up_to): each window lists some ranks and carries statistics
+// over all of them.
+const boundedWindow = (step, listed) => ({
+  step,
+  reported_ranks: 1024,
+  rank_stats: { ranks: 1024, lateness_s: { min: 0, p50: 0.01 * step, p99: 0.2, max: 0.9, max_rank: 37 } },
+  ranks: listed.map((rank) => ({ rank, node: `n${rank}`, lateness_s: rank === 37 ? 0.9 : 0.1,
+                                 time: { forward: 0.3, backward: 0.5 } })),
+});
+
+test("a large job's lateness chart draws the median, p99 and latest rank, not a line per rank", () => {
+  const windows = [boundedWindow(1, [0, 37, 5]), boundedWindow(2, [0, 37, 6])];
+  assert.equal(page.isBounded(windows[0]), true);
+  assert.equal(page.isBounded({ step: 1, ranks: [] }), false);
+  const { ranks, labels, data } = page.latenessChartData(windows);
+  assert.deepEqual(ranks, []);
+  assert.deepEqual(labels, ["median rank", "p99 rank", "latest rank"]);
+  assert.deepEqual(data, [[1, 2], [0.01, 0.02], [0.2, 0.2], [0.9, 0.9]]);
+  assert.equal(page.panelsThatApply(windows).lateness, true);
+  const small = page.latenessChartData([{ step: 1, ranks: [{ rank: 0, lateness_s: 0 }, { rank: 1, lateness_s: 0.2 }] }]);
+  assert.deepEqual(small.labels, ["rank 0", "rank 1"]);
+});
+
+test("a large job's time split shows the newest window's listed ranks only", () => {
+  const split = page.averageTimeSplit([boundedWindow(1, [0, 37, 5]), boundedWindow(2, [0, 37, 6])], 10);
+  assert.deepEqual(split.ranks, [0, 6, 37]);
+  assert.equal(split.parts.forward[0], 0.3);
+});
+
+test("a large job's tables say what they leave out", () => {
+  const rows = page.mergeWorkers([{ rank: 5, node: "n5" }], boundedWindow(2, [0, 37, 6]), 37);
+  assert.deepEqual(rows.map((r) => r.rank), [0, 6, 37], "the newest window's ranks, not the state's older ones");
+  assert.equal(rows[2].straggler, true);
+  assert.equal(page.workersCaption(3, 1024), "3 of 1024: the lowest rank, the straggler and the latest");
+  assert.equal(page.workersCaption(3, 3), "");
+  assert.equal(page.nodesCaption(64, 1024, { training: 1020, finished: 0, lost: 4 }),
+               "64 of 1024 (1020 training, 4 lost): lost first, then those heard from longest ago");
+  assert.equal(page.nodesCaption(2, 2, { training: 2 }), "");
+});

@@ -6,7 +6,7 @@
 //   node dashboard_page.mjs URL SCREENSHOT.png STRAGGLER_RANK
 //
 // Exits 0 when every check held, 1 naming the first that did not (each wait has a timeout).
-import { chromium } from "playwright-core";
+import { withPage } from "./with_page.mjs";
 
 const [url, screenshot, stragglerRank] = process.argv.slice(2);
 if (!url || !screenshot || stragglerRank === undefined) {
@@ -14,16 +14,7 @@ if (!url || !screenshot || stragglerRank === undefined) {
   process.exit(2);
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-});
-let failed = false;
-try {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1700 } });
-  const errors = [];
-  page.on("pageerror", (error) => errors.push(String(error)));
+await withPage("dashboard_page", { width: 1400, height: 1700 }, async (page) => {
   await page.goto(url, { waitUntil: "load", timeout: 30000 });
 
   const points = async () => Number(await page.getAttribute("#loss-chart", "data-points")) || 0;
@@ -53,11 +44,4 @@ try {
   }
   await page.screenshot({ path: screenshot, fullPage: true });
   console.log(`screenshot: ${screenshot}`);
-  if (errors.length) throw new Error(`the page threw: ${errors.join("; ")}`);
-} catch (error) {
-  console.error(`dashboard_page: ${error.message}`);
-  failed = true;
-} finally {
-  await browser.close();
-}
-process.exit(failed ? 1 : 0);
+});

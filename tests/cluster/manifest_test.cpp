@@ -206,6 +206,22 @@ TEST(manifest, timeouts_are_read_and_range_checked) {
   expect_error(m, {"m.json", "faults.straggler_window: unknown key (did you mean 'faults.straggler_windows'?)"});
 }
 
+TEST(manifest, the_metrics_block_bounds_rank_detail) {
+  auto m = troupe::testing::two_node_manifest();
+  EXPECT_EQ(parse_manifest(m, "m.json").metrics.every_rank_up_to, 64);
+  EXPECT_EQ(parse_manifest(m, "m.json").metrics.slowest_ranks, 8);
+  m["metrics"] = {{"every_rank_up_to", 2000}, {"slowest_ranks", 16}};
+  const auto manifest = parse_manifest(m, "m.json");
+  EXPECT_EQ(manifest.metrics.every_rank_up_to, 2000);
+  EXPECT_EQ(manifest.metrics.slowest_ranks, 16);
+  m["metrics"] = {{"every_rank_up_to", 0}};
+  expect_error(m, {"m.json", "metrics.every_rank_up_to", "an integer in [1, 1000000]"});
+  m["metrics"] = {{"slowest_ranks", -1}};
+  expect_error(m, {"m.json", "metrics.slowest_ranks", "an integer in [0, 1000]"});
+  m["metrics"] = {{"slowest", 4}};
+  expect_error(m, {"m.json", "metrics.slowest: unknown key"});
+}
+
 TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   const auto manifest = parse_manifest(troupe::testing::two_node_manifest(), "m.json");
   const auto kill = parse_fault("kill:b@3", &manifest);

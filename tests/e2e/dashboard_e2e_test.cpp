@@ -276,5 +276,43 @@ TEST_F(dashboard_e2e, a_browser_sees_the_job_live_and_the_straggler_highlighted)
   EXPECT_GT(std::filesystem::file_size(browser_dir + "/dashboard.png"), 10000u);
 }
 
+// The page of a job of 1,024 ranks (the real hub and dashboard fed by simulated ranks: `troupe
+// bench metrics --serve`) stays bounded and readable in Chromium (tests/browser/dashboard_large_page.mjs).
+TEST_F(dashboard_e2e, a_browser_sees_a_job_of_1024_ranks_bounded_and_readable) {
+  if (!std::filesystem::exists("/usr/bin/chromium"))
+    GTEST_SKIP() << "Debian's chromium is not installed (tools/install-deps installs it)";
+  const int port = io::free_local_port();
+  const auto run = *dir_ / "simulated-1024";
+  testing::command_result served;
+  std::thread hub([&] {
+    served = testing::run_command(troupe_binary() + " bench metrics --serve --ranks 1024 --windows 160 --window-ms 250 " +
+                                      "--run-dir " + run.string() + " --dashboard-port " + std::to_string(port) + " --json",
+                                  120);
+  });
+  httplib::Client client("127.0.0.1", port);
+  const auto state = wait_for_state(client, [](const json& s) { return s["progress"]["step"].get<int64_t>() >= 3; }, 60);
+  const std::string browser_dir = TROUPE_BROWSER_DIR;
+  const auto page = testing::run_command("node " + browser_dir + "/dashboard_large_page.mjs http://127.0.0.1:" +
+                                             std::to_string(port) + "/ " + browser_dir + "/dashboard-1024.png 1024 37 node0500",
+                                         120);
+  hub.join();
+  EXPECT_EQ(page.status, 0) << page.output;
+  std::printf("%s", page.output.c_str());
+  ASSERT_EQ(served.status, 0) << served.output;
+  ASSERT_TRUE(state.is_object());
+  EXPECT_LT(state.dump().size(), 100000u) << "/api/state of 1,024 ranks";
+  // metrics.jsonl: a bounded line per window, read back by `troupe metrics`.
+  const auto lines = lines_by_step(run / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 160u);
+  for (const auto& [step, line] : lines) {
+    EXPECT_EQ(line["reported_ranks"], step < 160 / 3 ? 1024 : 1023) << "step " << step << ": node0500 is lost at 53";
+    EXPECT_LE(line["ranks"].size(), 10u) << "step " << step;
+    EXPECT_LT(line.dump().size(), 12000u) << "step " << step;
+  }
+  const auto summary = testing::run_command(troupe_binary() + " metrics " + run.string() + " --json");
+  ASSERT_EQ(summary.status, 0) << summary.output;
+  EXPECT_EQ(json::parse(summary.output.substr(summary.output.find('{')))["slowest_rank"]["rank"], 37) << summary.output;
+}
+
 }  // namespace
 }  // namespace troupe

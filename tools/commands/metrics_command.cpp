@@ -15,6 +15,7 @@
 #include "tools/commands/median.hpp"
 #include "tools/commands/commands.hpp"
 #include "io/monitor/json_lines_follower.hpp"
+#include "io/monitor/rank_detail.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -36,6 +37,7 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
   std::vector<double> samples_per_s, tokens_per_s;
   std::map<std::string, double> time;
   double window_seconds = 0;
+  int64_t rank_windows = 0;  ///< windows × ranks
   std::map<int32_t, int64_t> last_in;
   std::map<int32_t, double> lateness;
   std::map<int32_t, std::string> node_of;
@@ -51,19 +53,16 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
     if (r.world_size > 1) ++last_in[r.straggler_rank];
     if (window.eval_perplexity) evaluation = {window.step, *window.eval_perplexity};
     if (window.eval_task) task_evaluation = {window.step, *window.eval_task};
+    // Over every rank (a large job's line lists only some: its statistics cover them all);
+    // "allreduce" is the wait the compute did not hide.
+    const auto statistics = io::statistics_of(window);
+    const auto ranks = static_cast<double>(statistics.ranks);
+    for (std::size_t p = 0; p < io::phase_count; ++p) time[io::window_phases[p]] += statistics.time[p].mean * ranks;
+    window_seconds += statistics.window_s.mean * ranks;
+    rank_windows += statistics.ranks;
     for (const auto& rank : window.ranks) {
-      const auto& w = rank.report;
-      time["data_wait"] += w.data_wait_seconds;
-      time["forward"] += w.forward_seconds;
-      time["backward"] += w.backward_seconds;
-      time["allreduce"] += w.exposed_comm_seconds;  // the wait the compute did not hide
-      time["optimizer"] += w.optimizer_seconds;
-      time["checkpoint"] += w.checkpoint_stall_seconds;
-      time["eval"] += w.eval_seconds;
-      time["teacher"] += w.teacher_seconds;
-      window_seconds += w.window_seconds;
-      lateness[w.rank] += w.lateness_seconds;
-      if (!rank.node.empty()) node_of[w.rank] = rank.node;
+      lateness[rank.report.rank] += rank.report.lateness_seconds;
+      if (!rank.node.empty()) node_of[rank.report.rank] = rank.node;
     }
   }
   nlohmann::json shares = nlohmann::json::object();
@@ -79,7 +78,7 @@ nlohmann::json summarise(const std::vector<io::window_summary>& windows) {
       {"samples_per_s_median", median(samples_per_s)},
       {"tokens_per_s_median", median(tokens_per_s)},
       {"time_share", shares},
-      {"mean_window_s", windows.empty() ? 0.0 : window_seconds / static_cast<double>(windows.size() * std::max<std::size_t>(1, last.ranks.size()))}};
+      {"mean_window_s", rank_windows == 0 ? 0.0 : window_seconds / static_cast<double>(rank_windows)}};
   if (evaluation) summary["eval_perplexity"] = {{"step", evaluation->first}, {"perplexity", evaluation->second}};
   if (task_evaluation)
     summary["eval_task"] = {{"step", task_evaluation->first},

@@ -201,11 +201,14 @@
    *  A rank is averaged over the windows it appears in; a missing part counts as 0. */
   function averageTimeSplit(windows, lastN = TIME_SPLIT_WINDOWS) {
     const recent = (windows || []).slice(-lastN);
+    // A large job's windows list only some ranks (isBounded): those of the newest window.
+    const newest = recent.length ? recent[recent.length - 1] : null;
+    const shown = isBounded(newest) ? new Set((newest.ranks || []).map((r) => toNumber(r && r.rank))) : null;
     const acc = new Map();
     for (const w of recent) {
       for (const r of (w && w.ranks) || []) {
         const rank = toNumber(r && r.rank);
-        if (rank === null) continue;
+        if (rank === null || (shown && !shown.has(rank))) continue;
         let a = acc.get(rank);
         if (!a) {
           a = { count: 0, node: "", sums: Object.fromEntries(TIME_PARTS.map((p) => [p, 0])) };
@@ -263,18 +266,37 @@
     return { rings: seconds.ids, data };
   }
 
+  /** Whether a window lists only some of its ranks: a large job's (metrics.every_rank_up_to),
+   *  whose `rank_stats` hold min, p50, p99, max and mean over all of them. */
+  function isBounded(w) {
+    return Boolean(w && w.rank_stats && typeof w.rank_stats === "object");
+  }
+
   /** Which panels that only some jobs fill apply to these windows: the ring chart needs ring sums
    *  (a job of one worker has none), the lateness chart two ranks or more to compare. */
   function panelsThatApply(windows) {
     const ranks = new Set();
     windows.forEach((w) => (w.ranks || []).forEach((r) => ranks.add(r.rank)));
-    return { rings: windows.some((w) => Array.isArray(w.rings) && w.rings.length > 0), lateness: ranks.size > 1 };
+    return { rings: windows.some((w) => Array.isArray(w.rings) && w.rings.length > 0),
+             lateness: ranks.size > 1 || windows.some(isBounded) };
   }
 
-  /** uPlot data for the lateness chart: {ranks: [r...], data: [step, lateness(rank0), ...]}. */
+  /** The lateness statistics a large job's chart draws instead of a line per rank. */
+  const LATENESS_STATS = [["p50", "median rank"], ["p99", "p99 rank"], ["max", "latest rank"]];
+
+  /** uPlot data for the lateness chart: {ranks: [r...], labels: [...], data: [step, column per
+   *  label]}: a line per rank, or for a large job (isBounded) the median, p99 and latest rank's
+   *  lateness over all ranks (ranks then empty). */
   function latenessChartData(windows) {
+    const steps = windows.map((w) => w.step);
+    if (windows.some(isBounded)) {
+      const stat = (key) => windows.map((w) => toNumber(isBounded(w) && w.rank_stats.lateness_s &&
+                                                         w.rank_stats.lateness_s[key]));
+      return { ranks: [], labels: LATENESS_STATS.map(([, label]) => label),
+               data: [steps, ...LATENESS_STATS.map(([key]) => stat(key))] };
+    }
     const { ids, columns } = columnsById(windows, (w) => w.ranks, (r) => r.rank, (r) => r.lateness_s);
-    return { ranks: ids, data: [windows.map((w) => w.step), ...columns] };
+    return { ranks: ids, labels: ids.map((r) => `rank ${r}`), data: [steps, ...columns] };
   }
 
   /** The parts of the loss a window line may carry beyond the total (metrics.jsonl): distillation's
@@ -366,7 +388,9 @@
    *  the window knows. `straggler` marks the straggler's row. */
   function mergeWorkers(stateWorkers, latestWindow, straggler) {
     const rows = new Map();
-    for (const w of stateWorkers || []) {
+    // A large job's state and window each list some ranks: the newest window's alone.
+    const workers = isBounded(latestWindow) ? [] : stateWorkers;
+    for (const w of workers || []) {
       if (toNumber(w && w.rank) === null) continue;
       rows.set(w.rank, { rank: w.rank, node: w.node || "", samples_per_s: toNumber(w.samples_per_s),
                          window_s: toNumber(w.window_s), lateness_s: toNumber(w.lateness_s),
@@ -471,7 +495,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, panelsThatApply, linksText, stragglerReason, lossPartsChartData, outerStepKpis, heldOutAccuracy, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, panelsThatApply, isBounded, workersCaption, nodesCaption, linksText, stragglerReason, lossPartsChartData, outerStepKpis, heldOutAccuracy, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -816,10 +840,26 @@
     setText("last-update", model.stateReceivedAt ? `state at ${fmtClock(model.stateReceivedAt / 1000)}` : "");
   }
 
+  /** What a large job's workers table leaves out ("" when it lists every worker). */
+  function workersCaption(rows, total) {
+    const all = toNumber(total);
+    return all !== null && all > rows ? `${rows} of ${all}: the lowest rank, the straggler and the latest` : "";
+  }
+
+  /** What a large job's nodes table leaves out, and how many nodes are in each state. */
+  function nodesCaption(shown, total, states) {
+    const all = toNumber(total);
+    if (all === null || all <= shown) return "";
+    const counts = Object.entries(states || {}).filter(([, n]) => n > 0).map(([s, n]) => `${n} ${s}`).join(", ");
+    return `${shown} of ${all} (${counts}): lost first, then those heard from longest ago`;
+  }
+
   /** Workers: one row per rank, the straggler's row highlighted and badged. */
   function renderWorkers(state) {
     const straggler = currentStraggler(state);
-    const rows = mergeWorkers(state.workers, latestWindow(), straggler);
+    const latest = latestWindow();
+    const rows = mergeWorkers(state.workers, latest, straggler);
+    setText("workers-caption", workersCaption(rows.length, isBounded(latest) ? latest.reported_ranks : state.workers_total));
     $("workers-table").dataset.straggler = straggler === null ? "" : String(straggler);
     fillTable("workers-table", rows.length ? rows.map((r) =>
       el("tr", { dataset: { rank: String(r.rank) }, className: r.straggler ? "straggler" : null },
@@ -835,6 +875,7 @@
   function renderNodes(state) {
     const nodes = state.nodes || [];
     const now = serverNow();
+    setText("nodes-caption", nodesCaption(nodes.length, state.nodes_total, state.node_states));
     fillTable("nodes-table", nodes.length ? nodes.map((n) => {
       const seen = toNumber(n.last_seen_unix_s);
       const age = seen === null ? "–" : `${fmtDuration(Math.max(0, now - seen))} ago`;
@@ -1022,10 +1063,11 @@
         x: { time: false, range: (u, min, max) => (min == null ? [-0.5, 0.5] : [min - 0.5, max + 0.5]) },
         s: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] },
       },
-      series: [{ label: "rank", value: (u, v) => (v == null ? "–" : String(v)) }, ...partSeries],
+      // One bar per listed rank, side by side (a large job lists ranks far apart), named by rank.
+      series: [{ label: "rank", value: (u, v) => (v == null ? "–" : String(timeSplitRaw.ranks[v] ?? v)) }, ...partSeries],
       axes: [
-        { label: "rank", splits: () => thinTicks(timeSplitRaw.ranks, 32), values: (u, splits) => splits.map(String),
-          grid: { show: false } },
+        { label: "rank", splits: () => thinTicks(timeSplitRaw.ranks.map((_, i) => i), 32),
+          values: (u, splits) => splits.map((i) => String(timeSplitRaw.ranks[i] ?? "")), grid: { show: false } },
         { scale: "s", label: "seconds per window", size: 55 },
       ],
       cursor: { points: { show: false }, drag: { x: false, y: false } },
@@ -1054,19 +1096,20 @@
     };
   }
 
-  /** Lateness per rank vs step; the straggler's line thick and red. */
-  function latenessChartOptions(ranks, straggler) {
+  /** Lateness per rank vs step, the straggler's line thick and red; a large job's statistics
+   *  lines (`labels` without ranks). */
+  function latenessChartOptions(ranks, labels, straggler) {
     const series = [stepSeries()];
-    ranks.forEach((rank, k) => {
-      const isStraggler = rank === straggler;
-      series.push({ label: isStraggler ? `rank ${rank} (straggler)` : `rank ${rank}`, scale: "s",
+    labels.forEach((label, k) => {
+      const isStraggler = ranks.length > 0 && ranks[k] === straggler;
+      series.push({ label: isStraggler ? `${label} (straggler)` : label, scale: "s",
                     stroke: isStraggler ? STRAGGLER_COLOR : PALETTE[k % PALETTE.length],
                     width: isStraggler ? 3 : 1.25, value: legendValue });
     });
     return {
       scales: { x: { time: false }, s: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 0.01] } },
       series,
-      legend: { show: ranks.length <= 16 },
+      legend: { show: labels.length <= 16 },
       axes: [stepAxis(), { scale: "s", label: "lateness s", size: 55 }],
     };
   }
@@ -1093,7 +1136,10 @@
     const recent = model.windows;
     const split = averageTimeSplit(recent, TIME_SPLIT_WINDOWS);
     const straggler = currentStraggler(model.state);
-    setText("time-split-caption", split.windows ? `mean of last ${split.windows} windows` : "");
+    const newest = recent.length ? recent[recent.length - 1] : null;
+    setText("time-split-caption", !split.windows ? "" : isBounded(newest)
+      ? `the latest window's listed ranks of ${newest.reported_ranks}, mean of last ${split.windows} windows`
+      : `mean of last ${split.windows} windows`);
     const st = model.state && model.state.straggler;
     setText("lateness-caption", straggler === null ? "no straggler" :
       `straggler: rank ${straggler}${stragglerReason(model.state)}${st && st.windows ? ` (${st.windows} windows)` : ""}`);
@@ -1111,7 +1157,7 @@
       draw("time split", () => {
         timeSplitRaw = split;
         const chart = ensureChart("time-split-chart", "split", timeSplitChartOptions);
-        chart.plot.setData([split.ranks.slice(), ...stackParts(split)]);
+        chart.plot.setData([split.ranks.map((_, i) => i), ...stackParts(split)]);
       });
       draw("ring", () => {
         if (!applies.rings) return;
@@ -1127,9 +1173,9 @@
       });
       draw("lateness", () => {
         if (!applies.lateness) return;
-        const { ranks, data } = latenessChartData(recent);
-        const signature = `${ranks.join(",")}|${straggler}`;
-        setChartData(ensureChart("lateness-chart", signature, () => latenessChartOptions(ranks, straggler)), data);
+        const { ranks, labels, data } = latenessChartData(recent);
+        const signature = `${labels.join(",")}|${straggler}`;
+        setChartData(ensureChart("lateness-chart", signature, () => latenessChartOptions(ranks, labels, straggler)), data);
       });
     }
     $("loss-chart").dataset.points = String(countValues(lossData[1]));

@@ -23,6 +23,7 @@ dashboard_routes test_routes(std::atomic<int>* calls = nullptr) {
     return std::string(R"({"state":1})");
   };
   routes.series = [] { return std::string(R"({"step":[]})"); };
+  routes.nodes = [] { return std::string(R"({"nodes":[]})"); };
   routes.windows = [](std::size_t last) { return R"({"last":)" + std::to_string(last) + "}"; };
   routes.prometheus = [] { return std::string("troupe_step 3\n"); };
   return routes;
