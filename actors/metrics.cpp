@@ -46,6 +46,7 @@ void send_batch(self_pointer self, const metrics_settings& settings) {
   batch.final = s.final;
   batch.written_through = s.written_through;
   batch.links = settings.links;
+  if (settings.heartbeat_round_trips) batch.heartbeats = settings.heartbeat_round_trips();
   s.written_through = 0;
   s.windows.clear();
   s.checkpoints.clear();

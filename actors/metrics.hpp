@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,8 @@ struct metrics_settings {
   std::chrono::seconds hub_timeout{10};    ///< longest wait for the hub to take a batch
   std::shared_ptr<warning_log> warnings;   ///< this process's warnings, drained into batches
   std::vector<messages::ring_link> links;  ///< this node's ring links (cluster_role::links), in every batch
+  /// The node's heartbeats' round trips since the last call, in every batch (none: not sent).
+  std::function<messages::heartbeat_round_trips()> heartbeat_round_trips;
 };
 
 struct metrics_state {

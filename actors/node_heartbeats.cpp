@@ -53,6 +53,7 @@ node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_setti
   watcher_ = system.spawn(head_watcher, settings.coordinator, head_left_);
   try {
     sender_ = std::make_unique<io::heartbeat_sender>(settings.datagrams, fence_on_loss(settings, head_left_));
+    slot_->sender = sender_.get();
   } catch (...) {
     caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
     throw;
@@ -72,7 +73,20 @@ void node_heartbeats::record_round_trips(uint64_t generation) const {
                          {"max_ms", trips.max_ms}});
 }
 
+std::function<messages::heartbeat_round_trips()> node_heartbeats::round_trip_source() const {
+  return [slot = slot_] {
+    const std::lock_guard lock(slot->mutex);
+    if (slot->sender == nullptr) return messages::heartbeat_round_trips{};
+    const auto trips = slot->sender->take_round_trips();
+    return messages::heartbeat_round_trips{static_cast<uint32_t>(trips.count), trips.p50_ms, trips.p99_ms, trips.max_ms};
+  };
+}
+
 node_heartbeats::~node_heartbeats() {
+  {
+    const std::lock_guard lock(slot_->mutex);
+    slot_->sender = nullptr;
+  }
   sender_.reset();
   caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
 }

@@ -22,9 +22,12 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <functional>
+#include <mutex>
 #include <string>
 
 #include "io/comm/heartbeat_sender.hpp"
+#include "messages/metrics_batch.hpp"
 
 namespace troupe::actors {
 
@@ -47,8 +50,10 @@ class node_heartbeats {
   node_heartbeats(const node_heartbeats&) = delete;
   node_heartbeats& operator=(const node_heartbeats&) = delete;
 
-  /// The beats' round trips since the last call (actors/training_session.hpp reports them per window).
-  io::heartbeat_round_trips take_round_trips() { return sender_->take_round_trips(); }
+  /// What the node's metrics actor calls with each batch: the beats' round trips since its last
+  /// call (none once these heartbeats stopped). Safe to call from any thread, and after this
+  /// object is gone.
+  std::function<messages::heartbeat_round_trips()> round_trip_source() const;
   /// The round trips since the start, in the log and in RUN_DIR/events.jsonl ({"event":
   /// "heartbeat_round_trips", "node", "generation", "count", "p50_ms", "p99_ms", "max_ms"}): at
   /// the end of each generation this node takes part in, and as it stops.
@@ -60,6 +65,12 @@ class node_heartbeats {
   std::shared_ptr<std::atomic<bool>> head_left_ = std::make_shared<std::atomic<bool>>(false);
   caf::actor watcher_;
   std::unique_ptr<io::heartbeat_sender> sender_;
+  /// The sender while it runs, for round_trip_source's callers (null from the destructor on).
+  struct sender_slot {
+    std::mutex mutex;
+    io::heartbeat_sender* sender = nullptr;
+  };
+  std::shared_ptr<sender_slot> slot_ = std::make_shared<sender_slot>();
 };
 
 }  // namespace troupe::actors

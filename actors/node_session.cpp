@@ -225,6 +225,7 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   role_.heartbeats_to_drop = heartbeats_to_drop_;
   role_.partitioned = partitioned_;
   role_.head = head_address(m);
+  role_.heartbeat_round_trips = heartbeats_->round_trip_source();
   role_.transports.assign(transports.size(), {});
   role_.nccl_ids = plan.nccl_ids;
   role_.cuda_devices.clear();

@@ -82,6 +82,7 @@ void training_run::spawn_reporters() {
   metric_options.node = role_.node;
   metric_options.generation = role_.generation;
   metric_options.links = role_.links;
+  metric_options.heartbeat_round_trips = role_.heartbeat_round_trips;
   metrics_actor_ = system_.spawn(metrics, metric_options);
   if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, faults_, metrics_actor_);
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,6 +100,9 @@ struct cluster_role {
   /// Each local rank's link to its successor in each ring, as the transport reports it (UCX's
   /// lanes, after connect): logged at plan time and sent with the node's metrics.
   std::vector<messages::ring_link> links;
+  /// The node's heartbeats' round trips since the last call, sent with each metrics batch
+  /// (actors/node_heartbeats.hpp); none alone.
+  std::function<messages::heartbeat_round_trips()> heartbeat_round_trips;
 
   /// Ring `ring`'s settings as the plan gives them (order, index, chunk, timeout).
   io::ring_settings ring_settings(int ring) const;

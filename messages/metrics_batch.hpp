@@ -37,6 +37,12 @@ struct ring_link {
   std::string device;     ///< "eth0", "memory", "mlx5_0:1", …
 };
 
+/// Round trips of a node's heartbeat datagrams to the head and back, in milliseconds.
+struct heartbeat_round_trips {
+  uint32_t count = 0;  ///< beats echoed; 0: none measured
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
 /// Everything one node reported since its previous batch.
 struct metrics_batch {
   std::string node;
@@ -54,6 +60,8 @@ struct metrics_batch {
   int64_t written_through = 0;
   /// This node's ring links in its current generation (every batch carries them: they are few).
   std::vector<ring_link> links;
+  /// The node's heartbeats echoed since its previous batch (a node of a cluster job).
+  heartbeat_round_trips heartbeats;
 };
 
 }  // namespace troupe::messages

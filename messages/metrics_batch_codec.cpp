@@ -106,6 +106,11 @@ std::string encode_metrics_batch(const metrics_batch& batch) {
     links[i].setTransport(link.transport);
     links[i].setDevice(link.device);
   }
+  auto heartbeats = out.initHeartbeats();
+  heartbeats.setCount(batch.heartbeats.count);
+  heartbeats.setP50Ms(batch.heartbeats.p50_ms);
+  heartbeats.setP99Ms(batch.heartbeats.p99_ms);
+  heartbeats.setMaxMs(batch.heartbeats.max_ms);
   return flat_message_bytes<std::string>(message);
 }
 
@@ -131,6 +136,11 @@ metrics_batch decode_metrics_batch(const std::string& bytes) {
     for (auto line : in.getLog()) batch.log.push_back({line.getUnixSeconds(), line.getLevel(), line.getText()});
     for (auto link : in.getLinks())
       batch.links.push_back({link.getRing(), link.getRank(), link.getPeer(), link.getTransport(), link.getDevice()});
+    const auto heartbeats = in.getHeartbeats();
+    batch.heartbeats = {heartbeats.getCount(), heartbeats.getP50Ms(), heartbeats.getP99Ms(), heartbeats.getMaxMs()};
+    for (const double ms : {batch.heartbeats.p50_ms, batch.heartbeats.p99_ms, batch.heartbeats.max_ms})
+      if (!(ms >= 0 && ms <= 3.6e6))  // NaN too
+        throw make_error("MetricsBatch: heartbeats: expected round trips in [0, 3600000] ms, got ", ms);
     return batch;
   });
 }

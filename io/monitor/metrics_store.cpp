@@ -38,6 +38,7 @@ void metrics_store::add_batch(const messages::metrics_batch& batch, double now) 
   node.resident_bytes = batch.resident_bytes;
   node.last_seen = now;
   node.dropped = batch.dropped;
+  if (batch.heartbeats.count > 0) node.heartbeats = batch.heartbeats;
   if (batch.final) node.state = "finished";
   else if (node.state == "lost") node.state = "training";  // a restarted process of the node
   generation_ = std::max(generation_, batch.generation);
@@ -100,13 +101,34 @@ std::vector<window_summary> metrics_store::take_due(double now, bool force, int6
     due.push_back(std::move(pending.window));
     pending_.erase(pending_.begin());
   }
+  const auto heartbeats = heartbeats_now();
   for (auto& window : due) {
+    window.heartbeats = heartbeats;
     name_straggler(window);
     count_phases(window);
     bound_rank_detail(window, limits_.detail);
     record(window);
   }
   return due;
+}
+
+std::optional<heartbeat_summary> metrics_store::heartbeats_now() const {
+  std::vector<double> medians;
+  heartbeat_summary summary;
+  for (const auto& [name, node] : nodes_) {
+    if (node.state == "lost" || node.heartbeats.count == 0) continue;
+    medians.push_back(node.heartbeats.p50_ms);
+    if (summary.worst_node.empty() || node.heartbeats.p99_ms > summary.p99_ms) {
+      summary.p99_ms = node.heartbeats.p99_ms;
+      summary.worst_node = name;
+    }
+    summary.max_ms = std::max(summary.max_ms, node.heartbeats.max_ms);
+  }
+  if (medians.empty()) return std::nullopt;
+  summary.nodes = static_cast<int64_t>(medians.size());
+  std::nth_element(medians.begin(), medians.begin() + static_cast<std::ptrdiff_t>(medians.size() / 2), medians.end());
+  summary.p50_ms = medians[medians.size() / 2];
+  return summary;
 }
 
 std::vector<std::string> metrics_store::take_straggler_warnings() { return std::exchange(straggler_warnings_, {}); }
@@ -335,7 +357,9 @@ nlohmann::json metrics_store::nodes_json(double now, std::size_t most) const {
                      {"rss_bytes", node->resident_bytes > 0 ? nlohmann::json(node->resident_bytes) : nlohmann::json()},
                      {"last_seen_unix_s", node->last_seen > 0 ? nlohmann::json(node->last_seen) : nlohmann::json()},
                      {"last_seen_s_ago", node->last_seen > 0 ? nlohmann::json(now - node->last_seen) : nlohmann::json()},
-                     {"metrics_dropped", node->dropped}});
+                     {"metrics_dropped", node->dropped},
+                     {"heartbeat_p50_ms", node->heartbeats.count > 0 ? nlohmann::json(node->heartbeats.p50_ms) : nlohmann::json()},
+                     {"heartbeat_p99_ms", node->heartbeats.count > 0 ? nlohmann::json(node->heartbeats.p99_ms) : nlohmann::json()}});
   return nodes;
 }
 

@@ -73,6 +73,8 @@ class metrics_store {
   void mark_node_lost(const std::string& node);
 
   bool finished() const { return finished_; }
+  /// The live nodes' latest heartbeat round trips (none when no node reported any).
+  std::optional<heartbeat_summary> heartbeats_now() const;
   /// Increases with every change the page would show (the server's change notification).
   uint64_t version() const { return version_; }
   int64_t last_step() const { return recent_.empty() ? 0 : recent_.back().step; }
@@ -98,6 +100,7 @@ class metrics_store {
     int64_t resident_bytes = 0;
     double last_seen = 0;
     int64_t dropped = 0;
+    messages::heartbeat_round_trips heartbeats;  ///< from its latest batch that had any
   };
   const char* shown_state(const node_status& node) const;  ///< "finished" for all once the job is
   /// Every node (by name) while there are at most `most`; else the lost ones, then those last

@@ -131,6 +131,13 @@ void metrics_store::prometheus_last_window(prometheus_text& out) const {
       out.sample(labels, phase_seconds(rank.report, p));
     }
   rank_statistics_families(out, statistics_of(window));
+  if (window.heartbeats) {
+    out.family("troupe_heartbeat_round_trip_seconds", "gauge",
+               "Heartbeat round trips to the head as the nodes last reported them: the median node's p50, the worst node's p99 and max.");
+    out.sample({{"stat", "p50"}}, window.heartbeats->p50_ms / 1e3);
+    out.sample({{"stat", "p99"}}, window.heartbeats->p99_ms / 1e3);
+    out.sample({{"stat", "max"}}, window.heartbeats->max_ms / 1e3);
+  }
   const auto rings = window_rings(window);
   if (!rings.empty()) {
     out.family("troupe_ring_allreduce_seconds", "gauge", "A ring's allreduce of the last window (its fastest rank).");
@@ -156,6 +163,13 @@ void metrics_store::prometheus_nodes(prometheus_text& out, double now) const {
   for (const auto& [name, node] : shown) out.sample({{"node", *name}}, static_cast<double>(node->resident_bytes));
   out.family("troupe_node_last_report_age_seconds", "gauge", "Seconds since a node's last metrics batch.");
   for (const auto& [name, node] : shown) out.sample({{"node", *name}}, std::max(0.0, now - node->last_seen));
+  out.family("troupe_node_heartbeat_round_trip_seconds", "gauge",
+             "A node's heartbeat round trips to the head since its previous metrics batch (stat: p50, p99).");
+  for (const auto& [name, node] : shown)
+    if (node->heartbeats.count > 0) {
+      out.sample({{"node", *name}, {"stat", "p50"}}, node->heartbeats.p50_ms / 1e3);
+      out.sample({{"node", *name}, {"stat", "p99"}}, node->heartbeats.p99_ms / 1e3);
+    }
   out.family("troupe_metrics_dropped_total", "counter", "Reports a node's bounded metrics queue dropped.");
   for (const auto& [name, node] : shown) out.sample({{"node", *name}}, static_cast<double>(node->dropped));
 }

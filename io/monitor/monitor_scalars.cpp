@@ -22,6 +22,10 @@ std::vector<monitor_scalar> monitor_scalars(const window_summary& window) {
       {"Train/Samples/elapsed_time_ms_step", r.optimizer_seconds * 1e3},
   });
   if (r.distilled) scalars.push_back({"Train/Samples/elapsed_time_ms_teacher", r.teacher_seconds * 1e3});
+  if (window.heartbeats) {
+    scalars.push_back({"Train/Samples/heartbeat_rtt_p50_ms", window.heartbeats->p50_ms});
+    scalars.push_back({"Train/Samples/heartbeat_rtt_p99_ms", window.heartbeats->p99_ms});
+  }
   if (window.eval_perplexity) scalars.push_back({"Eval/Samples/perplexity", *window.eval_perplexity});
   if (window.eval_task) {
     scalars.push_back({"Eval/Samples/loss", window.eval_task->loss});

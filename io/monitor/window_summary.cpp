@@ -142,6 +142,10 @@ nlohmann::json window_json(const window_summary& window) {
     line["eval_accuracy"] = window.eval_task->accuracy;
     line["eval_examples"] = window.eval_task->examples;
   }
+  if (window.heartbeats)
+    line["heartbeat_rtt_ms"] = {{"nodes", window.heartbeats->nodes}, {"p50", window.heartbeats->p50_ms},
+                                {"p99", window.heartbeats->p99_ms}, {"max", window.heartbeats->max_ms},
+                                {"worst_node", window.heartbeats->worst_node}};
   if (window.straggler)
     line["straggler"] = {{"rank", window.straggler->rank}, {"reason", window.straggler->reason},
                          {"seconds", window.straggler->seconds}, {"windows", window.straggler->windows}};
@@ -207,6 +211,9 @@ window_summary window_from_json(const nlohmann::json& line) {
   if (line.contains("eval_accuracy"))
     window.eval_task = task_evaluation{line.value("eval_loss", 0.0), line["eval_accuracy"].get<double>(),
                                        line.value("eval_examples", int64_t{0})};
+  if (const auto rtt = line.find("heartbeat_rtt_ms"); rtt != line.end() && rtt->is_object())
+    window.heartbeats = heartbeat_summary{rtt->value("nodes", int64_t{0}), rtt->value("p50", 0.0), rtt->value("p99", 0.0),
+                                          rtt->value("max", 0.0), rtt->value("worst_node", std::string())};
   if (const auto named = line.find("straggler"); named != line.end() && named->is_object())
     window.straggler = named_straggler{named->value("rank", -1), named->value("reason", std::string()),
                                        named->value("seconds", 0.0), named->value("windows", int64_t{0})};

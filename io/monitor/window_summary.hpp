@@ -41,6 +41,14 @@ struct task_evaluation {
   int64_t examples = 0;
 };
 
+/// The nodes' heartbeat round trips to the head as their latest batches reported them (each
+/// node's since its previous batch): the median node's p50, the worst node's p99 and max.
+struct heartbeat_summary {
+  int64_t nodes = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  std::string worst_node;  ///< the node of the highest p99
+};
+
 /// One window, cluster-wide: what every rank reported for one optimizer step. The cluster's
 /// numbers (loss, lr, samples, the straggler) come from the allreduced window statistics, so
 /// every rank reports the same; the time split is each rank's own.
@@ -51,6 +59,7 @@ struct window_summary {
   std::optional<double> eval_perplexity;
   std::optional<task_evaluation> eval_task;  ///< fine-tuning's eval_every_windows
   std::optional<named_straggler> straggler;  ///< set by the hub when a straggler is named
+  std::optional<heartbeat_summary> heartbeats;  ///< a cluster job's (set by the hub)
   /// Set when `ranks` lists only some of the window's ranks (io/monitor/rank_detail.hpp): the
   /// statistics over all of them, and `rings` as computed from all of them.
   std::optional<rank_statistics> statistics;

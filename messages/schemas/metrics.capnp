@@ -104,4 +104,13 @@ struct MetricsBatch {
   writtenThrough @10 :Int64;   # a checkpoint of this step follows: write every window up to it
                                # (waiting briefly for missing ranks) before answering; 0: none
   links @11 :List(RingLink);   # the node's ring links in its current generation
+  heartbeats @12 :HeartbeatRoundTrips;  # the node's heartbeats echoed since its previous batch
+}
+
+# Round trips of a node's heartbeat datagrams to the head (docs/cluster.md#heartbeats).
+struct HeartbeatRoundTrips {
+  count @0 :UInt32;            # beats echoed; 0: none (the rest is then 0)
+  p50Ms @1 :Float64;
+  p99Ms @2 :Float64;
+  maxMs @3 :Float64;
 }

@@ -154,3 +154,9 @@ test("a large job's tables say what they leave out", () => {
                "64 of 1024 (1020 training, 4 lost): lost first, then those heard from longest ago");
   assert.equal(page.nodesCaption(2, 2, { training: 2 }), "");
 });
+
+test("a cluster job's headline shows the worst node's heartbeat p99; a single process none", () => {
+  assert.deepEqual(page.heartbeatKpis({ heartbeat_rtt_ms: { nodes: 3, p50: 0.2, p99: 1.5, max: 9, worst_node: "c" } }),
+                   [["heartbeat p99", "1.50 ms (c)"]]);
+  assert.deepEqual(page.heartbeatKpis({ loss: 2 }), []);
+});

@@ -149,8 +149,22 @@ TEST_F(dashboard_e2e, the_head_serves_every_nodes_numbers_while_the_job_runs) {
       EXPECT_GT(line["ranks"][1]["lateness_s"].get<double>(), 0.1) << "step " << step;
     }
   }
-  // TensorBoard: the file-version record, then 12 scalars per window (metrics_hub.cpp).
-  EXPECT_EQ(count_tfevents_records(dir_->path() / "dashboard" / "tensorboard"), 1 + 12 * 30);
+  // Both nodes' heartbeat round trips to the head, each window from the second on.
+  int with_round_trips = 0;
+  for (const auto& [step, line] : lines) {
+    if (!line.contains("heartbeat_rtt_ms")) {
+      EXPECT_EQ(step, 1) << "only the first window may come before any node's round trips";
+      continue;
+    }
+    ++with_round_trips;
+    EXPECT_EQ(line["heartbeat_rtt_ms"]["nodes"], 2) << "step " << step;
+    EXPECT_GT(line["heartbeat_rtt_ms"]["p99"].get<double>(), 0.0) << "step " << step;
+  }
+  EXPECT_NE(prometheus.find("troupe_node_heartbeat_round_trip_seconds{node=\"b\",stat=\"p99\"}"), std::string::npos);
+  EXPECT_FALSE(state["nodes"][1]["heartbeat_p99_ms"].is_null()) << state.dump(2);
+  // TensorBoard: the file-version record, then 12 scalars per window and the round trips' 2
+  // (metrics_hub.cpp).
+  EXPECT_EQ(count_tfevents_records(dir_->path() / "dashboard" / "tensorboard"), 1 + 12 * 30 + 2 * with_round_trips);
 }
 
 TEST_F(dashboard_e2e, a_dashboard_port_in_use_stops_the_job_before_training) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -130,6 +132,22 @@ TEST(metrics_batch_codec, round_trips_the_batch_fields) {
 }
 
 using troupe::testing::expect_error;
+
+TEST(metrics_batch_codec, carries_the_nodes_heartbeat_round_trips_and_refuses_impossible_ones) {
+  metrics_batch batch;
+  EXPECT_EQ(decode_metrics_batch(encode_metrics_batch(batch)).heartbeats.count, 0u) << "none measured";
+  batch.heartbeats = {42, 0.25, 1.5, 7.75};
+  const auto decoded = decode_metrics_batch(encode_metrics_batch(batch));
+  EXPECT_EQ(decoded.heartbeats.count, 42u);
+  EXPECT_EQ(decoded.heartbeats.p50_ms, 0.25);
+  EXPECT_EQ(decoded.heartbeats.p99_ms, 1.5);
+  EXPECT_EQ(decoded.heartbeats.max_ms, 7.75);
+  batch.heartbeats.p99_ms = -1;
+  expect_error([&] { decode_metrics_batch(encode_metrics_batch(batch)); },
+               "MetricsBatch: heartbeats: expected round trips in [0, 3600000] ms, got -1");
+  batch.heartbeats.p99_ms = std::numeric_limits<double>::quiet_NaN();
+  expect_error([&] { decode_metrics_batch(encode_metrics_batch(batch)); }, "MetricsBatch: heartbeats");
+}
 
 TEST(metrics_batch_codec, lists_longer_than_any_node_sends_are_rejected) {
   metrics_batch batch;

@@ -383,6 +383,14 @@
     return reason === "link" ? " (its links)" : reason === "compute" ? " (compute)" : "";
   }
 
+  /** A cluster job's heartbeat round trips to the head (the worst node's p99, and which node),
+   *  for the headline row; nothing for a job of one process. */
+  function heartbeatKpis(w) {
+    const rtt = w && w.heartbeat_rtt_ms;
+    if (!rtt || toNumber(rtt.p99) === null) return [];
+    return [["heartbeat p99", `${fmtSig(rtt.p99)} ms${rtt.worst_node ? ` (${rtt.worst_node})` : ""}`]];
+  }
+
   /** Worker table rows, sorted by rank: the state's workers, their numbers refreshed from the
    *  latest window's per-rank detail (which streams more often than state), plus any rank only
    *  the window knows. `straggler` marks the straggler's row. */
@@ -495,7 +503,7 @@
   const pure = {
     toNumber, emptySeries, seriesFromApi, thinColumns, thinSeries, appendWindow, pushRecentWindow,
     windowsFromApi, lossChartData, throughputChartData, countValues, averageTimeSplit, stackParts,
-    columnsById, ringChartData, latenessChartData, panelsThatApply, isBounded, workersCaption, nodesCaption, linksText, stragglerReason, lossPartsChartData, outerStepKpis, heldOutAccuracy, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
+    columnsById, ringChartData, latenessChartData, panelsThatApply, isBounded, workersCaption, nodesCaption, heartbeatKpis, linksText, stragglerReason, lossPartsChartData, outerStepKpis, heldOutAccuracy, thinTicks, currentStraggler, mergeWorkers, estimateEta, recentWarnings,
     isNewerState, fmtFixed, fmtSig, fmtDuration, fmtMiB, fmtClock,
     MAX_SERIES_POINTS, TIME_PARTS,
   };
@@ -805,6 +813,7 @@
       ["window", w.window_s == null ? "–" : `${fmtSig(w.window_s)} s`],
       ["straggler", straggler === null ? "none" : `rank ${straggler}${stragglerReason(model.state)}`],
       ...outerStepKpis(model.windows),
+      ...heartbeatKpis(w),
     ];
     const key = JSON.stringify(items);
     const box = $("kpis");
@@ -886,8 +895,9 @@
         el("td", {}, (n.ranks || []).join(", ")),
         el("td", { className: "num" }, fmtMiB(n.rss_bytes)),
         el("td", { className: "num" }, n.metrics_dropped ?? 0),
+        el("td", { className: "num" }, n.heartbeat_p99_ms == null ? "–" : fmtSig(n.heartbeat_p99_ms)),
         el("td", { title: fmtClock(seen) }, model.finished ? fmtClock(seen) : age));
-    }) : [emptyRow(7, "no nodes yet")]);
+    }) : [emptyRow(8, "no nodes yet")]);
   }
 
   /** The last 10 checkpoints, newest first. */

@@ -286,5 +286,36 @@ TEST(metrics_store, prometheus_exposition_passes_promtool) {
   EXPECT_FALSE(complaints.has_value()) << complaints.value_or("") << "\n" << text;
 }
 
+TEST(metrics_store, a_window_carries_the_nodes_round_trips_and_names_the_worst) {
+  job_description job;
+  job.world_size = 4;
+  metrics_store store(job, store_limits{});
+  for (int32_t rank = 0; rank < 4; ++rank) {
+    auto batch = troupe::io::batch("n" + std::to_string(rank), {report(1, rank, 4)});
+    batch.heartbeats = {10, 0.1 * (rank + 1), 1.0 + rank, 5.0};
+    if (rank == 2) batch.heartbeats = {10, 0.2, 40.0, 90.0};  // a node whose link is full
+    if (rank == 3) batch.heartbeats = {};                      // none measured: left out
+    store.add_batch(batch, 1000);
+  }
+  const auto window = store.take_due(1000, true).at(0);
+  ASSERT_TRUE(window.heartbeats.has_value());
+  EXPECT_EQ(window.heartbeats->nodes, 3);
+  EXPECT_DOUBLE_EQ(window.heartbeats->p50_ms, 0.2) << "the median node's p50";
+  EXPECT_EQ(window.heartbeats->p99_ms, 40.0);
+  EXPECT_EQ(window.heartbeats->max_ms, 90.0);
+  EXPECT_EQ(window.heartbeats->worst_node, "n2");
+  const auto line = window_json(window);
+  EXPECT_EQ(line["heartbeat_rtt_ms"]["worst_node"], "n2");
+  EXPECT_EQ(window_json(window_from_json(nlohmann::json::parse(line.dump()))).dump(), line.dump());
+  const auto state = store.state_json(1001);
+  EXPECT_EQ(state["nodes"][2]["heartbeat_p99_ms"], 40.0);
+  EXPECT_TRUE(state["nodes"][3]["heartbeat_p99_ms"].is_null());
+  const auto text = store.prometheus(1001);
+  EXPECT_NE(text.find("troupe_heartbeat_round_trip_seconds{stat=\"p99\"} 0.04\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("troupe_node_heartbeat_round_trip_seconds{node=\"n2\",stat=\"p99\"} 0.04\n"), std::string::npos);
+  store.add_event({{"event", "node_lost"}, {"node", "n2"}, {"generation", 2}});
+  EXPECT_EQ(store.heartbeats_now()->worst_node, "n1") << "a lost node no longer counts";
+}
+
 }  // namespace
 }  // namespace troupe::io
