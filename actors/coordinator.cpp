@@ -203,15 +203,89 @@ void coordinator_state::check_heartbeats() {
                  receiver_health.count());
     return;
   }
+  for (auto at = suspicions.begin(); at != suspicions.end();)  // of nodes no longer members
+    at = state.members.count(at->first) != 0 ? std::next(at) : suspicions.erase(at);
   const auto now = std::chrono::steady_clock::now();
+  const auto heard_all = settings.heartbeats->last_heard_all();
   for (const auto& name : state.members) {
-    const auto heard = settings.heartbeats->last_heard(node_indices.at(name));
-    if (!heard || state.finished.count(name) != 0 || now - *heard <= timeouts.heartbeat) continue;
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - *heard).count();
+    const auto& heard = heard_all.at(node_indices.at(name));
+    if (!heard || state.finished.count(name) != 0) continue;
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - *heard);
+    if (!silent_too_long(name, silent)) continue;
     const auto node = name;  // apply() changes the members
-    apply(cluster::heartbeat_silence_event{node, silent, members_heard_from(node)});
+    suspicions.erase(node);
+    apply(cluster::heartbeat_silence_event{node, silent.count(), members_heard_from(node)});
     return;
   }
+}
+
+bool coordinator_state::silent_too_long(const std::string& node, std::chrono::milliseconds silent) {
+  const auto heartbeat = settings.manifest.timeouts.heartbeat;
+  if (silent <= heartbeat / 2) {
+    const auto was = suspicions.find(node);
+    if (was != suspicions.end() && was->second.kept_warned) spdlog::info("node {} is heard from again", node);
+    if (was != suspicions.end()) suspicions.erase(was);
+    return false;
+  }
+  auto& suspected = suspicions[node];
+  if (!suspected.round_pending) start_probe_round(node);
+  if (silent <= heartbeat) return false;
+  if (suspected.reached && silent <= longest_kept(heartbeat)) {
+    if (!suspected.kept_warned)
+      spdlog::warn("node {}: no heartbeat for {} ms, but node {} reaches it: not declared lost while that holds "
+                   "(at most {} ms)",
+                   node, silent.count(), suspected.reached_by, longest_kept(heartbeat).count());
+    suspected.kept_warned = true;
+    return false;
+  }
+  return true;
+}
+
+caf::actor coordinator_state::prober_of(const std::string& node) const {
+  const auto prober = probers.find(node);
+  const auto& joins = membership_state().joins;
+  const auto join = joins.find(node);
+  if (prober == probers.end() || join == joins.end() || join->second.incarnation != prober->second.second) return {};
+  return prober->second.first;
+}
+
+// The members after `node` in member order, up to probers_per_round of them, that are heard from
+// and have an agent; each answer is counted into the round, which is complete when all are in.
+void coordinator_state::start_probe_round(const std::string& node) {
+  const auto& members = membership_state().members;
+  const auto join = membership_state().joins.find(node);
+  if (join == membership_state().joins.end() || join->second.probe_port == 0) return;
+  const auto host = settings.manifest.nodes[node_indices.at(node)].host;
+  const auto port = static_cast<int32_t>(join->second.probe_port);
+  const auto budget = probe_budget(settings.manifest.timeouts.heartbeat);
+  std::vector<std::pair<std::string, caf::actor>> asked;
+  auto at = members.upper_bound(node);
+  for (std::size_t seen = 0; seen < members.size() && asked.size() < probers_per_round; ++seen, ++at) {
+    if (at == members.end()) at = members.begin();
+    if (*at == node || suspicions.count(*at) != 0) continue;
+    if (auto prober = prober_of(*at)) asked.emplace_back(*at, prober);
+  }
+  auto& suspected = suspicions[node];
+  suspected.round_pending = !asked.empty();
+  suspected.answers_pending = static_cast<int>(asked.size());
+  suspected.reached_this_round = false;
+  if (asked.empty()) suspected.reached = false;  // nobody to ask: no evidence either way
+  const auto answered = [this, node](const std::string& by, bool reached) {
+    const auto found = suspicions.find(node);
+    if (found == suspicions.end()) return;  // heard again, or declared lost meanwhile
+    auto& s = found->second;
+    if (reached && !s.reached_this_round) s.reached_by_this_round = by;
+    s.reached_this_round = s.reached_this_round || reached;
+    if (--s.answers_pending > 0) return;
+    s.round_pending = false;
+    s.reached = s.reached_this_round;
+    s.reached_by = s.reached_by_this_round;
+  };
+  for (const auto& [name, prober] : asked)
+    self->request(prober, budget + std::chrono::milliseconds(500), messages::probe_atom::value, host, port,
+                  static_cast<int64_t>(budget.count()))
+        .then([answered, by = name](bool reached) { answered(by, reached); },
+              [answered, by = name](caf::error&) { answered(by, false); });
 }
 
 bool coordinator_state::from_manager_of(const std::string& node) const {
@@ -264,6 +338,10 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
         return self->delegate(hub, messages::metrics_atom::value, std::move(bytes));
       },
       [self](heartbeat_check_atom) { self->state.check_heartbeats(); },
+      [self](messages::prober_atom, const std::string& node, uint64_t incarnation) {
+        if (self->state.node_indices.count(node) != 0)
+          self->state.probers[node] = {caf::actor_cast<caf::actor>(self->current_sender()), incarnation};
+      },
       [self](messages::suspect_atom, const std::string& node, uint64_t generation, int32_t peer,
              const std::string& reason) {
         if (self->state.from_manager_of(node))

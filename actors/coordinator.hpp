@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cluster/manifest.hpp"
+#include "actors/indirect_probes.hpp"
 #include "cluster/membership_machine.hpp"
 
 namespace troupe::io {
@@ -54,14 +55,24 @@ struct coordinator_state {
   std::map<std::string, caf::actor_addr> managers;  ///< each node's side of the rendezvous (monitored)
   std::map<std::string, caf::response_promise> waiting_joins;  ///< this generation's joins, until the plan
   std::unordered_map<std::string, std::size_t> node_indices;   ///< each node's index in the manifest
+  /// Each node's probe agent and the incarnation of the process it belongs to (actors/indirect_probes.hpp).
+  std::map<std::string, std::pair<caf::actor, uint64_t>> probers;
+  std::map<std::string, suspicion> suspicions;  ///< members silent for half of timeouts.heartbeat_ms
 
   caf::result<std::string> on_join(const std::string& bytes);
   void on_finished(const std::string& node, uint64_t node_generation);
   void on_down(const caf::down_msg& down);
   /// Every heartbeat period: a member that has neither finished nor been heard from within
   /// timeouts.heartbeat is reported silent to the machine (a crashed host, a frozen or
-  /// partitioned process) — unless the head's own receiver fell behind (then nobody is).
+  /// partitioned process) — unless the head's own receiver fell behind (then nobody is), or
+  /// other members reach it (actors/indirect_probes.hpp: kept up to three times as long).
   void check_heartbeats();
+  /// Whether member `node`, silent for `silent`, is to be declared lost now (suspicions first).
+  bool silent_too_long(const std::string& node, std::chrono::milliseconds silent);
+  /// Asks up to probers_per_round other members' agents to probe `node`.
+  void start_probe_round(const std::string& node);
+  /// `node`'s agent while it belongs to the node's current member process; none otherwise.
+  caf::actor prober_of(const std::string& node) const;
   /// The last plan's members still heard from within half of timeouts.heartbeat_ms, but `except`.
   std::size_t members_heard_from(const std::string& except) const;
   /// True when the current message comes from the actor that joined as `node`.
@@ -91,7 +102,11 @@ struct coordinator_state {
 ///     running members are told as for a loss.
 ///   ← (finished_atom, node, generation)  when every member finished: → everyone
 ///     (release_atom); the coordinator quits when the others have disconnected or 10 s later
-///   ← down of a member that has not finished, a member silent for timeouts.heartbeat_ms, or a
+///   ← (prober_atom, node, incarnation) from a node's probe agent: while that incarnation is the
+///     node's member process, the agent is asked (probe_atom, host, port, budget_ms) → bool to
+///     probe silent members (actors/indirect_probes.hpp)
+///   ← down of a member that has not finished, a member silent for timeouts.heartbeat_ms whom no
+///     other member's probe reached (reached: kept up to three times as long), or a
 ///     (suspect_atom, node, generation, peer, reason) naming a broken link: the member is lost.
 ///     Under faults.policy "elastic", with enough members left, none finished and (for
 ///     silence) a majority still heard from: generation + 1, and every survivor gets

@@ -3,7 +3,11 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <future>
+
 #include "actors/event_log.hpp"
+#include "actors/indirect_probes.hpp"
+#include "io/comm/link_probe.hpp"
 #include "actors/shutdown_watchdog.hpp"
 #include "messages/atoms.hpp"
 
@@ -46,11 +50,41 @@ io::heartbeat_sender::loss_handler fence_on_loss(const node_heartbeat_settings& 
   };
 }
 
+// Whether any of up to three witnesses hears the head: each asked in parallel for a quarter of the
+// heartbeat timeout (the link-probe responders' "does your process hear the head?").
+bool witnesses_hear_head(const std::vector<std::pair<std::string, std::uint16_t>>& witnesses, std::uint64_t token,
+                         std::chrono::milliseconds budget) {
+  std::vector<std::future<bool>> answers;
+  for (const auto& [host, port] : witnesses) {
+    if (answers.size() == probers_per_round) break;
+    answers.push_back(std::async(std::launch::async, [host = host, port = port, token, budget] {
+      return io::probe_link(host, port, token, budget, std::chrono::milliseconds(50), io::probe_question::hears_head);
+    }));
+  }
+  bool heard = false;
+  for (auto& answer : answers) heard = answer.get() || heard;
+  return heard;
+}
+
 }  // namespace
 
 node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings)
-    : node_(settings.node), events_(settings.events) {
+    : node_(settings.node), events_(settings.events), timeout_(settings.datagrams.timeout) {
   watcher_ = system.spawn(head_watcher, settings.coordinator, head_left_);
+  // Before giving up on a silent head, ask the witnesses; while one hears it, wait up to three
+  // times the timeout (actors/indirect_probes.hpp).
+  settings.datagrams.longest_silence = longest_kept(settings.datagrams.timeout);
+  settings.datagrams.head_heard_elsewhere = [node = node_, witnesses = witnesses_, token = settings.datagrams.token,
+                                             budget = probe_budget(settings.datagrams.timeout)] {
+    std::vector<std::pair<std::string, std::uint16_t>> asked;
+    {
+      const std::lock_guard lock(witnesses->mutex);
+      asked = witnesses->hosts;
+    }
+    const bool heard = witnesses_hear_head(asked, token, budget);
+    if (heard) spdlog::warn("node {}: no heartbeat reply from the head, but another node hears it: waiting", node);
+    return heard;
+  };
   try {
     sender_ = std::make_unique<io::heartbeat_sender>(settings.datagrams, fence_on_loss(settings, head_left_));
     slot_->sender = sender_.get();
@@ -80,6 +114,18 @@ std::function<messages::heartbeat_round_trips()> node_heartbeats::round_trip_sou
     const auto trips = slot->sender->take_round_trips();
     return messages::heartbeat_round_trips{static_cast<uint32_t>(trips.count), trips.p50_ms, trips.p99_ms, trips.max_ms};
   };
+}
+
+std::function<bool()> node_heartbeats::head_heard_source() const {
+  return [slot = slot_, recently = timeout_ / 2] {
+    const std::lock_guard lock(slot->mutex);
+    return slot->sender != nullptr && slot->sender->head_heard_within(recently);
+  };
+}
+
+void node_heartbeats::set_witnesses(std::vector<std::pair<std::string, std::uint16_t>> witnesses) {
+  const std::lock_guard lock(witnesses_->mutex);
+  witnesses_->hosts = std::move(witnesses);
 }
 
 node_heartbeats::~node_heartbeats() {

@@ -22,7 +22,10 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <chrono>
 #include <functional>
+#include <utility>
+#include <vector>
 #include <mutex>
 #include <string>
 
@@ -54,6 +57,12 @@ class node_heartbeats {
   /// call (none once these heartbeats stopped). Safe to call from any thread, and after this
   /// object is gone.
   std::function<messages::heartbeat_round_trips()> round_trip_source() const;
+  /// Whether this process heard the head within half of timeouts.heartbeat_ms (what its link-probe
+  /// responder answers other nodes' "does your process hear the head?"); same guarantees.
+  std::function<bool()> head_heard_source() const;
+  /// The nodes asked whether they hear the head before this one gives up on a silent head (its
+  /// plan's other members: host and link-probe port).
+  void set_witnesses(std::vector<std::pair<std::string, std::uint16_t>> witnesses);
   /// The round trips since the start, in the log and in RUN_DIR/events.jsonl ({"event":
   /// "heartbeat_round_trips", "node", "generation", "count", "p50_ms", "p99_ms", "max_ms"}): at
   /// the end of each generation this node takes part in, and as it stops.
@@ -71,6 +80,12 @@ class node_heartbeats {
     io::heartbeat_sender* sender = nullptr;
   };
   std::shared_ptr<sender_slot> slot_ = std::make_shared<sender_slot>();
+  struct witness_list {
+    std::mutex mutex;
+    std::vector<std::pair<std::string, std::uint16_t>> hosts;
+  };
+  std::shared_ptr<witness_list> witnesses_ = std::make_shared<witness_list>();
+  std::chrono::milliseconds timeout_;
 };
 
 }  // namespace troupe::actors

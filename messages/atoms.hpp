@@ -44,6 +44,11 @@ using membership_atom = caf::atom_constant<caf::atom("members")>;
 /// whole collective timeout; session → coordinator: (suspect_atom, node, generation, peer
 /// rank, reason), so the head can drop a node that is alive but cut off from its ring.
 using suspect_atom = caf::atom_constant<caf::atom("suspect")>;
+/// node's probe agent → coordinator: (prober_atom, node, incarnation) once, at the agent's start;
+/// coordinator → probe agent: (probe_atom, host, port, budget_ms) → bool, whether the host's
+/// probe responder answered (actors/indirect_probes.hpp).
+using prober_atom = caf::atom_constant<caf::atom("prober")>;
+using probe_atom = caf::atom_constant<caf::atom("probe")>;
 /// node's metrics actor → coordinator → metrics hub: (metrics_atom, MetricsBatch bytes) → unit
 /// once the hub has taken the batch (the coordinator delegates; one batch in flight per node).
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;

@@ -160,6 +160,15 @@ std::optional<heartbeat_receiver::clock::time_point> heartbeat_receiver::last_he
   return impl_->nodes[node].heard;
 }
 
+std::vector<std::optional<heartbeat_receiver::clock::time_point>> heartbeat_receiver::last_heard_all() const {
+  const std::lock_guard lock(impl_->mutex);
+  std::vector<std::optional<clock::time_point>> heard;
+  heard.reserve(impl_->nodes.size());
+  for (const auto& node : impl_->nodes)
+    heard.push_back(node.member ? std::optional(node.heard) : std::nullopt);
+  return heard;
+}
+
 bool heartbeat_receiver::serviced_within(clock::duration recently) const {
   const clock::time_point awake{clock::duration(impl_->awake.load())};
   return clock::now() - awake <= recently;

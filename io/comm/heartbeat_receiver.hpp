@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 #include <string>
 
 namespace troupe::io {
@@ -45,6 +46,8 @@ class heartbeat_receiver {
   void fence(std::size_t node, std::uint64_t generation);
   /// When the admitted process of `node` was last heard from; nothing when none is admitted.
   std::optional<clock::time_point> last_heard(std::size_t node) const;
+  /// last_heard of every node, by manifest index, read at once.
+  std::vector<std::optional<clock::time_point>> last_heard_all() const;
   /// Whether the receiving thread has been awake within `recently` (it wakes at least every 50 ms).
   bool serviced_within(clock::duration recently) const;
 

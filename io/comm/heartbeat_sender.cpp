@@ -74,6 +74,7 @@ struct heartbeat_sender::impl {
   loss_handler on_loss;
   unique_fd socket;
   std::atomic<bool> stop{false};
+  std::atomic<clock::rep> last_echo{0};  ///< steady clock ticks of the last echo (0: none yet)
   mutable std::mutex mutex;
   std::vector<double> round_trips_ms;  // guarded by mutex
   round_trip_histogram whole_run;      // guarded by mutex
@@ -112,6 +113,7 @@ struct heartbeat_sender::impl {
         return true;
       }
       const auto now = clock::now();
+      last_echo.store(now.time_since_epoch().count());
       unanswered_since.reset();
       const auto sent = clock::time_point(std::chrono::nanoseconds(echo->sent_ns));
       const double round_trip = std::chrono::duration<double, std::milli>(now - sent).count();
@@ -127,10 +129,18 @@ struct heartbeat_sender::impl {
   // a beat sent `timeout` ago has had no echo since: beats never sent (fault injection's drops,
   // which stand for beats lost on the way to the head) start no clock, so a node whose beats are
   // lost one way learns it from the head's `fenced` when they get through again.
+  // Whether the head, silent to this node since `since`, may be waited for: others hear it, and
+  // the silence is not yet longest_silence.
+  bool head_heard_elsewhere(clock::time_point since) {
+    if (!settings.head_heard_elsewhere || clock::now() - since > settings.longest_silence) return false;
+    return settings.head_heard_elsewhere();
+  }
+
   void run() {
     std::uint64_t sequence = 0;
     auto next_beat = clock::now();
     std::optional<clock::time_point> unanswered_since;  // the first beat sent after the last echo
+    std::optional<clock::time_point> heard_elsewhere_until;  // others heard the head: silence allowed until
     while (!stop.load()) {
       auto now = clock::now();
       if (now >= next_beat) {
@@ -140,8 +150,12 @@ struct heartbeat_sender::impl {
       std::uint64_t lost_before = 0;
       if (read_echoes(unanswered_since, lost_before)) return on_loss(heartbeat_loss::fenced, lost_before);
       now = clock::now();
-      if (unanswered_since && now - *unanswered_since > settings.timeout)
-        return on_loss(heartbeat_loss::head_silent, 0);
+      if (!unanswered_since) heard_elsewhere_until.reset();
+      if (unanswered_since && now - *unanswered_since > settings.timeout &&
+          !(heard_elsewhere_until && now < *heard_elsewhere_until)) {
+        if (!head_heard_elsewhere(*unanswered_since)) return on_loss(heartbeat_loss::head_silent, 0);
+        heard_elsewhere_until = clock::now() + settings.timeout / 2;  // then asked again
+      }
       const auto until_beat = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - now).count();
       pollfd ready{socket.get(), POLLIN, 0};
       ::poll(&ready, 1, static_cast<int>(std::clamp<long long>(until_beat, 1, 50)));
@@ -176,6 +190,11 @@ heartbeat_round_trips heartbeat_sender::take_round_trips() {
   trips.p99_ms = percentile(samples, 0.99);
   trips.max_ms = samples.back();
   return trips;
+}
+
+bool heartbeat_sender::head_heard_within(std::chrono::steady_clock::duration recently) const {
+  const auto last = impl_->last_echo.load();
+  return last != 0 && clock::now() - clock::time_point(clock::duration(last)) <= recently;
 }
 
 heartbeat_round_trips heartbeat_sender::all_round_trips() const {

@@ -26,6 +26,11 @@ struct heartbeat_sender_settings {
   std::chrono::milliseconds period{100}, timeout{1500};
   /// Fault injection: while positive, a beat due is not sent and this is decremented.
   std::shared_ptr<std::atomic<std::int64_t>> to_drop;
+  /// Before it calls the head silent, whether other nodes still hear the head (asked on this
+  /// thread, again every timeout/2 while it holds; none: never asked): while they do, the head
+  /// is given up to `longest_silence` (actors/indirect_probes.hpp).
+  std::function<bool()> head_heard_elsewhere;
+  std::chrono::milliseconds longest_silence{0};
 };
 
 enum class heartbeat_loss {
@@ -54,6 +59,8 @@ class heartbeat_sender {
   heartbeat_round_trips take_round_trips();
   /// Every round trip since the start (p50 and p99 to 0.1 ms below 100 ms, to 10 ms above).
   heartbeat_round_trips all_round_trips() const;
+  /// Whether an echo of the head came back within `recently`.
+  bool head_heard_within(std::chrono::steady_clock::duration recently) const;
 
   struct impl;
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "io/os/unique_fd.hpp"
@@ -18,11 +19,10 @@ namespace troupe::io {
 namespace {
 
 constexpr std::size_t probe_bytes = 16;
-constexpr char magic[] = "tprobe01";
 
-std::array<char, probe_bytes> probe_message(std::uint64_t token) {
+std::array<char, probe_bytes> probe_message(std::uint64_t token, probe_question question) {
   std::array<char, probe_bytes> message{};
-  std::memcpy(message.data(), magic, 8);
+  std::memcpy(message.data(), question == probe_question::hears_head ? "tprobeh1" : "tprobe01", 8);
   std::memcpy(message.data() + 8, &token, sizeof token);
   return message;
 }
@@ -32,11 +32,21 @@ std::array<char, probe_bytes> probe_message(std::uint64_t token) {
 struct link_probe_responder::impl {
   unique_fd socket;
   std::uint16_t port = 0;
-  std::array<char, probe_bytes> expected{};
+  std::array<char, probe_bytes> expected{}, expected_head_query{};
+  std::mutex mutex;
+  std::function<bool()> head_heard;  ///< under `mutex`
   std::atomic<bool> stop{false};
   std::thread thread;
 
-  // Answers every well-formed probe; looks at the stop flag at least every 100 ms.
+  bool answers(const std::array<char, 64>& buffer) {
+    if (std::memcmp(buffer.data(), expected.data(), probe_bytes) == 0) return true;
+    if (std::memcmp(buffer.data(), expected_head_query.data(), probe_bytes) != 0) return false;
+    const std::lock_guard lock(mutex);
+    return head_heard && head_heard();
+  }
+
+  // Answers every well-formed probe (a head query while the head is heard); looks at the stop
+  // flag at least every 100 ms.
   void serve() {
     while (!stop.load()) {
       pollfd ready{socket.get(), POLLIN, 0};
@@ -46,15 +56,15 @@ struct link_probe_responder::impl {
       socklen_t from_length = sizeof from;
       const auto got =
           ::recvfrom(socket.get(), buffer.data(), buffer.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_length);
-      if (got != static_cast<ssize_t>(probe_bytes) || std::memcmp(buffer.data(), expected.data(), probe_bytes) != 0)
-        continue;
+      if (got != static_cast<ssize_t>(probe_bytes) || !answers(buffer)) continue;
       ::sendto(socket.get(), buffer.data(), probe_bytes, 0, reinterpret_cast<sockaddr*>(&from), from_length);
     }
   }
 };
 
 link_probe_responder::link_probe_responder(std::uint64_t token) : impl_(std::make_unique<impl>()) {
-  impl_->expected = probe_message(token);
+  impl_->expected = probe_message(token, probe_question::host_there);
+  impl_->expected_head_query = probe_message(token, probe_question::hears_head);
   // IPv6 with v4-mapped addresses answers both families on one socket.
   impl_->socket = unique_fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   const int fd = impl_->socket.get();
@@ -79,8 +89,13 @@ link_probe_responder::~link_probe_responder() {
 
 std::uint16_t link_probe_responder::port() const { return impl_->port; }
 
+void link_probe_responder::answer_head_queries(std::function<bool()> head_heard) {
+  const std::lock_guard lock(impl_->mutex);
+  impl_->head_heard = std::move(head_heard);
+}
+
 bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token, std::chrono::milliseconds budget,
-                std::chrono::milliseconds interval) {
+                std::chrono::milliseconds interval, probe_question question) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   hints.ai_flags = AI_NUMERICSERV;
@@ -92,7 +107,7 @@ bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token
     return false;
   }
   ::freeaddrinfo(found);
-  const auto message = probe_message(token);
+  const auto message = probe_message(token, question);
   const auto deadline = std::chrono::steady_clock::now() + budget;
   while (std::chrono::steady_clock::now() < deadline) {
     ::send(socket.get(), message.data(), message.size(), 0);  // a failed send is a lost probe

@@ -10,11 +10,17 @@
 /// over a lossy one some of the many it sends do (20 probes over a path losing 20 % each way all
 /// fail with probability 0.36^20).
 ///
-/// Wire format, both ways: 16 bytes, "tprobe01" then the 8-byte job token (any other datagram is
-/// ignored, so the port echoes nothing for strangers).
+/// The same port answers a second question, "does your process hear the head?" (a node that no
+/// longer hears the head asks its peers before it gives up on it: actors/indirect_probes.hpp):
+/// answered only while the responder's `head_heard` says so.
+///
+/// Wire format, both ways: 16 bytes, "tprobe01" (is this host there?) or "tprobeh1" (does it hear
+/// the head?) then the 8-byte job token (any other datagram is ignored, so the port echoes nothing
+/// for strangers).
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,6 +36,9 @@ class link_probe_responder {
   link_probe_responder& operator=(const link_probe_responder&) = delete;
 
   std::uint16_t port() const;
+  /// From now on "does your process hear the head?" is answered while `head_heard()` is true
+  /// (until set, never).
+  void answer_head_queries(std::function<bool()> head_heard);
 
   struct impl;
 
@@ -37,10 +46,17 @@ class link_probe_responder {
   std::unique_ptr<impl> impl_;
 };
 
+/// What a probe asks.
+enum class probe_question {
+  host_there,  ///< is the host (its node's process) there?
+  hears_head,  ///< does its node's process hear the head?
+};
+
 /// Sends a probe to host:port every `interval` for up to `budget`; true as soon as an answer
 /// with `token` comes back, false when none did (or the host does not resolve).
 bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token,
                 std::chrono::milliseconds budget = std::chrono::milliseconds(1000),
-                std::chrono::milliseconds interval = std::chrono::milliseconds(50));
+                std::chrono::milliseconds interval = std::chrono::milliseconds(50),
+                probe_question question = probe_question::host_there);
 
 }  // namespace troupe::io

@@ -1,7 +1,7 @@
 // The fault matrix (issue 10): a 3-node job under faults.policy "elastic" (head: node b) meets
 // every kind of fault at every phase of its third window —
 //   kinds   kill (SIGKILL), hang (SIGSTOP, fenced by the launcher), slow:200 (a straggler, not a
-//           failure), drop:40 (4 s of lost heartbeats: a live node declared lost and fenced),
+//           failure), drop:60 (6 s of lost heartbeats: a live node declared lost and fenced),
 //           partition (a reducer drops what it sends to its ring successor; rings over UCX);
 //   phases  data (the loader builds the window's first micro-batch), forward, backward (between
 //           the passes), allreduce (ring 0's reducer starts the sum), optimizer (after the
@@ -131,15 +131,18 @@ TEST_F(fault_matrix, a_slow_node_at_every_phase_is_waited_for_not_dropped) {
     run_and_check(config, 6, "--inject slow:200:" + victim(phase) + "@3:" + phase, false, "injecting faults: slow:200");
 }
 
-// 40 heartbeats (4 s) lost: the head declares the live node lost after 1.5 s and fences it when
+// 60 heartbeats (6 s) lost: the other nodes still reach the live node (indirect probes), so the
+// head keeps it for three times heartbeat_ms (4.5 s), then declares it lost and fences it when
 // its heartbeats resume; node b (the head) sleeps 100 ms per micro-batch so that the 30 windows
 // outlast the verdict. Five lost heartbeats (0.5 s) go unnoticed.
 TEST_F(fault_matrix, lost_heartbeats_at_every_phase_fence_a_live_node) {
   const auto config = config_and_reference(30);
   for (const auto& phase : phases)
-    run_and_check(config, 30, "--inject drop:40:" + victim(phase) + "@3:" + phase + " --inject slow:100:b@1", true,
+    run_and_check(config, 30, "--inject drop:60:" + victim(phase) + "@3:" + phase + " --inject slow:100:b@1", true,
                   "is no longer part of the job");
   run_and_check(config, 30, "--inject drop:5:c@3 --inject slow:100:b@1", false, "injecting faults: drop:5");
+  // 25 lost (2.5 s, past heartbeat_ms): the others reach node c, so it is kept, and nothing is lost.
+  run_and_check(config, 30, "--inject drop:25:c@3 --inject slow:100:b@1", false, "reaches it: not declared lost");
 }
 
 // A broken data link (rings over UCX, collective timeout 3 s): both ends, and ranks stalled

@@ -337,6 +337,44 @@ TEST_F(net_test, a_link_cut_between_two_workers_drops_the_higher_ranks_and_the_o
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
 }
 
+// The path between the head's host and one node's host cut (nftables, both ways) for 3 s, past
+// timeouts.heartbeat_ms (1.5 s) and within three times it, while both still reach the others: the
+// head hears nothing from the node, but the members it asks still reach it (indirect probes), and
+// the node hears nothing from the head, but its ring neighbours still do (actors/indirect_probes.hpp).
+// Neither gives up: nobody is lost and the job ends with the one-process losses. One ring over 4
+// hosts, so that the cut pair are not ring neighbours and the gradients never cross the cut.
+TEST_F(net_test, a_node_cut_off_from_the_head_alone_for_three_seconds_is_kept) {
+  const int64_t steps = 80;
+  auto c = json::parse(io_text(write_config(steps, false, 0.1)));
+  c["train_batch_size"] = 24;  // 2 a micro-batch: 12 micro-batches on one process, 3 on each of 4
+  const auto config = (*dir_ / "config-24.json").string();
+  testing::write_text(config, c.dump(2));
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "one-24").string(), 300);
+  ASSERT_EQ(single.status, 0) << single.output;
+  net_cluster cluster(4, "1gbit");
+  auto m = json::parse(io_text(write_net_manifest(cluster, "head-cut.json")));
+  m["rings"]["count"] = 1;
+  const auto manifest = (*dir_ / "head-cut.json").string();
+  testing::write_text(manifest, m.dump(2));
+  const auto run = *dir_ / "head-cut";
+  auto job = std::async(std::launch::async, [&] { return launch(manifest, config, "head-cut"); });
+  ASSERT_TRUE(wait_for_step(run, 10, 120));
+  ASSERT_EQ(cluster.command("cut", cluster.hosts()[0].name + " " + cluster.hosts()[2].name).status, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_EQ(cluster.command("heal", cluster.hosts()[0].name).status, 0);
+  ASSERT_EQ(job.wait_for(std::chrono::seconds(300)), std::future_status::ready) << "the launcher hung";
+  const auto launched = job.get();
+  ASSERT_EQ(launched.status, 0) << launched.output;
+  EXPECT_EQ(event_time(run, "node_lost"), -1) << io_text((run / "events.jsonl").string());
+  EXPECT_NE(launched.output.find("reaches it: not declared lost"), std::string::npos) << launched.output;
+  EXPECT_NE(launched.output.find("another node hears it: waiting"), std::string::npos) << launched.output;
+  const auto lines = window_lines(run);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(steps));
+  for (const auto& line : lines) EXPECT_EQ(line["world_size"], 4) << "step " << line["step"];
+  expect_same_curve(read_metrics("one-24"), read_metrics("head-cut"), "head-node cut");
+  for (std::size_t h = 0; h < 4; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
+}
+
 /// Cuts the head's host off (`how`: "" takes its link down, "--drop" drops every packet with the
 /// interface up) after step 25 of a 3-host job checkpointing every 10 windows. The other two
 /// cannot reach the head and fence themselves, naming it; the head, hearing from nobody, is a

@@ -138,21 +138,48 @@ TEST(heartbeats, a_fenced_process_is_told_and_a_restarted_one_is_not) {
   EXPECT_TRUE(eventually([&] { return *receiver.last_heard(0) > admitted; }));
 }
 
-TEST(heartbeats, a_silent_head_is_noticed_after_the_timeout) {
-  // A socket nobody answers: the beats go out, no echo comes back.
-  const auto silent = bind_heartbeat_socket("127.0.0.1", 0);
+/// A sender's settings toward `silent`, a socket nobody answers from: beats go out, no echo
+/// comes back.
+heartbeat_sender_settings settings_toward(const unique_fd& silent, std::chrono::milliseconds timeout) {
   heartbeat_sender_settings s;
   s.head_host = "127.0.0.1";
   s.head_port = bound_port(silent.get());
   s.token = token;
   s.period = 20ms;
-  s.timeout = 300ms;
+  s.timeout = timeout;
+  return s;
+}
+
+TEST(heartbeats, a_silent_head_is_noticed_after_the_timeout) {
+  // A socket nobody answers: the beats go out, no echo comes back.
+  const auto silent = bind_heartbeat_socket("127.0.0.1", 0);
+  auto s = settings_toward(silent, 300ms);
   loss_record loss;
   const auto started = clock::now();
   const heartbeat_sender sender(s, loss.handler());
   ASSERT_EQ(loss.future.wait_for(3s), std::future_status::ready);
   EXPECT_EQ(loss.future.get().first, heartbeat_loss::head_silent);
   EXPECT_GE(clock::now() - started, 300ms);
+}
+
+// While another node hears the head, a node that does not waits for it up to longest_silence,
+// asking again every half timeout; then it gives up all the same.
+TEST(heartbeats, a_silent_head_others_hear_is_waited_for_up_to_the_longest_silence) {
+  const auto silent = bind_heartbeat_socket("127.0.0.1", 0);
+  auto s = settings_toward(silent, 200ms);
+  s.longest_silence = 800ms;
+  std::atomic<int> asked{0};
+  s.head_heard_elsewhere = [&asked] {
+    ++asked;
+    return true;
+  };
+  loss_record loss;
+  const auto started = clock::now();
+  const heartbeat_sender sender(s, loss.handler());
+  ASSERT_EQ(loss.future.wait_for(3s), std::future_status::ready);
+  EXPECT_EQ(loss.future.get().first, heartbeat_loss::head_silent);
+  EXPECT_GE(clock::now() - started, 800ms) << "given up before the longest silence";
+  EXPECT_GE(asked.load(), 3) << "asked at 200 ms, then every 100 ms";
 }
 
 // Dropped beats stand for beats lost on the way to the head: the head hears nothing, and the

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 
 namespace troupe::io {
@@ -31,6 +32,18 @@ TEST(link_probe, another_token_a_dead_port_or_an_unknown_host_get_no_answer) {
   }
   EXPECT_FALSE(probe_link("127.0.0.1", closed, 7, 300ms));
   EXPECT_FALSE(probe_link("no-such-host.invalid", responder.port(), 7, 300ms));
+}
+
+TEST(link_probe, hears_the_head_is_answered_only_while_the_responders_process_does) {
+  link_probe_responder responder(7);
+  const auto asks = [&] { return probe_link("127.0.0.1", responder.port(), 7, 200ms, 20ms, probe_question::hears_head); };
+  EXPECT_FALSE(asks()) << "nothing said yet";
+  std::atomic<bool> heard{true};
+  responder.answer_head_queries([&heard] { return heard.load(); });
+  EXPECT_TRUE(asks());
+  heard = false;
+  EXPECT_FALSE(asks());
+  EXPECT_TRUE(probe_link("127.0.0.1", responder.port(), 7, 200ms)) << "the host itself is still there";
 }
 
 }  // namespace
