@@ -71,6 +71,8 @@ bool witnesses_hear_head(const std::vector<std::pair<std::string, std::uint16_t>
 node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings)
     : node_(settings.node), events_(settings.events), timeout_(settings.datagrams.timeout) {
   watcher_ = system.spawn(head_watcher, settings.coordinator, head_left_);
+  probe_agent_ = system.spawn(probe_agent, probe_agent_settings{settings.node, settings.datagrams.incarnation,
+                                                                settings.datagrams.token, settings.coordinator});
   // Before giving up on a silent head, ask the witnesses; while one hears it, wait up to three
   // times the timeout (actors/indirect_probes.hpp).
   settings.datagrams.longest_silence = longest_kept(settings.datagrams.timeout);
@@ -90,6 +92,7 @@ node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_setti
     slot_->sender = sender_.get();
   } catch (...) {
     caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(probe_agent_, caf::exit_reason::user_shutdown);
     throw;
   }
 }
@@ -135,6 +138,7 @@ node_heartbeats::~node_heartbeats() {
   }
   sender_.reset();
   caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(probe_agent_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace troupe::actors

@@ -46,7 +46,8 @@ struct node_heartbeat_settings {
 
 class node_heartbeats {
  public:
-  /// Starts beating. Throws troupe::error when the head's host does not resolve.
+  /// Starts beating, and this node's probe agent (actors/indirect_probes.hpp). Throws
+  /// troupe::error when the head's host does not resolve.
   node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings);
   /// Stops beating (no fencing after this returns).
   ~node_heartbeats();
@@ -73,6 +74,7 @@ class node_heartbeats {
   std::filesystem::path events_;
   std::shared_ptr<std::atomic<bool>> head_left_ = std::make_shared<std::atomic<bool>>(false);
   caf::actor watcher_;
+  caf::actor probe_agent_;  ///< answers the head's probe requests (actors/indirect_probes.hpp)
   std::unique_ptr<io::heartbeat_sender> sender_;
   /// The sender while it runs, for round_trip_source's callers (null from the destructor on).
   struct sender_slot {

@@ -15,7 +15,6 @@
 #include "cluster/plan.hpp"
 #include "cluster/ring_links.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
-#include "actors/indirect_probes.hpp"
 #include "io/comm/link_probe.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
 #ifdef TROUPE_HAS_NCCL
@@ -129,7 +128,6 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   heartbeats_ = std::make_unique<node_heartbeats>(
       system, node_heartbeat_settings{spec.name, head_address(m), std::move(datagrams), coordinator_,
                                       caf::actor_cast<caf::actor>(self), head_silent_, events});
-  probe_agent_ = system.spawn(probe_agent, probe_agent_settings{spec.name, incarnation_, probe_token(), coordinator_});
   probe_responder_->answer_head_queries(heartbeats_->head_heard_source());
   join(0, 0, node.restarted);
 }
@@ -316,7 +314,6 @@ cluster_membership::~cluster_membership() {
   watchdog.step("stopping the heartbeats");
   if (heartbeats_) heartbeats_->record_round_trips(role_.generation);
   heartbeats_.reset();
-  if (probe_agent_) caf::anon_send_exit(probe_agent_, caf::exit_reason::user_shutdown);
   coordinator_ = nullptr;
   role_ = cluster_role{};
   self_.reset();

@@ -100,7 +100,6 @@ class cluster_membership {
     ~stopped_on_destruction();
   };
   stopped_on_destruction hub_;        ///< the head's metrics hub
-  caf::actor probe_agent_;  ///< answers the head's probe requests (actors/indirect_probes.hpp)
   std::unique_ptr<node_heartbeats> heartbeats_;  ///< this node's heartbeats (stopped before the actor system goes)
 };
 
