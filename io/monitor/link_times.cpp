@@ -1,25 +1,23 @@
 #include "io/monitor/link_times.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace troupe::io {
-namespace {
-
-const rank_report* report_of(const window_summary& window, int32_t rank) {
-  for (const auto& r : window.ranks)
-    if (r.report.rank == rank) return &r;
-  return nullptr;
-}
-
-}  // namespace
 
 std::vector<link_time> link_times(const window_summary& window) {
+  std::unordered_map<int32_t, const rank_report*> by_rank;
+  for (const auto& r : window.ranks) by_rank.emplace(r.report.rank, &r);
+  const auto report_of = [&by_rank](int32_t rank) -> const rank_report* {
+    const auto found = by_rank.find(rank);
+    return found == by_rank.end() ? nullptr : found->second;
+  };
   std::vector<link_time> times;
   for (const auto& sender : window.ranks) {
     const auto& report = sender.report;
     for (const auto& link : sender.links) {
       const auto ring = static_cast<std::size_t>(link.ring);
-      const rank_report* receiver = report_of(window, link.peer);
+      const rank_report* receiver = report_of(link.peer);
       if (receiver == nullptr || ring >= report.ring_link_units.size() || ring >= report.ring_send_posted_unix.size() ||
           ring >= receiver->report.ring_receive_done_unix.size())
         continue;

@@ -28,14 +28,23 @@ double median(std::vector<double> values) {
 
 /// How much slower a rank's links are than the others: the median time of the links it is an end
 /// of less the fastest of the links it is not, for every rank that has both.
+/// In O(links × log links): a rank is an end of a few links (two per ring), so the fastest link it
+/// is not an end of is among the first few of all links by time.
 std::map<int32_t, double> link_scores(const std::vector<link_time>& times) {
-  std::set<int32_t> ranks;
-  for (const auto& t : times) ranks.insert({t.from, t.to});
+  std::map<int32_t, std::vector<double>> its;
+  for (const auto& t : times) {
+    its[t.from].push_back(t.seconds);
+    if (t.to != t.from) its[t.to].push_back(t.seconds);
+  }
+  std::vector<const link_time*> fastest_first;
+  for (const auto& t : times) fastest_first.push_back(&t);
+  std::sort(fastest_first.begin(), fastest_first.end(),
+            [](const link_time* a, const link_time* b) { return a->seconds < b->seconds; });
   std::map<int32_t, double> scores;
-  for (int32_t rank : ranks) {
-    std::vector<double> its, others;
-    for (const auto& t : times) (t.from == rank || t.to == rank ? its : others).push_back(t.seconds);
-    if (!its.empty() && !others.empty()) scores[rank] = median(its) - *std::min_element(others.begin(), others.end());
+  for (const auto& [rank, seconds] : its) {
+    const auto other = std::find_if(fastest_first.begin(), fastest_first.end(),
+                                     [rank = rank](const link_time* t) { return t->from != rank && t->to != rank; });
+    if (other != fastest_first.end()) scores[rank] = median(seconds) - (*other)->seconds;
   }
   return scores;
 }
