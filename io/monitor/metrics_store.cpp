@@ -101,7 +101,8 @@ std::vector<window_summary> metrics_store::take_due(double now, bool force, int6
     due.push_back(std::move(pending.window));
     pending_.erase(pending_.begin());
   }
-  const auto heartbeats = heartbeats_now();
+  if (due.empty()) return due;  // the common case: called with every node's batch
+  const auto heartbeats = heartbeats_now();  // a pass over every node: once per due window set
   for (auto& window : due) {
     window.heartbeats = heartbeats;
     name_straggler(window);
