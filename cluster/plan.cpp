@@ -81,6 +81,28 @@ int cluster_plan::next(int ring, int rank) const {
   return order[static_cast<std::size_t>((at + 1) % world)];
 }
 
+ring_neighbours::ring_neighbours(const cluster_plan& plan) : plan_(plan) {
+  for (const auto& order : plan.ring_orders) {
+    std::vector<std::size_t> places(order.size());
+    for (std::size_t at = 0; at < order.size(); ++at) places.at(static_cast<std::size_t>(order[at])) = at;
+    places_.push_back(std::move(places));
+  }
+}
+
+std::size_t ring_neighbours::place(int ring, int rank) const {
+  return places_.at(static_cast<std::size_t>(ring)).at(static_cast<std::size_t>(rank));
+}
+
+int ring_neighbours::previous(int ring, int rank) const {
+  const auto& order = plan_.ring_orders[static_cast<std::size_t>(ring)];
+  return order[(place(ring, rank) + order.size() - 1) % order.size()];
+}
+
+int ring_neighbours::next(int ring, int rank) const {
+  const auto& order = plan_.ring_orders[static_cast<std::size_t>(ring)];
+  return order[(place(ring, rank) + 1) % order.size()];
+}
+
 const plan_member* cluster_plan::member_of_rank(int rank) const {
   for (const auto& m : members)
     if (rank >= m.first_rank && rank < m.first_rank + m.workers) return &m;
@@ -179,13 +201,13 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
 namespace {
 
 /// The ranks whose addresses `member` needs: its own, and their neighbours in every ring.
-std::vector<int> ranks_needed_by(const cluster_plan& plan, const plan_member& member) {
+std::vector<int> ranks_needed_by(const ring_neighbours& neighbours, int rings, const plan_member& member) {
   std::vector<int> needed;
   for (int rank = member.first_rank; rank < member.first_rank + member.workers; ++rank) {
     needed.push_back(rank);
-    for (int ring = 0; ring < static_cast<int>(plan.ring_orders.size()); ++ring) {
-      needed.push_back(plan.previous(ring, rank));
-      needed.push_back(plan.next(ring, rank));
+    for (int ring = 0; ring < rings; ++ring) {
+      needed.push_back(neighbours.previous(ring, rank));
+      needed.push_back(neighbours.next(ring, rank));
     }
   }
   return needed;
@@ -202,9 +224,11 @@ std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_pla
       holder.at(static_cast<std::size_t>(rank)) = m;
   plan.endpoints.assign(endpoints.size(), {});
   plan.partial = true;
+  const ring_neighbours neighbours(plan);
+  const auto rings = static_cast<int>(plan.ring_orders.size());
   std::vector<std::pair<std::string, std::string>> plans;
   for (const auto& member : members) {
-    const auto needed = ranks_needed_by(plan, member);
+    const auto needed = ranks_needed_by(neighbours, rings, member);
     std::set<std::size_t> needed_members;
     for (const int rank : needed) {
       plan.endpoints[static_cast<std::size_t>(rank)] = endpoints[static_cast<std::size_t>(rank)];

@@ -73,9 +73,25 @@ struct cluster_plan {
   /// The member holding global rank `rank`, or null when no member does.
   const plan_member* member_of_rank(int rank) const;
 
-  /// The ranks before and after `rank` in ring `ring`.
+  /// The ranks before and after `rank` in ring `ring`: a search of the ring's order, O(world)
+  /// per call; code asking about many ranks builds a ring_neighbours once instead.
   int previous(int ring, int rank) const;
   int next(int ring, int rank) const;
+};
+
+/// Every rank's neighbours in every ring of a plan in O(1) each, from every rank's place in each
+/// order (built once, O(rings × world)). The plan must outlive it and keep its orders.
+class ring_neighbours {
+ public:
+  explicit ring_neighbours(const cluster_plan& plan);
+  int previous(int ring, int rank) const;
+  int next(int ring, int rank) const;
+
+ private:
+  std::size_t place(int ring, int rank) const;
+
+  const cluster_plan& plan_;
+  std::vector<std::vector<std::size_t>> places_;  ///< [ring][rank]: where the rank stands in the order
 };
 
 /// Ring orders when the manifest says "auto". Rings alternate direction (ring 0 runs

@@ -26,6 +26,22 @@ TEST(plan, auto_rings_alternate_direction) {
   EXPECT_EQ(orders[2], (std::vector<int>{1, 2, 3, 0}));
 }
 
+// The neighbour table answers what the plan's own search answers, for listed and auto orders.
+TEST(plan, ring_neighbours_agree_with_the_plans_search) {
+  cluster_plan plan;
+  plan.world = 5;
+  plan.ring_orders = auto_ring_orders(5, 2);
+  plan.ring_orders.push_back({3, 0, 4, 1, 2});
+  const ring_neighbours neighbours(plan);
+  for (int ring = 0; ring < 3; ++ring)
+    for (int rank = 0; rank < plan.world; ++rank) {
+      EXPECT_EQ(neighbours.previous(ring, rank), plan.previous(ring, rank)) << ring << " " << rank;
+      EXPECT_EQ(neighbours.next(ring, rank), plan.next(ring, rank)) << ring << " " << rank;
+    }
+  EXPECT_EQ(neighbours.next(2, 2), 3);
+  EXPECT_EQ(neighbours.previous(2, 3), 2);
+}
+
 nccl_id id_filled_with(std::uint8_t value) {
   nccl_id id;
   id.fill(value);

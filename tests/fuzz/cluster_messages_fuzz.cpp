@@ -20,10 +20,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto plan = troupe::cluster::decode_plan(bytes, "fuzz");
     // Accepted plans must be usable without further checks: every rank has a place in every
-    // ring, so the neighbour lookups stay inside the orders.
+    // ring, so the neighbour lookups stay inside the orders (ring_neighbours: a plan's world may
+    // be 65,536 ranks, and plan.next searches the order each time).
+    const troupe::cluster::ring_neighbours neighbours(plan);
     for (int ring = 0; ring < static_cast<int>(plan.ring_orders.size()); ++ring)
-      for (int rank = 0; rank < plan.world; ++rank)
-        if (plan.next(ring, rank) < 0 || plan.next(ring, rank) >= plan.world) __builtin_trap();
+      for (int rank = 0; rank < plan.world; ++rank) {
+        const int next = neighbours.next(ring, rank);
+        if (next < 0 || next >= plan.world || neighbours.previous(ring, next) != rank) __builtin_trap();
+      }
+    if (plan.world > 0 && !plan.ring_orders.empty() && plan.next(0, 0) != neighbours.next(0, 0)) __builtin_trap();
   } catch (const troupe::error&) {
   }
   try {
