@@ -11,6 +11,9 @@
 ///   {"event": "job_stopped", "generation": 1, "reason": …}            the coordinator stopped every node
 ///   {"event": "self_fenced", "node": "c", "reason": …}                 a node that lost the head stopped
 ///   {"event": "fence_deadline", "node": "c", "grace_s": 3}             a fenced node's teardown hung: it ended itself
+///   {"event": "launch", "nodes": 64, "restart": 0}                      the launcher started the nodes
+///   {"event": "node_startup", "node": "c", "exec_unix_s": …, …, "wired_unix_s": …}
+///                                                                      a node's way into generation 0 (actors/node_startup.hpp)
 ///   {"event": "heartbeat_round_trips", "node": "c", "count": 3000, "p50_ms": 0.4, "p99_ms": 2.1, "max_ms": 9.8}
 ///                                                                      a node's heartbeats' round trips, as it stops
 

@@ -21,6 +21,7 @@
 #include "io/comm/nccl/nccl_communicator.hpp"
 #endif
 #include "io/os/file_util.hpp"
+#include "io/os/process_clocks.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
 
@@ -67,6 +68,10 @@ cluster_membership::stopped_on_destruction::~stopped_on_destruction() {
 cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash,
                                        const std::filesystem::path& events, std::optional<metrics_hub_settings> hub)
     : node_(node), job_hash_(job_hash), incarnation_(new_incarnation()) {
+  startup_timeline startup;
+  startup.exec = io::process_started_unix_seconds();
+  startup.session = unix_seconds();
+  startup.session_cpu = io::process_cpu_seconds();
   const auto& m = node.manifest;
   const auto index = m.node_index(node.name);
   const auto& spec = m.nodes[index];
@@ -119,6 +124,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   }
 
   if (!is_head_) coordinator_ = reach_coordinator(system, m);
+  startup.head_reached = unix_seconds();
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
   io::heartbeat_sender_settings datagrams{m.head_host,      static_cast<uint16_t>(m.head_port),
@@ -129,7 +135,9 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
       system, node_heartbeat_settings{spec.name, head_address(m), std::move(datagrams), coordinator_,
                                       caf::actor_cast<caf::actor>(self), head_silent_, events});
   probe_responder_->answer_head_queries(heartbeats_->head_heard_source());
-  join(0, 0, node.restarted);
+  join(0, 0, node.restarted, &startup);
+  startup.wired_cpu = io::process_cpu_seconds();
+  startup.record(events, spec.name);
 }
 
 void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps) {
@@ -139,10 +147,13 @@ void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps) {
   join(generation, committed_steps, false);
 }
 
-void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool restarted) {
+void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool restarted,
+                              startup_timeline* startup) {
   local_transports transports;
   auto request = join_request_for(generation, committed_steps, restarted, transports);
+  if (startup) startup->join_sent = unix_seconds();
   const auto plan = request_plan(request);
+  if (startup) startup->planned = unix_seconds();
   const auto& m = node_.manifest;
   const auto& me = plan.member(node_.name);
   if (plan.generation < generation || me.workers != m.nodes[m.node_index(node_.name)].workers)
@@ -150,6 +161,7 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
                      " with a plan of generation ", plan.generation, " giving node ", node_.name, " ", me.workers,
                      " workers");
   take_place_in(plan, transports);
+  if (startup) startup->wired = unix_seconds();
 }
 
 /// One transport per local worker per ring (none under NCCL, which finds its peers itself);

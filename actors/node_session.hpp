@@ -9,6 +9,7 @@
 #include <string>
 
 #include "actors/metrics_hub.hpp"
+#include "actors/node_startup.hpp"
 #include "actors/training_session.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/plan.hpp"
@@ -63,8 +64,8 @@ class cluster_membership {
 
  private:
   /// Opens this node's transports, joins the coordinator with their addresses and takes its
-  /// place in the plan it answers with.
-  void join(uint64_t generation, int64_t committed_steps, bool restarted);
+  /// place in the plan it answers with; stamps the steps in `startup` when given.
+  void join(uint64_t generation, int64_t committed_steps, bool restarted, startup_timeline* startup = nullptr);
   /// transports[w][r]: local worker w's transport for ring r.
   using local_transports = std::vector<std::vector<std::shared_ptr<io::ucx_transport>>>;
   cluster::join_request join_request_for(uint64_t generation, int64_t committed_steps, bool restarted,
