@@ -21,30 +21,6 @@ namespace {
 
 class cluster_e2e : public cluster_job_test {};
 
-/// Every node of `run` recorded its way into generation 0 (actors/node_startup.hpp) after the
-/// launcher's `launch` event, its steps in order, with the CPU it had used by then.
-void expect_startup_events(const std::filesystem::path& run, std::size_t nodes) {
-  std::ifstream in(run / "events.jsonl");
-  double launched = 0;
-  std::size_t started = 0;
-  for (std::string line; std::getline(in, line);) {
-    const auto event = json::parse(line);
-    if (event.value("event", "") == "launch") launched = event.value("unix_s", 0.0);
-    if (event.value("event", "") != "node_startup") continue;
-    ++started;
-    ASSERT_GT(launched, 0) << "a node_startup before the launch event: " << line;
-    double previous = launched - 0.011;  // the exec stamp counts in 10 ms ticks
-    for (const char* step : {"exec", "session", "head_reached", "join_sent", "planned", "wired"}) {
-      const double at = event.value(std::string(step) + "_unix_s", 0.0);
-      EXPECT_GE(at, previous) << step << " in " << line;
-      previous = at;
-    }
-    EXPECT_GT(event.value("session_cpu_s", 0.0), 0) << line;
-    EXPECT_GE(event.value("wired_cpu_s", 0.0), event.value("session_cpu_s", 0.0)) << line;
-  }
-  EXPECT_EQ(started, nodes) << run;
-}
-
 TEST_F(cluster_e2e, two_and_three_nodes_match_one_process_and_repeat_bitwise) {
   const auto config = write_config(20, false, 0.1);  // with dropout: its masks are keyed by sample
   auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "single").string());

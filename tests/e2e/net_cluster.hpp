@@ -84,6 +84,15 @@ class net_cluster {
         .output;
   }
 
+  /// SIGKILLs the troupe processes on host `index` (a node that dies); how many there were.
+  int kill_troupe(std::size_t index) const {
+    const auto killed = run_command("sh -c 'n=0; for p in $(ip netns pids " + hosts_.at(index).name +
+                                        "); do grep -qx troupe /proc/$p/comm 2>/dev/null && kill -9 $p && n=$((n+1)); "
+                                        "done; echo $n'",
+                                    10);
+    return std::atoi(killed.output.c_str());
+  }
+
   /// The processes in host `index`'s network namespace other than its sshd.
   std::vector<int> stray_processes(std::size_t index) const {
     const auto& name = hosts_.at(index).name;
