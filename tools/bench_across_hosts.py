@@ -1,7 +1,9 @@
 """What the benchmarks across tools/netcluster hosts share (tools/bench-overlap,
-tools/bench-scaling-across-hosts): the cluster, a launch manifest for its first hosts, a job
-config sized for them, `troupe bench train` on them, and the PyTorch DDP peer
-(tools/peers/ddp_bert.py) with one rank per host. Root: netcluster makes network namespaces."""
+tools/bench-scaling-across-hosts, tools/bench-startup-across-hosts,
+tools/bench-straggler-across-hosts): the cluster, a launch manifest for its first hosts, a job
+config sized for them, `troupe bench train` on them, the PyTorch DDP peer (tools/peers/ddp_bert.py)
+with one rank per host, and readers of a launched job's processes and run directory. Root:
+netcluster makes network namespaces."""
 import json, os, pathlib, subprocess, sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -86,6 +88,60 @@ def ddp_across(name, cluster, hosts, config, steps, compress="none", script="ben
     if any(rank.returncode != 0 for rank in ranks):
         sys.exit(f"{script}: the DDP peer failed: {outputs}")
     return json.loads(outputs[0].strip().splitlines()[-1])
+
+
+def launch_files(scratch, cluster, hosts, steps, data):
+    """For `troupe launch` on the cluster's first HOSTS hosts: the job config (bert-tiny shapes,
+    dropout on, fp32, a global batch of 2 per host, STEPS windows) and the manifest (one node of
+    one worker and one thread per host, two rings, default timeouts but a long join)."""
+    c = json.loads((ROOT / "configs" / "bert-tiny.json").read_text())
+    c.pop("gradient_accumulation_steps", None)
+    c.update(train_batch_size=2 * hosts, train_micro_batch_size_per_gpu=2, train_steps=steps, steps_per_print=1,
+             bf16={"enabled": False}, checkpoint={"every_windows": 0}, tensorboard={"enabled": False})
+    c["scheduler"]["params"]["warmup_num_steps"] = min(c["scheduler"]["params"]["warmup_num_steps"], steps)
+    c["data"]["dir"] = str(data)
+    config = scratch / f"config-{hosts}.json"
+    config.write_text(json.dumps(c, indent=2))
+    m = json.loads(pathlib.Path(cluster["manifest"]).read_text())
+    m["nodes"] = [dict(node, workers=1, threads_per_worker=1) for node in m["nodes"][:hosts]]
+    m.update(rings={"count": 2}, oversubscribe=True, timeouts={"join_s": 300})
+    manifest = scratch / f"manifest-{hosts}.json"
+    manifest.write_text(json.dumps(m, indent=2))
+    return config, manifest
+
+
+def node_processes(run_dir):
+    """{node name: pid} of the `troupe node` processes of RUN_DIR (the hosts share this machine's
+    process table)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = pathlib.Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if len(args) > 1 and args[1] == "node" and str(run_dir) in args and "--node" in args:
+            found[args[args.index("--node") + 1]] = int(entry)
+    return found
+
+
+def json_lines(path):
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def last_step(run_dir):
+    lines = json_lines(run_dir / "metrics.jsonl")
+    return lines[-1].get("step", 0) if lines else 0
 
 
 def record(kind, script, payload):
