@@ -138,6 +138,19 @@ test("a large job's lateness chart draws the median, p99 and latest rank, not a 
   assert.deepEqual(small.labels, ["rank 0", "rank 1"]);
 });
 
+test("above 16 ranks the lateness chart draws the statistics from the ranks each window lists", () => {
+  const ranks = (late) => Array.from({ length: 64 }, (_, r) => ({ rank: r, lateness_s: r === late ? 2 : r / 100 }));
+  const windows = [{ step: 1, ranks: ranks(63) }, { step: 2, ranks: ranks(5) }];
+  const { ranks: lines, labels, data } = page.latenessChartData(windows);
+  assert.deepEqual(lines, []);
+  assert.deepEqual(labels, ["median rank", "p99 rank", "latest rank"]);
+  // 64 ranks: the median is the 32nd smallest, p99 the 64th (ceil(0.99 × 64) = 64).
+  assert.deepEqual(data, [[1, 2], [0.31, 0.32], [2, 2], [2, 2]]);
+  const sixteen = page.latenessChartData([{ step: 1, ranks: ranks(3).slice(0, 16) }]);
+  assert.equal(sixteen.labels.length, 16);
+  assert.equal(sixteen.labels[0], "rank 0");
+});
+
 test("a large job's time split shows the newest window's listed ranks only", () => {
   const split = page.averageTimeSplit([boundedWindow(1, [0, 37, 5]), boundedWindow(2, [0, 37, 6])], 10);
   assert.deepEqual(split.ranks, [0, 6, 37]);

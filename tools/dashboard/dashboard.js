@@ -281,19 +281,34 @@
              lateness: ranks.size > 1 || windows.some(isBounded) };
   }
 
-  /** The lateness statistics a large job's chart draws instead of a line per rank. */
-  const LATENESS_STATS = [["p50", "median rank"], ["p99", "p99 rank"], ["max", "latest rank"]];
+  /** The lateness statistics a large job's chart draws instead of a line per rank, with the
+   *  share of the ranks each stands above (nearest rank, as rank_stats computes them). */
+  const LATENESS_STATS = [["p50", "median rank", 0.5], ["p99", "p99 rank", 0.99], ["max", "latest rank", 1]];
+
+  /** Above this many ranks a line per rank is a tangle: the chart draws the statistics. */
+  const LATENESS_LINES_UP_TO = 16;
+
+  /** The nearest-rank percentile of the numbers among `values` (the smallest value at least a
+   *  share `p` of them do not exceed); null when there are none. */
+  function nearestRank(values, p) {
+    const known = values.map(toNumber).filter((v) => v !== null).sort((a, b) => a - b);
+    return known.length ? known[Math.max(0, Math.ceil(p * known.length) - 1)] : null;
+  }
 
   /** uPlot data for the lateness chart: {ranks: [r...], labels: [...], data: [step, column per
-   *  label]}: a line per rank, or for a large job (isBounded) the median, p99 and latest rank's
-   *  lateness over all ranks (ranks then empty). */
+   *  label]}: a line per rank up to LATENESS_LINES_UP_TO ranks; above, or for a large job
+   *  (isBounded), the median, p99 and latest rank's lateness over all ranks (ranks then empty):
+   *  from `rank_stats`, or from the window's ranks when it lists every one. */
   function latenessChartData(windows) {
     const steps = windows.map((w) => w.step);
-    if (windows.some(isBounded)) {
-      const stat = (key) => windows.map((w) => toNumber(isBounded(w) && w.rank_stats.lateness_s &&
-                                                         w.rank_stats.lateness_s[key]));
+    const listed = new Set();
+    windows.forEach((w) => (w.ranks || []).forEach((r) => listed.add(r.rank)));
+    if (windows.some(isBounded) || listed.size > LATENESS_LINES_UP_TO) {
+      const stat = (w, key, share) => isBounded(w)
+        ? toNumber(w.rank_stats.lateness_s && w.rank_stats.lateness_s[key])
+        : nearestRank((w.ranks || []).map((r) => r.lateness_s), share);
       return { ranks: [], labels: LATENESS_STATS.map(([, label]) => label),
-               data: [steps, ...LATENESS_STATS.map(([key]) => stat(key))] };
+               data: [steps, ...LATENESS_STATS.map(([key, , share]) => windows.map((w) => stat(w, key, share)))] };
     }
     const { ids, columns } = columnsById(windows, (w) => w.ranks, (r) => r.rank, (r) => r.lateness_s);
     return { ranks: ids, labels: ids.map((r) => `rank ${r}`), data: [steps, ...columns] };
