@@ -1,14 +1,16 @@
 // Opens the dashboard of a running job in Debian's Chromium (headless, driven by playwright-core
 // from npm) and checks what a person would look at: the loss chart gains points while the job
 // trains, the workers table highlights the straggler, the page says the job is running, and a
-// screenshot is saved.
+// screenshot is saved. With RANKS, also that the workers table has a row per rank and, above 16
+// ranks, that the lateness chart draws the statistics lines instead of a line per rank.
 //
-//   node dashboard_page.mjs URL SCREENSHOT.png STRAGGLER_RANK
+//   node dashboard_page.mjs URL SCREENSHOT.png STRAGGLER_RANK [RANKS]
 //
+// STRAGGLER_RANK "-": no straggler is expected, none is checked.
 // Exits 0 when every check held, 1 naming the first that did not (each wait has a timeout).
 import { withPage } from "./with_page.mjs";
 
-const [url, screenshot, stragglerRank] = process.argv.slice(2);
+const [url, screenshot, stragglerRank, ranks] = process.argv.slice(2);
 if (!url || !screenshot || stragglerRank === undefined) {
   console.error("usage: node dashboard_page.mjs URL SCREENSHOT.png STRAGGLER_RANK");
   process.exit(2);
@@ -29,15 +31,25 @@ await withPage("dashboard_page", { width: 1400, height: 1700 }, async (page) => 
   const status = await page.textContent("#job-status");
   if (status.trim() !== "running") throw new Error(`#job-status says "${status}" while the job runs`);
 
-  await page.waitForSelector(`#workers-table[data-straggler="${stragglerRank}"]`, { timeout: 60000 });
-  const row = page.locator(`#workers-table tr[data-rank="${stragglerRank}"]`);
-  const rowClass = (await row.getAttribute("class")) || "";
-  if (!rowClass.split(/\s+/).includes("straggler"))
-    throw new Error(`rank ${stragglerRank}'s row has class "${rowClass}", not "straggler"`);
-  const others = await page.locator("#workers-table tr.straggler").count();
-  if (others !== 1) throw new Error(`${others} rows are highlighted as stragglers, expected 1`);
-  console.log(`straggler highlighted: rank ${stragglerRank}`);
+  if (stragglerRank !== "-") {
+    await page.waitForSelector(`#workers-table[data-straggler="${stragglerRank}"]`, { timeout: 60000 });
+    const row = page.locator(`#workers-table tr[data-rank="${stragglerRank}"]`);
+    const rowClass = (await row.getAttribute("class")) || "";
+    if (!rowClass.split(/\s+/).includes("straggler"))
+      throw new Error(`rank ${stragglerRank}'s row has class "${rowClass}", not "straggler"`);
+    const others = await page.locator("#workers-table tr.straggler").count();
+    if (others !== 1) throw new Error(`${others} rows are highlighted as stragglers, expected 1`);
+    console.log(`straggler highlighted: rank ${stragglerRank}`);
+  }
 
+  if (ranks !== undefined) {
+    const rows = await page.locator("#workers-table tbody tr").count();
+    if (rows !== Number(ranks)) throw new Error(`the workers table has ${rows} rows, expected ${ranks}`);
+    const legend = await page.textContent("#lateness-chart");
+    if (Number(ranks) > 16 && (!legend.includes("median rank") || legend.includes("rank 1 ")))
+      throw new Error(`the lateness chart of ${ranks} ranks should draw statistics lines: ${legend.slice(0, 200)}`);
+    console.log(`workers: ${rows} rows; lateness: ${Number(ranks) > 16 ? "statistics lines" : "a line per rank"}`);
+  }
   for (const id of ["loss-chart", "throughput-chart", "time-split-chart", "ring-chart", "lateness-chart"]) {
     const canvases = await page.locator(`#${id} canvas`).count();
     if (canvases === 0) throw new Error(`#${id} drew no chart`);

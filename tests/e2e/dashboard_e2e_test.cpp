@@ -290,6 +290,35 @@ TEST_F(dashboard_e2e, a_browser_sees_the_job_live_and_the_straggler_highlighted)
   EXPECT_GT(std::filesystem::file_size(browser_dir + "/dashboard.png"), 10000u);
 }
 
+// 64 real ranks (node a's 63 workers and node b's one): the loss chart grows, every rank has its
+// row, the lateness chart draws the median, p99 and latest rank instead of 64 lines, every chart
+// is drawn (tests/browser/dashboard_page.mjs). No straggler is checked: 63 worker threads on two
+// cores make a different rank the latest by up to a second every window, more than any slowdown
+// short of seconds a window would stand out from.
+TEST_F(dashboard_e2e, a_browser_sees_a_job_of_64_real_ranks_readable) {
+  if (!std::filesystem::exists("/usr/bin/chromium"))
+    GTEST_SKIP() << "Debian's chromium is not installed (tools/install-deps installs it)";
+  auto c = json::parse(io_text(write_config(120)));  // still training when the page looks
+  c["train_batch_size"] = 128;
+  const auto config = *dir_ / "config-64-ranks.json";
+  testing::write_text(config, c.dump(2));
+  auto m = json::parse(io_text(write_manifest(2, "dashboard-64.json")));
+  m["nodes"][0]["workers"] = 63;
+  const auto manifest = *dir_ / "dashboard-64.json";
+  testing::write_text(manifest, m.dump(2));
+  launched_job job(manifest.string(), config.string(), "dashboard-64", "");
+  httplib::Client client("127.0.0.1", job.port);
+  wait_for_state(client, [](const json& s) { return s["progress"]["step"].get<int64_t>() >= 1; }, 120);
+  const std::string browser_dir = TROUPE_BROWSER_DIR;
+  const auto page = testing::run_command("node " + browser_dir + "/dashboard_page.mjs http://127.0.0.1:" +
+                                             std::to_string(job.port) + "/ " + browser_dir + "/dashboard-64.png - 64",
+                                         180);
+  const auto& result = job.finish();
+  EXPECT_EQ(page.status, 0) << page.output;
+  std::printf("%s", page.output.c_str());
+  ASSERT_EQ(result.status, 0) << result.output;
+}
+
 // The page of a job of 1,024 ranks (the real hub and dashboard fed by simulated ranks: `troupe
 // bench metrics --serve`) stays bounded and readable in Chromium (tests/browser/dashboard_large_page.mjs).
 TEST_F(dashboard_e2e, a_browser_sees_a_job_of_1024_ranks_bounded_and_readable) {
