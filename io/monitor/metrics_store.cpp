@@ -229,8 +229,10 @@ void metrics_store::add_checkpoint(const messages::checkpoint_report& checkpoint
 }
 
 void metrics_store::add_event(const nlohmann::json& event) {
-  // A node's heartbeat round trips are a measurement, not a membership change: not listed.
-  if (event.value("event", std::string()) == "heartbeat_round_trips") return;
+  // A node's heartbeat round trips and its start-up timeline are measurements, not membership
+  // changes: not listed (a job of 1,024 nodes would fill the list with start-ups).
+  const auto name = event.value("event", std::string());
+  if (name == "heartbeat_round_trips" || name == "node_startup") return;
   events_.push_back(event);
   if (events_.size() > limits_.kept_lines) events_.pop_front();
   const auto kind = event.value("event", std::string());

@@ -231,8 +231,9 @@ TEST(metrics_store, state_tracks_nodes_checkpoints_events_and_log) {
   store.take_due(1000, false);
   store.add_event({{"event", "node_lost"}, {"node", "b"}, {"generation", 1}});
   store.add_event({{"event", "heartbeat_round_trips"}, {"node", "a"}, {"generation", 0}, {"p99_ms", 0.3}});
+  store.add_event({{"event", "node_startup"}, {"node", "a"}, {"wired_unix_s", 1000.5}});
   const auto state = store.state_json(1001);
-  ASSERT_EQ(state["events"].size(), 1u) << "a node's round trips are no membership change";
+  ASSERT_EQ(state["events"].size(), 1u) << "a node's round trips and start-up are no membership change";
   EXPECT_EQ(state["nodes"][0]["name"], "a");
   EXPECT_EQ(state["nodes"][0]["metrics_dropped"], 3);
   EXPECT_EQ(state["nodes"][1]["state"], "lost");
