@@ -231,11 +231,10 @@ void metrics_store::add_checkpoint(const messages::checkpoint_report& checkpoint
 void metrics_store::add_event(const nlohmann::json& event) {
   // A node's heartbeat round trips and its start-up timeline are measurements, not membership
   // changes: not listed (a job of 1,024 nodes would fill the list with start-ups).
-  const auto name = event.value("event", std::string());
-  if (name == "heartbeat_round_trips" || name == "node_startup") return;
+  const auto kind = event.value("event", std::string());
+  if (kind == "heartbeat_round_trips" || kind == "node_startup") return;
   events_.push_back(event);
   if (events_.size() > limits_.kept_lines) events_.pop_front();
-  const auto kind = event.value("event", std::string());
   if (kind == "node_lost") mark_node_lost(event.value("node", std::string()));
   if (event.contains("generation") && event["generation"].is_number_integer() && event["generation"].get<int64_t>() > 0)
     generation_ = std::max(generation_, event["generation"].get<uint64_t>());

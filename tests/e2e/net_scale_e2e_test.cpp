@@ -29,12 +29,8 @@ std::string config_for_sixteen(int64_t steps) {
 /// the log: timings are reported, never checked.
 void print_startup_step(const std::filesystem::path& run, const std::string& from, const std::string& to) {
   std::vector<double> seconds;
-  std::ifstream in(run / "events.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto event = json::parse(line);
-    if (event.value("event", "") == "node_startup")
-      seconds.push_back(event.value(to + "_unix_s", 0.0) - event.value(from + "_unix_s", 0.0));
-  }
+  for (const auto& event : events_called(run, "node_startup"))
+    seconds.push_back(event.value(to + "_unix_s", 0.0) - event.value(from + "_unix_s", 0.0));
   if (seconds.empty()) return;
   std::sort(seconds.begin(), seconds.end());
   std::printf("start-up %s -> %s: median %.2f s, slowest %.2f s\n", from.c_str(), to.c_str(),
@@ -62,11 +58,7 @@ TEST_F(net_test, sixteen_hosts_launched_over_ssh_train_through_two_kills_as_one_
 
   expect_same_curve_by_step(read_metrics("one-16"), read_metrics("net16"), "16 hosts, two killed", kills.size());
   std::set<std::string> lost;
-  std::ifstream events(run / "events.jsonl");
-  for (std::string line; std::getline(events, line);) {
-    const auto event = json::parse(line);
-    if (event.value("event", "") == "node_lost") lost.insert(event.value("node", ""));
-  }
+  for (const auto& event : events_called(run, "node_lost")) lost.insert(event.value("node", ""));
   EXPECT_EQ(lost, (std::set<std::string>{cluster.hosts()[5].name, cluster.hosts()[11].name}));
   const auto windows = window_lines(run);
   ASSERT_FALSE(windows.empty());
