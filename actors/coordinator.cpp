@@ -64,9 +64,13 @@ void coordinator_state::carry_out(const cluster::membership_effect& effect) {
         if constexpr (std::is_same_v<effect_type, send_plan>) {
           deliver_plan(e.bytes_by_member);
         } else if constexpr (std::is_same_v<effect_type, announce_generation>) {
-          for (const auto& node : e.to)
+          const std::map<std::string, std::string> plans(e.plans.begin(), e.plans.end());
+          for (const auto& node : e.to) {
+            const auto plan = plans.find(node);
             if (const auto manager = manager_of(node))
-              self->send(manager, messages::membership_atom::value, e.generation, e.reason);
+              self->send(manager, messages::membership_atom::value, e.generation, e.reason,
+                         plan == plans.end() ? std::string() : plan->second);
+          }
         } else if constexpr (std::is_same_v<effect_type, arm_join_deadline>) {
           self->delayed_send(self, timeouts.join, join_deadline_atom::value, e.generation);
         } else if constexpr (std::is_same_v<effect_type, release_members>) {
@@ -169,6 +173,21 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   if (previous_manager != sender) self->monitor(sender);
   settings.heartbeats->admit(node_indices.at(node), incarnation);
   return reply;
+}
+
+/// A member's report after it took a plan that came with the news: the transports it opened for
+/// the generation after, and the steps it stood at.
+void coordinator_state::on_standby(const std::string& bytes) {
+  cluster::join_request report;
+  try {
+    report = cluster::decode_join(bytes, "a node's standby report");
+  } catch (const error& e) {
+    spdlog::warn("ignored a standby report: {}", e.what());
+    return;
+  }
+  if (!from_manager_of(report.node)) return;
+  report.secret.clear();
+  apply(cluster::standby_event{std::move(report)});
 }
 
 void coordinator_state::on_finished(const std::string& node, uint64_t node_generation) {
@@ -327,6 +346,7 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   self->send(self, heartbeat_check_atom::value);
   return {
       [self](messages::join_atom, const std::string& bytes) { return self->state.on_join(bytes); },
+      [self](messages::standby_atom, const std::string& bytes) { self->state.on_standby(bytes); },
       [self](messages::finished_atom, const std::string& node, uint64_t generation) {
         self->state.on_finished(node, generation);
       },

@@ -60,6 +60,7 @@ struct coordinator_state {
   std::map<std::string, suspicion> suspicions;  ///< members silent for half of timeouts.heartbeat_ms
 
   caf::result<std::string> on_join(const std::string& bytes);
+  void on_standby(const std::string& bytes);
   void on_finished(const std::string& node, uint64_t node_generation);
   void on_down(const caf::down_msg& down);
   /// Every heartbeat period: a member that has neither finished nor been heard from within
@@ -100,6 +101,9 @@ struct coordinator_state {
 ///     says); a bad join is refused with an error naming it. A join marked `restarted` (the
 ///     launcher restarted a lost node) makes the node a member of the next generation, and the
 ///     running members are told as for a loss.
+///   ← (standby_atom, join bytes) from a member that took a plan from the news: the standby
+///     transports it opened next and the steps it stood at (once all are in, events.jsonl gets
+///     the generation's line with its start step)
 ///   ← (finished_atom, node, generation)  when every member finished: → everyone
 ///     (release_atom); the coordinator quits when the others have disconnected or 10 s later
 ///   ← (prober_atom, node, incarnation) from a node's probe agent: while that incarnation is the
@@ -110,7 +114,10 @@ struct coordinator_state {
 ///     (suspect_atom, node, generation, peer, reason) naming a broken link: the member is lost.
 ///     Under faults.policy "elastic", with enough members left, none finished and (for
 ///     silence) a majority still heard from: generation + 1, and every survivor gets
-///     (membership_atom, generation, reason), stops its window in flight and joins again;
+///     (membership_atom, generation, reason, plan) and stops its window in flight. When every
+///     survivor has standby transports registered (its join's, or its last standby report's),
+///     `plan` is its plan on them and nobody joins; else `plan` is empty and every survivor
+///     joins again;
 ///     otherwise everyone else gets (abort_atom, reason) and the coordinator quits with
 ///     errc::cluster_failed.
 ///   ← (abort_atom, node, reason) from a member that stopped with an error → everyone else

@@ -37,6 +37,11 @@ caf::behavior data_loader(caf::stateful_actor<data_loader_state>* self, data_loa
   self->state.order = std::make_unique<compute::sample_order>(settings.dataset->size(), settings.seed);
   if (!settings.sample_log.empty()) self->state.sample_log.open(settings.sample_log, std::ios::app);
   return {
+      // Before any credit: a replica copied from one a window ahead goes on from the donor's data.
+      [=](messages::skip_atom, int64_t windows) {
+        if (self->state.next_window == 0 && self->state.next_micro == 0 && windows > 0)
+          self->state.next_window = static_cast<uint64_t>(windows);
+      },
       [=](messages::credit_atom, int64_t granted, const caf::actor& worker) {
         auto& s = self->state;
         s.credit += granted;

@@ -57,6 +57,7 @@ struct data_loader_state {
 ///
 /// Protocol (credit-based flow control, so the queue in front of the worker never holds more
 /// than the credit it granted — `data.prefetch` at start, one more per consumed batch):
+///   ← (skip_atom, k)              before the first credit: start k windows later
 ///   ← (credit_atom, n, worker)    grant n more micro-batches
 ///   → worker: (batch_atom, micro_batch)   while credit remains and windows are left
 /// Runs detached: building a batch never occupies CAF's scheduler threads.

@@ -35,10 +35,6 @@ std::string job_secret() {
   return secret ? secret : "";
 }
 
-std::string head_address(const cluster::cluster_manifest& m) {
-  return m.head_host + ":" + std::to_string(m.head_port);
-}
-
 caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_manifest& m) {
   const auto deadline = clock::now() + m.timeouts.join;
   std::string last_error;
@@ -48,7 +44,7 @@ caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_m
     last_error = system.render(coordinator.error());
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  throw make_error("cannot reach the head at ", head_address(m), " within ", m.timeouts.join.count(),
+  throw make_error("cannot reach the head at ", m.head_address(), " within ", m.timeouts.join.count(),
                    " s (timeouts.join_s): ", last_error);
 }
 
@@ -118,7 +114,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
     auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
     if (!port) {
       self->send_exit(coordinator_, caf::exit_reason::user_shutdown);
-      throw make_error(m.source, ": head.port: cannot listen on ", head_address(m), ": ", system.render(port.error()),
+      throw make_error(m.source, ": head.port: cannot listen on ", m.head_address(), ": ", system.render(port.error()),
                        " (another job on this port?)");
     }
   }
@@ -132,89 +128,12 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
                                           static_cast<uint32_t>(index), m.timeouts.heartbeat_period,
                                           m.timeouts.heartbeat, heartbeats_to_drop_};
   heartbeats_ = std::make_unique<node_heartbeats>(
-      system, node_heartbeat_settings{spec.name, head_address(m), std::move(datagrams), coordinator_,
+      system, node_heartbeat_settings{spec.name, m.head_address(), std::move(datagrams), coordinator_,
                                       caf::actor_cast<caf::actor>(self), head_silent_, events});
   probe_responder_->answer_head_queries(heartbeats_->head_heard_source());
   join(0, 0, node.restarted, &startup);
   startup.wired_cpu = io::process_cpu_seconds();
   startup.record(events, spec.name);
-}
-
-void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps) {
-  heartbeats_->record_round_trips(role_.generation);
-  // The previous generation's transports go first: their reducers have stopped.
-  role_.transports.clear();
-  join(generation, committed_steps, false);
-}
-
-void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool restarted,
-                              startup_timeline* startup) {
-  local_transports transports;
-  auto request = join_request_for(generation, committed_steps, restarted, transports);
-  if (startup) startup->join_sent = unix_seconds();
-  const auto plan = request_plan(request);
-  if (startup) startup->planned = unix_seconds();
-  const auto& m = node_.manifest;
-  const auto& me = plan.member(node_.name);
-  if (plan.generation < generation || me.workers != m.nodes[m.node_index(node_.name)].workers)
-    throw make_error("the head at ", head_address(m), " answered the join of generation ", generation,
-                     " with a plan of generation ", plan.generation, " giving node ", node_.name, " ", me.workers,
-                     " workers");
-  take_place_in(plan, transports);
-  if (startup) startup->wired = unix_seconds();
-}
-
-/// One transport per local worker per ring (none under NCCL, which finds its peers itself);
-/// their addresses go to the head with the join.
-cluster::join_request cluster_membership::join_request_for(uint64_t generation, int64_t committed_steps,
-                                                           bool restarted, local_transports& transports) {
-  const auto& m = node_.manifest;
-  const auto& spec = m.nodes[m.node_index(node_.name)];
-  transports.assign(static_cast<std::size_t>(spec.workers), {});
-  cluster::join_request join;
-  join.node = spec.name;
-  join.manifest_hash = m.file_hash;
-  join.config_hash = job_hash_;
-  join.generation = generation;
-  join.committed_steps = committed_steps;
-  join.restarted = restarted;
-  if (const char* secret = std::getenv(cluster::job_secret_variable)) join.secret = secret;
-  join.probe_port = probe_responder_->port();
-  join.incarnation = incarnation_;
-  const bool nccl = m.transport == "nccl";
-  for (std::size_t local = 0; local < transports.size(); ++local) {
-    auto& worker = transports[local];
-    std::vector<io::transport_address> addresses;
-    for (int64_t ring = 0; ring < m.rings.count; ++ring) {
-      if (nccl) {  // the "address" names the worker's device, for messages
-        const auto& device = spec.devices[local];
-        addresses.emplace_back(device.begin(), device.end());
-        continue;
-      }
-      worker.push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
-      addresses.push_back(worker.back()->local_address());
-    }
-    join.workers.push_back(std::move(addresses));
-  }
-#ifdef TROUPE_HAS_NCCL
-  // Every node makes its rings' ids (each hosts a bootstrap for them); the plan carries those of
-  // the node that holds rank 0.
-  if (nccl)
-    for (int64_t ring = 0; ring < m.rings.count; ++ring) join.nccl_ids.push_back(io::make_nccl_unique_id());
-#endif
-  return join;
-}
-
-/// Sends the join and waits (timeouts.join and some) for the coordinator's plan.
-cluster::cluster_plan cluster_membership::request_plan(const cluster::join_request& join) {
-  const auto& m = node_.manifest;
-  std::string plan_bytes, failure;
-  (*self_)->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
-                    cluster::encode_join(join))
-      .receive([&](const std::string& bytes) { plan_bytes = bytes; },
-               [&](caf::error& e) { failure = "joining the head at " + head_address(m) + ": " + system_->render(e); });
-  if (!failure.empty()) throw error(failure);
-  return cluster::decode_plan(plan_bytes, "the head at " + head_address(m));
 }
 
 /// The role the plan gives this node, and its transports connected to their ring neighbours.
@@ -224,7 +143,6 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   const bool nccl = m.transport == "nccl";
   role_.node = spec.name;
   role_.generation = plan.generation;
-  role_.start_steps = plan.start_steps;
   role_.restarted = node_.restarted;
   role_.elastic = m.faults.policy == cluster::fault_policy::elastic;
   role_.first_rank = plan.member(spec.name).first_rank;
@@ -237,14 +155,14 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   role_.coordinator = coordinator_;
   role_.heartbeats_to_drop = heartbeats_to_drop_;
   role_.partitioned = partitioned_;
-  role_.head = head_address(m);
+  role_.head = m.head_address();
   role_.heartbeat_round_trips = heartbeats_->round_trip_source();
   role_.transports.assign(transports.size(), {});
   role_.nccl_ids = plan.nccl_ids;
   role_.cuda_devices.clear();
   if (nccl) {
     if (plan.nccl_ids.size() != static_cast<std::size_t>(m.rings.count))
-      throw make_error("the head at ", head_address(m), " sent a plan with ", plan.nccl_ids.size(),
+      throw make_error("the head at ", m.head_address(), " sent a plan with ", plan.nccl_ids.size(),
                        " NCCL ids for ", m.rings.count, " rings");
     for (const auto& device : spec.devices) role_.cuda_devices.push_back(std::stoi(device.substr(device.find(':') + 1)));
   }
@@ -258,7 +176,7 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
         if (peer == rank) continue;
         const auto& addresses = plan.endpoints[static_cast<std::size_t>(peer)];
         if (addresses.size() <= ring)
-          throw make_error("the head at ", head_address(m), " sent a plan without the address of rank ", peer,
+          throw make_error("the head at ", m.head_address(), " sent a plan without the address of rank ", peer,
                            ", rank ", rank, "'s neighbour in ring ", ring);
         transport.connect(peer, addresses[ring]);
       }
@@ -328,6 +246,7 @@ cluster_membership::~cluster_membership() {
   heartbeats_.reset();
   coordinator_ = nullptr;
   role_ = cluster_role{};
+  standby_.clear();  // UCX workers: before the context below
   self_.reset();
   watchdog.step("waiting for the actor system's last " + std::to_string(system_->registry().running()) +
                 " actor(s) to end (coordinator, workers, reducers, loaders)");
@@ -366,7 +285,7 @@ void cluster_membership::finish() {
   rules.node = node_.name;
   rules.generation = role_.generation;
   rules.clustered = true;
-  rules.head = head_address(m);
+  rules.head = m.head_address();
   rules.release_wait = m.timeouts.join;
   cluster::node_machine waiting(rules, cluster::node_phase::awaiting_release);
   const auto release_deadline = clock::now() + m.timeouts.join;
@@ -432,7 +351,7 @@ training_summary run_node(const node_identity& node, io::job_config config, cons
     carried.losses.clear();
     spdlog::warn("node {}: joining generation {} at step {}", node.name, outcome.next_generation,
                  carried.optimizer_steps);
-    membership.rejoin(outcome.next_generation, carried.optimizer_steps);
+    membership.rejoin(outcome.next_generation, carried.optimizer_steps, outcome.next_plan);
   }
 }
 

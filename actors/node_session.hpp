@@ -50,9 +50,10 @@ class cluster_membership {
   caf::actor_system& system() { return *system_; }
   caf::scoped_actor& self() { return *self_; }
   const cluster_role& role() const { return role_; }
-  /// Joins membership generation `generation` (after the coordinator lost a node) with new
-  /// transports and the steps this node's workers completed; the role becomes the new plan's.
-  void rejoin(uint64_t generation, int64_t committed_steps);
+  /// Goes on as membership generation `generation` (after the coordinator lost a node): with
+  /// `plan`, its plan for this node that came with the news, on the standby transports; else by
+  /// joining it with the steps this node's workers completed. The role becomes the new plan's.
+  void rejoin(uint64_t generation, int64_t committed_steps, const std::string& plan = "");
   /// Tells the coordinator this node stops with an error (so the job stops, whatever the
   /// policy); waits at most a second for it to hear.
   void report_error(const std::string& reason);
@@ -68,9 +69,16 @@ class cluster_membership {
   void join(uint64_t generation, int64_t committed_steps, bool restarted, startup_timeline* startup = nullptr);
   /// transports[w][r]: local worker w's transport for ring r.
   using local_transports = std::vector<std::vector<std::shared_ptr<io::ucx_transport>>>;
+  /// A join's fields but the transports' addresses.
+  cluster::join_request join_basics(uint64_t generation, int64_t committed_steps, bool restarted) const;
   cluster::join_request join_request_for(uint64_t generation, int64_t committed_steps, bool restarted,
                                          local_transports& transports);
   cluster::cluster_plan request_plan(const cluster::join_request& join);
+  /// Takes `plan_bytes` (generation `generation`'s plan, from the news) on the standby
+  /// transports, opens the next standby and tells the coordinator (`standby_atom`).
+  void take_announced_plan(uint64_t generation, int64_t committed_steps, const std::string& plan_bytes);
+  /// Opens transports for the generation after the next plan; returns their addresses.
+  cluster::worker_endpoints open_standby();
   void take_place_in(const cluster::cluster_plan& plan, local_transports& transports);
   void report_links(const cluster::cluster_plan& plan);
   void watch_for_cut_links(const cluster::cluster_plan& plan);
@@ -93,6 +101,8 @@ class cluster_membership {
   std::unique_ptr<caf::scoped_actor> self_;
   caf::actor coordinator_;
   cluster_role role_;
+  /// Transports opened for the next generation, their addresses already with the coordinator.
+  local_transports standby_;
   /// An actor that runs until told to stop (a timer loop); declared after the actor system, so
   /// it is stopped first, before the system (which waits for every actor) goes, even when the
   /// constructor throws.

@@ -149,6 +149,8 @@ int64_t outer_rounds::fragments_in_rounds() const { return setup_.replica.traine
 /// round.
 void outer_rounds::finish_rounds_among_members(const std::vector<double>& weights, int64_t donor, int64_t to_step,
                                                int64_t step, messages::window_report& report) {
+  // This replica may have stood a window behind the step the members agreed on.
+  outer_steps_done_ = setup_.sync.outer_steps_through(to_step);
   const auto world = static_cast<std::size_t>(setup_.replica.world);
   const auto fragments = static_cast<std::size_t>(fragments_in_rounds());
   std::vector<int64_t> due;

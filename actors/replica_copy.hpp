@@ -2,8 +2,10 @@
 /// Replicas after a membership change (docs/faults.md): survivors may stand one window apart (a
 /// node lost during an allreduce that some ranks finished), and a node that joins has no state.
 ///
-/// Every rank first sums a flag per rank, "my replica is at the generation's start step" (the
-/// coordinator's maximum over the nodes' committed steps); the lowest flagged rank is the donor.
+/// Every rank first sums its replica's step count into a slot of its own: the furthest step any
+/// replica finished is the generation's start step (the ranks agree on it among themselves, so
+/// the coordinator need not collect the nodes' steps before it sends the plan), and the lowest
+/// rank standing at it is the donor.
 /// Then each state buffer (parameters, the optimizer's moments) is carried in the gradient
 /// buffer through the rings: the donor puts its values in, every other rank zeros, and after
 /// the sum (x + 0 + … = x exactly, in fp32) every rank copies the result out. Finally every
@@ -32,13 +34,12 @@ namespace troupe::actors {
 struct replica_copy {
   int64_t rank = 0;
   int64_t world = 1;
-  int64_t to_step = 0;  ///< the generation's start step
-  int64_t step = 0;     ///< the sums' step (the first window's), for messages
+  int64_t step = 0;  ///< the sums' step (the first window's), for messages
 };
 
-/// Makes every member's replica the donor's at `copy.to_step`; returns once it is. Throws
-/// troupe::error when no replica stands at that step, sum_failed when a sum failed.
-void copy_replicas(const std::shared_ptr<compute::mlm_trainer>& trainer, worker_rings& rings, sync_rounds& rounds,
+/// Makes every member's replica the donor's; returns the step they all stand at then (the
+/// generation's start step). Throws sum_failed when a sum failed.
+int64_t copy_replicas(const std::shared_ptr<compute::mlm_trainer>& trainer, worker_rings& rings, sync_rounds& rounds,
                    const replica_copy& copy, messages::window_report& report);
 
 }  // namespace troupe::actors

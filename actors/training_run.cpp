@@ -60,6 +60,7 @@ generation_outcome training_run::execute() {
     outcome.summary.reset();
     outcome.next_generation = membership_->state().next_generation;
     outcome.reason = membership_->state().replan_reason;
+    if (announced_plan_.first == outcome.next_generation) outcome.next_plan = announced_plan_.second;
     return outcome;
   }
   stop();
@@ -132,7 +133,7 @@ void training_run::spawn_rank(int local) {
     w.profile = {config_.profiler.wait, config_.profiler.active,
                  folder / ("rank" + std::to_string(rank) + ".pt.trace.json")};
   }
-  if (later_generation()) w.synchronise_to_steps = role_.start_steps;
+  w.copy_replicas_first = later_generation();
   w.collective_timeout = role_.collective_timeout;
   w.reducers = spawn_reducers(local, rank);  // none in a world of one
   auto worker_actor = system_.spawn<caf::detached>(worker, w, metrics_actor_,

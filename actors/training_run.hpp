@@ -77,7 +77,7 @@ class training_run {
   /// table has no row for becomes the run's failure.
   void apply(const cluster::node_event& event);
   /// The head announced a generation: the machine decides whether this one ends.
-  void on_membership_news(uint64_t generation, const std::string& reason);
+  void on_membership_news(uint64_t generation, const std::string& reason, const std::string& plan);
   void note_losses(const messages::window_report& report);
   std::chrono::milliseconds next_wait() const;
   bool handing_over() const;
@@ -128,6 +128,8 @@ class training_run {
   std::vector<std::shared_ptr<std::shared_ptr<compute::mlm_trainer>>> handoffs_;  ///< by local worker
   std::vector<double> losses_;  ///< of this process's first worker's windows
   std::string failure_;
+  /// The newest generation announced with this node's plan, and that plan (encoded).
+  std::pair<uint64_t, std::string> announced_plan_;
   /// The node's side of membership while the generation trains (cluster/node_machine.hpp).
   std::unique_ptr<cluster::node_machine> membership_;
   std::set<caf::actor_addr> gone_;  ///< actors whose down message the session has read

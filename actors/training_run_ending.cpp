@@ -52,8 +52,8 @@ std::optional<training_summary> training_run::await_summaries() {
           const bool ours = reducers_.count(caf::actor_cast<caf::actor_addr>(supervisor_->current_sender())) != 0;
           apply(cluster::ring_suspicion_event{ours, peer, reason});
         },
-        [&](messages::membership_atom, uint64_t generation, const std::string& reason) {
-          on_membership_news(generation, reason);
+        [&](messages::membership_atom, uint64_t generation, const std::string& reason, const std::string& plan) {
+          on_membership_news(generation, reason, plan);
         },
         [&](caf::down_msg& down) {
           gone_.insert(down.source);
@@ -95,7 +95,8 @@ void training_run::apply(const cluster::node_event& event) {
   }
 }
 
-void training_run::on_membership_news(uint64_t generation, const std::string& reason) {
+void training_run::on_membership_news(uint64_t generation, const std::string& reason, const std::string& plan) {
+  if (!plan.empty() && generation > announced_plan_.first) announced_plan_ = {generation, plan};
   apply(cluster::membership_news_event{generation, reason});
 }
 

@@ -164,13 +164,8 @@ void training_run::set_start_state() {
   }
   // Injected faults count windows from where this process's run began.
   run_start_steps_ = continuing_ ? carried_->run_start_steps : start_.optimizer_steps;
-  if (later_generation()) {
-    // Every replica starts from the plan's step (copying a live replica's state); the data
-    // cursor moves with it, one window of train_batch_size per step.
-    const int64_t ahead = role_.start_steps - start_.optimizer_steps;
-    start_.next_position += static_cast<uint64_t>(ahead) * static_cast<uint64_t>(config_.train_batch_size);
-    start_.optimizer_steps = role_.start_steps;
-  }
+  // A later generation starts from this replica's own step; before the first window the ranks
+  // agree on the furthest one and copy a replica standing there (worker_state::start_at).
   windows_ = std::max<int64_t>(0, config_.train_steps - start_.optimizer_steps);
   faults_ = fault_trigger(options_.injected_faults, role_.node, options_.run_dir / "events.jsonl", run_start_steps_,
                          role_.heartbeats_to_drop, role_.partitioned);

@@ -75,7 +75,6 @@ struct cluster_role {
 
   std::string node = "local";  ///< this node's name in the manifest
   uint64_t generation = 0;  ///< the membership generation of the plan (docs/faults.md)
-  int64_t start_steps = 0;  ///< generations after the first: the step every replica starts from
   bool restarted = false;   ///< this process was restarted after its node was lost
   bool elastic = false;     ///< faults.policy "elastic": a lost node is replaced by a new generation
   std::chrono::milliseconds heartbeat{1500};  ///< how long the head takes to declare a node lost
@@ -142,6 +141,9 @@ struct generation_outcome {
   std::optional<training_summary> summary;
   uint64_t next_generation = 0;
   std::string reason;  ///< why the coordinator re-planned
+  /// The new generation's plan for this node when it came with the news (encoded), else empty:
+  /// the node joins the generation (docs/faults.md#membership-generations).
+  std::string next_plan;
 };
 
 /// run_training for one membership generation of a cluster job. When the coordinator lost a

@@ -38,9 +38,8 @@ void worker_state::start(const caf::actor& data_loader) {
   summary.next_position = settings.start.next_position;  // the data cursor: kept here only
   try {
     choose_sync();
-    if (settings.synchronise_to_steps >= 0 && !rings->alone())
-      copy_replicas(trainer, *rings, *rounds,
-                    {settings.rank, settings.world, settings.synchronise_to_steps, step_in_flight()}, current);
+    if (settings.copy_replicas_first && !rings->alone())
+      start_at(copy_replicas(trainer, *rings, *rounds, {settings.rank, settings.world, step_in_flight()}, current));
   } catch (const sum_failed& failure) {
     self->quit(failure.error());
     return;
@@ -53,6 +52,19 @@ void worker_state::start(const caf::actor& data_loader) {
     return;
   }
   self->send(loader, messages::credit_atom::value, settings.prefetch, caf::actor_cast<caf::actor>(self));
+}
+
+/// A replica that stood behind the generation's start step (a survivor that had not finished
+/// the window its neighbours had, a restarted node) goes on from there: the windows it skipped
+/// are the donor's, their data too, and so are the windows left.
+void worker_state::start_at(int64_t steps) {
+  const int64_t skipped = steps - settings.start.optimizer_steps;
+  if (skipped == 0) return;
+  settings.start.optimizer_steps = steps;
+  settings.start.next_position += static_cast<uint64_t>(skipped) * settings.window_samples;
+  settings.windows -= skipped;
+  summary.next_position = settings.start.next_position;
+  self->send(loader, messages::skip_atom::value, skipped);
 }
 
 /// The one place the worker looks at its world and sync mode: which rings, window sums and

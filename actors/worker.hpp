@@ -90,10 +90,10 @@ struct worker_settings {
   at::Tensor outer_carrier;
   std::chrono::seconds collective_timeout{120};
   bool writes_checkpoints = true;  ///< this worker writes checkpoints (global rank 0)
-  /// At the start of a membership generation after the first: the step every replica starts
-  /// from; before the first window the replicas copy one replica's state at that step
-  /// (actors/replica_copy.hpp). -1: no copy.
-  int64_t synchronise_to_steps = -1;
+  /// At the start of a membership generation after the first: before the first window the
+  /// replicas agree on the furthest step any of them finished and copy the state of one standing
+  /// there (actors/replica_copy.hpp).
+  bool copy_replicas_first = false;
   /// eval_every_windows: every this many steps (0: never) the worker scores its share of the
   /// held-out subset, `eval_samples` validation sequences built by `eval_batches`, between windows.
   int64_t eval_every = 0;
@@ -144,6 +144,7 @@ struct worker_state {
   // A window's steps, in the order it runs them.
   void start(const caf::actor& data_loader);
   void choose_sync();
+  void start_at(int64_t steps);
   void on_batch(micro_batch& batch);
   void run_micro_batch(const micro_batch& batch);
   void count_micro_batch(compute::window_totals& sums, const micro_batch& batch, const compute::micro_step_result& result);

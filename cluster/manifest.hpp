@@ -100,6 +100,8 @@ struct cluster_manifest {
   int64_t world_size() const;
   /// Index of the node called `name`; throws troupe::error listing the known names.
   std::size_t node_index(const std::string& name) const;
+  /// "HOST:PORT" of the head, for messages.
+  std::string head_address() const { return head_host + ":" + std::to_string(head_port); }
   /// The global rank of node `node`'s first worker (ranks follow node order, then workers).
   int first_rank(std::size_t node) const;
 };

@@ -63,10 +63,16 @@ struct join_deadline_event {
 };
 /// The release went out long enough ago for every node to have read it.
 struct release_deadline_event {};
+/// A member took its plan of `report.generation` from the news of a loss: `report.workers` are
+/// the transports it took, `report.standby` those it opened for the generation after,
+/// `report.committed_steps` the steps it stood at.
+struct standby_event {
+  join_request report;
+};
 
 using membership_event =
     std::variant<join_event, restarted_join_event, finished_event, connection_lost_event, heartbeat_silence_event,
-                 link_suspicion_event, node_error_event, join_deadline_event, release_deadline_event>;
+                 link_suspicion_event, node_error_event, join_deadline_event, release_deadline_event, standby_event>;
 
 enum class membership_event_kind : uint8_t {
   join,
@@ -78,8 +84,9 @@ enum class membership_event_kind : uint8_t {
   node_error,
   join_deadline,
   release_deadline,
+  standby,
 };
-inline constexpr int membership_event_kind_count = 9;
+inline constexpr int membership_event_kind_count = 10;
 
 inline membership_event_kind kind_of(const membership_event& event) {
   return static_cast<membership_event_kind>(event.index());
@@ -98,11 +105,13 @@ struct send_plan {
   /// (member, its plan encoded): cluster::encode_member_plans, in the plan's member order.
   std::vector<std::pair<std::string, std::string>> bytes_by_member;
 };
-/// Tell `to` (members not yet joined) to stop their window and join `generation`.
+/// Tell `to` (members not yet joined) to stop their window and go on as `generation`: with
+/// their plans when `plans` holds them (member, its plan encoded), else by joining it.
 struct announce_generation {
   uint64_t generation = 0;
   std::string reason;
   std::vector<std::string> to;
+  std::vector<std::pair<std::string, std::string>> plans;
 };
 /// Send a join_deadline_event for `generation` after timeouts.join.
 struct arm_join_deadline {

@@ -41,6 +41,7 @@ const row table[] = {
     {phase::forming, event::node_error, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_error), phase::stopped},
     {phase::forming, event::join_deadline, TROUPE_GUARD(for_this_generation), TROUPE_ACTION(stop_for_missing_joins), phase::stopped},
     {phase::forming, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::forming},
+    {phase::forming, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::forming},
 
     // training: the plan went out, nobody has finished.
     {phase::training, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::training},
@@ -51,17 +52,22 @@ const row table[] = {
     {phase::training, event::finished, TROUPE_GUARD(last_to_finish), TROUPE_ACTION(release_all), phase::released},
     {phase::training, event::finished, TROUPE_ALWAYS, TROUPE_ACTION(note_finished), phase::finishing},
     {phase::training, event::connection_lost, TROUPE_GUARD(not_a_member), TROUPE_ACTION(ignore), phase::training},
+    {phase::training, event::connection_lost, TROUPE_GUARD(standby_for_every_survivor), TROUPE_ACTION(drop_member_sending_plans), phase::training},
     {phase::training, event::connection_lost, TROUPE_GUARD(survivable_loss), TROUPE_ACTION(drop_member), phase::forming},
     {phase::training, event::connection_lost, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
     {phase::training, event::heartbeat_silence, TROUPE_GUARD(not_a_member), TROUPE_ACTION(ignore), phase::training},
+    {phase::training, event::heartbeat_silence, TROUPE_GUARD(standby_for_every_survivor), TROUPE_ACTION(drop_member_sending_plans), phase::training},
     {phase::training, event::heartbeat_silence, TROUPE_GUARD(survivable_loss), TROUPE_ACTION(drop_member), phase::forming},
     {phase::training, event::heartbeat_silence, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
     {phase::training, event::link_suspicion, TROUPE_GUARD(moot_suspicion), TROUPE_ACTION(ignore), phase::training},
+    {phase::training, event::link_suspicion, TROUPE_GUARD(standby_for_every_survivor), TROUPE_ACTION(drop_member_sending_plans), phase::training},
     {phase::training, event::link_suspicion, TROUPE_GUARD(survivable_loss), TROUPE_ACTION(drop_member), phase::forming},
     {phase::training, event::link_suspicion, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
     {phase::training, event::node_error, TROUPE_GUARD(not_a_member), TROUPE_ACTION(ignore), phase::training},
     {phase::training, event::node_error, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_error), phase::stopped},
     {phase::training, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
+    {phase::training, event::standby, TROUPE_GUARD(standby_fits), TROUPE_ACTION(take_standby), phase::training},
+    {phase::training, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
 
     // finishing: some members finished; a loss now stops the job.
     {phase::finishing, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::finishing},
@@ -80,6 +86,8 @@ const row table[] = {
     {phase::finishing, event::node_error, TROUPE_GUARD(not_a_member), TROUPE_ACTION(ignore), phase::finishing},
     {phase::finishing, event::node_error, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_error), phase::stopped},
     {phase::finishing, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::finishing},
+    {phase::finishing, event::standby, TROUPE_GUARD(standby_fits), TROUPE_ACTION(take_standby), phase::finishing},
+    {phase::finishing, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::finishing},
 
     // released: everyone finished; the head waits for the others to disconnect.
     {phase::released, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::released},
@@ -94,6 +102,7 @@ const row table[] = {
     {phase::released, event::node_error, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_error), phase::stopped},
     {phase::released, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::released},
     {phase::released, event::release_deadline, TROUPE_ALWAYS, TROUPE_ACTION(end_job_now), phase::ended},
+    {phase::released, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::released},
 };
 
 #undef TROUPE_GUARD
@@ -113,6 +122,7 @@ const char* event_name(membership_event_kind kind) {
     case event::node_error: return "node error";
     case event::join_deadline: return "join deadline";
     case event::release_deadline: return "release deadline";
+    case event::standby: return "standby";
   }
   return "unknown";
 }

@@ -1,6 +1,7 @@
 #include "cluster/membership_transitions.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "messages/error.hpp"
 
@@ -34,6 +35,8 @@ std::string subject(const step_context& context) {
           return event.join.node;
         else if constexpr (std::is_same_v<event_type, link_suspicion_event>)
           return event.reporter;
+        else if constexpr (std::is_same_v<event_type, standby_event>)
+          return event.report.node;
         else if constexpr (std::is_same_v<event_type, join_deadline_event> ||
                            std::is_same_v<event_type, release_deadline_event>)
           return "";
@@ -176,51 +179,99 @@ void announce(step_context& context, const std::string& reason, const std::strin
   context.effects.push_back(arm_join_deadline{state.generation});
 }
 
+/// The "generation" line of events.jsonl for the plan that went out last: who goes on, from
+/// which step.
+void record_generation(step_context& context, int64_t start_steps) {
+  auto& state = context.state;
+  state.start_steps = start_steps;
+  context.effects.push_back(log_line{log_level::warn, detail::concat("generation ", state.generation, ": ",
+                                                                     state.plan.size(), " nodes go on from step ",
+                                                                     start_steps)});
+  nlohmann::json nodes = nlohmann::json::array();
+  int world = 0;
+  for (const auto& member : state.plan) {
+    nodes.push_back(member.node);
+    world += member.workers;
+  }
+  context.effects.push_back(event_log_line{{{"event", "generation"},
+                                          {"generation", state.generation},
+                                          {"start_steps", start_steps},
+                                          {"world", world},
+                                          {"nodes", nodes}}});
+}
+
 /// Every member has joined: each gets the plan, starting from the furthest step any of them
 /// finished (survivors may stand a window apart, a restarted node at none; the workers copy the
 /// state of a replica at that step before training).
 void send_plan_now(step_context& context) {
   auto& state = context.state;
   auto plan = make_plan(context.rules.manifest, state.joins, state.generation);
+  state.plan = plan.members;
   if (state.generation > 0) {
     for (const auto& [name, join] : state.joins) plan.start_steps = std::max(plan.start_steps, join.committed_steps);
-    context.effects.push_back(log_line{log_level::warn, detail::concat("generation ", state.generation, ": ",
-                                                                       state.joins.size(), " nodes go on from step ",
-                                                                       plan.start_steps)});
-    nlohmann::json nodes = nlohmann::json::array();
-    for (const auto& member : plan.members) nodes.push_back(member.node);
-    context.effects.push_back(event_log_line{{{"event", "generation"},
-                                            {"generation", state.generation},
-                                            {"start_steps", plan.start_steps},
-                                            {"world", plan.world},
-                                            {"nodes", nodes}}});
+    record_generation(context, plan.start_steps);
   }
-  state.plan = plan.members;
-  state.start_steps = plan.start_steps;
   context.effects.push_back(send_plan{encode_member_plans(std::move(plan))});
 }
+
 
 /// Takes `node` out of the job and starts the next generation; `planned`: the current
 /// generation's plan went out (its joins are spent). True when the survivors had all joined
 /// the generation being formed already, so its plan went out.
-bool drop(step_context& context, const std::string& node, const std::string& why, bool planned) {
+/// Takes `node` out of the members into the next generation; returns what the survivors hear.
+std::string record_loss(step_context& context, const std::string& node, const std::string& why) {
   auto& state = context.state;
   const auto survivors = state.members.size() - 1;
   state.members.erase(node);
-  // Joins to a generation whose plan went out are spent; joins to one still being formed stay
-  // valid for the next (those nodes have stopped and wait for a plan).
-  if (planned) state.joins.clear();
-  state.joins.erase(node);
   ++state.generation;
   const auto reason = detail::concat(why, "; the ", survivors, " other node(s) redo the window in flight as generation ",
                                      state.generation);
   context.effects.push_back(log_line{log_level::error, reason});
   context.effects.push_back(event_log_line{
       {{"event", "node_lost"}, {"node", node}, {"generation", state.generation}, {"reason", why}}});
+  return reason;
+}
+
+bool drop(step_context& context, const std::string& node, const std::string& why, bool planned) {
+  auto& state = context.state;
+  // Joins to a generation whose plan went out are spent; joins to one still being formed stay
+  // valid for the next (those nodes have stopped and wait for a plan).
+  if (planned) state.joins.clear();
+  state.joins.erase(node);
+  const auto reason = record_loss(context, node, why);
   announce(context, reason, "");
   if (state.joins.empty() || state.joins.size() != state.members.size()) return false;
   send_plan_now(context);
   return true;
+}
+
+/// The survivors' plans go with the news of the loss, made from the standby transports each
+/// registered (its last join or standby report): nobody joins, nobody waits for the slowest
+/// survivor to stop. Each survivor then reports the steps it stood at and its next standby
+/// (take_standby); the ranks agree on the start step among themselves (actors/replica_copy.hpp).
+void drop_sending_plans(step_context& context, const std::string& node, const std::string& why) {
+  auto& state = context.state;
+  std::map<std::string, join_request> next;
+  for (const auto& [name, join] : state.joins) {
+    if (name == node || state.members.count(name) == 0) continue;
+    auto taken = join;
+    taken.workers = std::move(taken.standby);
+    taken.standby.clear();  // until its report
+    taken.committed_steps = 0;
+    next.emplace(name, std::move(taken));
+  }
+  const auto reason = record_loss(context, node, why);
+  for (auto& [name, join] : next) join.generation = state.generation;
+  state.joins = std::move(next);
+  auto plan = make_plan(context.rules.manifest, state.joins, state.generation);
+  state.plan = plan.members;
+  state.start_steps = 0;  // known once every survivor has reported
+  context.effects.push_back(log_line{
+      log_level::info, detail::concat("generation ", state.generation, ": the plans go with the news, on the ",
+                                      state.members.size(), " survivors' standby transports")});
+  announce_generation news{state.generation, reason, {state.members.begin(), state.members.end()},
+                           encode_member_plans(std::move(plan))};
+  context.effects.push_back(std::move(news));
 }
 
 }  // namespace
@@ -275,6 +326,31 @@ bool moot_suspicion(const step_context& context) { return !suspected(context).ha
 
 bool for_this_generation(const step_context& context) {
   return std::get<join_deadline_event>(context.event).generation == context.state.generation;
+}
+
+bool standby_for_every_survivor(const step_context& context) {
+  if (!survivable_loss(context)) return false;
+  const auto node = lost_node(context);
+  const auto& state = context.state;
+  for (const auto& name : state.members) {
+    const auto join = state.joins.find(name);
+    if (name != node && (join == state.joins.end() || join->second.standby.empty())) return false;
+  }
+  return state.members.count(node) != 0 && state.members.size() > 1;
+}
+
+/// A report of the transports this generation's plan gave the node (not of an older one), the
+/// first, with as many standby transports.
+bool standby_fits(const step_context& context) {
+  const auto& report = std::get<standby_event>(context.event).report;
+  const auto& state = context.state;
+  const auto join = state.joins.find(report.node);
+  if (report.generation != state.generation || join == state.joins.end() || !join->second.standby.empty() ||
+      report.workers != join->second.workers || report.standby.size() != join->second.workers.size())
+    return false;
+  const auto rings = static_cast<std::size_t>(context.rules.manifest.rings.count);
+  return std::all_of(report.standby.begin(), report.standby.end(),
+                     [&](const auto& worker) { return worker.size() == rings; });
 }
 
 // Actions.
@@ -338,6 +414,26 @@ void drop_member(step_context& context) {
 }
 
 void drop_member_and_send_plan(step_context& context) { drop_member(context); }
+
+void drop_member_sending_plans(step_context& context) {
+  drop_sending_plans(context, lost_node(context), loss_description(context));
+}
+
+/// Once every survivor has reported, the generation's start step is known: the furthest any of
+/// them finished, as the ranks agree among themselves.
+void take_standby(step_context& context) {
+  const auto& report = std::get<standby_event>(context.event).report;
+  auto& state = context.state;
+  auto& join = state.joins.at(report.node);
+  join.standby = report.standby;
+  join.committed_steps = report.committed_steps;
+  int64_t start_steps = 0;
+  for (const auto& [name, member] : state.joins) {
+    if (member.standby.empty()) return;
+    start_steps = std::max(start_steps, member.committed_steps);
+  }
+  record_generation(context, start_steps);
+}
 
 void stop_for_loss(step_context& context) {
   const auto node = lost_node(context);

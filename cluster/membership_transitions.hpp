@@ -36,6 +36,8 @@ bool stale_finish(const step_context& context);
 bool last_to_finish(const step_context& context);
 bool moot_suspicion(const step_context& context);
 bool for_this_generation(const step_context& context);
+bool standby_for_every_survivor(const step_context& context);
+bool standby_fits(const step_context& context);
 
 // Actions.
 void ignore(step_context& context);
@@ -46,6 +48,8 @@ void refuse_restart_while_finishing(step_context& context);
 void admit_restart(step_context& context);
 void drop_member(step_context& context);
 void drop_member_and_send_plan(step_context& context);
+void drop_member_sending_plans(step_context& context);
+void take_standby(step_context& context);
 void stop_for_loss(step_context& context);
 void stop_for_error(step_context& context);
 void stop_for_missing_joins(step_context& context);

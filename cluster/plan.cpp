@@ -165,6 +165,7 @@ std::string encode_join(const join_request& join) {
   out.setIncarnation(join.incarnation);
   out.setSecret(kj::arrayPtr(reinterpret_cast<const kj::byte*>(join.secret.data()), join.secret.size()));
   set_nccl_ids(out.initNcclIds(join.nccl_ids.size()), join.nccl_ids);
+  set_endpoints(out.initStandby(join.standby.size()), join.standby);
   return messages::flat_message_bytes<std::string>(message);
 }
 
@@ -192,6 +193,10 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
       throw make_error("join request from ", sender, ": a secret of ", in.getSecret().size(), " bytes");
     join.secret.assign(reinterpret_cast<const char*>(in.getSecret().begin()), in.getSecret().size());
     join.nccl_ids = get_nccl_ids(in.getNcclIds(), rings, "join request from " + sender);
+    if (in.getStandby().size() != 0 && in.getStandby().size() != in.getWorkers().size())
+      throw make_error("join request from ", sender, ": standby transports for ", in.getStandby().size(),
+                       " workers, ", in.getWorkers().size(), " workers (expected as many, or none)");
+    join.standby = get_endpoints(in.getStandby(), rings, "join request from " + sender + ", its standby transports");
     if (join.committed_steps < 0)
       throw make_error("join request from ", sender, ": ", join.committed_steps, " committed steps (expected ≥ 0)");
     return join;

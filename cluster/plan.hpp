@@ -13,8 +13,9 @@
 
 namespace troupe::cluster {
 
-/// 2: generations and members; 3: heartbeats as datagrams, joins carry the process's incarnation
-inline constexpr uint32_t cluster_protocol_version = 3;
+/// 2: generations and members; 3: heartbeats as datagrams, joins carry the process's incarnation;
+/// 4: standby transports, and plans that come with the news of a loss
+inline constexpr uint32_t cluster_protocol_version = 4;
 
 /// endpoints[w][r]: worker w's reducer address for ring r.
 using worker_endpoints = std::vector<std::vector<io::transport_address>>;
@@ -34,6 +35,10 @@ struct join_request {
   std::vector<nccl_id> nccl_ids;  ///< transport "nccl": one per ring, made by this node; else empty
   uint16_t probe_port = 0;        ///< where the node answers link probes (io/comm/link_probe.hpp)
   uint64_t incarnation = 0;       ///< random per process: what its heartbeats carry
+  /// The addresses of transports the node opened for the generation after this one (same shape
+  /// as `workers`), so that the head can send the survivors their next plan with the news of a
+  /// loss instead of waiting for them to join again; empty when it has none (transport "nccl").
+  worker_endpoints standby;
 };
 
 /// TROUPE_JOB_SECRET: a random value `troupe launch` generates per job and hands its nodes in

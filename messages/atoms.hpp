@@ -7,6 +7,11 @@ namespace troupe::messages {
 
 /// data_loader ← worker: (credit_atom, n) lets the loader send n more micro-batches.
 using credit_atom = caf::atom_constant<caf::atom("credit")>;
+/// data_loader ← worker: (skip_atom, k) before any credit: its first window is k windows later.
+using skip_atom = caf::atom_constant<caf::atom("skip")>;
+/// node → coordinator: (standby_atom, encoded join_request) after it took a plan that came with
+/// the news of a loss: the transports it opened for the generation after (docs/faults.md).
+using standby_atom = caf::atom_constant<caf::atom("standby")>;
 /// data_loader → worker: (batch_atom, micro_batch).
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 /// worker → metrics: (window_atom, window_report).
@@ -37,8 +42,10 @@ using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using finished_atom = caf::atom_constant<caf::atom("finished")>;
 /// coordinator → node: (release_atom) once every node finished; nodes may exit.
 using release_atom = caf::atom_constant<caf::atom("release")>;
-/// coordinator → node: (membership_atom, generation, reason) when a node was lost and the
-/// survivors go on (faults.policy "elastic"): stop the window in flight and join `generation`.
+/// coordinator → node: (membership_atom, generation, reason, plan) when a node was lost and the
+/// survivors go on (faults.policy "elastic"): stop the window in flight and go on as
+/// `generation`, with `plan` (this node's, encoded) on the standby transports, or, when `plan`
+/// is empty, by joining it.
 using membership_atom = caf::atom_constant<caf::atom("members")>;
 /// reducer → session: (suspect_atom, peer rank, reason) when a ring peer stayed silent for the
 /// whole collective timeout; session → coordinator: (suspect_atom, node, generation, peer

@@ -26,6 +26,10 @@ struct JoinRequest {
   probePort @10 :UInt16;       # the UDP port the node answers link probes on (io/comm/link_probe.hpp)
   incarnation @11 :UInt64;     # random per node process: its heartbeat datagrams carry it
                                # (io/comm/heartbeat_datagram.hpp)
+  standby @12 :List(WorkerEndpoints);  # transports opened for the generation after this one
+                               # (as workers), or empty; also what a member sends alone, with its
+                               # committed steps, after it took a plan that came with the news of
+                               # a loss (docs/faults.md#membership-generations)
 }
 
 struct RingOrder {

@@ -10,6 +10,8 @@
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <future>
 #include <memory>
 #include <optional>
@@ -38,13 +40,24 @@ json three_nodes(int join_s = 5, int heartbeat_ms = 60000) {
           {"faults", {{"policy", "elastic"}, {"min_nodes", 1}}}};
 }
 
-std::string join_bytes(const std::string& node, uint64_t generation, int64_t committed_steps = 0) {
+cluster::join_request join_of(const std::string& node, uint64_t generation, int64_t committed_steps = 0) {
   cluster::join_request join;
   join.node = node;
   join.generation = generation;
   join.committed_steps = committed_steps;
   join.workers = {{io::transport_address{static_cast<uint8_t>(node[0])}}};
   join.incarnation = static_cast<uint64_t>(node[0]);
+  return join;
+}
+
+std::string join_bytes(const std::string& node, uint64_t generation, int64_t committed_steps = 0) {
+  return cluster::encode_join(join_of(node, generation, committed_steps));
+}
+
+/// A join whose node also opened standby transports (address: its letter + `offset`).
+std::string join_with_standby(const std::string& node, uint64_t generation, uint8_t offset = 100) {
+  auto join = join_of(node, generation);
+  join.standby = {{io::transport_address{static_cast<uint8_t>(node[0] + offset)}}};
   return cluster::encode_join(join);
 }
 
@@ -84,10 +97,31 @@ class coordinator_test : public ::testing::Test {
     return answers;
   }
 
+  /// a, b and c join generation 0 with standby transports; then c is lost.
+  void join_all_with_standby_then_lose_c() {
+    std::map<std::string, decltype(node("a")->request(coordinator_, 1s, messages::join_atom::value, std::string()))>
+        pending;
+    for (const char* name : {"a", "b", "c"})
+      pending.emplace(name,
+                      node(name)->request(coordinator_, 10s, messages::join_atom::value, join_with_standby(name, 0)));
+    for (auto& [name, handle] : pending) handle.receive([](const std::string&) {}, [](caf::error&) {});
+    nodes_.erase("c");
+  }
+
+  /// The next membership message `name` receives within `wait`: its generation and plan.
+  std::optional<std::pair<uint64_t, std::string>> news_with_plan(const std::string& name) {
+    std::optional<std::pair<uint64_t, std::string>> news;
+    node(name)->receive(
+        [&](messages::membership_atom, uint64_t g, const std::string&, const std::string& plan) { news = {g, plan}; },
+        caf::after(3s) >> [] {});
+    return news;
+  }
+
   /// The generation of the next membership message `name` receives within `wait`, if any.
   std::optional<uint64_t> membership_news(const std::string& name, std::chrono::milliseconds wait = 3000ms) {
     std::optional<uint64_t> generation;
-    node(name)->receive([&](messages::membership_atom, uint64_t g, const std::string&) { generation = g; },
+    node(name)->receive(
+        [&](messages::membership_atom, uint64_t g, const std::string&, const std::string&) { generation = g; },
                         caf::after(wait) >> [] {});
     return generation;
   }
@@ -169,6 +203,53 @@ TEST_F(coordinator_test, a_lost_member_starts_the_next_generation_and_older_news
     node(name)->receive([&](messages::release_atom) { released = true; }, caf::after(3s) >> [] {});
     EXPECT_TRUE(released) << name;
   }
+}
+
+TEST_F(coordinator_test, survivors_with_standby_transports_get_their_plans_with_the_news_and_report_back) {
+  start(three_nodes());
+  join_all_with_standby_then_lose_c();
+  for (const char* name : {"a", "b"}) {
+    const auto news = news_with_plan(name);
+    ASSERT_TRUE(news) << name;
+    EXPECT_EQ(news->first, 1u);
+    ASSERT_FALSE(news->second.empty()) << name << " got no plan with the news";
+    const auto plan = cluster::decode_plan(news->second, "the head");
+    EXPECT_EQ(plan.generation, 1u);
+    EXPECT_EQ(plan.world, 2);
+    // Its neighbour's address is the neighbour's standby transport.
+    const int other = name[0] == 'a' ? 1 : 0;
+    EXPECT_EQ(plan.endpoints.at(static_cast<std::size_t>(other)).at(0).at(0),
+              static_cast<uint8_t>((name[0] == 'a' ? 'b' : 'a') + 100));
+  }
+  // A standby report for a sent by b's actor is not a's: ignored, so when b is lost too, a has no
+  // standby registered and is told to join (an empty plan).
+  auto impostor = cluster::decode_join(join_with_standby("a", 1, 200), "test");
+  impostor.workers = {{io::transport_address{static_cast<uint8_t>('a' + 100)}}};
+  node("b")->send(coordinator_, messages::standby_atom::value, cluster::encode_join(impostor));
+  std::this_thread::sleep_for(200ms);
+  nodes_.erase("b");
+  const auto news = news_with_plan("a");
+  ASSERT_TRUE(news);
+  EXPECT_EQ(news->first, 2u);
+  EXPECT_TRUE(news->second.empty()) << "a standby report from another node's actor was taken";
+}
+
+TEST_F(coordinator_test, a_survivor_s_own_standby_report_lets_the_next_loss_send_its_plan) {
+  start(three_nodes());
+  join_all_with_standby_then_lose_c();
+  ASSERT_TRUE(news_with_plan("a"));
+  auto report = cluster::decode_join(join_with_standby("a", 1, 200), "test");
+  report.workers = {{io::transport_address{static_cast<uint8_t>('a' + 100)}}};
+  node("a")->send(coordinator_, messages::standby_atom::value, cluster::encode_join(report));
+  std::this_thread::sleep_for(200ms);
+  nodes_.erase("b");
+  const auto news = news_with_plan("a");
+  ASSERT_TRUE(news);
+  EXPECT_EQ(news->first, 2u);
+  ASSERT_FALSE(news->second.empty());
+  const auto plan = cluster::decode_plan(news->second, "the head");
+  EXPECT_EQ(plan.world, 1);
+  EXPECT_EQ(plan.endpoints.at(0).at(0).at(0), static_cast<uint8_t>('a' + 200));
 }
 
 TEST_F(coordinator_test, a_member_that_never_joins_fails_the_waiting_joins_at_the_join_timeout) {

@@ -48,6 +48,23 @@ join_request join_of(const std::string& node, uint64_t generation, const members
   return join;
 }
 
+/// A join that also registers standby transports (another address per node).
+join_request join_with_standby(const std::string& node, uint64_t generation, const membership_rules& r) {
+  auto join = join_of(node, generation, r);
+  join.standby = {{io::transport_address{static_cast<uint8_t>(node[0] + 100)}}};
+  return join;
+}
+
+/// What `node` reports after it took generation 1's plan from the news: the standby its join
+/// registered, the next one, and the steps it stood at.
+standby_event report_of(const std::string& node, int64_t steps, const membership_rules& r, uint64_t generation = 1) {
+  auto report = join_with_standby(node, generation, r);
+  report.workers = report.standby;
+  report.standby = {{io::transport_address{static_cast<uint8_t>(node[0] + 200)}}};
+  report.committed_steps = steps;
+  return {report};
+}
+
 /// A machine driven to a phase by the events a real job would send.
 struct job {
   membership_machine machine;
@@ -59,6 +76,17 @@ struct job {
   }
   job& training() {
     join({"a", "b", "c"}, 0);
+    return *this;
+  }
+  /// Training, every member with standby transports registered.
+  job& training_with_standby() {
+    for (const auto& node : {"a", "b", "c"}) on(join_event{join_with_standby(node, 0, machine.rules())});
+    return *this;
+  }
+  /// Generation 1 over a and b, its plans sent with the news of c's loss; no report yet.
+  job& sent_plans_without_c() {
+    training_with_standby();
+    on(connection_lost_event{"c", "gone"});
     return *this;
   }
   /// Generation 1 forming over a and b (c lost while training); nobody has joined it yet.
@@ -217,6 +245,8 @@ std::vector<row_case> forming_cases() {
        }},
       {"an older generation's join deadline is ignored", [] { job j; j.forming_without_c(); return j; },
        join_deadline_event{0}, "ignore", phase::forming},
+      {"a standby report while forming is ignored (joins carry standby)",
+       [] { job j; j.forming_without_c(); return j; }, report_of("a", 4, r), "ignore", phase::forming},
   };
 }
 
@@ -306,6 +336,46 @@ std::vector<row_case> training_cases() {
        "stop_for_error", phase::stopped},
       {"a join deadline after the plan is ignored", [] { job j; j.training(); return j; }, join_deadline_event{0},
        "ignore", phase::training},
+      {"a loss with every survivor's standby sends the plans with the news",
+       [] { job j; j.training_with_standby(); return j; }, connection_lost_event{"c", "gone"},
+       "drop_member_sending_plans", phase::training,
+       [](const job& j, const auto& effects) {
+         EXPECT_EQ(j.state().generation, 1u);
+         const auto news = effects_of<announce_generation>(effects);
+         ASSERT_EQ(news.size(), 1u);
+         EXPECT_EQ(news[0].to, (std::vector<std::string>{"a", "b"}));
+         ASSERT_EQ(news[0].plans.size(), 2u);
+         const auto plan = decode_plan(news[0].plans[1].second, "t");
+         EXPECT_EQ(plan.generation, 1u);
+         EXPECT_EQ(plan.world, 2);
+         // b's plan names its own transports: the standby its join registered, now spent.
+         EXPECT_EQ(plan.endpoints.at(1).at(0), io::transport_address{static_cast<uint8_t>('b' + 100)});
+         EXPECT_EQ(j.state().joins.at("b").workers.at(0).at(0), io::transport_address{static_cast<uint8_t>('b' + 100)});
+         EXPECT_TRUE(j.state().joins.at("b").standby.empty());
+         EXPECT_TRUE(effects_of<arm_join_deadline>(effects).empty());  // nobody joins
+         EXPECT_TRUE(effects_of<send_plan>(effects).empty());
+         ASSERT_EQ(effects_of<event_log_line>(effects).size(), 1u);  // node_lost; the generation's line waits
+       }},
+      {"a silence with every survivor's standby sends the plans with the news",
+       [] { job j; j.training_with_standby(); return j; }, heartbeat_silence_event{"c", 2000, 2},
+       "drop_member_sending_plans", phase::training},
+      {"a broken link with every survivor's standby sends the plans with the news",
+       [] { job j; j.training_with_standby(); return j; }, link_suspicion_event{"c", 0, 1, "quiet"},
+       "drop_member_sending_plans", phase::training},
+      {"the last survivor's report gives the generation's start step",
+       [] { job j; j.sent_plans_without_c(); j.on(report_of("a", 4, j.machine.rules())); return j; },
+       report_of("b", 5, r), "take_standby", phase::training,
+       [](const job& j, const auto& effects) {
+         const auto lines = effects_of<event_log_line>(effects);
+         ASSERT_EQ(lines.size(), 1u);
+         EXPECT_EQ(lines[0].fields.at("event"), "generation");
+         EXPECT_EQ(lines[0].fields.at("start_steps"), 5);
+         EXPECT_EQ(lines[0].fields.at("world"), 2);
+         EXPECT_EQ(j.state().start_steps, 5);
+         EXPECT_EQ(j.state().joins.at("b").standby.at(0).at(0), io::transport_address{static_cast<uint8_t>('b' + 200)});
+       }},
+      {"a report of another generation is ignored", [] { job j; j.sent_plans_without_c(); return j; },
+       report_of("a", 4, r, 0), "ignore", phase::training},
   };
 }
 
@@ -350,6 +420,11 @@ std::vector<row_case> finishing_cases() {
       {"a member's error stops the job", finishing, node_error_event{"c", "disk full"}, "stop_for_error",
        phase::stopped},
       {"a join deadline is ignored", finishing, join_deadline_event{0}, "ignore", phase::finishing},
+      {"a standby report after the others finished is taken",
+       [] { job j; j.sent_plans_without_c(); j.on(finished_event{"a", 1}); return j; }, report_of("b", 5, r),
+       "take_standby", phase::finishing},
+      {"a standby report without a plan from the news is ignored", finishing, report_of("a", 1, r, 0), "ignore",
+       phase::finishing},
   };
 }
 
@@ -374,6 +449,7 @@ std::vector<row_case> released_cases() {
        phase::stopped},
       {"a join deadline is ignored", released, join_deadline_event{0}, "ignore", phase::released},
       {"the release deadline ends the job", released, release_deadline_event{}, "end_job_now", phase::ended},
+      {"a standby report is ignored", released, report_of("a", 1, r, 0), "ignore", phase::released},
   };
 }
 
@@ -427,7 +503,7 @@ TEST(membership_machine, a_pair_without_a_row_is_refused_naming_phase_and_event_
   const std::vector<membership_event> every_event = {
       join_event{join_of("a", 0, r)}, restarted_join_event{join_of("a", 0, r)}, finished_event{"a", 0},
       connection_lost_event{"a", "x"}, heartbeat_silence_event{"a", 1, 1}, link_suspicion_event{"a", 0, 1, "x"},
-      node_error_event{"a", "x"}, join_deadline_event{0}, release_deadline_event{}};
+      node_error_event{"a", "x"}, join_deadline_event{0}, release_deadline_event{}, report_of("a", 0, r)};
   ASSERT_EQ(every_event.size(), static_cast<std::size_t>(membership_event_kind_count));
   for (auto* j : {&stopped, &ended})
     for (const auto& event : every_event) {
@@ -459,9 +535,21 @@ TEST(membership_machine, a_survivor_of_a_loss_goes_on_from_the_furthest_step_and
   EXPECT_EQ(j.state().start_steps, 7);
 }
 
+TEST(membership_machine, a_second_loss_before_every_survivor_reported_makes_the_survivors_join) {
+  job j;
+  j.sent_plans_without_c();
+  const auto effects = j.on(connection_lost_event{"b", "gone"});  // a has not reported its next standby
+  EXPECT_EQ(j.machine.last_step().back().action, std::string("drop_member"));
+  EXPECT_EQ(j.state().phase, phase::forming);
+  const auto news = effects_of<announce_generation>(effects);
+  ASSERT_EQ(news.size(), 1u);
+  EXPECT_TRUE(news[0].plans.empty());
+  EXPECT_EQ(news[0].to, std::vector<std::string>{"a"});
+}
+
 TEST(membership_machine, the_state_survives_a_round_trip_in_every_phase_and_bad_bytes_are_named) {
   std::vector<job> jobs(6);
-  jobs[1].training();
+  jobs[1].training_with_standby();
   jobs[2].finishing();
   jobs[3].released().on(connection_lost_event{"b", "done"});
   jobs[4].on(node_error_event{"b", "bad"});

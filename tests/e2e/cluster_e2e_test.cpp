@@ -377,6 +377,11 @@ TEST_F(cluster_e2e, elastic_survivors_redo_the_window_and_match_the_uninterrupte
         << result.output;
     EXPECT_NE(result.output.find("redo the window in flight as generation 1"), std::string::npos) << result.output;
     EXPECT_NE(result.output.find("ranks 0..0 of 2, 2 ring(s), generation 1"), std::string::npos) << result.output;
+    // Nobody joined generation 1: each survivor's plan came with the news.
+    EXPECT_NE(result.output.find("generation 1: the plans go with the news, on the 2 survivors' standby transports"),
+              std::string::npos)
+        << result.output;
+    EXPECT_EQ(result.output.find("joined generation 1"), std::string::npos) << result.output;
     const auto windows = read_metrics(run);
     expect_same_curve(reference, windows, "elastic, " + kind + " c@3");
     ASSERT_EQ(windows.size(), 8u);

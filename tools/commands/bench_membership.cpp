@@ -283,14 +283,18 @@ class membership_run {
       const double planned = wait_for_generation(d + 1);
       head_cpu.push_back(cpu_seconds() - cpu);
       const double lost = event_at(scratch_ / "events.jsonl", "node_lost", "node", node);
-      const double sent = event_at(scratch_ / "events.jsonl", "generation", "generation", d + 1);
+      // With plans sent with the news, the generation's line waits for every survivor's report.
+      double sent = 0;
+      wait_until([&] { return (sent = event_at(scratch_ / "events.jsonl", "generation", "generation", d + 1)) > 0; },
+                 "generation " + std::to_string(d + 1) + "'s line in events.jsonl");
       if (lost <= 0 || sent <= 0) throw make_error("bench membership: no node_lost or generation event for ", node);
       detect.push_back(lost - killed_at_[node]);
       regenerate.push_back(planned - lost);
       rejoined.push_back(sent - lost);
     }
-    // The new generation in two parts: every survivor rejoined (the coordinator's `generation`
-    // event, written as it makes the plan), then the plans went out and the last survivor read its own.
+    // The coordinator's `generation` line: written as it makes the plan when the survivors
+    // rejoin; when the plans go with the news, once every survivor has reported taking its own
+    // (so after new_generation_s, and before the next kill).
     return {{"detect_s", percentiles(detect)},
             {"new_generation_s", percentiles(regenerate)},
             {"all_rejoined_s", percentiles(rejoined)},

@@ -46,19 +46,21 @@ struct member_settings {
 
 std::string unix_now() { return std::to_string(actors::unix_seconds()); }
 
+void say_plan(const member_settings& s, const std::string& bytes) {
+  const auto plan = cluster::decode_plan(bytes, "the head");
+  s.out->say("plan " + s.join.node + " " + std::to_string(plan.generation) + " " + unix_now() + " " +
+             std::to_string(bytes.size()));
+}
+
 /// A node's membership without its training: joins, follows generations (its heartbeats are
-/// its process part's).
+/// its process part's). A plan that comes with the news is taken on the standby transports (the
+/// same address here, as a node's new transports would have another) and reported.
 caf::behavior simulated_member(caf::event_based_actor* self, member_settings s) {
   auto join = [self, s](uint64_t generation) {
     auto request = s.join;
     request.generation = generation;
     self->request(s.coordinator, caf::infinite, messages::join_atom::value, cluster::encode_join(request))
-        .then(
-            [s](const std::string& bytes) {
-              const auto plan = cluster::decode_plan(bytes, "the head");
-              s.out->say("plan " + s.join.node + " " + std::to_string(plan.generation) + " " + unix_now() + " " +
-                         std::to_string(bytes.size()));
-            },
+        .then([s](const std::string& bytes) { say_plan(s, bytes); },
             [self, s](caf::error& failure) {
               s.out->say("ended " + s.join.node + " " + self->system().render(failure));
               self->quit();
@@ -66,7 +68,16 @@ caf::behavior simulated_member(caf::event_based_actor* self, member_settings s) 
   };
   join(0);
   return {
-      [join](messages::membership_atom, uint64_t generation, const std::string&) { join(generation); },
+      [self, s, join](messages::membership_atom, uint64_t generation, const std::string&, const std::string& plan) {
+        if (plan.empty()) {
+          join(generation);
+          return;
+        }
+        say_plan(s, plan);
+        auto report = s.join;
+        report.generation = generation;
+        self->send(s.coordinator, messages::standby_atom::value, cluster::encode_join(report));
+      },
       [self, s](messages::release_atom) {
         s.out->say("ended " + s.join.node + " released");
         self->quit();
@@ -141,6 +152,7 @@ cluster::join_request join_of(const cluster::cluster_manifest& manifest, const c
   join.incarnation = std::hash<std::string>{}(spec.name) | 1;
   for (int64_t w = 0; w < spec.workers; ++w)
     join.workers.emplace_back(static_cast<std::size_t>(manifest.rings.count), address);
+  join.standby = join.workers;
   return join;
 }
 

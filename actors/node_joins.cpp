@@ -1,0 +1,168 @@
+#include "actors/node_session.hpp"
+
+/// How a node goes on into a membership generation (docs/faults.md#membership-generations): by
+/// joining it with its transports' addresses, or by taking the plan that came with the news of
+/// a loss on the standby transports it opened ahead; either way it opens the next standby set
+/// and the coordinator learns its addresses.
+
+#include <caf/all.hpp>
+
+#include <cstdlib>
+
+#include "actors/event_log.hpp"
+#include "actors/node_heartbeats.hpp"
+#include "actors/node_startup.hpp"
+#include "cluster/plan.hpp"
+#include "io/comm/link_probe.hpp"
+#include "io/comm/ucx/ucx_transport.hpp"
+#ifdef TROUPE_HAS_NCCL
+#include "io/comm/nccl/nccl_communicator.hpp"
+#endif
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::actors {
+namespace {
+
+/// What other nodes need to connect to each of `transports` (worker by worker, ring by ring).
+cluster::worker_endpoints addresses_of(const std::vector<std::vector<std::shared_ptr<io::ucx_transport>>>& transports) {
+  cluster::worker_endpoints addresses;
+  for (const auto& worker : transports) {
+    addresses.emplace_back();
+    for (const auto& transport : worker) addresses.back().push_back(transport->local_address());
+  }
+  return addresses;
+}
+
+}  // namespace
+
+void cluster_membership::rejoin(uint64_t generation, int64_t committed_steps, const std::string& plan) {
+  heartbeats_->record_round_trips(role_.generation);
+  // The previous generation's transports go first: their reducers have stopped.
+  role_.transports.clear();
+  if (!plan.empty() && !standby_.empty())
+    take_announced_plan(generation, committed_steps, plan);
+  else
+    join(generation, committed_steps, false);
+}
+
+void cluster_membership::take_announced_plan(uint64_t generation, int64_t committed_steps,
+                                             const std::string& plan_bytes) {
+  const auto& m = node_.manifest;
+  const auto plan = cluster::decode_plan(plan_bytes, "the head at " + m.head_address());
+  const auto& me = plan.member(node_.name);
+  if (plan.generation != generation || me.workers != m.nodes[m.node_index(node_.name)].workers)
+    throw make_error("the head at ", m.head_address(), " announced generation ", generation, " with a plan of generation ",
+                     plan.generation, " giving node ", node_.name, " ", me.workers, " workers");
+  // What a join would have said, after the fact: the transports taken, the next standby, and
+  // the steps this node stands at (the coordinator records the generation's start step).
+  auto report = join_basics(generation, committed_steps, false);
+  report.workers = addresses_of(standby_);
+  auto transports = std::move(standby_);
+  standby_.clear();
+  take_place_in(plan, transports);
+  report.standby = open_standby();
+  (*self_)->send(coordinator_, messages::standby_atom::value, cluster::encode_join(report));
+}
+
+cluster::worker_endpoints cluster_membership::open_standby() {
+  const auto& m = node_.manifest;
+  const auto workers = static_cast<std::size_t>(m.nodes[m.node_index(node_.name)].workers);
+  cluster::worker_endpoints addresses(workers);
+  standby_.assign(workers, {});
+  for (std::size_t local = 0; local < workers; ++local)
+    for (int64_t ring = 0; ring < m.rings.count; ++ring) {
+      standby_[local].push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
+      addresses[local].push_back(standby_[local].back()->local_address());
+    }
+  return addresses;
+}
+
+void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool restarted,
+                              startup_timeline* startup) {
+  local_transports transports;
+  auto request = join_request_for(generation, committed_steps, restarted, transports);
+  if (startup) startup->join_sent = unix_seconds();
+  const auto plan = request_plan(request);
+  if (startup) startup->planned = unix_seconds();
+  const auto& m = node_.manifest;
+  const auto& me = plan.member(node_.name);
+  if (plan.generation < generation || me.workers != m.nodes[m.node_index(node_.name)].workers)
+    throw make_error("the head at ", m.head_address(), " answered the join of generation ", generation,
+                     " with a plan of generation ", plan.generation, " giving node ", node_.name, " ", me.workers,
+                     " workers");
+  take_place_in(plan, transports);
+  if (startup) startup->wired = unix_seconds();
+}
+
+cluster::join_request cluster_membership::join_basics(uint64_t generation, int64_t committed_steps,
+                                                     bool restarted) const {
+  const auto& m = node_.manifest;
+  const auto& spec = m.nodes[m.node_index(node_.name)];
+  cluster::join_request join;
+  join.node = spec.name;
+  join.manifest_hash = m.file_hash;
+  join.config_hash = job_hash_;
+  join.generation = generation;
+  join.committed_steps = committed_steps;
+  join.restarted = restarted;
+  if (const char* secret = std::getenv(cluster::job_secret_variable)) join.secret = secret;
+  join.probe_port = probe_responder_->port();
+  join.incarnation = incarnation_;
+  return join;
+}
+
+/// One transport per local worker per ring (none under NCCL, which finds its peers itself): the
+/// standby ones when this node has them, else new; their addresses go to the head with the
+/// join, and so do those of the next standby transports this opens.
+cluster::join_request cluster_membership::join_request_for(uint64_t generation, int64_t committed_steps,
+                                                           bool restarted, local_transports& transports) {
+  const auto& m = node_.manifest;
+  const auto& spec = m.nodes[m.node_index(node_.name)];
+  auto join = join_basics(generation, committed_steps, restarted);
+  const bool nccl = m.transport == "nccl";
+  if (!nccl && !standby_.empty()) {
+    transports = std::move(standby_);
+    standby_.clear();
+    join.workers = addresses_of(transports);
+    join.standby = open_standby();
+    return join;
+  }
+  transports.assign(static_cast<std::size_t>(spec.workers), {});
+  for (std::size_t local = 0; local < transports.size(); ++local) {
+    auto& worker = transports[local];
+    std::vector<io::transport_address> addresses;
+    for (int64_t ring = 0; ring < m.rings.count; ++ring) {
+      if (nccl) {  // the "address" names the worker's device, for messages
+        const auto& device = spec.devices[local];
+        addresses.emplace_back(device.begin(), device.end());
+        continue;
+      }
+      worker.push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
+      addresses.push_back(worker.back()->local_address());
+    }
+    join.workers.push_back(std::move(addresses));
+  }
+#ifdef TROUPE_HAS_NCCL
+  // Every node makes its rings' ids (each hosts a bootstrap for them); the plan carries those of
+  // the node that holds rank 0.
+  if (nccl)
+    for (int64_t ring = 0; ring < m.rings.count; ++ring) join.nccl_ids.push_back(io::make_nccl_unique_id());
+#endif
+  if (!nccl) join.standby = open_standby();
+  return join;
+}
+
+/// Sends the join and waits (timeouts.join and some) for the coordinator's plan.
+cluster::cluster_plan cluster_membership::request_plan(const cluster::join_request& join) {
+  const auto& m = node_.manifest;
+  std::string plan_bytes, failure;
+  (*self_)->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
+                    cluster::encode_join(join))
+      .receive([&](const std::string& bytes) { plan_bytes = bytes; },
+               [&](caf::error& e) { failure = "joining the head at " + m.head_address() + ": " + system_->render(e); });
+  if (!failure.empty()) throw error(failure);
+  return cluster::decode_plan(plan_bytes, "the head at " + m.head_address());
+}
+
+}  // namespace troupe::actors
