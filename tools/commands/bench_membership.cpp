@@ -255,6 +255,16 @@ class membership_run {
     return last;
   }
 
+  /// When the first live member held its plan of `generation` (after wait_for_generation).
+  double first_to_hold(uint64_t generation) const {
+    double first = 0;
+    for (const auto& node : alive_) {
+      const auto& [held, at] = planned_.at(node);
+      if (held == generation && (first == 0 || at < first)) first = at;
+    }
+    return first;
+  }
+
   /// The head process's CPU and the loopback traffic while every member heartbeats.
   json steady_state() {
     const double cpu = cpu_seconds(), bytes = loopback_bytes();
@@ -273,7 +283,7 @@ class membership_run {
     std::mt19937 random(1);
     std::shuffle(candidates.begin(), candidates.end(), random);
     const auto count = std::min<std::size_t>(static_cast<std::size_t>(options_.deaths), candidates.size() - 1);
-    std::vector<double> detect, regenerate, rejoined, head_cpu;
+    std::vector<double> detect, regenerate, first_plan, rejoined, head_cpu;
     for (std::size_t d = 0; d < count; ++d) {
       const auto& node = candidates[d];
       const double cpu = cpu_seconds();
@@ -290,6 +300,7 @@ class membership_run {
       if (lost <= 0 || sent <= 0) throw make_error("bench membership: no node_lost or generation event for ", node);
       detect.push_back(lost - killed_at_[node]);
       regenerate.push_back(planned - lost);
+      first_plan.push_back(first_to_hold(d + 1) - lost);
       rejoined.push_back(sent - lost);
     }
     // The coordinator's `generation` line: written as it makes the plan when the survivors
@@ -297,7 +308,9 @@ class membership_run {
     // (so after new_generation_s, and before the next kill).
     return {{"detect_s", percentiles(detect)},
             {"new_generation_s", percentiles(regenerate)},
-            {"all_rejoined_s", percentiles(rejoined)},
+            // The first survivor to hold its plan: the rest of new_generation_s is the fan-out.
+            {"first_plan_s", percentiles(first_plan)},
+            {"generation_line_s", percentiles(rejoined)},
             // The head process's CPU from the kill to every survivor holding its plan: the
             // protocol's own cost, apart from the members' processes that share these cores.
             {"head_cpu_per_generation_s", percentiles(head_cpu)}};
