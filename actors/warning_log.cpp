@@ -19,9 +19,14 @@ std::shared_ptr<warning_log::lines> warning_log::make_lines() { return std::make
 
 namespace {
 
-class warning_sink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+/// Installed once; each attach() points it at the log of the moment (under base_sink's mutex).
+class warning_sink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  explicit warning_sink(std::weak_ptr<warning_log> log) : log_(std::move(log)) { set_level(spdlog::level::warn); }
+  warning_sink() { set_level(spdlog::level::warn); }
+  void point_at(std::weak_ptr<warning_log> log) {
+    std::lock_guard lock(mutex_);
+    log_ = std::move(log);
+  }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& message) override {
@@ -38,15 +43,27 @@ class warning_sink final : public spdlog::sinks::base_sink<spdlog::details::null
   std::weak_ptr<warning_log> log_;
 };
 
+/// The process's one sink (spdlog's default logger is process-wide).
+std::shared_ptr<warning_sink> installed_sink() {
+  static const auto sink = [] {
+    auto made = std::make_shared<warning_sink>();
+    spdlog::default_logger()->sinks().push_back(made);
+    return made;
+  }();
+  return sink;
+}
+
 }  // namespace
+
+void warning_log::install() { installed_sink(); }
 
 std::shared_ptr<warning_log> warning_log::attach() {
   static std::mutex attaching;
-  static std::weak_ptr<warning_log> attached;  // the process's one sink target (spdlog's logger is process-wide)
+  static std::weak_ptr<warning_log> attached;
   std::lock_guard lock(attaching);
   if (auto log = attached.lock()) return log;
   auto log = std::make_shared<warning_log>();
-  spdlog::default_logger()->sinks().push_back(std::make_shared<warning_sink>(log));
+  installed_sink()->point_at(log);
   attached = log;
   return log;
 }

@@ -13,8 +13,13 @@ namespace troupe::actors {
 /// older ones are dropped). Thread-safe; one per process.
 class warning_log {
  public:
-  /// Attaches the sink to spdlog's default logger (once per process; later calls return the
-  /// same log).
+  /// Puts the sink on spdlog's default logger, once per process. Call it while this process has
+  /// one thread (troupe's main does): spdlog's list of sinks is a plain vector, which another
+  /// thread logging while it grows would read freed (a head's coordinator logging while its
+  /// node started a generation crashed so).
+  static void install();
+  /// The log the sink fills while the returned pointer lives (installing the sink if nobody
+  /// did); later calls meanwhile return the same log, calls after it is gone a new one.
   static std::shared_ptr<warning_log> attach();
   std::vector<messages::log_line> take();
   void add(messages::log_line line);

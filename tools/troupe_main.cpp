@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "actors/warning_log.hpp"
 #include "compute/host_memory.hpp"
 #include "messages/error.hpp"
 #include "tools/build_info.hpp"
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   // reports (EPIPE, named by io::child_process), not a signal that kills troupe silently.
   std::signal(SIGPIPE, SIG_IGN);
   spdlog::set_pattern("%^%l%$: %v");
+  troupe::actors::warning_log::install();  // before any thread logs
   troupe::compute::keep_freed_memory_mapped();
   CLI::App app{"troupe: actor-model data-parallel training for BERT-family models"};
   app.require_subcommand(1);
