@@ -11,6 +11,7 @@
 #include "actors/event_log.hpp"
 #include "actors/node_heartbeats.hpp"
 #include "actors/shutdown_watchdog.hpp"
+#include "cluster/job_token.hpp"
 #include "cluster/node_machine.hpp"
 #include "cluster/plan.hpp"
 #include "cluster/ring_links.hpp"
@@ -214,7 +215,7 @@ void cluster_membership::watch_for_cut_links(const cluster::cluster_plan& plan) 
   heartbeats_->set_witnesses(std::move(witnesses));
 }
 
-uint64_t cluster_membership::probe_token() const { return job_hash_ ^ node_.manifest.file_hash; }
+uint64_t cluster_membership::probe_token() const { return cluster::job_token(job_hash_, node_.manifest.file_hash); }
 
 // Every link as UCX itself reports it (docs/cluster.md#transport-visibility), and a warning for
 // each one that the manifest says crosses hosts but that goes through shared memory.

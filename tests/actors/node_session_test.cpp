@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "cluster/job_token.hpp"
 #include "cluster/plan.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
 #include "io/os/local_port.hpp"
@@ -84,7 +85,9 @@ class node_session_test : public ::testing::Test {
     port_ = std::to_string(port);
     node_identity node{cluster::parse_manifest(manifest, "m.json"), "b"};
     // Its heartbeat receiver echoes b's beats (b is never admitted: "not a member" says the head is alive).
-    if (publish) heartbeats_ = std::make_unique<io::heartbeat_receiver>(port, "127.0.0.1", 1 ^ node.manifest.file_hash, 2);
+    if (publish)
+      heartbeats_ =
+          std::make_unique<io::heartbeat_receiver>(port, "127.0.0.1", cluster::job_token(1, node.manifest.file_hash), 2);
     return node;
   }
 

@@ -23,6 +23,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/event_log.hpp"
 #include "actors/training_session.hpp"
+#include "cluster/job_token.hpp"
 #include "cluster/manifest.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
 #include "io/os/child_process.hpp"
@@ -172,10 +173,10 @@ class membership_run {
     actors::configure_actor_system(system_config_);
     system_config_.load<caf::io::middleman>();
     system_ = std::make_unique<caf::actor_system>(system_config_);
-    // As the head's node does (actors/node_session.cpp): job hash 1 ^ the manifest's is the token.
-    const auto heartbeats = std::make_shared<io::heartbeat_receiver>(static_cast<uint16_t>(manifest_.head_port),
-                                                                     "127.0.0.1", 1 ^ manifest_.file_hash,
-                                                                     manifest_.nodes.size());
+    // As the head's node does (actors/node_session.cpp), with job hash 1.
+    const auto heartbeats =
+        std::make_shared<io::heartbeat_receiver>(static_cast<uint16_t>(manifest_.head_port), "127.0.0.1",
+                                                 cluster::job_token(1, manifest_.file_hash), manifest_.nodes.size());
     coordinator_ = system_->spawn(
         actors::coordinator, actors::coordinator_settings{manifest_, 1, scratch_ / "events.jsonl", "", {}, heartbeats});
     const auto port = system_->middleman().publish(coordinator_, static_cast<uint16_t>(manifest_.head_port),

@@ -15,6 +15,7 @@
 
 #include "actors/event_log.hpp"
 #include "actors/training_session.hpp"
+#include "cluster/job_token.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/plan.hpp"
 #include "io/comm/heartbeat_sender.hpp"
@@ -103,7 +104,7 @@ std::unique_ptr<io::heartbeat_sender> start_heartbeats(const cluster::cluster_ma
                                                        line_writer& out) {
   io::heartbeat_sender_settings s{manifest.head_host,
                                   static_cast<uint16_t>(manifest.head_port),
-                                  join.config_hash ^ manifest.file_hash,
+                                  cluster::job_token(join.config_hash, manifest.file_hash),
                                   join.incarnation,
                                   static_cast<uint32_t>(manifest.node_index(join.node)),
                                   manifest.timeouts.heartbeat_period,
