@@ -57,12 +57,17 @@ void cluster_membership::take_announced_plan(uint64_t generation, int64_t commit
   // What a join would have said, after the fact: the transports taken, the next standby, and
   // the steps this node stands at (the coordinator records the generation's start step).
   auto report = join_basics(generation, committed_steps, false);
-  report.workers = addresses_of(standby_);
-  auto transports = std::move(standby_);
-  standby_.clear();
+  auto transports = take_standby();
+  report.workers = addresses_of(transports);
   take_place_in(plan, transports);
   report.standby = open_standby();
   (*self_)->send(coordinator_, messages::standby_atom::value, cluster::encode_join(report));
+}
+
+cluster_membership::local_transports cluster_membership::take_standby() {
+  auto taken = std::move(standby_);
+  standby_.clear();
+  return taken;
 }
 
 cluster::worker_endpoints cluster_membership::open_standby() {
@@ -112,44 +117,32 @@ cluster::join_request cluster_membership::join_basics(uint64_t generation, int64
   return join;
 }
 
-/// One transport per local worker per ring (none under NCCL, which finds its peers itself): the
-/// standby ones when this node has them, else new; their addresses go to the head with the
-/// join, and so do those of the next standby transports this opens.
+/// One transport per local worker per ring: the standby ones (opened now when this node has
+/// none yet); their addresses go to the head with the join, and so do those of the next standby
+/// transports this opens. Under NCCL, which finds its peers itself, none: each worker's
+/// "address" names its device, and the node makes its rings' communicator ids.
 cluster::join_request cluster_membership::join_request_for(uint64_t generation, int64_t committed_steps,
                                                            bool restarted, local_transports& transports) {
   const auto& m = node_.manifest;
   const auto& spec = m.nodes[m.node_index(node_.name)];
   auto join = join_basics(generation, committed_steps, restarted);
-  const bool nccl = m.transport == "nccl";
-  if (!nccl && !standby_.empty()) {
-    transports = std::move(standby_);
-    standby_.clear();
+  if (m.transport != "nccl") {
+    if (standby_.empty()) open_standby();
+    transports = take_standby();
     join.workers = addresses_of(transports);
     join.standby = open_standby();
     return join;
   }
   transports.assign(static_cast<std::size_t>(spec.workers), {});
   for (std::size_t local = 0; local < transports.size(); ++local) {
-    auto& worker = transports[local];
-    std::vector<io::transport_address> addresses;
-    for (int64_t ring = 0; ring < m.rings.count; ++ring) {
-      if (nccl) {  // the "address" names the worker's device, for messages
-        const auto& device = spec.devices[local];
-        addresses.emplace_back(device.begin(), device.end());
-        continue;
-      }
-      worker.push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
-      addresses.push_back(worker.back()->local_address());
-    }
-    join.workers.push_back(std::move(addresses));
+    const auto& device = spec.devices[local];
+    join.workers.emplace_back(static_cast<std::size_t>(m.rings.count), io::transport_address(device.begin(), device.end()));
   }
 #ifdef TROUPE_HAS_NCCL
   // Every node makes its rings' ids (each hosts a bootstrap for them); the plan carries those of
   // the node that holds rank 0.
-  if (nccl)
-    for (int64_t ring = 0; ring < m.rings.count; ++ring) join.nccl_ids.push_back(io::make_nccl_unique_id());
+  for (int64_t ring = 0; ring < m.rings.count; ++ring) join.nccl_ids.push_back(io::make_nccl_unique_id());
 #endif
-  if (!nccl) join.standby = open_standby();
   return join;
 }
 

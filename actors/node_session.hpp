@@ -77,6 +77,8 @@ class cluster_membership {
   /// Takes `plan_bytes` (generation `generation`'s plan, from the news) on the standby
   /// transports, opens the next standby and tells the coordinator (`standby_atom`).
   void take_announced_plan(uint64_t generation, int64_t committed_steps, const std::string& plan_bytes);
+  /// The standby transports, leaving none.
+  local_transports take_standby();
   /// Opens transports for the generation after the next plan; returns their addresses.
   cluster::worker_endpoints open_standby();
   void take_place_in(const cluster::cluster_plan& plan, local_transports& transports);

@@ -214,10 +214,6 @@ void send_plan_now(step_context& context) {
   context.effects.push_back(send_plan{encode_member_plans(std::move(plan))});
 }
 
-
-/// Takes `node` out of the job and starts the next generation; `planned`: the current
-/// generation's plan went out (its joins are spent). True when the survivors had all joined
-/// the generation being formed already, so its plan went out.
 /// Takes `node` out of the members into the next generation; returns what the survivors hear.
 std::string record_loss(step_context& context, const std::string& node, const std::string& why) {
   auto& state = context.state;
@@ -232,6 +228,9 @@ std::string record_loss(step_context& context, const std::string& node, const st
   return reason;
 }
 
+/// Takes `node` out of the job and starts the next generation; `planned`: the current
+/// generation's plan went out (its joins are spent). True when the survivors had all joined
+/// the generation being formed already, so its plan went out.
 bool drop(step_context& context, const std::string& node, const std::string& why, bool planned) {
   auto& state = context.state;
   // Joins to a generation whose plan went out are spent; joins to one still being formed stay
