@@ -1,4 +1,4 @@
-// Opens the dashboard of a running job in Debian's Chromium (headless, driven by playwright-core
+// Opens the dashboard of a starting or running job in Debian's Chromium (headless, driven by playwright-core
 // from npm) and checks what a person would look at: the loss chart gains points while the job
 // trains, the workers table highlights the straggler, the page says the job is running, and a
 // screenshot is saved. With RANKS, also that the workers table has a row per rank and, above 16
@@ -16,8 +16,21 @@ if (!url || !screenshot || stragglerRank === undefined) {
   process.exit(2);
 }
 
+/** Loads `url`, again every 250 ms while nothing listens there yet (the job is starting), for up to 60 s. */
+async function gotoWhenServed(page, url) {
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    try {
+      return await page.goto(url, { waitUntil: "load", timeout: 30000 });
+    } catch (error) {
+      if (!String(error).includes("ERR_CONNECTION_REFUSED") || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
 await withPage("dashboard_page", { width: 1400, height: 1700 }, async (page) => {
-  await page.goto(url, { waitUntil: "load", timeout: 30000 });
+  await gotoWhenServed(page, url);
 
   const points = async () => Number(await page.getAttribute("#loss-chart", "data-points")) || 0;
   await page.waitForFunction(() => Number(document.querySelector("#loss-chart")?.dataset.points) >= 3, null,

@@ -268,17 +268,16 @@ TEST_F(dashboard_e2e, a_finished_run_is_summarised_and_served_again_from_its_fil
 }
 
 // Debian's chromium, headless, driven by playwright-core (tests/browser/dashboard_page.mjs):
-// the page of a running job gains loss points, highlights the slowed node's rank as the
-// straggler, and is saved as a screenshot in the build directory.
+// the page, opened while the job starts, gains loss points, highlights the slowed node's rank as
+// the straggler, and is saved as a screenshot in the build directory.
 TEST_F(dashboard_e2e, a_browser_sees_the_job_live_and_the_straggler_highlighted) {
   if (!std::filesystem::exists("/usr/bin/chromium"))
     GTEST_SKIP() << "Debian's chromium is not installed (tools/install-deps installs it)";
-  const auto config = write_config(80);
+  const auto config = write_config(50);
   const auto manifest = write_manifest(2, "dashboard-browser.json");
   launched_job job(manifest, config, "dashboard-browser", "--inject slow:100:b@1");
   const int port = job.port;
-  httplib::Client client("127.0.0.1", port);
-  wait_for_state(client, [](const json& s) { return s["progress"]["step"].get<int64_t>() >= 1; }, 60);
+  // The browser starts beside the job and loads the page as soon as the dashboard answers.
   const std::string browser_dir = TROUPE_BROWSER_DIR;
   const auto page = testing::run_command("node " + browser_dir + "/dashboard_page.mjs http://127.0.0.1:" +
                                              std::to_string(port) + "/ " + browser_dir + "/dashboard.png 1",
@@ -298,7 +297,7 @@ TEST_F(dashboard_e2e, a_browser_sees_the_job_live_and_the_straggler_highlighted)
 TEST_F(dashboard_e2e, a_browser_sees_a_job_of_64_real_ranks_readable) {
   if (!std::filesystem::exists("/usr/bin/chromium"))
     GTEST_SKIP() << "Debian's chromium is not installed (tools/install-deps installs it)";
-  auto c = json::parse(io_text(write_config(120)));  // still training when the page looks
+  auto c = json::parse(io_text(write_config(60)));  // still training when the page looks
   c["train_batch_size"] = 128;
   const auto config = *dir_ / "config-64-ranks.json";
   testing::write_text(config, c.dump(2));
@@ -307,9 +306,7 @@ TEST_F(dashboard_e2e, a_browser_sees_a_job_of_64_real_ranks_readable) {
   const auto manifest = *dir_ / "dashboard-64.json";
   testing::write_text(manifest, m.dump(2));
   launched_job job(manifest.string(), config.string(), "dashboard-64", "");
-  httplib::Client client("127.0.0.1", job.port);
-  wait_for_state(client, [](const json& s) { return s["progress"]["step"].get<int64_t>() >= 1; }, 120);
-  const std::string browser_dir = TROUPE_BROWSER_DIR;
+  const std::string browser_dir = TROUPE_BROWSER_DIR;  // the browser starts beside the job
   const auto page = testing::run_command("node " + browser_dir + "/dashboard_page.mjs http://127.0.0.1:" +
                                              std::to_string(job.port) + "/ " + browser_dir + "/dashboard-64.png - 64",
                                          180);

@@ -128,13 +128,17 @@ TEST_F(training_e2e, loss_falls_and_runs_are_bitwise_identical) {
   EXPECT_GT(result["unigram_top5_accuracy"].get<double>(), 0.0) << "the toy grammar's commonest words are masked too";
 }
 
+// A run several times as long as the window timeout finishes: the timeout bounds each window.
+// Windows take ~0.5 s each here, so 15 of them outlast a 3 s timeout twice over.
 TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
-  const auto options = quiet_run("run-timeout", 150, std::chrono::seconds(3));
+  const auto timeout = std::chrono::seconds(3);
+  const auto options = quiet_run("run-timeout", 15, timeout);
   const auto start = std::chrono::steady_clock::now();
   auto summary = actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("150 windows in %.1f s with a 3 s window timeout\n", seconds);
-  EXPECT_EQ(summary.windows, 150);
+  std::printf("15 windows in %.1f s with a 3 s window timeout\n", seconds);
+  EXPECT_EQ(summary.windows, 15);
+  EXPECT_GT(seconds, 2.0 * static_cast<double>(timeout.count())) << "the run was too short to outlast the timeout";
 }
 
 /// How many recorded operators of the trace at `file` are called `name`.
