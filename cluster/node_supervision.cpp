@@ -36,6 +36,10 @@ struct running_node {
   std::string partial_line;
   std::optional<int> status;  ///< once reaped: exit status, or the signal when `signaled`
   bool signaled = false;
+  /// Whether the node printed messages::ready_line: SIGUSR1 and SIGTERM ask it to stop. Until
+  /// then either is held in `held_signal` (0: none) and passed on when the line comes.
+  bool ready = false;
+  int held_signal = 0;
   /// After the node is reaped, how long its output may stay open: a process it left behind in
   /// its group (killed then) could otherwise hold the pipe, and the launcher, forever.
   std::optional<clock::time_point> output_deadline;
@@ -141,12 +145,18 @@ class merged_output {
     std::fflush(stream_);
   }
 
-  /// Prints complete lines of the node's output; keeps a trailing partial line.
+  /// Prints complete lines of the node's output (its ready line only marks it ready); keeps a
+  /// trailing partial line.
   void forward(running_node& node, const char* data, std::size_t size) {
     node.partial_line.append(data, size);
     std::size_t start = 0;
-    for (std::size_t newline; (newline = node.partial_line.find('\n', start)) != std::string::npos; start = newline + 1)
-      line(node.name, std::string_view(node.partial_line).substr(start, newline - start));
+    for (std::size_t newline; (newline = node.partial_line.find('\n', start)) != std::string::npos; start = newline + 1) {
+      const auto text = std::string_view(node.partial_line).substr(start, newline - start);
+      if (text == messages::ready_line)
+        node.ready = true;
+      else
+        line(node.name, text);
+    }
     node.partial_line.erase(0, start);
     std::fflush(stream_);
   }
@@ -238,6 +248,7 @@ class node_supervision {
     for (const auto& command : commands) start_node(command, 0);
     while (alive()) {
       poll_outputs();
+      pass_on_held_signals();
       if (const int signal = launcher_signals::take(); signal != 0) forward_signal(signal);
       for (std::size_t index = 0; index < nodes_.size(); ++index) reap(index);
       restart_lost();
@@ -285,11 +296,26 @@ class node_supervision {
     out_.note(std::string(strsignal(signal)) +
               (warning || signal == SIGTERM ? ": asking every node to stop after this window, with a checkpoint"
                                             : ": stopping every node"));
-    for (const auto& node : nodes_)
-      if (!node.status) signal_group(node, signal);
+    for (auto& node : nodes_) {
+      if (node.status) continue;
+      const bool asks_to_stop = warning || signal == SIGTERM;
+      if (asks_to_stop && !node.ready)
+        node.held_signal = node.held_signal == SIGTERM ? SIGTERM : signal;  // a later SIGUSR1 adds nothing
+      else
+        signal_group(node, signal);
+    }
     if (warning) return;
     interrupted_ = true;
     if (!kill_at_) kill_at_ = clock::now() + stop_grace_;
+  }
+
+  /// A stop signal held for a node that was still starting goes to it once it is ready.
+  void pass_on_held_signals() {
+    for (auto& node : nodes_)
+      if (node.ready && node.held_signal != 0 && !node.status) {
+        signal_group(node, node.held_signal);
+        node.held_signal = 0;
+      }
   }
 
   void fail(const std::string& failure, std::chrono::seconds grace) {

@@ -10,5 +10,9 @@ inline constexpr const char* progress_line_marker = "troupe-progress: ";
 /// The head's metrics hub prints "dashboard: URL" once it listens; the launcher shows it as its
 /// own line (no node prefix), so `troupe launch` prints the URL as `troupe train` does.
 inline constexpr const char* dashboard_line_prefix = "dashboard: ";
+/// A node prints this line once SIGUSR1 and SIGTERM ask it to stop (io/os/stop_signals.hpp);
+/// before, either would end the process at once (the default action, while LibTorch loads), so
+/// the launcher holds those signals for the node until it has seen the line.
+inline constexpr const char* ready_line = "troupe-ready";
 
 }  // namespace troupe::messages

@@ -170,6 +170,31 @@ TEST(launcher, forwards_an_interrupt_to_every_node) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+// Slurm's warning before the time limit can come seconds after the job started (seen with
+// --time=1 --signal=B:USR1@45), while a node still loads LibTorch and SIGUSR1's default action
+// would kill it. The launcher holds the signal until the node's ready line, and the node then
+// stops as asked (here: a shell that takes SIGUSR1 only after a second).
+TEST(launcher, a_stop_signal_while_a_node_starts_waits_for_its_ready_line) {
+  const std::vector<node_command> commands = {
+      {"starting", launch_method::local,
+       {"/bin/sh", "-c", "sleep 1; trap 'echo stopping; exit 75' USR1; echo troupe-ready; sleep 30 & wait"}},
+  };
+  std::thread warner([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(::getpid(), SIGUSR1);
+  });
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run_nodes(commands, std::chrono::seconds(30));
+  const auto err = ::testing::internal::GetCapturedStderr();
+  const auto out = ::testing::internal::GetCapturedStdout();
+  warner.join();
+  EXPECT_EQ(status, stopped_with_checkpoint_status) << err << out;
+  EXPECT_EQ(out, "[starting] stopping\n") << "the ready line is the launcher's, not shown";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(launcher, an_exit_status_of_255_is_not_taken_for_a_signal) {
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(run_nodes({{"ssh-like", launch_method::local, {"/bin/sh", "-c", "exit 255"}}}, std::chrono::seconds(1)), 1);

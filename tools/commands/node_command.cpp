@@ -18,6 +18,7 @@
 #include "cluster/manifest.hpp"
 #include "cluster/indexed_job.hpp"
 #include "io/checkpoint/run_directory.hpp"
+#include "messages/progress_line.hpp"
 #include "io/os/file_util.hpp"
 #include "io/os/stop_signals.hpp"
 #include "messages/error.hpp"
@@ -131,6 +132,8 @@ void run_this_node(const job_arguments& args, const node_arguments& node_args) {
   const auto node = identify_node(args, node_args);
   // Before any other thread starts: they inherit the blocked SIGUSR1 and SIGTERM.
   const io::stop_signal_watcher stop_signals(node.manifest.timeouts.stop);
+  std::printf("%s\n", messages::ready_line);  // the launcher may pass stop signals on from now on
+  std::fflush(stdout);
   if (node_args.watch_stdin) watch_for_end_of_input();
   auto config = cluster::check_job(node.manifest, args.config);
   auto options = session_options_for(args, node_args, node.manifest);
