@@ -109,29 +109,28 @@ bool outer_rounds::checkpoint_now(bool due) {
   return now;
 }
 
+/// Every rank but the writer writes its own part; the sum of everyone's slots (the carrier's
+/// first world × slots_per_rank elements, zero between windows) tells the writer, once it has
+/// it, that every part is on disk and what each holds.
 void outer_rounds::before_checkpoint(int64_t step, messages::window_report& report) {
-  if (!setup_.job_checkpoints) return;
+  if (!setup_.job_checkpoints || setup_.replica.world == 1) return;
   auto& trainer = *setup_.replica.trainer;
-  const auto& carrier = trainer.gradients();
-  for (int64_t owner = 1; owner < setup_.replica.world; ++owner)  // the writer, rank 0, has its own
-    for (const auto& [name, state] : trainer.own_state_buffers()) {
-      const int64_t count = state.numel();
-      if (setup_.replica.rank == owner)
-        carrier.narrow(0, 0, count).copy_(state.reshape({-1}));
-      else
-        carrier.narrow(0, 0, count).zero_();
-      sum_range(0, count, io::wire_format::fp32, step, report);
-      const auto summed = carrier.narrow(0, 0, count);
-      if (setup_.writes_checkpoints) {
-        const std::string key = compute::rank_state_name(owner, name);
-        auto kept = std::find_if(peer_optimizer_states_.begin(), peer_optimizer_states_.end(),
-                                 [&](const auto& entry) { return entry.first == key; });
-        if (kept == peer_optimizer_states_.end())
-          kept = peer_optimizer_states_.insert(kept, {key, at::empty_like(summed)});
-        kept->second.copy_(summed);
-      }
-      summed.zero_();
-    }
+  const int64_t rank = setup_.replica.rank, world = setup_.replica.world;
+  const int64_t checkpoint_step = trainer.optimizer_steps();
+  std::vector<float> slots(static_cast<std::size_t>(world * io::slots_per_rank), 0.0f);
+  if (rank > 0) {
+    const auto part = io::write_rank_part(setup_.run_dir, checkpoint_step, rank, trainer.own_state_buffers());
+    io::put_rank_part_slots(part, slots.data() + rank * io::slots_per_rank);
+  }
+  const auto count = static_cast<int64_t>(slots.size());
+  auto carried = trainer.gradients().narrow(0, 0, count);
+  carried.copy_(at::from_blob(slots.data(), {count}, at::kFloat));
+  sum_range(0, count, io::wire_format::fp32, step, report);
+  if (setup_.writes_checkpoints) {
+    const auto summed = carried.to(at::kCPU).contiguous();
+    parts_ = io::rank_parts_from_slots(summed.data_ptr<float>(), world, setup_.run_dir, checkpoint_step);
+  }
+  carried.zero_();
 }
 
 void outer_rounds::fill_report(messages::window_report& report) const {

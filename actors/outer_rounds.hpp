@@ -26,17 +26,17 @@
 ///                         themselves, each weighted by what it trained on in the round (a
 ///                         joining node by 0)
 ///   before_checkpoint     what is each rank's own (its inner optimizer state; with several
-///                         fragments its parameters and round weights) goes to the writer
-///                         through the rings, one buffer of one rank at a time (the owner puts
-///                         it at the start of the carrier, every other rank zeros: x + 0 + … = x
-///                         exactly, in fp32), so a resume on the same world size gives every
-///                         rank its own
+///                         fragments its parameters and round weights) the rank writes to a
+///                         part of the checkpoint, a file of its own, and one small sum tells
+///                         the writer every part's size and checksum (io/checkpoint/rank_parts.hpp),
+///                         so a resume on the same world size gives every rank its own
 ///
 /// With one rank the sums are the rank's own: the same steps run without rings.
 
 #include <ATen/Tensor.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 
 #include "actors/sync_rounds.hpp"
@@ -53,7 +53,8 @@ struct outer_rounds_setup {
   at::Tensor outer_carrier;  ///< τ > 0: where an exchange's pseudo-gradient waits (worker_settings)
   int64_t start_steps = 0;         ///< the step this session starts from
   bool job_checkpoints = true;     ///< the job writes checkpoints: every rank takes part in gathering
-  bool writes_checkpoints = true;  ///< this rank writes them: it keeps what is gathered
+  bool writes_checkpoints = true;  ///< this rank writes them: it commits the other ranks' parts
+  std::filesystem::path run_dir;   ///< where the ranks stage their parts (a filesystem every node shares)
 };
 
 /// Streaming DiLoCo's exchange behind the next inner steps (τ > 0): at most one is in flight.
@@ -73,7 +74,7 @@ class outer_rounds final : public sync_rounds {
   void after_inner_step(bool last, int64_t step, messages::window_report& report) override;
   bool checkpoint_now(bool due) override;
   void before_checkpoint(int64_t step, messages::window_report& report) override;
-  const compute::named_tensors& other_ranks_states() const override { return peer_optimizer_states_; }
+  const std::vector<io::rank_part>& rank_parts() const override { return parts_; }
   void fill_report(messages::window_report& report) const override;
   int64_t fragments_in_rounds() const override;
   void finish_rounds_among_members(const std::vector<double>& weights, int64_t donor, int64_t to_step, int64_t step,
@@ -99,9 +100,8 @@ class outer_rounds final : public sync_rounds {
   int64_t outer_steps_done_ = 0;
   int64_t outer_bytes_sent_ = 0;
   std::chrono::steady_clock::time_point started_;
-  /// On the writer: the other ranks' inner optimizer states at the last checkpoint
-  /// ("rank<r>/<name>"; buffers allocated once).
-  compute::named_tensors peer_optimizer_states_;
+  /// On the writer: the other ranks' parts of the last checkpoint, staged.
+  std::vector<io::rank_part> parts_;
   outer_exchange exchange_;
   bool checkpoint_deferred_ = false;  ///< a periodic checkpoint fell while an exchange was in flight
 };

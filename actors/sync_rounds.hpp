@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "compute/named_tensors.hpp"
+#include "io/checkpoint/rank_parts.hpp"
 #include "messages/window_report.hpp"
 
 namespace troupe::actors {
@@ -26,8 +26,8 @@ class sync_rounds {
   virtual bool checkpoint_now(bool due) { return due; }
   /// Before a checkpoint's state is staged (`step`: the sums' step, for messages).
   virtual void before_checkpoint(int64_t /*step*/, messages::window_report& /*report*/) {}
-  /// What the checkpoint saves besides this rank's optimizer state.
-  virtual const compute::named_tensors& other_ranks_states() const { return none_; }
+  /// On the writer, after before_checkpoint: the other ranks' parts of the checkpoint, staged.
+  virtual const std::vector<io::rank_part>& rank_parts() const { return none_; }
   /// The report's sync-mode figures.
   virtual void fill_report(messages::window_report& /*report*/) const {}
 
@@ -42,7 +42,7 @@ class sync_rounds {
                                            messages::window_report& /*report*/) {}
 
  private:
-  compute::named_tensors none_;
+  std::vector<io::rank_part> none_;
 };
 
 }  // namespace troupe::actors

@@ -102,6 +102,7 @@ void training_run::spawn_rank(int local) {
   w.writes_checkpoints = writes_checkpoints_ && local == 0;
   w.save_checkpoints = options_.save_checkpoints && w.writes_checkpoints;
   w.job_checkpoints = options_.save_checkpoints;
+  w.run_dir = options_.run_dir;
   w.skip_checkpoint_when_busy = config_.checkpoint.skip_when_busy;
   w.checkpoint_timeout = options_.checkpoint_timeout;
   w.stop = options_.stop;

@@ -123,12 +123,11 @@ at::Tensor training_run::outer_carrier(int local, const std::string& device) con
   return compute::borrowed_float_tensor(region, region->data() + offset, region->data_bytes() - offset, elements);
 }
 
-/// fp32 parameters and the optimizer's state are staged for each checkpoint (under DiLoCo every
-/// rank's inner state and the outer momentum).
+/// fp32 parameters and the optimizer's state are staged for each checkpoint (under DiLoCo the
+/// writer's inner state and the outer momentum; the other ranks write their own parts).
 void training_run::check_staging_fits() const {
   const bool diloco = config_.sync.diloco_mode();
-  const int64_t copies =
-      1 + compute::optimizer_state_tensors(config_.optimizer) * (diloco ? world_ : 1) + (diloco ? 1 : 0);
+  const int64_t copies = 1 + compute::optimizer_state_tensors(config_.optimizer) + (diloco ? 1 : 0);
   const int64_t staged_bytes = 4 * copies * compute::trained_parameter_count(config_.model, task_head());
   if (options_.save_checkpoints && staged_bytes > config_.checkpoint.max_staging_bytes)
     throw make_error("config: checkpoint.max_staging_bytes: ", config_.checkpoint.max_staging_bytes,

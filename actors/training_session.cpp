@@ -44,7 +44,10 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
   io::load_targets in_place;
   for (auto& [name, tensor] : run.trainers.front()->named_parameters()) in_place.parameters.emplace(name, tensor);
   for (auto& [name, tensor] : run.trainers.front()->optimizer_buffers()) in_place.optimizer.emplace(name, tensor);
-  run.contents = std::make_shared<io::checkpoint_contents>(io::load_for_resume(options.resume, options.run_dir, in_place));
+  std::vector<int64_t> own_ranks;  // DiLoCo: each reads its own part of the checkpoint
+  for (const auto& trainer_options : workers) own_ranks.push_back(trainer_options.rank);
+  run.contents =
+      std::make_shared<io::checkpoint_contents>(io::load_for_resume(options.resume, options.run_dir, in_place, own_ranks));
   const auto& contents = *run.contents;
   const auto& dir = contents.dir;
   io::check_resume_compatible(contents, config, data.manifest(), data.identity());

@@ -98,6 +98,7 @@ void worker_state::choose_sync() {
   outer.start_steps = settings.start.optimizer_steps;
   outer.job_checkpoints = settings.job_checkpoints;
   outer.writes_checkpoints = settings.writes_checkpoints;
+  outer.run_dir = settings.run_dir;
   rounds = std::make_unique<outer_rounds>(std::move(outer));
 }
 

@@ -90,6 +90,7 @@ struct worker_settings {
   at::Tensor outer_carrier;
   std::chrono::seconds collective_timeout{120};
   bool writes_checkpoints = true;  ///< this worker writes checkpoints (global rank 0)
+  std::filesystem::path run_dir;   ///< the run directory (DiLoCo's ranks stage their checkpoint parts there)
   /// At the start of a membership generation after the first: before the first window the
   /// replicas agree on the furthest step any of them finished and copy the state of one standing
   /// there (actors/replica_copy.hpp).

@@ -62,10 +62,8 @@ void worker_state::stage_and_send(bool last) {
   request.contents.model = settings.trainer.model;
   request.contents.task = settings.trainer.task;
   request.contents.parameters = parameter_staging.stage(trainer->named_agreed_parameters());
-  auto optimizer = trainer->optimizer_state();
-  const auto& others = rounds->other_ranks_states();  // DiLoCo's other ranks' own
-  optimizer.insert(optimizer.end(), others.begin(), others.end());
-  request.contents.optimizer = optimizer_staging.stage(optimizer);
+  request.contents.optimizer = optimizer_staging.stage(trainer->optimizer_state());
+  request.contents.parts = rounds->rank_parts();  // DiLoCo: the other ranks' own, on disk already
   request.contents.job = settings.job;
   current.checkpoint_stall_seconds += seconds(clock::now() - staging_since);
   ++saves_started;

@@ -372,8 +372,6 @@ named_tensors mlm_trainer::named_parameters() const {
   return named;
 }
 
-std::string rank_state_name(int64_t rank, const std::string& name) { return "rank" + std::to_string(rank) + "/" + name; }
-
 named_tensors mlm_trainer::with_outer_state(named_tensors state) const {
   if (outer_)
     for (auto& entry : outer_->state()) state.push_back(entry);

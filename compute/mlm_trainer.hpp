@@ -115,10 +115,6 @@ struct window_step_result {
   double optimizer_seconds = 0.0;
 };
 
-/// The name under which a DiLoCo checkpoint holds rank `rank`'s inner optimizer tensor `name`
-/// ("rank1/exp_avg"; rank 0's keep their own names).
-std::string rank_state_name(int64_t rank, const std::string& name);
-
 /// Runs micro-batches (forward — of the student and a frozen teacher under distillation —,
 /// backward, gradients accumulated in the flat buffer) and, at a window's end, clips the
 /// gradient and steps the optimizer. Each micro-batch's backward pass is of its share of the

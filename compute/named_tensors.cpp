@@ -42,4 +42,6 @@ named_tensors cpu_copies(const named_tensors& tensors) {
   return copies;
 }
 
+std::string rank_state_name(int64_t rank, const std::string& name) { return "rank" + std::to_string(rank) + "/" + name; }
+
 }  // namespace troupe::compute

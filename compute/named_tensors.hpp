@@ -25,6 +25,10 @@ bool shares_data(const at::Tensor& a, const at::Tensor& b);
 bool name_starts_with(const std::string& name, const std::string& prefix);
 bool name_ends_with(const std::string& name, const std::string& suffix);
 
+/// The name under which a DiLoCo rank's own state tensor `name` is loaded ("rank1/exp_avg"; the
+/// checkpoint's rank parts, io/checkpoint/rank_parts.hpp; rank 0's keep their own names).
+std::string rank_state_name(int64_t rank, const std::string& name);
+
 /// Deep copies onto the CPU (for handing state to another thread or writing it).
 named_tensors cpu_copies(const named_tensors& tensors);
 

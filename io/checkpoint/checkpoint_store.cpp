@@ -169,6 +169,7 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
   manifest.sequence_length = s.sequence_length;
   for (const auto& [file, hash] : hashes)
     manifest.files.push_back({file, std::filesystem::file_size(temporary / file), hash});
+  move_parts_into(contents.parts, temporary, manifest.files);
   manifest.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
@@ -191,6 +192,7 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, cons
   const std::string name = checkpoint_name(contents.state.optimizer_steps);
   write_checkpoint_directory(root / name, contents, faults);
   write_file_atomically(root / "latest", name + "\n");
+  remove_parts_through(run_dir, contents.state.optimizer_steps);  // its own (now empty), and abandoned ones
   prune_checkpoints(run_dir, keep);
   return root / name;
 }
@@ -203,7 +205,8 @@ struct verified_checkpoint {
   std::map<std::string, compute::named_tensors> tensors;  ///< per .safetensors file
 };
 
-verified_checkpoint read_verified(const std::filesystem::path& dir, const load_targets& into = {}) {
+/// `every_part`: the ranks' parts are read and their checksums checked too (else their sizes only).
+verified_checkpoint read_verified(const std::filesystem::path& dir, const load_targets& into, bool every_part) {
   const std::string where = dir.string();
   if (!std::filesystem::is_directory(dir)) throw make_error(where, ": checkpoint directory not found");
   const auto manifest_path = dir / manifest_file;
@@ -221,6 +224,7 @@ verified_checkpoint read_verified(const std::filesystem::path& dir, const load_t
     const auto size = std::filesystem::file_size(path);
     if (size != file.size)
       throw make_error(where, ": ", file.name, " has ", size, " bytes, the manifest says ", file.size);
+    if (is_rank_part(file.name) && !every_part) continue;
     if (path.extension() == ".safetensors") {
       const tensor_targets none;
       const tensor_targets& targets = file.name == "model.safetensors"       ? into.parameters
@@ -238,10 +242,10 @@ verified_checkpoint read_verified(const std::filesystem::path& dir, const load_t
 
 }  // namespace
 
-checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir) { return read_verified(dir).manifest; }
+checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir) { return read_verified(dir, {}, true).manifest; }
 
 checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer, const load_targets& into) {
-  auto verified = read_verified(dir, into);
+  auto verified = read_verified(dir, into, false);
   const auto& manifest = verified.manifest;
   auto tensors_of = [&](const std::string& file) {
     auto it = verified.tensors.find(file);
@@ -269,6 +273,7 @@ checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_
   contents.task = task_head_from_hf(config, contents.model, (dir / "config.json").string());
   contents.parameters = tensors_of("model.safetensors");
   if (with_optimizer) contents.optimizer = tensors_of("optimizer.safetensors");
+  contents.parts = listed_rank_parts(dir, manifest.files);
   return contents;
 }
 
@@ -287,8 +292,10 @@ std::filesystem::path resolve_checkpoint(const std::string& spec, const std::fil
   throw make_error(spec, ": no such checkpoint or run directory");
 }
 
-checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir,
-                                    const load_targets& into) {
+namespace {
+
+checkpoint_contents load_with_fallback(const std::string& spec, const std::filesystem::path& run_dir,
+                                       const load_targets& into) {
   const auto first = resolve_checkpoint(spec, run_dir);
   try {
     return load_checkpoint(first, true, into);
@@ -311,6 +318,15 @@ checkpoint_contents load_for_resume(const std::string& spec, const std::filesyst
     throw make_error(first.parent_path().string(), ": no valid checkpoint to resume from (the newest, ",
                      first.filename().string(), ", is damaged: ", e.what(), ")");
   }
+}
+
+}  // namespace
+
+checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir,
+                                    const load_targets& into, const std::vector<int64_t>& own_ranks) {
+  auto contents = load_with_fallback(spec, run_dir, into);
+  for (auto& entry : rank_part_tensors(contents.parts, own_ranks)) contents.optimizer.push_back(std::move(entry));
+  return contents;
 }
 
 int64_t checkpoint_step_of(const std::filesystem::path& dir) {

@@ -6,6 +6,8 @@
 ///   optimizer.safetensors  optimizer moments over the flat buffer
 ///   config.json            HuggingFace BertConfig (transformers and `troupe eval` rebuild the model;
 ///                          a fine-tuned model's names its task class: io/checkpoint/hf_task_config.hpp)
+///   rank-00001.safetensors DiLoCo: rank 1's own state, written by rank 1 (one per rank ≥ 1;
+///                          io/checkpoint/rank_parts.hpp)
 ///   manifest.bin           Cap'n Proto CheckpointManifest, written last: step, data cursor, RNG
 ///                          counters, scheduler, world size, job config + hash, every file's
 ///                          size and xxh64
@@ -31,6 +33,7 @@
 #include "compute/task_head.hpp"
 #include "compute/named_tensors.hpp"
 #include "io/checkpoint/checkpoint_manifest.hpp"
+#include "io/checkpoint/rank_parts.hpp"
 #include "io/checkpoint/safetensors.hpp"
 
 namespace troupe::io {
@@ -58,6 +61,9 @@ struct checkpoint_contents {
   compute::named_tensors parameters;
   compute::named_tensors optimizer;
   nlohmann::json job;
+  /// DiLoCo's ranks' own state, a file per rank (io/checkpoint/rank_parts.hpp): when saving,
+  /// the parts the other ranks staged, moved into the checkpoint; when loading, those it lists.
+  std::vector<rank_part> parts;
 };
 
 /// Faults injected into one checkpoint write (`troupe launch --inject`, cluster/fault_injection.hpp);
@@ -84,8 +90,8 @@ void write_checkpoint_directory(const std::filesystem::path& dir, const checkpoi
                                 const checkpoint_write_faults& faults = {});
 
 /// Checks a checkpoint directory: manifest decodes, every listed file exists with its size and
-/// xxh64, the safetensors headers are valid. Returns the manifest; throws troupe::error naming
-/// the checkpoint and the bad file.
+/// xxh64 (the ranks' parts too), the safetensors headers are valid. Returns the manifest; throws
+/// troupe::error naming the checkpoint and the bad file.
 checkpoint_manifest verify_checkpoint(const std::filesystem::path& dir);
 
 /// Where a load may put tensors in place (see tensor_targets): the model's parameters by HF name
@@ -95,7 +101,8 @@ struct load_targets {
   tensor_targets optimizer;
 };
 
-/// Loads a verified checkpoint, reading tensors straight into `into` where they fit.
+/// Loads a verified checkpoint, reading tensors straight into `into` where they fit. The ranks'
+/// parts are listed in `parts` with their sizes checked, not read (rank_part_tensors reads them).
 checkpoint_contents load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true,
                                     const load_targets& into = {});
 
@@ -105,8 +112,11 @@ std::filesystem::path resolve_checkpoint(const std::string& spec, const std::fil
 /// For resuming: resolves `spec`; when it names a run's latest checkpoint and that one fails
 /// verification, logs why and falls back to the newest older checkpoint that verifies.
 /// Each attempt reads into `into` again, so after a fallback the targets hold the older state.
+/// Then the parts of `own_ranks` join the optimizer state ("rank<r>/…"): a damaged one is an
+/// error naming it, never a fallback, since the other processes, which do not read it, would
+/// not fall back with this one.
 checkpoint_contents load_for_resume(const std::string& spec, const std::filesystem::path& run_dir,
-                                    const load_targets& into = {});
+                                    const load_targets& into = {}, const std::vector<int64_t>& own_ranks = {});
 
 /// The name of the dropout keys' seed in a checkpoint's RNG states. Checkpoints written before
 /// dropout was keyed by sample hold per-rank streams ("dropout/rankN" with a draw count); a

@@ -222,13 +222,24 @@ TEST_F(diloco_e2e, resuming_from_an_outer_step_continues_bit_for_bit) {
 }
 
 TEST_F(diloco_e2e, two_nodes_resume_each_with_its_own_inner_state_bit_for_bit) {
-  // Each rank's AdamW moments are its own under DiLoCo: the checkpoint collects rank 1's
-  // ("rank1/exp_avg", …) and a resume on two nodes gives each its own back.
+  // Each rank's AdamW moments are its own under DiLoCo: rank 1 writes them to its part of the
+  // checkpoint (rank-00001.safetensors; io/checkpoint/rank_parts.hpp), and a resume on two nodes
+  // gives each its own back.
   const auto manifest = write_manifest(2, "two-abort-resume.json", "abort");
   expect_resume_bit_for_bit(config("two-resume", diloco(2, 0.7, 0.9), adamw(), 8, 2), "two",
                             [&](const std::string& job, const std::string& run, const std::string& extra) {
                               return launch(manifest, job, run, extra);
                             });
+  const auto checkpoints = *dir_ / "two-straight" / "checkpoints";
+  const auto latest = checkpoints / "step-00000008";
+  const auto inspected = run_command(troupe_binary() + " ckpt verify " + latest.string());
+  EXPECT_EQ(inspected.status, 0) << inspected.output;
+  EXPECT_TRUE(std::filesystem::exists(latest / "rank-00001.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(latest / "rank-00000.safetensors")) << "rank 0's own is the optimizer file's";
+  EXPECT_EQ(io_text((latest / "optimizer.safetensors").string()).find("rank1/"), std::string::npos)
+      << "rank 1's state went to the writer as well";
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoints))
+    EXPECT_NE(entry.path().filename().string().rfind("parts-", 0), 0u) << "staged parts left behind: " << entry.path();
 }
 
 // Streaming DiLoCo: with H 4 and 2 fragments, fragment 0 steps after steps 2, 6, …, fragment 1

@@ -42,9 +42,18 @@ void list(const ckpt_arguments& args) {
                 l.valid ? "yes" : ("NO: " + l.problem).c_str(), l.latest ? "  (latest)" : "");
 }
 
+/// A checkpoint with every rank's part in its optimizer state ("rank<r>/…").
+io::checkpoint_contents load_with_every_part(const std::string& spec) {
+  auto contents = io::load_checkpoint(io::resolve_checkpoint(spec, spec));
+  std::vector<int64_t> ranks;
+  for (const auto& part : contents.parts) ranks.push_back(part.rank);
+  for (auto& entry : io::rank_part_tensors(contents.parts, ranks)) contents.optimizer.push_back(std::move(entry));
+  return contents;
+}
+
 void diff(const ckpt_arguments& args) {
-  auto a = io::load_checkpoint(io::resolve_checkpoint(args.dir, args.dir));
-  auto b = io::load_checkpoint(io::resolve_checkpoint(args.other, args.other));
+  auto a = load_with_every_part(args.dir);
+  auto b = load_with_every_part(args.other);
   for (const auto& [section, left, right] :
        {std::tuple{"model", &a.parameters, &b.parameters}, std::tuple{"optimizer", &a.optimizer, &b.optimizer}})
     for (const auto& d : compute::tensor_differences(*left, *right))
