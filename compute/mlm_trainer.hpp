@@ -204,8 +204,8 @@ class mlm_trainer {
   /// What is this replica's own and goes into a checkpoint per rank: the inner optimizer's
   /// state tensors (allocated now when no step has run), and with several DiLoCo fragments the
   /// replica's parameters and round weights (compute/outer_optimizer.hpp). A checkpoint of
-  /// several DiLoCo ranks holds rank r's (r > 0) under "rank<r>/<name>", and load() gives every
-  /// rank its own back.
+  /// several DiLoCo ranks holds rank r's (r > 0) in its part (io/checkpoint/rank_parts.hpp), read
+  /// back as "rank<r>/<name>", and load() gives every rank its own back.
   named_tensors own_state_buffers();
   /// The parameters every replica agrees on: DiLoCo's round start, else the parameters.
   const at::Tensor& agreed_parameter_values() const;
