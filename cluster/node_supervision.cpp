@@ -293,12 +293,11 @@ class node_supervision {
   /// still running after `stop_grace` is killed.
   void forward_signal(int signal) {
     const bool warning = signal == SIGUSR1;
+    const bool asks_to_stop = warning || signal == SIGTERM;
     out_.note(std::string(strsignal(signal)) +
-              (warning || signal == SIGTERM ? ": asking every node to stop after this window, with a checkpoint"
-                                            : ": stopping every node"));
+              (asks_to_stop ? ": asking every node to stop after this window, with a checkpoint" : ": stopping every node"));
     for (auto& node : nodes_) {
       if (node.status) continue;
-      const bool asks_to_stop = warning || signal == SIGTERM;
       if (asks_to_stop && !node.ready)
         node.held_signal = node.held_signal == SIGTERM ? SIGTERM : signal;  // a later SIGUSR1 adds nothing
       else

@@ -9,7 +9,8 @@
 ///   1. rank r ≥ 1 writes RUN/checkpoints/parts-<step>/rank-<r>.safetensors (write, fsync,
 ///      rename: write_file_atomically) and learns its size and xxh64;
 ///   2. one small sum over the rings carries every rank's (size, xxh64) in slots of its own
-///      (rank_part_slots): once rank 0 holds the sum, every part is on disk;
+///      (put_rank_part_slots, rank_parts_from_slots): once rank 0 holds the sum, every part is
+///      on disk;
 ///   3. rank 0's checkpointer renames the parts into its temporary checkpoint directory, lists
 ///      them in the manifest with their sizes and checksums, and commits as always (manifest
 ///      last, rename, `latest`). Until then `latest` names the previous checkpoint: a rank that
