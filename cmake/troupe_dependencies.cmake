@@ -77,6 +77,9 @@ troupe_require_package(UCX_FOUND "UCX ${UCX_VERSION} (pkg-config ucx)" "libucx-d
 # cpp-httplib (the dashboard's HTTP server): Debian builds it as a library with a pkg-config file.
 pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
 troupe_require_package(HTTPLIB_FOUND "cpp-httplib ${HTTPLIB_VERSION} (pkg-config cpp-httplib)" "libcpp-httplib-dev")
+# OpenSSL's libcrypto (base64 for etcd's JSON gateway; cpp-httplib is built with OpenSSL).
+find_package(OpenSSL QUIET COMPONENTS Crypto)
+troupe_require_package(OpenSSL_FOUND "OpenSSL ${OPENSSL_VERSION}" "libssl-dev")
 
 # troupe_find_plain_library(TARGET HEADER LIBRARIES PACKAGE DESCRIPTION)
 #   For libraries without a CMake package: finds HEADER and every library in LIBRARIES and

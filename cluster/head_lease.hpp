@@ -1,0 +1,91 @@
+#pragma once
+/// The head's role as a key under an etcd lease (docs/faults.md#head-failover).
+///
+/// Protocol. The role is the key `<prefix>/head`, created only where none exists (an etcd
+/// transaction comparing its create revision with 0) under a lease of `ttl_seconds`; its value
+/// names the holder. The key's create revision is the holder's **term**: etcd's revisions only
+/// grow, so every later holder has a higher one. Whatever the holder writes about the job it
+/// writes with `put_while(key, value, <prefix>/head, term)`: once the key is gone (the lease
+/// expired or was revoked), no such write can land, whatever the holder believes.
+///
+/// The holder keeps the lease alive every third of its TTL. It measures the lease from the
+/// moment it *sent* the request etcd answered (etcd starts the countdown later, on receipt), so
+/// its own deadline always comes before etcd's expiry. `margin` before that deadline without a
+/// renewal, or at the first answer that says the lease is gone, it calls `lost` once: from then
+/// on it must act as head no more. A watchdog thread waits for the deadline, so a keep-alive
+/// stuck on an unreachable endpoint cannot delay the fence. Another process can take the role
+/// only once etcd has deleted the key, which is after the holder's deadline.
+///
+/// Destroying a held lease revokes it (the role is free at once) unless it was lost.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "io/etcd/etcd_client.hpp"
+
+namespace troupe::cluster {
+
+struct head_lease_settings {
+  io::etcd_settings etcd;
+  std::string key;                             ///< "<prefix>/head"
+  std::string holder;                          ///< the key's value: who holds the role, where
+  int64_t ttl_seconds = 2;                     ///< failover.lease_s (etcd may grant more)
+  std::chrono::milliseconds margin{250};       ///< stop acting this long before the deadline
+};
+
+/// Who holds the role as etcd says it.
+struct head_term {
+  int64_t revision = 0;  ///< the key's create revision: the term
+  std::string holder;
+  int64_t lease = 0;
+};
+
+class head_lease {
+ public:
+  using lost_callback = std::function<void(const std::string& why)>;
+
+  /// Takes the role if nobody holds it: the lease (keeping itself alive) when it did; when
+  /// someone else holds it, none, and `*current` says who. Throws io::etcd_unavailable.
+  static std::unique_ptr<head_lease> try_take(const head_lease_settings& settings, lost_callback lost,
+                                              head_term* current = nullptr);
+  ~head_lease();
+  head_lease(const head_lease&) = delete;
+  head_lease& operator=(const head_lease&) = delete;
+
+  const head_term& term() const { return term_; }
+  /// Until `lost` was called.
+  bool held() const;
+  /// The lease's deadline as this process counts it (before etcd's expiry).
+  std::chrono::steady_clock::time_point deadline() const;
+
+ private:
+  head_lease(const head_lease_settings& settings, head_term term, int64_t ttl_seconds,
+             std::chrono::steady_clock::time_point granted_at, lost_callback lost);
+  void keep_alive_loop();
+  void watchdog_loop();
+  void lose(const std::string& why);
+
+  head_lease_settings settings_;
+  head_term term_;
+  int64_t ttl_seconds_;
+  lost_callback lost_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool lost_already_ = false;
+  bool stopping_ = false;
+  std::thread keeper_;
+  std::thread watchdog_;
+};
+
+/// Who holds the role now (none when nobody does). Throws io::etcd_unavailable.
+std::optional<head_term> current_head(io::etcd_client& etcd, const std::string& key);
+
+}  // namespace troupe::cluster

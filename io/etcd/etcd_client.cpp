@@ -1,0 +1,237 @@
+#include "io/etcd/etcd_client.hpp"
+
+#include <openssl/evp.h>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace troupe::io {
+namespace {
+
+using json = nlohmann::json;
+
+/// etcd's gateway writes 64-bit numbers as strings and leaves out fields that are zero.
+int64_t number_field(const json& object, const char* name) {
+  if (!object.is_object() || !object.contains(name)) return 0;
+  const auto& field = object[name];
+  if (field.is_number_integer()) return field.get<int64_t>();
+  if (field.is_string()) return std::stoll(field.get<std::string>());
+  return 0;
+}
+
+etcd_key_value key_value_of(const json& kv) {
+  etcd_key_value result;
+  result.key = etcd_unbase64(kv.value("key", ""), "etcd's key");
+  result.value = etcd_unbase64(kv.value("value", ""), "etcd's value of " + result.key);
+  result.create_revision = number_field(kv, "create_revision");
+  result.mod_revision = number_field(kv, "mod_revision");
+  result.lease = number_field(kv, "lease");
+  return result;
+}
+
+/// The first key of a range response, if any.
+std::optional<etcd_key_value> first_of(const json& range) {
+  if (!range.contains("kvs") || range["kvs"].empty()) return std::nullopt;
+  return key_value_of(range["kvs"][0]);
+}
+
+/// The key just past every key starting with `prefix` (etcd's range end for a prefix).
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& last = prefix.back();
+    if (static_cast<unsigned char>(last) < 0xff) {
+      ++last;
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+/// A transaction's comparison: `key`'s create revision is `revision` (0: the key does not exist).
+json create_revision_is(const std::string& key, int64_t revision) {
+  return {{"key", etcd_base64(key)}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", std::to_string(revision)}};
+}
+
+json put_operation(const std::string& key, const std::string& value, int64_t lease) {
+  json put = {{"key", etcd_base64(key)}, {"value", etcd_base64(value)}};
+  if (lease != 0) put["lease"] = std::to_string(lease);
+  return {{"request_put", put}};
+}
+
+json range_operation(const std::string& key) { return {{"request_range", {{"key", etcd_base64(key)}}}}; }
+
+/// gRPC codes after which another endpoint may answer: unavailable (no leader, stopping),
+/// deadline exceeded (a minority member's request timed out), unknown (etcdserver's
+/// "request timed out" and "leader changed").
+bool worth_another_endpoint(int64_t code) { return code == 14 || code == 4 || code == 2; }
+
+}  // namespace
+
+std::string etcd_base64(const std::string& bytes) {
+  std::string text(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int length = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
+                                     reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  text.resize(static_cast<std::size_t>(length));
+  return text;
+}
+
+std::string etcd_unbase64(const std::string& text, const std::string& what) {
+  if (text.size() % 4 != 0) throw make_error(what, " is not base64: ", text.size(), " characters, not a multiple of 4");
+  std::string bytes(text.size() / 4 * 3, '\0');
+  const int length = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                                     reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (length < 0) throw make_error(what, " is not base64");
+  std::size_t padding = 0;
+  for (auto it = text.rbegin(); it != text.rend() && *it == '=' && padding < 2; ++it) ++padding;
+  bytes.resize(static_cast<std::size_t>(length) - padding);
+  return bytes;
+}
+
+/// One keep-alive HTTP connection per endpoint; the one that answered last is tried first.
+struct etcd_client::connections {
+  etcd_settings settings;
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  std::size_t current = 0;
+  std::string answered;
+
+  explicit connections(etcd_settings s) : settings(std::move(s)) {
+    if (settings.endpoints.empty()) throw make_error("etcd: no endpoints (failover.etcd lists none)");
+    for (const auto& endpoint : settings.endpoints) {
+      const bool url = endpoint.rfind("http://", 0) == 0 || endpoint.rfind("https://", 0) == 0;
+      auto client = url ? std::make_unique<httplib::Client>(endpoint) : nullptr;
+      if (!client || !client->is_valid())
+        throw make_error("etcd: endpoint '", endpoint, "' is not a URL (expected http://host:port)");
+      client->set_connection_timeout(settings.request_timeout);
+      client->set_read_timeout(settings.request_timeout);
+      client->set_write_timeout(settings.request_timeout);
+      client->set_keep_alive(true);
+      clients.push_back(std::move(client));
+    }
+  }
+
+  /// POSTs `body` to `path` at each endpoint in turn until one answers; the answer's JSON.
+  /// An error etcd gives for the request itself (not its own availability) is thrown as it is.
+  /// `close_after`: the connection is not reused (etcd's gateway serves a keep-alive as a
+  /// stream, and a request sent after it on the same connection went unanswered).
+  json post(const std::string& path, const json& body, bool close_after = false) {
+    const auto text = body.dump();
+    std::string failures;
+    for (std::size_t attempt = 0; attempt < clients.size(); ++attempt) {
+      const auto index = (current + attempt) % clients.size();
+      const auto& endpoint = settings.endpoints[index];
+      const httplib::Headers headers = close_after ? httplib::Headers{{"Connection", "close"}} : httplib::Headers{};
+      auto response = clients[index]->Post(path, headers, text, "application/json");
+      if (!response) {
+        failures += " " + endpoint + ": " + httplib::to_string(response.error()) + ";";
+        continue;
+      }
+      auto answer = json::parse(response->body, nullptr, false);
+      if (answer.is_discarded())
+        throw make_error("etcd at ", endpoint, " answered ", path, " with HTTP ", response->status, " and no JSON");
+      if (response->status != 200) {
+        const auto code = number_field(answer, "code");
+        const auto message = answer.value("message", answer.value("error", std::string("no message")));
+        if (worth_another_endpoint(code)) {
+          failures += " " + endpoint + ": " + message + ";";
+          continue;
+        }
+        answer["troupe_error"] = {{"code", code}, {"message", message}, {"endpoint", endpoint}};
+      }
+      current = index;
+      answered = endpoint;
+      return answer;
+    }
+    throw etcd_unavailable("etcd: no endpoint answered " + path + " within " +
+                           std::to_string(settings.request_timeout.count()) + " ms:" + failures);
+  }
+
+  /// As post(), throwing any error etcd gave.
+  json post_ok(const std::string& path, const json& body) {
+    auto answer = post(path, body);
+    if (answer.contains("troupe_error")) {
+      const auto& failure = answer["troupe_error"];
+      throw make_error("etcd at ", failure["endpoint"].get<std::string>(), " refused ", path, ": ",
+                       failure["message"].get<std::string>());
+    }
+    return answer;
+  }
+};
+
+etcd_client::etcd_client(etcd_settings settings) : connections_(std::make_unique<connections>(std::move(settings))) {}
+etcd_client::~etcd_client() = default;
+
+const std::string& etcd_client::endpoint() const { return connections_->answered; }
+
+etcd_lease etcd_client::grant_lease(int64_t ttl_seconds) {
+  const auto answer = connections_->post_ok("/v3/lease/grant", {{"TTL", std::to_string(ttl_seconds)}});
+  etcd_lease lease{number_field(answer, "ID"), number_field(answer, "TTL")};
+  if (lease.id == 0 || lease.ttl_seconds <= 0)
+    throw make_error("etcd at ", endpoint(), " granted no lease: ", answer.value("error", answer.dump()));
+  return lease;
+}
+
+int64_t etcd_client::keep_alive(int64_t lease) {
+  // A stream in gRPC; the gateway answers one request with one message: {"result": {...}}.
+  const auto answer = connections_->post("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}, true);
+  if (answer.contains("troupe_error")) return 0;  // the lease is not found
+  return number_field(answer.value("result", json::object()), "TTL");
+}
+
+int64_t etcd_client::time_to_live(int64_t lease) {
+  const auto answer = connections_->post_ok("/v3/lease/timetolive", {{"ID", std::to_string(lease)}});
+  const auto left = number_field(answer, "TTL");
+  return left < 0 ? -1 : left;
+}
+
+void etcd_client::revoke_lease(int64_t lease) {
+  if (time_to_live(lease) < 0) return;
+  try {
+    connections_->post_ok("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
+  } catch (const etcd_unavailable&) {
+    // A lease that ran out between the two requests is answered "not found" with HTTP
+    // trailers, which cpp-httplib 0.11 cannot read: ask once more whether it is gone.
+    if (time_to_live(lease) >= 0) throw;
+  }
+}
+
+std::optional<etcd_key_value> etcd_client::get(const std::string& key) {
+  return first_of(connections_->post_ok("/v3/kv/range", {{"key", etcd_base64(key)}}));
+}
+
+std::vector<etcd_key_value> etcd_client::get_prefix(const std::string& prefix) {
+  const auto answer =
+      connections_->post_ok("/v3/kv/range", {{"key", etcd_base64(prefix)}, {"range_end", etcd_base64(prefix_end(prefix))}});
+  std::vector<etcd_key_value> found;
+  for (const auto& kv : answer.value("kvs", json::array())) found.push_back(key_value_of(kv));
+  return found;
+}
+
+etcd_create_result etcd_client::create(const std::string& key, const std::string& value, int64_t lease) {
+  json txn;
+  txn["compare"] = json::array({create_revision_is(key, 0)});
+  txn["success"] = json::array({put_operation(key, value, lease), range_operation(key)});
+  txn["failure"] = json::array({range_operation(key)});
+  const auto answer = connections_->post_ok("/v3/kv/txn", txn);
+  etcd_create_result result;
+  result.created = answer.value("succeeded", false);
+  for (const auto& response : answer.value("responses", json::array()))
+    if (response.contains("response_range"))
+      if (auto found = first_of(response["response_range"])) result.current = *found;
+  return result;
+}
+
+bool etcd_client::put_while(const std::string& key, const std::string& value, const std::string& guard,
+                            int64_t guard_revision) {
+  json txn;
+  txn["compare"] = json::array({create_revision_is(guard, guard_revision)});
+  txn["success"] = json::array({put_operation(key, value, 0)});
+  return connections_->post_ok("/v3/kv/txn", txn).value("succeeded", false);
+}
+
+bool etcd_client::remove(const std::string& key) {
+  const auto answer = connections_->post_ok("/v3/kv/deleterange", {{"key", etcd_base64(key)}});
+  return number_field(answer, "deleted") > 0;
+}
+
+}  // namespace troupe::io

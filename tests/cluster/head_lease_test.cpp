@@ -1,0 +1,134 @@
+// The head's role under an etcd lease, against a real etcd server: one holder at a time, terms
+// that only grow, and a holder that stops acting before anyone else can take over.
+#include "cluster/head_lease.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/support/etcd_server.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+class head_lease_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    server_ = std::make_unique<testing::etcd_server>();
+  }
+  head_lease_settings settings(const std::string& holder) const {
+    head_lease_settings s;
+    s.etcd = {{server_->endpoint()}, std::chrono::milliseconds(300)};
+    s.key = "/troupe/job/head";
+    s.holder = holder;
+    s.ttl_seconds = 2;
+    return s;
+  }
+  /// Tries to take the role until it is free or `limit` passes; when it was taken.
+  std::unique_ptr<head_lease> take_when_free(const std::string& holder, std::chrono::seconds limit,
+                                             clock::time_point* taken_at) {
+    const auto deadline = clock::now() + limit;
+    while (clock::now() < deadline) {
+      try {
+        if (auto lease = head_lease::try_take(settings(holder), nullptr)) {
+          *taken_at = clock::now();
+          return lease;
+        }
+      } catch (const io::etcd_unavailable&) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return nullptr;
+  }
+
+  std::unique_ptr<testing::etcd_server> server_;
+};
+
+TEST_F(head_lease_test, one_process_holds_the_role_and_the_others_learn_who) {
+  auto a = head_lease::try_take(settings("a:4100"), nullptr);
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->held());
+  EXPECT_EQ(a->term().holder, "a:4100");
+  head_term current;
+  EXPECT_FALSE(head_lease::try_take(settings("b:4100"), nullptr, &current));
+  EXPECT_EQ(current.holder, "a:4100");
+  EXPECT_EQ(current.revision, a->term().revision);
+  EXPECT_EQ(current.lease, a->term().lease);
+}
+
+TEST_F(head_lease_test, a_held_role_outlives_its_ttl_and_goes_at_once_when_handed_back) {
+  std::atomic<int> lost{0};
+  auto a = head_lease::try_take(settings("a:4100"), [&](const std::string&) { ++lost; });
+  ASSERT_TRUE(a);
+  const auto term = a->term().revision;
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // two and a half TTLs
+  EXPECT_TRUE(a->held());
+  EXPECT_EQ(lost.load(), 0);
+  io::etcd_client etcd(settings("").etcd);
+  ASSERT_TRUE(current_head(etcd, "/troupe/job/head"));
+  EXPECT_EQ(current_head(etcd, "/troupe/job/head")->revision, term);
+  a.reset();  // revokes: the role is free now, not a TTL later
+  EXPECT_FALSE(current_head(etcd, "/troupe/job/head"));
+  auto b = head_lease::try_take(settings("b:4100"), nullptr);
+  ASSERT_TRUE(b);
+  EXPECT_GT(b->term().revision, term);
+  EXPECT_EQ(lost.load(), 0);
+}
+
+TEST_F(head_lease_test, a_revoked_lease_is_noticed_at_the_next_keep_alive) {
+  std::atomic<int> lost{0};
+  std::string why;
+  auto a = head_lease::try_take(settings("a:4100"), [&](const std::string& reason) {
+    why = reason;
+    ++lost;
+  });
+  ASSERT_TRUE(a);
+  io::etcd_client etcd(settings("").etcd);
+  etcd.revoke_lease(a->term().lease);  // what a node that saw the head's process end does
+  const auto deadline = clock::now() + std::chrono::seconds(2);
+  while (lost.load() == 0 && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_FALSE(a->held());
+  EXPECT_NE(why.find("is gone"), std::string::npos) << why;
+  EXPECT_FALSE(etcd.put_while("/troupe/job/state", "x", "/troupe/job/head", a->term().revision));
+}
+
+TEST_F(head_lease_test, a_holder_cut_off_from_etcd_stops_before_anyone_else_can_take_over) {
+  std::atomic<int64_t> lost_at{0};
+  std::string why;
+  auto a = head_lease::try_take(settings("a:4100"), [&](const std::string& reason) {
+    why = reason;
+    lost_at = clock::now().time_since_epoch().count();
+  });
+  ASSERT_TRUE(a);
+  const auto term = a->term().revision;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const auto cut_at = clock::now();
+  server_->stop();  // no keep-alive can land now
+  const auto deadline = clock::now() + std::chrono::seconds(3);
+  while (lost_at.load() == 0 && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(lost_at.load(), 0) << "the holder never stopped";
+  const clock::time_point stopped{clock::duration(lost_at.load())};
+  EXPECT_LE(stopped, a->deadline());
+  EXPECT_LE(stopped - cut_at, std::chrono::seconds(2));  // within its lease of the last keep-alive
+  EXPECT_NE(why.find("no keep-alive reached etcd"), std::string::npos) << why;
+  // etcd comes back (a restarted etcd gives its leases a full TTL again): the role is free
+  // only once the lease has run out there, long after the holder stopped.
+  server_->start();
+  clock::time_point taken_at;
+  auto b = take_when_free("b:4100", std::chrono::seconds(10), &taken_at);
+  ASSERT_TRUE(b);
+  EXPECT_GT(b->term().revision, term);
+  EXPECT_GT(taken_at, stopped);
+  a.reset();  // lost: hands nothing back, and b keeps the role
+  EXPECT_TRUE(b->held());
+  io::etcd_client etcd(settings("").etcd);
+  EXPECT_EQ(current_head(etcd, "/troupe/job/head")->holder, "b:4100");
+}
+
+}  // namespace
+}  // namespace troupe::cluster

@@ -1,0 +1,110 @@
+// etcd's v3 API over its JSON gateway, against a real etcd server (Debian's etcd-server).
+#include "io/etcd/etcd_client.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/support/error_text.hpp"
+#include "tests/support/etcd_server.hpp"
+
+namespace troupe::io {
+namespace {
+
+class etcd_client_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    server_ = std::make_unique<testing::etcd_server>();
+  }
+  etcd_settings settings() const { return {{server_->endpoint()}, std::chrono::milliseconds(500)}; }
+
+  std::unique_ptr<testing::etcd_server> server_;
+};
+
+TEST(etcd_base64, bytes_of_every_length_round_trip_and_a_bad_field_is_named) {
+  for (const std::string bytes : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
+                                  std::string("abcd"), std::string("\0\xff\x10 z", 5)})
+    EXPECT_EQ(etcd_unbase64(etcd_base64(bytes), "field"), bytes);
+  EXPECT_EQ(etcd_base64("lead"), "bGVhZA==");
+  testing::expect_error([&] { etcd_unbase64("bGVhZA=", "etcd's key"); }, "etcd's key is not base64");
+  testing::expect_error([&] { etcd_unbase64("b$VhZA==", "etcd's value of x"); }, "etcd's value of x is not base64");
+}
+
+TEST_F(etcd_client_test, a_key_is_created_once_and_the_loser_learns_who_made_it) {
+  etcd_client a(settings()), b(settings());
+  const auto first = a.create("/job/head", "node a", 0);
+  ASSERT_TRUE(first.created);
+  EXPECT_EQ(first.current.value, "node a");
+  EXPECT_GT(first.current.create_revision, 0);
+  const auto second = b.create("/job/head", "node b", 0);
+  EXPECT_FALSE(second.created);
+  EXPECT_EQ(second.current.value, "node a");
+  EXPECT_EQ(second.current.create_revision, first.current.create_revision);
+  EXPECT_EQ(b.get("/job/head")->value, "node a");
+  EXPECT_FALSE(b.get("/job/nobody").has_value());
+  EXPECT_EQ(a.endpoint(), server_->endpoint());
+}
+
+TEST_F(etcd_client_test, a_guarded_write_lands_only_while_its_guard_stands_as_it_was) {
+  etcd_client etcd(settings());
+  const auto lease = etcd.grant_lease(5);
+  const auto head = etcd.create("/job/head", "node a", lease.id);
+  ASSERT_TRUE(head.created);
+  EXPECT_TRUE(etcd.put_while("/job/state", "generation 1", "/job/head", head.current.create_revision));
+  EXPECT_FALSE(etcd.put_while("/job/state", "generation 2", "/job/head", head.current.create_revision + 1));
+  etcd.revoke_lease(lease.id);  // the holder's key goes with its lease
+  EXPECT_FALSE(etcd.get("/job/head").has_value());
+  EXPECT_FALSE(etcd.put_while("/job/state", "generation 3", "/job/head", head.current.create_revision));
+  EXPECT_EQ(etcd.get("/job/state")->value, "generation 1");
+  // A new holder has a higher term, and the old term still writes nothing.
+  const auto next = etcd.create("/job/head", "node b", etcd.grant_lease(5).id);
+  ASSERT_TRUE(next.created);
+  EXPECT_GT(next.current.create_revision, head.current.create_revision);
+  EXPECT_FALSE(etcd.put_while("/job/state", "generation 4", "/job/head", head.current.create_revision));
+  EXPECT_TRUE(etcd.put_while("/job/state", "generation 5", "/job/head", next.current.create_revision));
+  EXPECT_TRUE(etcd.remove("/job/state"));
+  EXPECT_FALSE(etcd.remove("/job/state"));
+}
+
+TEST_F(etcd_client_test, a_lease_nobody_keeps_alive_expires_with_its_keys) {
+  etcd_client etcd(settings());
+  const auto lease = etcd.grant_lease(1);
+  EXPECT_GE(lease.ttl_seconds, 1);  // etcd raises short leases to its floor (2 s at its defaults)
+  ASSERT_TRUE(etcd.create("/job/head", "node a", lease.id).created);
+  EXPECT_GT(etcd.keep_alive(lease.id), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(lease.ttl_seconds) + std::chrono::milliseconds(1500));
+  EXPECT_FALSE(etcd.get("/job/head").has_value());
+  EXPECT_EQ(etcd.keep_alive(lease.id), 0);
+  etcd.revoke_lease(lease.id);  // gone already: not an error
+}
+
+TEST_F(etcd_client_test, keys_under_a_prefix_come_in_key_order) {
+  etcd_client etcd(settings());
+  for (const auto* key : {"/job/nodes/c", "/job/nodes/a", "/job/nodes/b", "/job/other", "/jobs"})
+    ASSERT_TRUE(etcd.create(key, key, 0).created);
+  const auto found = etcd.get_prefix("/job/nodes/");
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0].key, "/job/nodes/a");
+  EXPECT_EQ(found[2].value, "/job/nodes/c");
+}
+
+TEST_F(etcd_client_test, the_next_endpoint_answers_when_one_is_down_and_none_answering_is_said) {
+  const auto dead = "http://127.0.0.1:" + std::to_string(free_local_port());
+  etcd_client etcd({{dead, server_->endpoint()}, std::chrono::milliseconds(300)});
+  EXPECT_TRUE(etcd.create("/job/head", "node a", 0).created);
+  EXPECT_EQ(etcd.endpoint(), server_->endpoint());
+  server_->stop();
+  try {
+    etcd.get("/job/head");
+    FAIL() << "no etcd answers";
+  } catch (const etcd_unavailable& failure) {
+    EXPECT_NE(std::string(failure.what()).find("no endpoint answered /v3/kv/range"), std::string::npos) << failure.what();
+    EXPECT_NE(std::string(failure.what()).find(dead), std::string::npos) << failure.what();
+  }
+  testing::expect_error([&] { etcd_client({{"no url at all"}, std::chrono::milliseconds(300)}); }, "is not a URL");
+  testing::expect_error([&] { etcd_client({{}, std::chrono::milliseconds(300)}); }, "no endpoints");
+}
+
+}  // namespace
+}  // namespace troupe::io
