@@ -39,11 +39,16 @@ bool coordinator_state::apply(const cluster::membership_event& event, std::strin
   std::vector<cluster::membership_effect> effects;
   const auto generation = membership_state().generation;
   const auto phase = membership_state().phase;
+  const auto before = membership_state();
   try {
     effects = membership->step(event);
   } catch (const error& e) {
     spdlog::error("{}", e.what());
     if (refusal) *refusal = e.what();
+    return false;
+  }
+  if (!record_decision(before)) {
+    if (refusal) *refusal = "the head lost its role (docs/faults.md#head-failover)";
     return false;
   }
   for (const auto& effect : effects) {
@@ -53,6 +58,37 @@ bool coordinator_state::apply(const cluster::membership_event& event, std::strin
   // Members leave, and joins are spent, only with a new generation or phase.
   if (membership_state().generation != generation || membership_state().phase != phase) forget_departed_members();
   return true;
+}
+
+namespace {
+
+/// Whether two states differ in what a successor head must know: not in the joins of a
+/// generation being formed (its nodes join the successor again), only in its decisions.
+bool same_decisions(const cluster::membership_state& a, const cluster::membership_state& b) {
+  const auto same_member = [](const cluster::plan_member& x, const cluster::plan_member& y) {
+    return x.node == y.node && x.first_rank == y.first_rank && x.workers == y.workers;
+  };
+  return a.phase == b.phase && a.generation == b.generation && a.members == b.members &&
+         a.start_steps == b.start_steps && a.finished == b.finished && a.plan.size() == b.plan.size() &&
+         std::equal(a.plan.begin(), a.plan.end(), b.plan.begin(), same_member);
+}
+
+}  // namespace
+
+bool coordinator_state::record_decision(const cluster::membership_state& before) {
+  if (!settings.record || same_decisions(before, membership_state())) return true;
+  std::string failure;
+  try {
+    if (settings.record->write(membership_state())) return true;
+    failure = "its term no longer holds the role in etcd";
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  const auto reason = "the head stops coordinating before generation " + std::to_string(membership_state().generation) +
+                      " goes out: " + failure;
+  spdlog::error("{}", reason);
+  self->quit(cluster_failure(reason));
+  return false;
 }
 
 void coordinator_state::carry_out(const cluster::membership_effect& effect) {
@@ -338,10 +374,19 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   state.settings = std::move(settings);
   for (std::size_t index = 0; index < state.settings.manifest.nodes.size(); ++index)
     state.node_indices.emplace(state.settings.manifest.nodes[index].name, index);
-  state.membership = std::make_unique<cluster::membership_machine>(
-      cluster::membership_rules{state.settings.manifest, state.settings.config_hash});
-  // Generation 0's join deadline; later generations' are the machine's (arm_join_deadline).
-  self->delayed_send(self, state.settings.manifest.timeouts.join, join_deadline_atom::value, uint64_t{0});
+  const cluster::membership_rules rules{state.settings.manifest, state.settings.config_hash};
+  if (auto& takeover = state.settings.takeover) {
+    // A new head: the lost head's node leaves and the survivors join it (head_takeover).
+    state.membership = std::make_unique<cluster::membership_machine>(rules, takeover->state);
+    state.apply(cluster::head_takeover_event{takeover->written_by, rules.manifest.head_node, state.settings.takeover_why});
+  } else {
+    state.membership = std::make_unique<cluster::membership_machine>(rules);
+    // A job's first head writes generation 0 over whatever an earlier run of the job left.
+    if (state.settings.record && !state.settings.record->write(state.membership->state()))
+      self->quit(cluster_failure("the head lost its role in etcd before the job started"));
+    // Generation 0's join deadline; later generations' are the machine's (arm_join_deadline).
+    self->delayed_send(self, state.settings.manifest.timeouts.join, join_deadline_atom::value, uint64_t{0});
+  }
   self->set_down_handler([self](caf::down_msg& down) { self->state.on_down(down); });
   self->send(self, heartbeat_check_atom::value);
   return {
@@ -352,6 +397,12 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       },
       [self](join_deadline_atom, uint64_t generation) { self->state.apply(cluster::join_deadline_event{generation}); },
       [self](release_deadline_atom) { self->state.apply(cluster::release_deadline_event{}); },
+      [self](messages::forming_atom) -> caf::result<caf::message> {
+        const auto& membership = self->state.membership_state();
+        if (membership.phase != cluster::coordinator_phase::forming)
+          return cluster_failure(std::string("the head forms no generation: it is ") + cluster::phase_name(membership.phase));
+        return caf::make_message(membership.generation);
+      },
       [self](messages::metrics_atom, std::string& bytes) -> caf::result<caf::message> {
         const auto& hub = self->state.settings.metrics_hub;
         if (!hub) return caf::make_message(caf::unit);

@@ -23,6 +23,7 @@
 
 #include "cluster/manifest.hpp"
 #include "actors/indirect_probes.hpp"
+#include "cluster/head_record.hpp"
 #include "cluster/membership_machine.hpp"
 
 namespace troupe::io {
@@ -40,6 +41,13 @@ struct coordinator_settings {
   /// The head's heartbeat datagrams, received on a thread of their own (made by whoever starts
   /// the coordinator, so that a port already taken is an error before anything runs).
   std::shared_ptr<io::heartbeat_receiver> heartbeats;
+  /// With failover (docs/faults.md#head-failover): where every decision is written, guarded by
+  /// this head's term, before any node hears of it; none without.
+  std::shared_ptr<cluster::membership_writer> record;
+  /// Set when this coordinator takes the role over: the state its predecessor wrote, and why the
+  /// predecessor is gone. The machine goes on from it with a head_takeover event.
+  std::optional<cluster::stored_membership> takeover;
+  std::string takeover_why;
 };
 
 /// The coordinator's state: the membership machine, and around it what only the running actor
@@ -84,6 +92,9 @@ struct coordinator_state {
   /// Steps the machine and carries out its effects; false (logged) when the table has no row for
   /// the event in the current phase. `refusal`: where a refused join's reason goes.
   bool apply(const cluster::membership_event& event, std::string* refusal = nullptr);
+  /// With failover: writes the state to etcd when a decision changed (write-ahead). False when
+  /// this head may no longer decide: it lost its role, or etcd did not answer; it then quits.
+  bool record_decision(const cluster::membership_state& before);
   void carry_out(const cluster::membership_effect& effect);
   /// Lost members' processes are fenced at the heartbeat receiver; replies no generation waits for are dropped.
   void forget_departed_members();
@@ -124,6 +135,8 @@ struct coordinator_state {
 ///     (abort_atom, "node X … stopped with an error: …"), then quits.
 ///   Not every node joined within timeouts.join → the waiting joins fail naming the missing
 ///     nodes, and the coordinator quits with errc::cluster_failed.
+///   ← (forming_atom) → the generation being formed (a node that followed the head's role here
+///     asks it which generation to join); an error when none is being formed
 ///   ← (metrics_atom, MetricsBatch bytes) → delegated to the metrics hub, which answers unit
 ///     (one published actor per job: the nodes reach the hub through the coordinator)
 ///   Heartbeats are not messages to this actor: each node's process sends datagrams to the

@@ -33,6 +33,17 @@ io::heartbeat_sender::loss_handler fence_on_loss(const node_heartbeat_settings& 
     if (head_left->load()) return;  // the head left and said why itself
     const auto& node = s.node;
     std::string reason;
+    if (loss == io::heartbeat_loss::head_silent && s.failover) {
+      // Not fenced: the node follows the head's role (etcd says who holds it, or lets it take it;
+      // a node cut off from etcd too fails there). docs/faults.md#head-failover.
+      reason = "the head at " + s.head + " stopped answering: no heartbeat reply for " +
+               std::to_string(s.datagrams.timeout.count()) + " ms (timeouts.heartbeat_ms); following its role";
+      s.head_silent->store(true);
+      record_event(s.events, {{"event", "head_silent"}, {"node", node}, {"head", s.head}});
+      spdlog::error("node {}: {}", node, reason);
+      caf::anon_send(s.session, messages::head_lost_atom::value, s.head, reason);
+      return;
+    }
     if (loss == io::heartbeat_loss::head_silent) {
       reason = "the head at " + s.head + " stopped answering: no heartbeat reply for " +
                std::to_string(s.datagrams.timeout.count()) + " ms (timeouts.heartbeat_ms); node " + node +

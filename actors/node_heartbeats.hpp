@@ -40,6 +40,9 @@ struct node_heartbeat_settings {
   io::heartbeat_sender_settings datagrams;
   caf::actor coordinator;  ///< watched: its connection closing means the head left
   caf::actor session;      ///< told (abort_atom, reason) when the heartbeats fence this node
+  /// The manifest configures failover: a silent head is not a reason to fence this node; the
+  /// session is told (head_lost_atom, head, reason) and follows the head's role instead.
+  bool failover = false;
   std::shared_ptr<std::atomic<bool>> head_silent;  ///< set when the head stopped echoing
   std::filesystem::path events;                    ///< RUN_DIR/events.jsonl, or empty
 };

@@ -11,6 +11,8 @@
 #include "actors/event_log.hpp"
 #include "actors/node_heartbeats.hpp"
 #include "actors/shutdown_watchdog.hpp"
+#include "cluster/head_lease.hpp"
+#include "cluster/head_record.hpp"
 #include "cluster/job_token.hpp"
 #include "cluster/node_machine.hpp"
 #include "cluster/plan.hpp"
@@ -64,7 +66,11 @@ cluster_membership::stopped_on_destruction::~stopped_on_destruction() {
 
 cluster_membership::cluster_membership(const node_identity& node, uint64_t job_hash,
                                        const std::filesystem::path& events, std::optional<metrics_hub_settings> hub)
-    : node_(node), job_hash_(job_hash), incarnation_(new_incarnation()) {
+    : node_(node),
+      job_hash_(job_hash),
+      incarnation_(new_incarnation()),
+      events_(events),
+      hub_settings_(std::move(hub)) {
   startup_timeline startup;
   startup.exec = io::process_started_unix_seconds();
   startup.session = unix_seconds();
@@ -82,7 +88,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
       if (device != "cpu")
         throw make_error(m.source, ": nodes[", spec.name, "].devices: ", device,
                          ": the ucx transport reduces host memory; GPU workers need transport \"nccl\"");
-  is_head_ = spec.name == m.head_node;
+  is_head_ = spec.name == m.head_node && !(node.restarted && m.failover.enabled());
 
   ucx_ = std::make_unique<io::ucx_context>(node.manifest.ucx_tls);
   probe_responder_ = std::make_unique<io::link_probe_responder>(probe_token());
@@ -91,50 +97,80 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   system_config_->load<caf::io::middleman>();
   system_ = std::make_unique<caf::actor_system>(*system_config_);
   self_ = std::make_unique<caf::scoped_actor>(*system_);
-  auto& system = *system_;
-  auto& self = *self_;
-
   if (is_head_) {
-    // The hub first: a dashboard that cannot listen stops the job before any node joins.
-    if (hub) {
-      hub->limits.straggler = {m.faults.straggler_share, m.faults.straggler_windows, m.faults.straggler_min_seconds};
-      hub->limits.detail = {m.metrics.every_rank_up_to, m.metrics.slowest_ranks};
-      hub_.actor = start_metrics_hub(system, std::move(*hub)).actor;
-    }
-    std::shared_ptr<io::heartbeat_receiver> heartbeats;
-    try {
-      heartbeats = std::make_shared<io::heartbeat_receiver>(static_cast<uint16_t>(m.head_port),
-                                                            cluster::is_local_host(m.head_host) ? "127.0.0.1" : "",
-                                                            probe_token(), m.nodes.size());
-    } catch (const error& e) {
-      throw make_error(m.source, ": head.port: ", e.what());
-    }
-    coordinator_ = system.spawn(coordinator,
-                                coordinator_settings{m, job_hash, events, job_secret(), hub_.actor, heartbeats});
-    const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
-    auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
-    if (!port) {
-      self->send_exit(coordinator_, caf::exit_reason::user_shutdown);
-      throw make_error(m.source, ": head.port: cannot listen on ", m.head_address(), ": ", system.render(port.error()),
-                       " (another job on this port?)");
-    }
+    if (m.failover.enabled()) take_head_role_at_start();
+    start_head(nullptr, "");
   }
-
-  if (!is_head_) coordinator_ = reach_coordinator(system, m);
+  // A restarted node of a job with failover finds the head where etcd says it is (its own node
+  // may have held the role before it was lost: it comes back as a worker, never a second head).
+  if (node.restarted && m.failover.enabled()) follow_holder_at_start();
+  if (!is_head_) coordinator_ = reach_coordinator(*system_, node_.manifest);
   startup.head_reached = unix_seconds();
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
+  start_heartbeats();
+  join(0, 0, node.restarted, &startup);
+  startup.wired_cpu = io::process_cpu_seconds();
+  startup.record(events, spec.name);
+}
+
+// The head's part: the metrics hub first (a dashboard that cannot listen stops the job before
+// any node joins), the heartbeat receiver, and the coordinator published on the head's port. The
+// manifest's head fields name this node (a new head set them when it took the role).
+void cluster_membership::start_head(const cluster::stored_membership* takeover, const std::string& why) {
+  const auto& m = node_.manifest;
+  auto& system = *system_;
+  if (hub_settings_) {
+    auto hub = *hub_settings_;
+    hub.limits.straggler = {m.faults.straggler_share, m.faults.straggler_windows, m.faults.straggler_min_seconds};
+    hub.limits.detail = {m.metrics.every_rank_up_to, m.metrics.slowest_ranks};
+    hub_.actor = start_metrics_hub(system, std::move(hub)).actor;
+  }
+  std::shared_ptr<io::heartbeat_receiver> heartbeats;
+  try {
+    heartbeats = std::make_shared<io::heartbeat_receiver>(static_cast<uint16_t>(m.head_port),
+                                                          cluster::is_local_host(m.head_host) ? "127.0.0.1" : "",
+                                                          probe_token(), m.nodes.size());
+  } catch (const error& e) {
+    throw make_error(m.source, ": head.port: ", e.what());
+  }
+  coordinator_settings settings;
+  settings.manifest = m;
+  settings.config_hash = job_hash_;
+  settings.events = events_;
+  settings.secret = job_secret();
+  settings.metrics_hub = hub_.actor;
+  settings.heartbeats = heartbeats;
+  if (head_lease_)
+    settings.record = std::make_shared<cluster::membership_writer>(failover_etcd(), failover_keys(),
+                                                                   head_lease_->term().revision, node_.name);
+  if (takeover) {
+    settings.takeover = *takeover;
+    settings.takeover_why = why;
+  }
+  coordinator_ = system.spawn(coordinator, std::move(settings));
+  const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
+  auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
+  if (!port) {
+    (*self_)->send_exit(coordinator_, caf::exit_reason::user_shutdown);
+    throw make_error(m.source, ": head.port: cannot listen on ", m.head_address(), ": ", system.render(port.error()),
+                     " (another job on this port?)");
+  }
+}
+
+// This node's heartbeats to the head the manifest names now (and its probe agent).
+void cluster_membership::start_heartbeats() {
+  const auto& m = node_.manifest;
+  const auto index = m.node_index(node_.name);
   io::heartbeat_sender_settings datagrams{m.head_host,      static_cast<uint16_t>(m.head_port),
                                           probe_token(),    incarnation_,
                                           static_cast<uint32_t>(index), m.timeouts.heartbeat_period,
                                           m.timeouts.heartbeat, heartbeats_to_drop_};
   heartbeats_ = std::make_unique<node_heartbeats>(
-      system, node_heartbeat_settings{spec.name, m.head_address(), std::move(datagrams), coordinator_,
-                                      caf::actor_cast<caf::actor>(self), head_silent_, events});
+      *system_, node_heartbeat_settings{node_.name, m.head_address(), std::move(datagrams), coordinator_,
+                                        caf::actor_cast<caf::actor>(*self_), m.failover.enabled(), head_silent_,
+                                        events_});
   probe_responder_->answer_head_queries(heartbeats_->head_heard_source());
-  join(0, 0, node.restarted, &startup);
-  startup.wired_cpu = io::process_cpu_seconds();
-  startup.record(events, spec.name);
 }
 
 /// The role the plan gives this node, and its transports connected to their ring neighbours.
@@ -146,6 +182,7 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   role_.generation = plan.generation;
   role_.restarted = node_.restarted;
   role_.elastic = m.faults.policy == cluster::fault_policy::elastic;
+  role_.failover = m.failover.enabled();
   role_.first_rank = plan.member(spec.name).first_rank;
   role_.world = plan.world;
   role_.ring_orders = plan.ring_orders;
@@ -350,6 +387,10 @@ training_summary run_node(const node_identity& node, io::job_config config, cons
     earlier.losses.insert(earlier.losses.end(), carried.losses.begin(), carried.losses.end());
     earlier.windows += static_cast<int64_t>(carried.losses.size());
     carried.losses.clear();
+    if (outcome.head_lost) {
+      membership.follow_head_role(carried.optimizer_steps, outcome.reason);
+      continue;
+    }
     spdlog::warn("node {}: joining generation {} at step {}", node.name, outcome.next_generation,
                  carried.optimizer_steps);
     membership.rejoin(outcome.next_generation, carried.optimizer_steps, outcome.next_plan);

@@ -15,7 +15,15 @@
 #include "cluster/plan.hpp"
 #include "io/config/job_config.hpp"
 
+namespace troupe::cluster {
+class head_lease;
+struct head_holder;
+struct head_record_keys;
+struct stored_membership;
+}
+
 namespace troupe::io {
+struct etcd_settings;
 class ucx_context;
 class ucx_transport;
 class link_probe_responder;
@@ -54,6 +62,10 @@ class cluster_membership {
   /// `plan`, its plan for this node that came with the news, on the standby transports; else by
   /// joining it with the steps this node's workers completed. The role becomes the new plan's.
   void rejoin(uint64_t generation, int64_t committed_steps, const std::string& plan = "");
+  /// After the head's coordinator went down, with failover (docs/faults.md#head-failover):
+  /// finds the node that holds the head's role now, or takes it, and joins the generation that
+  /// head forms with the steps this node's workers completed. The role becomes the new plan's.
+  void follow_head_role(int64_t committed_steps, const std::string& why);
   /// Tells the coordinator this node stops with an error (so the job stops, whatever the
   /// policy); waits at most a second for it to hear.
   void report_error(const std::string& reason);
@@ -64,6 +76,24 @@ class cluster_membership {
   void finish();
 
  private:
+  /// The head's part in this process: hub, heartbeat receiver, coordinator (going on from
+  /// `takeover` when given), published on the manifest's head port.
+  void start_head(const cluster::stored_membership* takeover, const std::string& why);
+  void start_heartbeats();
+  // Failover (actors/node_failover.cpp).
+  io::etcd_settings failover_etcd() const;
+  cluster::head_record_keys failover_keys() const;
+  /// The job's first head takes the role in etcd before it starts coordinating.
+  void take_head_role_at_start();
+  /// A restarted node: the manifest's head becomes the holder etcd names (asked until timeouts.join).
+  void follow_holder_at_start();
+  /// Who holds the role after the head this node followed was lost; this node when it took it.
+  cluster::head_holder holder_after_loss(const std::string& why);
+  /// Takes the role if it is free, and becomes the head; false when another node took it first.
+  bool try_take_head_role(const std::string& why);
+  void on_head_role_lost(const std::string& why);
+  /// The generation the (new) head forms, asked until timeouts.join.
+  uint64_t forming_generation();
   /// Opens this node's transports, joins the coordinator with their addresses and takes its
   /// place in the plan it answers with; stamps the steps in `startup` when given.
   void join(uint64_t generation, int64_t committed_steps, bool restarted, startup_timeline* startup = nullptr);
@@ -94,6 +124,11 @@ class cluster_membership {
   /// The head stopped answering heartbeats: this node fenced itself and tells the head nothing more.
   std::shared_ptr<std::atomic<bool>> head_silent_ = std::make_shared<std::atomic<bool>>(false);
   bool is_head_ = false;
+  std::filesystem::path events_;  ///< RUN_DIR/events.jsonl, or empty
+  /// The metrics hub's settings: the head starts it, and so does a node that takes the role over.
+  std::optional<metrics_hub_settings> hub_settings_;
+  /// The head's role in etcd, while this process holds it (failover only).
+  std::unique_ptr<cluster::head_lease> head_lease_;
   bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;
   /// Answers the other nodes' link probes (io/comm/link_probe.hpp) for as long as the node runs.

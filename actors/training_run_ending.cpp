@@ -30,6 +30,7 @@ std::optional<training_summary> training_run::await_summaries() {
   rules.local_workers = local_workers_;
   rules.clustered = static_cast<bool>(role_.coordinator);
   rules.elastic = role_.elastic;
+  rules.failover = role_.failover;
   rules.head = role_.head;
   rules.start_step = start_.optimizer_steps;
   rules.window_timeout = options_.window_timeout;
@@ -54,6 +55,10 @@ std::optional<training_summary> training_run::await_summaries() {
         },
         [&](messages::membership_atom, uint64_t generation, const std::string& reason, const std::string& plan) {
           on_membership_news(generation, reason, plan);
+        },
+        [&](messages::head_lost_atom, const std::string& head, const std::string& reason) {
+          // An earlier head's silence, read late, is not this one's.
+          if (head == role_.head) apply(cluster::coordinator_down_event{reason});
         },
         [&](caf::down_msg& down) {
           gone_.insert(down.source);
@@ -138,6 +143,7 @@ void training_run::hand_over() {
                          [&](messages::done_atom, training_summary&) {},
                          [&](messages::abort_atom, const std::string& reason) { aborted = reason; },
                          [&](messages::suspect_atom, int32_t, const std::string&) {},  // this generation's: moot
+                         [&](messages::head_lost_atom, const std::string&, const std::string&) {},
                          caf::after(left) >> [] {});
   }
   if (role_.coordinator) supervisor_->demonitor(role_.coordinator);

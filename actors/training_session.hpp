@@ -77,6 +77,7 @@ struct cluster_role {
   uint64_t generation = 0;  ///< the membership generation of the plan (docs/faults.md)
   bool restarted = false;   ///< this process was restarted after its node was lost
   bool elastic = false;     ///< faults.policy "elastic": a lost node is replaced by a new generation
+  bool failover = false;    ///< the head's role moves when its coordinator goes (docs/faults.md#head-failover)
   std::chrono::milliseconds heartbeat{1500};  ///< how long the head takes to declare a node lost
   int first_rank = 0;  ///< global rank of this process's first worker
   int world = 1;
@@ -140,6 +141,9 @@ struct carried_state {
 struct generation_outcome {
   std::optional<training_summary> summary;
   uint64_t next_generation = 0;
+  /// The head's coordinator went down and the manifest configures failover: the node follows the
+  /// head's role (whoever takes it) and joins the generation that head forms.
+  bool head_lost = false;
   std::string reason;  ///< why the coordinator re-planned
   /// The new generation's plan for this node when it came with the news (encoded), else empty:
   /// the node joins the generation (docs/faults.md#membership-generations).

@@ -48,7 +48,10 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
     auto argv = base;
     argv.push_back("--node");
     argv.push_back(node.name);
-    const bool may_fail = elastic && node.name != manifest.head_node;
+    // Under "elastic" the others go on without a lost node; without failover, not without the
+    // head's (its coordinator is the job), with failover the head's role moves on (docs/faults.md#head-failover).
+    const bool head = node.name == manifest.head_node && !manifest.failover.enabled();
+    const bool may_fail = elastic && !head;
     if (inside_slurm) {
       // One srun step per node, on that node (the allocation's node names are the manifest's):
       // the launcher sees each node's exit as it does a local or ssh node's, so faults.policy
@@ -76,7 +79,7 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       ssh.insert(ssh.end(), {"--", node.host, remote});
       commands.push_back({node.name, launch_method::ssh, ssh, may_fail, 0, options.job_secret + "\n"});
     }
-    commands.back().head = node.name == manifest.head_node;
+    commands.back().head = head;
   }
   return commands;
 }

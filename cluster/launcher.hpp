@@ -36,15 +36,16 @@ struct node_command {
   launch_method method;
   std::vector<std::string> argv;   ///< what is exec'ed here
   /// Under faults.policy "elastic" every node but the head's may fail without failing the job:
-  /// the others go on as the coordinator's next generation (docs/faults.md).
+  /// the others go on as the coordinator's next generation (docs/faults.md); with failover the
+  /// head's too (its role moves to another node: docs/faults.md#head-failover).
   bool may_fail = false;
   /// How often a node that may fail is started again (with `--rejoin`) after it failed.
   int64_t max_restarts = 0;
   /// Written to the node's stdin, which then stays open for as long as the launcher runs (an
   /// ssh node reads the job secret from it and stops when it closes); empty: stdin inherited.
   std::string input;
-  /// The head node (its coordinator and metrics hub): when it fails, nothing is left for the
-  /// others to do, so they are stopped at once instead of after the grace.
+  /// The head node (its coordinator and metrics hub) of a job without failover: when it fails,
+  /// nothing is left for the others to do, so they are stopped at once instead of after the grace.
   bool head = false;
 };
 

@@ -193,6 +193,32 @@ void parse_metrics(io::json_fields& root, cluster_manifest& m) {
   metrics.finish();
 }
 
+// The `failover` block: where etcd is (docs/faults.md#head-failover). The survivors must go on
+// without the head's node, so failover needs "elastic" and a second node.
+void parse_failover(io::json_fields& root, cluster_manifest& m) {
+  if (!root.has("failover")) return;
+  auto failover = root.object("failover");
+  const auto endpoints = failover.array("etcd");
+  if (endpoints.empty()) failover.fail("etcd", "a non-empty list of etcd client URLs (\"http://host:2379\")");
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    const auto& url = endpoints[i];
+    const bool http = url.is_string() && (url.get<std::string>().rfind("http://", 0) == 0 ||
+                                          url.get<std::string>().rfind("https://", 0) == 0);
+    if (!http || url.get<std::string>().find(':', url.get<std::string>().find("//") + 2) == std::string::npos)
+      failover.fail("etcd", detail::concat("client URLs with a port (\"http://host:2379\"); entry ", i, " is ",
+                                           url.dump()));
+    m.failover.etcd.push_back(url.get<std::string>());
+  }
+  m.failover.lease_s = failover.integer("lease_s", m.failover.lease_s, 1, 60);
+  m.failover.prefix = failover.string("prefix", "");
+  if (!m.failover.prefix.empty() && m.failover.prefix.front() != '/')
+    failover.fail("prefix", "an etcd key prefix starting with '/'");
+  failover.finish();
+  if (m.nodes.size() < 2) failover.fail("etcd", "two nodes or more (one must be left to take the head's role)");
+  if (m.faults.policy != fault_policy::elastic)
+    failover.fail("etcd", "faults.policy \"elastic\" (the other nodes go on without the head's node)");
+}
+
 }  // namespace
 
 cluster_manifest parse_manifest(const json& root_json, const std::string& source) {
@@ -267,6 +293,7 @@ cluster_manifest parse_manifest(const json& root_json, const std::string& source
   m.faults.straggler_min_seconds = faults.number("straggler_min_s", m.faults.straggler_min_seconds, 0.0, 86400.0);
   faults.finish();
   parse_metrics(root, m);
+  parse_failover(root, m);
 
   m.oversubscribe = root.boolean("oversubscribe", false);
   root.finish();

@@ -78,6 +78,18 @@ struct metrics_spec {
   int64_t slowest_ranks = 8;
 };
 
+/// The manifest's `failover` block: the etcd cluster that holds the head's role and the
+/// coordinator's state, so the role moves to another node when the head's is lost
+/// (docs/faults.md#head-failover). Without it the head's loss ends the job.
+struct failover_spec {
+  std::vector<std::string> etcd;  ///< etcd client URLs ("http://host:2379"); empty: no failover
+  int64_t lease_s = 2;            ///< the head's lease (etcd raises it to its floor, 2 s at its defaults)
+  /// etcd keys start with this; empty: "/troupe/<job token>" (cluster/job_token.hpp), one per job.
+  std::string prefix;
+
+  bool enabled() const { return !etcd.empty(); }
+};
+
 struct cluster_manifest {
   std::string head_host = "127.0.0.1";
   int64_t head_port = 29500;
@@ -93,6 +105,7 @@ struct cluster_manifest {
   timeout_spec timeouts;
   fault_spec faults;
   metrics_spec metrics;
+  failover_spec failover;
   bool oversubscribe = false;  ///< allow more worker threads than cores on one host
   std::string source;          ///< the file it came from, for messages
   uint64_t file_hash = 0;      ///< xxh64 of the file as read (nodes must all have read the same)

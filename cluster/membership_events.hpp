@@ -70,9 +70,18 @@ struct standby_event {
   join_request report;
 };
 
+/// This process took the head's role (docs/faults.md#head-failover): `node`, whose coordinator
+/// wrote the state this one goes on from, is lost with it; `by` is the node now head.
+struct head_takeover_event {
+  std::string node;
+  std::string by;
+  std::string why;
+};
+
 using membership_event =
     std::variant<join_event, restarted_join_event, finished_event, connection_lost_event, heartbeat_silence_event,
-                 link_suspicion_event, node_error_event, join_deadline_event, release_deadline_event, standby_event>;
+                 link_suspicion_event, node_error_event, join_deadline_event, release_deadline_event, standby_event,
+                 head_takeover_event>;
 
 enum class membership_event_kind : uint8_t {
   join,
@@ -85,8 +94,9 @@ enum class membership_event_kind : uint8_t {
   join_deadline,
   release_deadline,
   standby,
+  head_takeover,
 };
-inline constexpr int membership_event_kind_count = 10;
+inline constexpr int membership_event_kind_count = 11;
 
 inline membership_event_kind kind_of(const membership_event& event) {
   return static_cast<membership_event_kind>(event.index());

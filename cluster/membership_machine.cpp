@@ -42,6 +42,8 @@ const row table[] = {
     {phase::forming, event::join_deadline, TROUPE_GUARD(for_this_generation), TROUPE_ACTION(stop_for_missing_joins), phase::stopped},
     {phase::forming, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::forming},
     {phase::forming, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::forming},
+    {phase::forming, event::head_takeover, TROUPE_GUARD(survivable_loss), TROUPE_ACTION(take_over_from_lost_head), phase::forming},
+    {phase::forming, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
 
     // training: the plan went out, nobody has finished.
     {phase::training, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::training},
@@ -68,6 +70,8 @@ const row table[] = {
     {phase::training, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
     {phase::training, event::standby, TROUPE_GUARD(standby_fits), TROUPE_ACTION(take_standby), phase::training},
     {phase::training, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
+    {phase::training, event::head_takeover, TROUPE_GUARD(survivable_loss), TROUPE_ACTION(take_over_from_lost_head), phase::forming},
+    {phase::training, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
 
     // finishing: some members finished; a loss now stops the job.
     {phase::finishing, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::finishing},
@@ -88,6 +92,7 @@ const row table[] = {
     {phase::finishing, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::finishing},
     {phase::finishing, event::standby, TROUPE_GUARD(standby_fits), TROUPE_ACTION(take_standby), phase::finishing},
     {phase::finishing, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::finishing},
+    {phase::finishing, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
 
     // released: everyone finished; the head waits for the others to disconnect.
     {phase::released, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::released},
@@ -103,6 +108,7 @@ const row table[] = {
     {phase::released, event::join_deadline, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::released},
     {phase::released, event::release_deadline, TROUPE_ALWAYS, TROUPE_ACTION(end_job_now), phase::ended},
     {phase::released, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::released},
+    {phase::released, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(end_job_now), phase::ended},
 };
 
 #undef TROUPE_GUARD
@@ -123,6 +129,7 @@ const char* event_name(membership_event_kind kind) {
     case event::join_deadline: return "join deadline";
     case event::release_deadline: return "release deadline";
     case event::standby: return "standby";
+    case event::head_takeover: return "head takeover";
   }
   return "unknown";
 }

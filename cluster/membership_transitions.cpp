@@ -151,6 +151,9 @@ std::string loss_description(const step_context& context) {
            " leaves (the higher ranks of the pair, never the head's): " +
            std::get<link_suspicion_event>(context.event).why;
   }
+  if (const auto* takeover = std::get_if<head_takeover_event>(&context.event))
+    return "the head, " + label(context, node) + ", was lost (" + takeover->why + "); " + label(context, takeover->by) +
+           " took its role over";
   return label(context, node) + " restarted";
 }
 
@@ -478,5 +481,20 @@ void end_after_last_departure(step_context& context) {
 }
 
 void end_job_now(step_context& context) { context.effects.push_back(end_job{}); }
+
+/// A new head goes on from the state its predecessor wrote: the lost head's node leaves, and
+/// every survivor joins the next generation here (the nodes follow the role through etcd; this
+/// coordinator has no actor of theirs to tell), within timeouts.join.
+void take_over_from_lost_head(step_context& context) {
+  const auto& takeover = std::get<head_takeover_event>(context.event);
+  auto& state = context.state;
+  state.joins.clear();
+  record_loss(context, takeover.node, loss_description(context));
+  context.effects.push_back(event_log_line{{{"event", "head_moved"},
+                                          {"node", takeover.by},
+                                          {"from", takeover.node},
+                                          {"generation", state.generation}}});
+  context.effects.push_back(arm_join_deadline{state.generation});
+}
 
 }  // namespace troupe::cluster::transitions

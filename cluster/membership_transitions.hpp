@@ -58,5 +58,6 @@ void release_all(step_context& context);
 void note_departure(step_context& context);
 void end_after_last_departure(step_context& context);
 void end_job_now(step_context& context);
+void take_over_from_lost_head(step_context& context);
 
 }  // namespace troupe::cluster::transitions

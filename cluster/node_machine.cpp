@@ -28,6 +28,9 @@ bool newer_generation(const step_context& c) {
   return std::get<membership_news_event>(c.event).generation > c.rules.generation;
 }
 
+/// The manifest configures failover: another node takes the head's role (docs/faults.md#head-failover).
+bool head_can_move(const step_context& c) { return c.rules.failover && c.rules.elastic && c.rules.clustered; }
+
 bool ended_normally(const step_context& c) { return std::get<actor_down_event>(c.event).reason.empty(); }
 
 /// Under "elastic" a ring that fails because a peer died is not yet the job's failure: the head
@@ -62,6 +65,12 @@ void start_hand_over(step_context& c) {
   const auto& news = std::get<membership_news_event>(c.event);
   c.state.next_generation = news.generation;
   c.state.replan_reason = news.reason;
+}
+
+void follow_head_role(step_context& c) {
+  c.state.head_lost = true;
+  c.state.replan_reason = "the head's coordinator at " + c.rules.head + " went down (" +
+                          std::get<coordinator_down_event>(c.event).reason + "); following its role through etcd";
 }
 
 void fail_head_gone(step_context& c) {
@@ -109,6 +118,7 @@ const row table[] = {
     {phase::training, event::ring_suspicion, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
     {phase::training, event::membership_news, TROUPE_GUARD(newer_generation), TROUPE_ACTION(start_hand_over), phase::handing_over},
     {phase::training, event::membership_news, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
+    {phase::training, event::coordinator_down, TROUPE_GUARD(head_can_move), TROUPE_ACTION(follow_head_role), phase::handing_over},
     {phase::training, event::coordinator_down, TROUPE_ALWAYS, TROUPE_ACTION(fail_head_gone), phase::failed},
     {phase::training, event::actor_down, TROUPE_GUARD(ended_normally), TROUPE_ACTION(ignore), phase::training},
     {phase::training, event::actor_down, TROUPE_GUARD(ring_failure_under_elastic), TROUPE_ACTION(await_verdict), phase::awaiting_verdict},
@@ -123,6 +133,7 @@ const row table[] = {
     {phase::awaiting_verdict, event::ring_suspicion, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::awaiting_verdict},
     {phase::awaiting_verdict, event::membership_news, TROUPE_GUARD(newer_generation), TROUPE_ACTION(start_hand_over), phase::handing_over},
     {phase::awaiting_verdict, event::membership_news, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::awaiting_verdict},
+    {phase::awaiting_verdict, event::coordinator_down, TROUPE_GUARD(head_can_move), TROUPE_ACTION(follow_head_role), phase::handing_over},
     {phase::awaiting_verdict, event::coordinator_down, TROUPE_ALWAYS, TROUPE_ACTION(fail_head_gone), phase::failed},
     {phase::awaiting_verdict, event::actor_down, TROUPE_GUARD(ended_normally), TROUPE_ACTION(ignore), phase::awaiting_verdict},
     // The first ring failure is the one the verdict is awaited for; the others' rings fail alike.

@@ -20,7 +20,7 @@ namespace troupe::cluster {
 enum class node_phase : uint8_t {
   training,          ///< the generation's windows run; waiting for every local worker's summary
   awaiting_verdict,  ///< a ring failed under "elastic": waiting for the head to name the lost node
-  handing_over,      ///< the head announced a newer generation: stop, and join it
+  handing_over,      ///< the head announced a newer generation, or its role moves: stop, and join it
   summarised,        ///< every local worker finished its windows
   awaiting_release,  ///< told the head this node finished; waiting for the release
   released,          ///< the head released the node (or left after releasing it)
@@ -36,6 +36,7 @@ struct node_rules {
   int local_workers = 1;
   bool clustered = false;  ///< a node of a cluster job (a head to talk to); false for `troupe train`
   bool elastic = false;    ///< faults.policy "elastic": a ring failure may be a node the head will drop
+  bool failover = false;   ///< the manifest's failover block: the head's role moves when its coordinator goes
   std::string head;        ///< host:port, for messages
   int64_t start_step = 0;  ///< the step the generation starts from (before its first window report)
   std::chrono::milliseconds window_timeout{0};  ///< a wait for the next window report
@@ -48,7 +49,8 @@ struct node_state {
   int summaries = 0;        ///< local workers that finished
   int64_t last_step = 0;    ///< the step of the newest window report
   std::string failure;      ///< failed: why
-  uint64_t next_generation = 0;  ///< handing_over: the generation to join
+  uint64_t next_generation = 0;  ///< handing_over: the generation to join (0: the new head's, ask it)
+  bool head_lost = false;        ///< handing_over: the head's coordinator went; follow its role (etcd)
   std::string replan_reason;     ///< handing_over: the head's reason
   std::string ring_failure;      ///< awaiting_verdict: the ring's own error
 };

@@ -31,6 +31,12 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 
 // Rendezvous (cluster/, actors/coordinator): node manager ↔ the head's coordinator. The
 // payloads are Cap'n Proto bytes (messages/schemas/cluster.capnp) carried in a std::string.
+/// node's heartbeats → its session: (head_lost_atom, head address, reason) when the head stopped
+/// answering and the manifest configures failover: the session follows the head's role.
+using head_lost_atom = caf::atom_constant<caf::atom("headlost")>;
+/// node → coordinator: (forming_atom) → the generation the coordinator is forming (after the
+/// head's role moved, the survivors ask the new head which generation to join).
+using forming_atom = caf::atom_constant<caf::atom("forming")>;
 /// node → coordinator: (join_atom, JoinRequest bytes).
 using join_atom = caf::atom_constant<caf::atom("join")>;
 /// coordinator → node: (plan_atom, ClusterPlan bytes) once every node has joined.

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 
+import netcluster_etcd
 import netcluster_slurm
 from netcluster_state import STATE_ROOT, ClusterError, load_state, run, state_dir
 
@@ -42,6 +43,7 @@ def cluster_namespaces(prefix):
 def take_down(prefix):
     """Removes everything a cluster called `prefix` may have made, whether or not its state survived."""
     netcluster_slurm.down(state_dir(prefix))
+    netcluster_etcd.down(state_dir(prefix))
     for namespace in cluster_namespaces(prefix):
         kill_namespace_processes(namespace)
         run("ip", "netns", "delete", namespace, check=False)

@@ -221,11 +221,12 @@ etcd_create_result etcd_client::create(const std::string& key, const std::string
   return result;
 }
 
-bool etcd_client::put_while(const std::string& key, const std::string& value, const std::string& guard,
+bool etcd_client::put_while(const std::vector<std::pair<std::string, std::string>>& puts, const std::string& guard,
                             int64_t guard_revision) {
   json txn;
   txn["compare"] = json::array({create_revision_is(guard, guard_revision)});
-  txn["success"] = json::array({put_operation(key, value, 0)});
+  txn["success"] = json::array();
+  for (const auto& [key, value] : puts) txn["success"].push_back(put_operation(key, value, 0));
   return connections_->post_ok("/v3/kv/txn", txn).value("succeeded", false);
 }
 

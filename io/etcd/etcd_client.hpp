@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "messages/error.hpp"
@@ -76,9 +77,10 @@ class etcd_client {
   std::vector<etcd_key_value> get_prefix(const std::string& prefix);
   /// Creates `key` holding `value` (under `lease` unless 0) only if it does not exist.
   etcd_create_result create(const std::string& key, const std::string& value, int64_t lease);
-  /// Puts `key` only while `guard` exists with create revision `guard_revision` (the holder of
-  /// a lease-bound key still holds it); false when it does not, and nothing is written.
-  bool put_while(const std::string& key, const std::string& value, const std::string& guard,
+  /// Puts every (key, value) of `puts`, in one transaction, only while `guard` exists with
+  /// create revision `guard_revision` (the holder of a lease-bound key still holds it); false
+  /// when it does not, and nothing is written.
+  bool put_while(const std::vector<std::pair<std::string, std::string>>& puts, const std::string& guard,
                  int64_t guard_revision);
   /// Deletes `key`; false when there was none.
   bool remove(const std::string& key);

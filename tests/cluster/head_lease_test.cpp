@@ -94,7 +94,7 @@ TEST_F(head_lease_test, a_revoked_lease_is_noticed_at_the_next_keep_alive) {
   EXPECT_EQ(lost.load(), 1);
   EXPECT_FALSE(a->held());
   EXPECT_NE(why.find("is gone"), std::string::npos) << why;
-  EXPECT_FALSE(etcd.put_while("/troupe/job/state", "x", "/troupe/job/head", a->term().revision));
+  EXPECT_FALSE(etcd.put_while({{"/troupe/job/state", "x"}}, "/troupe/job/head", a->term().revision));
 }
 
 TEST_F(head_lease_test, a_holder_cut_off_from_etcd_stops_before_anyone_else_can_take_over) {

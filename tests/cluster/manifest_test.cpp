@@ -222,6 +222,36 @@ TEST(manifest, the_metrics_block_bounds_rank_detail) {
   expect_error(m, {"m.json", "metrics.slowest: unknown key"});
 }
 
+TEST(manifest, the_failover_block_names_etcd_and_needs_elastic_and_two_nodes) {
+  auto m = troupe::testing::two_node_manifest();
+  EXPECT_FALSE(parse_manifest(m, "m.json").failover.enabled());
+  m["failover"] = {{"etcd", {"http://198.18.0.1:2379", "https://etcd-b:2379"}}, {"lease_s", 3}, {"prefix", "/jobs/a"}};
+  const auto manifest = parse_manifest(m, "m.json");
+  EXPECT_TRUE(manifest.failover.enabled());
+  EXPECT_EQ(manifest.failover.etcd.size(), 2u);
+  EXPECT_EQ(manifest.failover.lease_s, 3);
+  EXPECT_EQ(manifest.failover.prefix, "/jobs/a");
+  m["failover"] = {{"etcd", json::array()}};
+  expect_error(m, {"m.json", "failover.etcd", "a non-empty list of etcd client URLs"});
+  m["failover"] = {{"etcd", {"198.18.0.1:2379"}}};
+  expect_error(m, {"failover.etcd", "client URLs with a port", "entry 0 is \"198.18.0.1:2379\""});
+  m["failover"] = {{"etcd", {"http://etcd-a"}}};
+  expect_error(m, {"failover.etcd", "entry 0 is \"http://etcd-a\""});
+  m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"lease_s", 0}};
+  expect_error(m, {"failover.lease_s", "an integer in [1, 60]"});
+  m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"prefix", "jobs"}};
+  expect_error(m, {"failover.prefix", "starting with '/'"});
+  m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"lease", 2}};
+  expect_error(m, {"failover.lease: unknown key"});
+  m["failover"] = {{"etcd", {"http://etcd-a:2379"}}};
+  m["faults"] = {{"policy", "restart"}};
+  expect_error(m, {"failover.etcd", "faults.policy \"elastic\""});
+  m["faults"] = json::object();
+  m["nodes"] = json::array({m["nodes"][0]});
+  m["nodes"][0]["workers"] = 1;
+  expect_error(m, {"failover.etcd", "two nodes or more"});
+}
+
 TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   const auto manifest = parse_manifest(troupe::testing::two_node_manifest(), "m.json");
   const auto kill = parse_fault("kill:b@3", &manifest);

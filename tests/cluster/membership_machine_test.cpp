@@ -247,6 +247,22 @@ std::vector<row_case> forming_cases() {
        join_deadline_event{0}, "ignore", phase::forming},
       {"a standby report while forming is ignored (joins carry standby)",
        [] { job j; j.forming_without_c(); return j; }, report_of("a", 4, r), "ignore", phase::forming},
+      {"a new head goes on from a generation being formed without the lost head",
+       [] { job j; j.forming_without_c(); return j; }, head_takeover_event{"a", "b", "its process ended"},
+       "take_over_from_lost_head", phase::forming,
+       [](const job& j, const auto& effects) {
+         EXPECT_EQ(j.state().generation, 2u);
+         EXPECT_EQ(j.state().members, (std::set<std::string>{"b"}));
+         EXPECT_TRUE(j.state().joins.empty());
+         ASSERT_EQ(effects_of<arm_join_deadline>(effects).size(), 1u);
+         EXPECT_EQ(effects_of<arm_join_deadline>(effects)[0].generation, 2u);
+       }},
+      {"a new head before the job started stops it", [] { return job(); }, head_takeover_event{"a", "b", "ended"},
+       "stop_for_loss", phase::stopped,
+       [](const job&, const auto& effects) {
+         EXPECT_CONTAINS(text_of_stop(effects), "the head, node a (127.0.0.1), was lost (ended); node b (127.0.0.1) took");
+         EXPECT_CONTAINS(text_of_stop(effects), "the job had not started");
+       }},
   };
 }
 
@@ -376,6 +392,29 @@ std::vector<row_case> training_cases() {
        }},
       {"a report of another generation is ignored", [] { job j; j.sent_plans_without_c(); return j; },
        report_of("a", 4, r, 0), "ignore", phase::training},
+      {"a new head forms the next generation, which the survivors join",
+       [] { job j; j.training(); return j; }, head_takeover_event{"a", "b", "its process ended"},
+       "take_over_from_lost_head", phase::forming,
+       [](const job& j, const auto& effects) {
+         EXPECT_EQ(j.state().generation, 1u);
+         EXPECT_EQ(j.state().members, (std::set<std::string>{"b", "c"}));
+         EXPECT_TRUE(effects_of<announce_generation>(effects).empty());  // it has nobody's actor to tell
+         bool moved = false;
+         for (const auto& line : effects_of<event_log_line>(effects))
+           moved = moved || (line.fields["event"] == "head_moved" && line.fields["node"] == "b" &&
+                             line.fields["from"] == "a" && line.fields["generation"] == 1);
+         EXPECT_TRUE(moved);
+         job next = j;
+         next.join({"b"}, 1, 3);
+         const auto plans = effects_of<send_plan>(next.on(join_event{join_of("c", 1, next.machine.rules(), 4)}));
+         ASSERT_EQ(plans.size(), 1u);
+         EXPECT_EQ(next.state().start_steps, 4);
+       }},
+      {"a new head with too few nodes left stops the job", [] { job j(rules("elastic", 3)); j.training(); return j; },
+       head_takeover_event{"a", "b", "ended"}, "stop_for_loss", phase::stopped,
+       [](const job&, const auto& effects) {
+         EXPECT_CONTAINS(text_of_stop(effects), "fewer than faults.min_nodes 3");
+       }},
   };
 }
 
@@ -425,6 +464,9 @@ std::vector<row_case> finishing_cases() {
        "take_standby", phase::finishing},
       {"a standby report without a plan from the news is ignored", finishing, report_of("a", 1, r, 0), "ignore",
        phase::finishing},
+      {"a new head after some finished stops the job", finishing, head_takeover_event{"a", "b", "ended"},
+       "stop_for_loss", phase::stopped,
+       [](const job&, const auto& effects) { EXPECT_CONTAINS(text_of_stop(effects), "other nodes had already finished"); }},
   };
 }
 
@@ -450,6 +492,8 @@ std::vector<row_case> released_cases() {
       {"a join deadline is ignored", released, join_deadline_event{0}, "ignore", phase::released},
       {"the release deadline ends the job", released, release_deadline_event{}, "end_job_now", phase::ended},
       {"a standby report is ignored", released, report_of("a", 1, r, 0), "ignore", phase::released},
+      {"a new head after the release ends the job", released, head_takeover_event{"a", "b", "ended"}, "end_job_now",
+       phase::ended},
   };
 }
 
@@ -503,7 +547,8 @@ TEST(membership_machine, a_pair_without_a_row_is_refused_naming_phase_and_event_
   const std::vector<membership_event> every_event = {
       join_event{join_of("a", 0, r)}, restarted_join_event{join_of("a", 0, r)}, finished_event{"a", 0},
       connection_lost_event{"a", "x"}, heartbeat_silence_event{"a", 1, 1}, link_suspicion_event{"a", 0, 1, "x"},
-      node_error_event{"a", "x"}, join_deadline_event{0}, release_deadline_event{}, report_of("a", 0, r)};
+      node_error_event{"a", "x"}, join_deadline_event{0}, release_deadline_event{}, report_of("a", 0, r),
+      head_takeover_event{"a", "b", "x"}};
   ASSERT_EQ(every_event.size(), static_cast<std::size_t>(membership_event_kind_count));
   for (auto* j : {&stopped, &ended})
     for (const auto& event : every_event) {

@@ -43,6 +43,13 @@ node_machine awaiting_verdict() {
   return m;
 }
 
+/// The same node with the manifest's failover block: the head's role can move.
+node_rules failover_rules() {
+  auto r = rules();
+  r.failover = true;
+  return r;
+}
+
 node_machine awaiting_release() { return node_machine(rules(), phase::awaiting_release); }
 
 struct row_case {
@@ -126,6 +133,23 @@ std::vector<row_case> cases() {
          EXPECT_EQ(m.state().failure,
                    "ring 0: the peer of rank 3 is gone (and the head named no lost node within 8000 ms)");
        }},
+      {"training: the head goes down with failover", [] { return training(failover_rules()); },
+       coordinator_down_event{"remote_link_unreachable"}, "follow_head_role", phase::handing_over,
+       [](const node_machine& m, const auto&) {
+         EXPECT_TRUE(m.state().head_lost);
+         EXPECT_EQ(m.state().next_generation, 0u);
+         EXPECT_EQ(m.state().replan_reason, "the head's coordinator at 198.18.0.1:29500 went down "
+                                            "(remote_link_unreachable); following its role through etcd");
+         EXPECT_TRUE(m.settled());
+       }},
+      {"awaiting verdict: the head goes down with failover",
+       [] {
+         auto m = training(failover_rules());
+         m.step(actor_down_event{"ring 0: the peer of rank 0 is gone", true});
+         return m;
+       },
+       coordinator_down_event{"remote_link_unreachable"}, "follow_head_role", phase::handing_over,
+       [](const node_machine& m, const auto&) { EXPECT_TRUE(m.state().head_lost); }},
       {"awaiting release: the release", awaiting_release, release_event{}, "note_release", phase::released},
       {"awaiting release: the head leaves after releasing", awaiting_release, coordinator_down_event{"normal"},
        "note_release", phase::released},

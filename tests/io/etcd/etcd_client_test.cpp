@@ -51,18 +51,18 @@ TEST_F(etcd_client_test, a_guarded_write_lands_only_while_its_guard_stands_as_it
   const auto lease = etcd.grant_lease(5);
   const auto head = etcd.create("/job/head", "node a", lease.id);
   ASSERT_TRUE(head.created);
-  EXPECT_TRUE(etcd.put_while("/job/state", "generation 1", "/job/head", head.current.create_revision));
-  EXPECT_FALSE(etcd.put_while("/job/state", "generation 2", "/job/head", head.current.create_revision + 1));
+  EXPECT_TRUE(etcd.put_while({{"/job/state", "generation 1"}}, "/job/head", head.current.create_revision));
+  EXPECT_FALSE(etcd.put_while({{"/job/state", "generation 2"}}, "/job/head", head.current.create_revision + 1));
   etcd.revoke_lease(lease.id);  // the holder's key goes with its lease
   EXPECT_FALSE(etcd.get("/job/head").has_value());
-  EXPECT_FALSE(etcd.put_while("/job/state", "generation 3", "/job/head", head.current.create_revision));
+  EXPECT_FALSE(etcd.put_while({{"/job/state", "generation 3"}}, "/job/head", head.current.create_revision));
   EXPECT_EQ(etcd.get("/job/state")->value, "generation 1");
   // A new holder has a higher term, and the old term still writes nothing.
   const auto next = etcd.create("/job/head", "node b", etcd.grant_lease(5).id);
   ASSERT_TRUE(next.created);
   EXPECT_GT(next.current.create_revision, head.current.create_revision);
-  EXPECT_FALSE(etcd.put_while("/job/state", "generation 4", "/job/head", head.current.create_revision));
-  EXPECT_TRUE(etcd.put_while("/job/state", "generation 5", "/job/head", next.current.create_revision));
+  EXPECT_FALSE(etcd.put_while({{"/job/state", "generation 4"}}, "/job/head", head.current.create_revision));
+  EXPECT_TRUE(etcd.put_while({{"/job/state", "generation 5"}}, "/job/head", next.current.create_revision));
   EXPECT_TRUE(etcd.remove("/job/state"));
   EXPECT_FALSE(etcd.remove("/job/state"));
 }

@@ -1,0 +1,218 @@
+#include "actors/node_session.hpp"
+
+/// How a node follows the head's role when the head's node is lost (docs/faults.md#head-failover).
+///
+/// Protocol. The role is a key in etcd under the holder's lease (cluster/head_lease.hpp); its
+/// value names the holder's node and coordinator address (cluster/head_record.hpp). The job's
+/// first head takes it before it coordinates. When a node sees the coordinator it follows go
+/// down (its process ended: the connection closed), it
+///   1. reads the key: a holder other than the lost one is the new head, followed at once;
+///   2. while the key still names the lost head, revokes that lease once (the process that held
+///      it has ended, so no keep-alive comes; waiting would only cost the lease's TTL), and reads
+///      again;
+///   3. when the key is free, tries to create it (one node wins: an etcd transaction): the winner
+///      reads the state the lost head last wrote, starts a coordinator that goes on from it (the
+///      lost head's node leaves, a new generation forms) and publishes it;
+/// then every survivor connects to the holder, asks which generation it forms, and joins it with
+/// its standby transports and the steps it completed; the plan goes out when all have joined.
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "actors/event_log.hpp"
+#include "actors/node_heartbeats.hpp"
+#include "actors/shutdown_watchdog.hpp"
+#include "cluster/head_lease.hpp"
+#include "cluster/head_record.hpp"
+#include "cluster/job_token.hpp"
+#include "io/os/local_port.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// How long a fenced head's process may take to end once it stopped coordinating.
+constexpr std::chrono::seconds head_fence_grace{3};
+
+}  // namespace
+
+io::etcd_settings cluster_membership::failover_etcd() const {
+  return {node_.manifest.failover.etcd, std::chrono::milliseconds(500)};
+}
+
+cluster::head_record_keys cluster_membership::failover_keys() const {
+  return cluster::head_keys(node_.manifest.failover, probe_token());
+}
+
+void cluster_membership::on_head_role_lost(const std::string& why) {
+  const auto reason = "node " + node_.name + " lost the head's role: " + why + "; it stops coordinating";
+  spdlog::error("{}", reason);
+  record_event(events_, {{"event", "head_fenced"}, {"node", node_.name}, {"reason", why}});
+  if (coordinator_) caf::anon_send_exit(coordinator_, caf::exit_reason::kill);
+  end_process_after(head_fence_grace, events_, node_.name, 1);
+}
+
+// An earlier run of the job may still hold the key for up to its lease: wait for it that long.
+void cluster_membership::take_head_role_at_start() {
+  const auto& m = node_.manifest;
+  const auto keys = failover_keys();
+  const cluster::head_holder me{node_.name, m.head_host, m.head_port};
+  const cluster::head_lease_settings settings{failover_etcd(), keys.head, cluster::encode_holder(me), m.failover.lease_s};
+  const auto deadline = clock::now() + std::chrono::seconds(2 * m.failover.lease_s + 2);
+  cluster::head_term holder;
+  std::string last_error = "held by another";
+  while (clock::now() < deadline) {
+    try {
+      head_lease_ = cluster::head_lease::try_take(settings, [this](const std::string& why) { on_head_role_lost(why); },
+                                                  &holder);
+      if (head_lease_) {
+        spdlog::info("node {}: holds the head's role (etcd {}, term {})", node_.name, keys.head,
+                     head_lease_->term().revision);
+        return;
+      }
+      last_error = "held by \"" + holder.holder + "\"";
+    } catch (const io::etcd_unavailable& e) {
+      last_error = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw make_error(m.source, ": failover: the head's role (etcd key ", keys.head, ") could not be taken within ",
+                   2 * m.failover.lease_s + 2, " s: ", last_error, " (another run of this job still running?)");
+}
+
+void cluster_membership::follow_holder_at_start() {
+  auto& m = node_.manifest;
+  const auto keys = failover_keys();
+  io::etcd_client etcd(failover_etcd());
+  const auto deadline = clock::now() + m.timeouts.join;
+  std::string last_error = "no node holds it";
+  while (clock::now() < deadline) {
+    try {
+      if (const auto term = cluster::current_head(etcd, keys.head)) {
+        const auto holder = cluster::decode_holder(term->holder, keys.head);
+        m.head_node = holder.node;
+        m.head_host = holder.host;
+        m.head_port = holder.port;
+        spdlog::info("node {}: node {} holds the head's role, at {}", node_.name, holder.node, holder.address());
+        return;
+      }
+    } catch (const io::etcd_unavailable& e) {
+      last_error = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  throw make_error("node ", node_.name, ": no head's role in etcd (", keys.head, ") within ", m.timeouts.join.count(),
+                   " s (timeouts.join_s): ", last_error);
+}
+
+bool cluster_membership::try_take_head_role(const std::string& why) {
+  auto& m = node_.manifest;
+  const auto keys = failover_keys();
+  const auto& spec = m.nodes[m.node_index(node_.name)];
+  // On one host the lost head's port may still be held by its sockets; elsewhere the port is the
+  // manifest's, on this node's host.
+  const cluster::head_holder me{node_.name, spec.host,
+                                cluster::single_host(m) ? io::free_local_port() : m.head_port};
+  auto lease = cluster::head_lease::try_take(
+      {failover_etcd(), keys.head, cluster::encode_holder(me), m.failover.lease_s},
+      [this](const std::string& reason) { on_head_role_lost(reason); });
+  if (!lease) return false;
+  io::etcd_client etcd(failover_etcd());
+  const auto stored = cluster::read_membership(etcd, keys);
+  if (!stored) throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state);
+  spdlog::warn("node {}: takes the head's role over from node {} (etcd term {})", node_.name, stored->written_by,
+               lease->term().revision);
+  m.head_node = me.node;
+  m.head_host = me.host;
+  m.head_port = me.port;
+  head_lease_ = std::move(lease);
+  is_head_ = true;
+  start_head(&*stored, why);
+  return true;
+}
+
+cluster::head_holder cluster_membership::holder_after_loss(const std::string& why) {
+  const auto& m = node_.manifest;
+  const auto keys = failover_keys();
+  const auto lost = m.head_node;
+  io::etcd_client etcd(failover_etcd());
+  const auto limit = std::chrono::seconds(2 * m.failover.lease_s + 5);
+  const auto deadline = clock::now() + limit;
+  bool revoked = false;
+  std::string last_error;
+  while (clock::now() < deadline) {
+    try {
+      if (const auto term = cluster::current_head(etcd, keys.head)) {
+        const auto holder = cluster::decode_holder(term->holder, keys.head);
+        if (holder.node != lost) return holder;
+        // Only when the head's process has ended (its connection closed): a silent head may be
+        // frozen or cut off, and its lease runs out by itself (it stops before that).
+        if (!revoked && !head_silent_->load()) {
+          spdlog::warn("node {}: the head's process on node {} has ended; revoking its lease {} in etcd", node_.name,
+                       lost, term->lease);
+          etcd.revoke_lease(term->lease);
+          revoked = true;
+          continue;
+        }
+      } else if (try_take_head_role(why)) {
+        return {node_.name, m.head_host, m.head_port};
+      }
+    } catch (const io::etcd_unavailable& e) {
+      last_error = std::string(": ") + e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw make_error("node ", node_.name, ": the head (node ", lost, ") is gone and no node took its role within ",
+                   limit.count(), " s", last_error);
+}
+
+uint64_t cluster_membership::forming_generation() {
+  const auto& m = node_.manifest;
+  const auto deadline = clock::now() + m.timeouts.join;
+  std::string failure;
+  while (clock::now() < deadline) {
+    uint64_t generation = 0;
+    failure.clear();
+    (*self_)->request(coordinator_, std::chrono::seconds(5), messages::forming_atom::value)
+        .receive([&](uint64_t forming) { generation = forming; },
+                 [&](caf::error& e) { failure = system_->render(e); });
+    if (failure.empty()) return generation;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  throw make_error("node ", node_.name, ": the new head at ", m.head_address(), " forms no generation: ", failure);
+}
+
+void cluster_membership::follow_head_role(int64_t committed_steps, const std::string& why) {
+  spdlog::warn("node {}: {}", node_.name, why);
+  heartbeats_->record_round_trips(role_.generation);
+  heartbeats_.reset();
+  role_.transports.clear();
+  coordinator_ = nullptr;
+  const auto holder = holder_after_loss(why);
+  auto& m = node_.manifest;
+  m.head_node = holder.node;
+  m.head_host = holder.host;
+  m.head_port = holder.port;
+  if (!is_head_) {
+    const auto deadline = clock::now() + m.timeouts.join;
+    while (!coordinator_ && clock::now() < deadline) {
+      if (auto reached = system_->middleman().remote_actor(holder.host, static_cast<uint16_t>(holder.port)))
+        coordinator_ = *reached;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!coordinator_) throw make_error("node ", node_.name, ": cannot reach the new head at ", holder.address());
+    spdlog::warn("node {}: node {} holds the head's role now, at {}", node_.name, holder.node, holder.address());
+  }
+  head_silent_->store(false);
+  start_heartbeats();
+  join(forming_generation(), committed_steps, false);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,53 @@
+#include "cluster/head_record.hpp"
+
+#include <iomanip>
+#include <sstream>
+
+#include "messages/error.hpp"
+
+namespace troupe::cluster {
+
+head_record_keys head_keys(const failover_spec& failover, uint64_t job_token) {
+  std::string prefix = failover.prefix;
+  if (prefix.empty()) {
+    std::ostringstream hex;
+    hex << "/troupe/" << std::hex << std::setw(16) << std::setfill('0') << job_token;
+    prefix = hex.str();
+  }
+  while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
+  return {prefix + "/head", prefix + "/state", prefix + "/state-by"};
+}
+
+std::string encode_holder(const head_holder& holder) { return holder.node + " " + holder.address(); }
+
+head_holder decode_holder(const std::string& value, const std::string& key) {
+  const auto space = value.find(' ');
+  const auto colon = value.rfind(':');
+  head_holder holder;
+  if (space != std::string::npos && colon != std::string::npos && colon > space + 1) {
+    holder.node = value.substr(0, space);
+    holder.host = value.substr(space + 1, colon - space - 1);
+    const auto port = value.substr(colon + 1);
+    if (!port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos)
+      holder.port = std::stoll(port);
+  }
+  if (holder.node.empty() || holder.host.empty() || holder.port < 1 || holder.port > 65535)
+    throw make_error("etcd's ", key, " holds \"", value, "\", not \"NODE HOST:PORT\" (another program's key?)");
+  return holder;
+}
+
+std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys) {
+  const auto state = etcd.get(keys.state);
+  if (!state) return std::nullopt;
+  const auto by = etcd.get(keys.state_by);
+  return stored_membership{decode_membership_state(state->value, "etcd's " + keys.state), by ? by->value : ""};
+}
+
+membership_writer::membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node)
+    : etcd_(std::move(etcd)), keys_(std::move(keys)), term_(term), node_(std::move(node)) {}
+
+bool membership_writer::write(const membership_state& state) {
+  return etcd_.put_while({{keys_.state, encode_membership_state(state)}, {keys_.state_by, node_}}, keys_.head, term_);
+}
+
+}  // namespace troupe::cluster

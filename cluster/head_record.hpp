@@ -1,0 +1,67 @@
+#pragma once
+/// What a job keeps in etcd when its head's role can move (docs/faults.md#head-failover): the
+/// role itself (cluster/head_lease.hpp) and the coordinator's state as the holder last decided
+/// it, with the node that wrote it.
+///
+/// Keys, under the manifest's `failover.prefix` (default "/troupe/<job token>"):
+///   <prefix>/head      the holder, "NODE HOST:PORT" (the coordinator's address), under its lease
+///   <prefix>/state     the membership state, Cap'n Proto bytes (cluster/membership_state.hpp)
+///   <prefix>/state-by  the node whose coordinator wrote it
+/// The holder writes state and state-by in one transaction guarded by its term (the head key's
+/// create revision), *before* it tells any node what the new state means (write-ahead): a plan
+/// that reached a node is in etcd, and a holder that lost the role writes nothing more.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cluster/head_lease.hpp"
+#include "cluster/manifest.hpp"
+#include "cluster/membership_state.hpp"
+#include "io/etcd/etcd_client.hpp"
+
+namespace troupe::cluster {
+
+struct head_record_keys {
+  std::string head, state, state_by;
+};
+
+/// The keys of the job whose nodes share `job_token` (cluster/job_token.hpp).
+head_record_keys head_keys(const failover_spec& failover, uint64_t job_token);
+
+/// Who holds the head's role and where its coordinator listens.
+struct head_holder {
+  std::string node;
+  std::string host;
+  int64_t port = 0;
+
+  std::string address() const { return host + ":" + std::to_string(port); }
+};
+std::string encode_holder(const head_holder& holder);
+/// Throws troupe::error naming etcd's key when the value is not "NODE HOST:PORT".
+head_holder decode_holder(const std::string& value, const std::string& key);
+
+/// The coordinator's state as its last holder wrote it.
+struct stored_membership {
+  membership_state state;
+  std::string written_by;
+};
+/// None when no holder wrote one yet. Throws troupe::error when the bytes are not a state.
+std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys);
+
+/// The holder's writes: each lands only while `term` still holds the role.
+class membership_writer {
+ public:
+  membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node);
+  /// False when the role is no longer this term's (nothing was written). Throws
+  /// io::etcd_unavailable when no etcd endpoint answers.
+  bool write(const membership_state& state);
+
+ private:
+  io::etcd_client etcd_;
+  head_record_keys keys_;
+  int64_t term_;
+  std::string node_;
+};
+
+}  // namespace troupe::cluster

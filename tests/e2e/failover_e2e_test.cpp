@@ -1,0 +1,177 @@
+// Head failover (docs/faults.md#head-failover) end to end: three local nodes, a real etcd, and
+// the head's node killed mid-window. Another node takes the head's role, the survivors join its
+// generation with the trainers they hold, and the job finishes with one process's losses.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "io/etcd/etcd_client.hpp"
+#include "tests/e2e/cluster_job.hpp"
+#include "tests/support/etcd_server.hpp"
+
+namespace troupe {
+namespace {
+
+class failover_e2e : public cluster_job_test {
+ protected:
+  void SetUp() override {
+    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    etcd_ = std::make_unique<testing::etcd_server>();
+  }
+  /// write_manifest's three nodes with a failover block on this test's etcd.
+  std::string failover_manifest(const std::string& name, int64_t max_restarts = 0) {
+    const auto path = write_manifest(3, name);
+    std::ifstream in(path);
+    json m = json::parse(in);
+    m["failover"] = {{"etcd", {etcd_->endpoint()}}, {"prefix", "/troupe-test/" + name}};
+    m["faults"]["max_restarts"] = max_restarts;
+    testing::write_text(path, m.dump(2));
+    return path;
+  }
+  std::vector<json> events_of(const std::string& run) {
+    std::vector<json> events;
+    std::ifstream in(*dir_ / run / "events.jsonl");
+    for (std::string line; std::getline(in, line);) events.push_back(json::parse(line));
+    return events;
+  }
+
+  std::unique_ptr<testing::etcd_server> etcd_;
+};
+
+TEST_F(failover_e2e, the_heads_node_killed_mid_window_hands_its_role_on_and_the_job_keeps_its_losses) {
+  const auto config = write_config(8, false, 0.1);
+  ASSERT_EQ(train(config, "failover-reference").status, 0);
+  const auto reference = read_metrics("failover-reference");
+  const auto run = "failover-kill-head";
+  const auto started = std::chrono::steady_clock::now();
+  auto result = launch(failover_manifest(std::string(run) + ".json"), config, run, "--inject kill:a@3", 300);
+  std::printf("the 3-node job with the head's node a killed at window 3 took %.1f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("node a was killed by signal 9 (Killed); the job goes on without it"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("takes the head's role over from node a"), std::string::npos) << result.output;
+
+  // The same losses as one process: window 3, in flight when a died, redone by b and c. The
+  // first head's hub may have died before writing window 2's line (its ranks had reported it
+  // there), so one window may be missing; every reported one matches.
+  const auto windows = read_metrics(run);
+  expect_same_curve_by_step(reference, windows, "head a killed at window 3", 1);
+  for (const auto& w : windows) EXPECT_EQ(w.world_size, w.step < 3 ? 3 : 2) << "step " << w.step;
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().step, 8);
+
+  // events.jsonl: the fault, the new head taking over (node a lost, generation 1), generation 1's plan.
+  const auto events = events_of(run);
+  double fault_at = 0, moved_at = 0, planned_at = 0;
+  std::string new_head;
+  for (const auto& e : events) {
+    const auto name = e.value("event", "");
+    if (name == "fault") fault_at = e.at("unix_s").get<double>();
+    if (name == "head_moved") {
+      EXPECT_EQ(e.at("from"), "a");
+      EXPECT_EQ(e.at("generation"), 1);
+      new_head = e.at("node").get<std::string>();
+      moved_at = e.at("unix_s").get<double>();
+    }
+    if (name == "generation" && e.at("generation") == 1) {
+      EXPECT_EQ(e.at("start_steps"), 2);
+      EXPECT_EQ(e.at("nodes"), json::parse(R"(["b", "c"])"));
+      planned_at = e.at("unix_s").get<double>();
+    }
+  }
+  ASSERT_GT(fault_at, 0);
+  ASSERT_GT(moved_at, 0) << "no head_moved event";
+  ASSERT_GT(planned_at, 0) << "no generation 1";
+  EXPECT_TRUE(new_head == "b" || new_head == "c") << new_head;
+  EXPECT_LE(fault_at, moved_at);
+  EXPECT_LE(moved_at, planned_at);
+  std::printf("head a killed → node %s took the role after %.2f s → generation 1 planned after %.2f s\n",
+              new_head.c_str(), moved_at - fault_at, planned_at - fault_at);
+
+  // Every node process is gone, and the role was handed back at the end.
+  EXPECT_EQ(run_command("pgrep -f -- '" + (*dir_ / run).string() + " .*--nod[e]'").status, 1);
+  io::etcd_client etcd({{etcd_->endpoint()}, std::chrono::milliseconds(500)});
+  EXPECT_FALSE(etcd.get("/troupe-test/" + std::string(run) + ".json/head").has_value());
+}
+
+// The head's node a, which writes the checkpoints (global rank 0), killed while it writes one:
+// the half-written checkpoint is never committed, the new generation's rank 0 (node b) writes
+// the later ones, and the last one verifies.
+TEST_F(failover_e2e, the_heads_node_killed_mid_checkpoint_leaves_a_checkpoint_that_verifies) {
+  json checkpointing = json::parse(io_text(write_config(8, false, 0.1)));
+  checkpointing["checkpoint"]["every_windows"] = 2;
+  const auto config = (*dir_ / "config-failover-checkpoints.json").string();
+  testing::write_text(config, checkpointing.dump(2));
+  ASSERT_EQ(train(config, "failover-ckpt-reference").status, 0);
+  const auto run = "failover-kill-head-checkpoint";
+  auto result = launch(failover_manifest(std::string(run) + ".json"), config, run, "--inject kill:a@4:checkpoint", 300);
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("takes the head's role over from node a"), std::string::npos) << result.output;
+  expect_same_curve_by_step(read_metrics("failover-ckpt-reference"), read_metrics(run), "head a killed mid-checkpoint", 1);
+  auto verified = run_command(troupe_binary() + " ckpt verify " + (*dir_ / run).string(), 60);
+  EXPECT_EQ(verified.status, 0) << verified.output;
+  EXPECT_NE(verified.output.find("(step 8,"), std::string::npos) << verified.output;
+}
+
+// The old head comes back: the launcher restarts node a, which finds the role held by another
+// node in etcd and rejoins as a worker (never a second head), copying a live replica's state.
+TEST_F(failover_e2e, the_old_head_restarted_rejoins_as_a_worker) {
+  const auto config = write_config(30, false, 0.1);
+  ASSERT_EQ(train(config, "failover-rejoin-reference").status, 0);
+  const auto run = "failover-head-rejoins";
+  // Node c sleeps 150 ms per micro-batch, so the job still runs when a is back.
+  auto result = launch(failover_manifest(std::string(run) + ".json", 1), config, run,
+                       "--inject kill:a@3 --inject slow:150:c@1", 300);
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("restarting node a (1 of 1)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("holds the head's role, at"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node a (127.0.0.1) restarted and joins as generation 2"), std::string::npos)
+      << result.output;
+  const auto windows = read_metrics(run);
+  expect_same_curve_by_step(read_metrics("failover-rejoin-reference"), windows, "the old head rejoined", 2);
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().world_size, 3) << "node a did not rejoin before the end";
+  int moves = 0;
+  for (const auto& e : events_of(run)) moves += e.value("event", "") == "head_moved" ? 1 : 0;
+  EXPECT_EQ(moves, 1);
+}
+
+// A frozen head (nodes started by hand: no launcher sees the stop and kills it) keeps its
+// connections open: the others hear no heartbeat reply, wait for its lease to run out (nobody
+// revokes the lease of a process that may still live), and one of them takes the role. When the
+// frozen head is woken, its lease is long gone: it stops coordinating and ends, and never writes
+// again (no split brain).
+TEST_F(failover_e2e, a_frozen_head_loses_its_role_and_stops_when_it_wakes) {
+  const auto config = write_config(30, false, 0.1);
+  ASSERT_EQ(train(config, "failover-frozen-reference").status, 0);
+  const std::string name = "failover-frozen-head";
+  const auto manifest = failover_manifest(name + ".json");
+  const auto run = (*dir_ / name).string();
+  const auto node = troupe_binary() + " node --manifest " + manifest + " --config " + config + " --run-dir " + run;
+  // c sleeps 100 ms per micro-batch, so the job outlives the freeze and the takeover.
+  const std::string script =
+      "sh -c '" + node + " --node a > " + run + ".a.log 2>&1 & a=$!; " + node + " --node b > " + run +
+      ".b.log 2>&1 & b=$!; TROUPE_INJECT=slow:100:c@1 " + node + " --node c > " + run + ".c.log 2>&1 & c=$!; " +
+      "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
+      "kill -STOP $a; wait $b; echo b-status=$?; wait $c; echo c-status=$?; kill -CONT $a; wait $a; echo a-status=$?; " +
+      "cat " + run + ".a.log'";
+  const auto result = run_command(script, 300);
+  EXPECT_NE(result.output.find("b-status=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("c-status=0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("a-status=1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("node a lost the head's role"), std::string::npos) << result.output;
+  expect_same_curve_by_step(read_metrics("failover-frozen-reference"), read_metrics(name), "the head frozen", 2);
+  int moves = 0, silent = 0;
+  for (const auto& e : events_of(name)) {
+    moves += e.value("event", "") == "head_moved" ? 1 : 0;
+    silent += e.value("event", "") == "head_silent" ? 1 : 0;
+  }
+  EXPECT_EQ(moves, 1);
+  EXPECT_GE(silent, 1);
+}
+
+}  // namespace
+}  // namespace troupe

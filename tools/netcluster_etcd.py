@@ -1,0 +1,97 @@
+"""A real etcd cluster on a netcluster's hosts: `tools/netcluster etcd up|down|env [--members N]`.
+
+One etcd member (Debian's etcd-server 3.4) runs in each of the first N hosts' network namespaces
+(default 3), named like its host, listening for clients on ADDRESS:2379 and for its peers on
+ADDRESS:2380, with etcd's default timings (heartbeat 100 ms, election 1 s). Its data, log and pid
+file live in /run/netcluster/PREFIX/etcd/HOST/. What the hosts' faults do to a host's links
+(`cut`, `loss`, `rate`) they do to its etcd member too, as on a real cluster. `env` prints
+TROUPE_ETCD, the client URLs joined by commas, for a manifest's `failover.etcd`
+(docs/faults.md#head-failover).
+"""
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+
+from netcluster_state import ClusterError
+
+ETCD = "/usr/bin/etcd"
+
+
+def etcd_dir(state_dir):
+    return pathlib.Path(state_dir) / "etcd"
+
+
+def members(state):
+    return state.get("etcd_members", [])
+
+
+def client_url(host):
+    return f"http://{host['address']}:2379"
+
+
+def environment(state):
+    hosts = [h for h in state["hosts"] if h["name"] in members(state)]
+    return {"TROUPE_ETCD": ",".join(client_url(h) for h in hosts)}
+
+
+def start_member(directory, host, initial_cluster):
+    member = directory / host["name"]
+    member.mkdir(parents=True, exist_ok=True)
+    peer = f"http://{host['address']}:2380"
+    argv = ["ip", "netns", "exec", host["name"], ETCD, "--name", host["name"], "--data-dir", str(member / "data"),
+            "--listen-client-urls", client_url(host), "--advertise-client-urls", client_url(host),
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
+            "--initial-cluster-token", directory.parent.name, "--logger", "zap",
+            "--log-outputs", str(member / "etcd.log")]
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    (member / "etcd.pid").write_text(f"{process.pid}\n")
+
+
+def healthy(host):
+    try:
+        with urllib.request.urlopen(client_url(host) + "/health", timeout=0.5) as answer:
+            return b'"true"' in answer.read()
+    except OSError:
+        return False
+
+
+def up(state, count):
+    if not os.path.exists(ETCD):
+        raise ClusterError(f"{ETCD} is missing (tools/install-deps installs etcd-server)")
+    if members(state):
+        raise ClusterError(f"cluster {state['name']} already runs etcd on {', '.join(members(state))}")
+    if count < 1 or count > len(state["hosts"]):
+        raise ClusterError(f"--members {count}: between 1 and the cluster's {len(state['hosts'])} hosts")
+    hosts = state["hosts"][:count]
+    directory = etcd_dir(state["state_dir"])
+    initial = ",".join(f"{h['name']}=http://{h['address']}:2380" for h in hosts)
+    state["etcd_members"] = [h["name"] for h in hosts]
+    for host in hosts:
+        start_member(directory, host, initial)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(healthy(h) for h in hosts):
+            return
+        time.sleep(0.2)
+    down(state["state_dir"])
+    state["etcd_members"] = []
+    raise ClusterError(f"etcd did not become healthy on {', '.join(h['name'] for h in hosts)} within 30 s "
+                       f"(logs in {directory}/HOST/etcd.log)")
+
+
+def down(state_dir):
+    """Stops every etcd member of the cluster (by pid, its process group) and removes its files; idempotent."""
+    directory = etcd_dir(state_dir)
+    for pid_file in sorted(directory.glob("*/etcd.pid")):
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.killpg(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(directory, ignore_errors=True)
