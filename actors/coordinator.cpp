@@ -382,8 +382,14 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   } else {
     state.membership = std::make_unique<cluster::membership_machine>(rules);
     // A job's first head writes generation 0 over whatever an earlier run of the job left.
-    if (state.settings.record && !state.settings.record->write(state.membership->state()))
-      self->quit(cluster_failure("the head lost its role in etcd before the job started"));
+    std::string unwritten;
+    try {
+      if (state.settings.record && !state.settings.record->write(state.membership->state()))
+        unwritten = "its term no longer holds the role";
+    } catch (const std::exception& e) {
+      unwritten = e.what();
+    }
+    if (!unwritten.empty()) self->quit(cluster_failure("the head could not write generation 0 to etcd: " + unwritten));
     // Generation 0's join deadline; later generations' are the machine's (arm_join_deadline).
     self->delayed_send(self, state.settings.manifest.timeouts.join, join_deadline_atom::value, uint64_t{0});
   }

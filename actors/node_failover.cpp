@@ -50,12 +50,25 @@ cluster::head_record_keys cluster_membership::failover_keys() const {
   return cluster::head_keys(node_.manifest.failover, probe_token());
 }
 
-void cluster_membership::on_head_role_lost(const std::string& why) {
-  const auto reason = "node " + node_.name + " lost the head's role: " + why + "; it stops coordinating";
-  spdlog::error("{}", reason);
-  record_event(events_, {{"event", "head_fenced"}, {"node", node_.name}, {"reason", why}});
-  if (coordinator_) caf::anon_send_exit(coordinator_, caf::exit_reason::kill);
-  end_process_after(head_fence_grace, events_, node_.name, 1);
+cluster::head_lease::lost_callback cluster_membership::head_role_lost_handler() const {
+  // Runs on the lease's own thread, possibly while this object is torn down: it touches only
+  // what it holds (the slot is where start_head puts the coordinator it spawned).
+  return [node = node_.name, events = events_, slot = local_coordinator_](const std::string& why) {
+    spdlog::error("node {} lost the head's role: {}; it stops coordinating", node, why);
+    record_event(events, {{"event", "head_fenced"}, {"node", node}, {"reason", why}});
+    {
+      const std::lock_guard lock(slot->mutex);
+      if (slot->actor) caf::anon_send_exit(slot->actor, caf::exit_reason::kill);
+    }
+    end_process_after(head_fence_grace, events, node, 1);
+  };
+}
+
+void cluster_membership::follow(const cluster::head_holder& holder) {
+  auto& m = node_.manifest;
+  m.head_node = holder.node;
+  m.head_host = holder.host;
+  m.head_port = holder.port;
 }
 
 // An earlier run of the job may still hold the key for up to its lease: wait for it that long.
@@ -69,8 +82,7 @@ void cluster_membership::take_head_role_at_start() {
   std::string last_error = "held by another";
   while (clock::now() < deadline) {
     try {
-      head_lease_ = cluster::head_lease::try_take(settings, [this](const std::string& why) { on_head_role_lost(why); },
-                                                  &holder);
+      head_lease_ = cluster::head_lease::try_take(settings, head_role_lost_handler(), &holder);
       if (head_lease_) {
         spdlog::info("node {}: holds the head's role (etcd {}, term {})", node_.name, keys.head,
                      head_lease_->term().revision);
@@ -94,11 +106,12 @@ void cluster_membership::follow_holder_at_start() {
   std::string last_error = "no node holds it";
   while (clock::now() < deadline) {
     try {
-      if (const auto term = cluster::current_head(etcd, keys.head)) {
+      const auto term = cluster::current_head(etcd, keys.head);
+      // A key naming this node is its own lost process's, whose lease has not run out yet.
+      if (term && cluster::decode_holder(term->holder, keys.head).node != node_.name) {
         const auto holder = cluster::decode_holder(term->holder, keys.head);
-        m.head_node = holder.node;
-        m.head_host = holder.host;
-        m.head_port = holder.port;
+        follow(holder);
+        followed_term_ = term->revision;
         spdlog::info("node {}: node {} holds the head's role, at {}", node_.name, holder.node, holder.address());
         return;
       }
@@ -119,28 +132,26 @@ bool cluster_membership::try_take_head_role(const std::string& why) {
   // manifest's, on this node's host.
   const cluster::head_holder me{node_.name, spec.host,
                                 cluster::single_host(m) ? io::free_local_port() : m.head_port};
-  auto lease = cluster::head_lease::try_take(
-      {failover_etcd(), keys.head, cluster::encode_holder(me), m.failover.lease_s},
-      [this](const std::string& reason) { on_head_role_lost(reason); });
+  auto lease = cluster::head_lease::try_take({failover_etcd(), keys.head, cluster::encode_holder(me), m.failover.lease_s},
+                                             head_role_lost_handler());
   if (!lease) return false;
   io::etcd_client etcd(failover_etcd());
   const auto stored = cluster::read_membership(etcd, keys);
   if (!stored) throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state);
   spdlog::warn("node {}: takes the head's role over from node {} (etcd term {})", node_.name, stored->written_by,
                lease->term().revision);
-  m.head_node = me.node;
-  m.head_host = me.host;
-  m.head_port = me.port;
+  follow(me);
+  followed_term_ = lease->term().revision;
   head_lease_ = std::move(lease);
   is_head_ = true;
   start_head(&*stored, why);
   return true;
 }
 
-cluster::head_holder cluster_membership::holder_after_loss(const std::string& why) {
+cluster::head_holder cluster_membership::holder_after_loss(const std::string& lost, bool process_ended,
+                                                           const std::string& why) {
   const auto& m = node_.manifest;
   const auto keys = failover_keys();
-  const auto lost = m.head_node;
   io::etcd_client etcd(failover_etcd());
   const auto limit = std::chrono::seconds(2 * m.failover.lease_s + 5);
   const auto deadline = clock::now() + limit;
@@ -150,10 +161,15 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& wh
     try {
       if (const auto term = cluster::current_head(etcd, keys.head)) {
         const auto holder = cluster::decode_holder(term->holder, keys.head);
-        if (holder.node != lost) return holder;
-        // Only when the head's process has ended (its connection closed): a silent head may be
-        // frozen or cut off, and its lease runs out by itself (it stops before that).
-        if (!revoked && !head_silent_->load()) {
+        if (holder.node != lost) {
+          followed_term_ = term->revision;
+          return holder;
+        }
+        // Only the term this node followed, and only when that head's process has ended (its
+        // connection closed): a silent head may be frozen or cut off, and its lease runs out by
+        // itself (it stops before that).
+        const bool same_term = followed_term_ == 0 || term->revision == followed_term_;
+        if (!revoked && process_ended && same_term) {
           spdlog::warn("node {}: the head's process on node {} has ended; revoking its lease {} in etcd", node_.name,
                        lost, term->lease);
           etcd.revoke_lease(term->lease);
@@ -172,6 +188,17 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& wh
                    limit.count(), " s", last_error);
 }
 
+/// The coordinator at `holder`, tried for `limit`; none when it does not answer.
+caf::actor cluster_membership::reach_new_head(const cluster::head_holder& holder, std::chrono::seconds limit) {
+  const auto deadline = clock::now() + limit;
+  while (clock::now() < deadline) {
+    if (auto reached = system_->middleman().remote_actor(holder.host, static_cast<uint16_t>(holder.port)))
+      return *reached;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return {};
+}
+
 uint64_t cluster_membership::forming_generation() {
   const auto& m = node_.manifest;
   const auto deadline = clock::now() + m.timeouts.join;
@@ -188,27 +215,32 @@ uint64_t cluster_membership::forming_generation() {
   throw make_error("node ", node_.name, ": the new head at ", m.head_address(), " forms no generation: ", failure);
 }
 
+// A holder that does not answer (it took the role and died) is lost in turn: etcd is asked again.
 void cluster_membership::follow_head_role(int64_t committed_steps, const std::string& why) {
+  if (is_head_)  // this process's own coordinator stopped: it lost the role, and others take it
+    throw make_error("node ", node_.name, " held the head's role and its coordinator stopped (", why, ")");
   spdlog::warn("node {}: {}", node_.name, why);
   heartbeats_->record_round_trips(role_.generation);
   heartbeats_.reset();
   role_.transports.clear();
   coordinator_ = nullptr;
-  const auto holder = holder_after_loss(why);
-  auto& m = node_.manifest;
-  m.head_node = holder.node;
-  m.head_host = holder.host;
-  m.head_port = holder.port;
-  if (!is_head_) {
-    const auto deadline = clock::now() + m.timeouts.join;
-    while (!coordinator_ && clock::now() < deadline) {
-      if (auto reached = system_->middleman().remote_actor(holder.host, static_cast<uint16_t>(holder.port)))
-        coordinator_ = *reached;
-      else
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto lost = node_.manifest.head_node;
+  bool process_ended = !head_silent_->load();
+  for (int tries = 1; !coordinator_; ++tries) {
+    const auto holder = holder_after_loss(lost, process_ended, why);
+    follow(holder);
+    if (is_head_) break;
+    coordinator_ = reach_new_head(holder, std::chrono::seconds(5));
+    if (coordinator_) {
+      spdlog::warn("node {}: node {} holds the head's role now, at {}", node_.name, holder.node, holder.address());
+    } else if (tries == 3) {
+      throw make_error("node ", node_.name, ": cannot reach the new head, node ", holder.node, " at ", holder.address());
+    } else {
+      spdlog::warn("node {}: the new head, node {} at {}, does not answer; asking etcd again", node_.name, holder.node,
+                   holder.address());
+      lost = holder.node;
+      process_ended = false;  // no evidence: its lease must run out
     }
-    if (!coordinator_) throw make_error("node ", node_.name, ": cannot reach the new head at ", holder.address());
-    spdlog::warn("node {}: node {} holds the head's role now, at {}", node_.name, holder.node, holder.address());
   }
   head_silent_->store(false);
   start_heartbeats();

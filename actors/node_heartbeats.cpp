@@ -33,11 +33,12 @@ io::heartbeat_sender::loss_handler fence_on_loss(const node_heartbeat_settings& 
     if (head_left->load()) return;  // the head left and said why itself
     const auto& node = s.node;
     std::string reason;
+    const auto silence = "the head at " + s.head + " stopped answering: no heartbeat reply for " +
+                         std::to_string(s.datagrams.timeout.count()) + " ms (timeouts.heartbeat_ms)";
     if (loss == io::heartbeat_loss::head_silent && s.failover) {
       // Not fenced: the node follows the head's role (etcd says who holds it, or lets it take it;
       // a node cut off from etcd too fails there). docs/faults.md#head-failover.
-      reason = "the head at " + s.head + " stopped answering: no heartbeat reply for " +
-               std::to_string(s.datagrams.timeout.count()) + " ms (timeouts.heartbeat_ms); following its role";
+      reason = silence + "; following its role";
       s.head_silent->store(true);
       record_event(s.events, {{"event", "head_silent"}, {"node", node}, {"head", s.head}});
       spdlog::error("node {}: {}", node, reason);
@@ -45,9 +46,7 @@ io::heartbeat_sender::loss_handler fence_on_loss(const node_heartbeat_settings& 
       return;
     }
     if (loss == io::heartbeat_loss::head_silent) {
-      reason = "the head at " + s.head + " stopped answering: no heartbeat reply for " +
-               std::to_string(s.datagrams.timeout.count()) + " ms (timeouts.heartbeat_ms); node " + node +
-               " stops training (self-fenced)";
+      reason = silence + "; node " + node + " stops training (self-fenced)";
       s.head_silent->store(true);
       record_event(s.events, {{"event", "self_fenced"}, {"node", node}, {"reason", reason}});
       spdlog::error("node {}: {}", node, reason);

@@ -149,6 +149,10 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
     settings.takeover_why = why;
   }
   coordinator_ = system.spawn(coordinator, std::move(settings));
+  {
+    const std::lock_guard lock(local_coordinator_->mutex);
+    local_coordinator_->actor = coordinator_;
+  }
   const char* bind_to = cluster::is_local_host(m.head_host) ? "127.0.0.1" : nullptr;
   auto port = system.middleman().publish(coordinator_, static_cast<uint16_t>(m.head_port), bind_to, true);
   if (!port) {
@@ -268,6 +272,10 @@ void cluster_membership::report_links(const cluster::cluster_plan& plan) {
 // heartbeats, then whatever the actor system still runs.
 cluster_membership::~cluster_membership() {
   shutdown_watchdog watchdog("node " + node_.name, std::chrono::seconds(60), finished_ ? 0 : 1);
+  if (head_lease_) {
+    watchdog.step("handing the head's role back (etcd)");
+    head_lease_.reset();
+  }
   if (hub_.actor) {
     watchdog.step("stopping the metrics hub and its dashboard server");
     auto& self = *self_;

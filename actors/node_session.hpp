@@ -5,7 +5,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "actors/metrics_hub.hpp"
@@ -87,11 +89,17 @@ class cluster_membership {
   void take_head_role_at_start();
   /// A restarted node: the manifest's head becomes the holder etcd names (asked until timeouts.join).
   void follow_holder_at_start();
-  /// Who holds the role after the head this node followed was lost; this node when it took it.
-  cluster::head_holder holder_after_loss(const std::string& why);
+  /// Who holds the role after `lost`, the head this node followed, was lost; this node when it
+  /// took it. `process_ended`: the head's connection closed (its lease may be revoked).
+  cluster::head_holder holder_after_loss(const std::string& lost, bool process_ended, const std::string& why);
+  caf::actor reach_new_head(const cluster::head_holder& holder, std::chrono::seconds limit);
+  /// The manifest's head fields name `holder` from now on (messages, heartbeats, the plan's rules).
+  void follow(const cluster::head_holder& holder);
   /// Takes the role if it is free, and becomes the head; false when another node took it first.
   bool try_take_head_role(const std::string& why);
-  void on_head_role_lost(const std::string& why);
+  /// What the head's lease calls when the role is lost: the coordinator is killed, the process
+  /// ends 3 s later (head_fenced in events.jsonl).
+  std::function<void(const std::string&)> head_role_lost_handler() const;
   /// The generation the (new) head forms, asked until timeouts.join.
   uint64_t forming_generation();
   /// Opens this node's transports, joins the coordinator with their addresses and takes its
@@ -127,8 +135,17 @@ class cluster_membership {
   std::filesystem::path events_;  ///< RUN_DIR/events.jsonl, or empty
   /// The metrics hub's settings: the head starts it, and so does a node that takes the role over.
   std::optional<metrics_hub_settings> hub_settings_;
-  /// The head's role in etcd, while this process holds it (failover only).
+  /// The coordinator this process spawned, for the head's lease's thread (its lost handler).
+  struct coordinator_slot {
+    std::mutex mutex;
+    caf::actor actor;
+  };
+  std::shared_ptr<coordinator_slot> local_coordinator_ = std::make_shared<coordinator_slot>();
+  /// The head's role in etcd, while this process holds it (failover only). Released first when
+  /// the process ends, before anything its lost handler might reach.
   std::unique_ptr<cluster::head_lease> head_lease_;
+  /// The etcd term of the head this node follows; 0 until it is known (the first head's).
+  int64_t followed_term_ = 0;
   bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;
   /// Answers the other nodes' link probes (io/comm/link_probe.hpp) for as long as the node runs.

@@ -14,7 +14,9 @@
 /// renewal, or at the first answer that says the lease is gone, it calls `lost` once: from then
 /// on it must act as head no more. A watchdog thread waits for the deadline, so a keep-alive
 /// stuck on an unreachable endpoint cannot delay the fence. Another process can take the role
-/// only once etcd has deleted the key, which is after the holder's deadline.
+/// only once etcd has deleted the key: after the holder's deadline when the lease runs out, or
+/// at once when someone revokes it (then the holder's next write or keep-alive fails: it can
+/// decide nothing more, and stops).
 ///
 /// Destroying a held lease revokes it (the role is free at once) unless it was lost.
 

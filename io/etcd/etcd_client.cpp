@@ -129,7 +129,13 @@ struct etcd_client::connections {
       auto answer = json::parse(response->body, nullptr, false);
       if (answer.is_discarded())
         throw make_error("etcd at ", endpoint, " answered ", path, " with HTTP ", response->status, " and no JSON");
-      if (response->status != 200) {
+      // A stream's error (keep-alive) comes as {"error": {"grpc_code": …, "message": …}}.
+      if (answer.contains("error") && answer["error"].is_object()) {
+        const auto& nested = answer["error"];
+        answer["code"] = number_field(nested, "grpc_code");
+        answer["message"] = nested.value("message", std::string("no message"));
+      }
+      if (response->status != 200 || answer.contains("code")) {
         const auto code = number_field(answer, "code");
         const auto message = answer.value("message", answer.value("error", std::string("no message")));
         if (worth_another_endpoint(code)) {
@@ -174,8 +180,15 @@ etcd_lease etcd_client::grant_lease(int64_t ttl_seconds) {
 int64_t etcd_client::keep_alive(int64_t lease) {
   // A stream in gRPC; the gateway answers one request with one message: {"result": {...}}.
   const auto answer = connections_->post("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}, true);
-  if (answer.contains("troupe_error")) return 0;  // the lease is not found
-  return number_field(answer.value("result", json::object()), "TTL");
+  if (answer.contains("troupe_error")) {
+    if (number_field(answer["troupe_error"], "code") == 5) return 0;  // not found: gone
+    throw etcd_unavailable("etcd at " + endpoint() + " did not keep lease " + std::to_string(lease) +
+                           " alive: " + answer["troupe_error"]["message"].get<std::string>());
+  }
+  // An expired lease is answered with a result whose TTL is left out (0).
+  if (!answer.contains("result"))
+    throw etcd_unavailable("etcd at " + endpoint() + " answered a keep-alive without a result: " + answer.dump());
+  return number_field(answer["result"], "TTL");
 }
 
 int64_t etcd_client::time_to_live(int64_t lease) {
