@@ -87,6 +87,8 @@ bool coordinator_state::record_decision(const cluster::membership_state& before)
   const auto reason = "the head stops coordinating before generation " + std::to_string(membership_state().generation) +
                       " goes out: " + failure;
   spdlog::error("{}", reason);
+  actors::record_event(settings.events,
+                       {{"event", "head_fenced"}, {"node", settings.manifest.head_node}, {"reason", reason}});
   self->quit(cluster_failure(reason));
   return false;
 }

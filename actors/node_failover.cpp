@@ -20,6 +20,7 @@
 #include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "actors/event_log.hpp"
@@ -42,8 +43,13 @@ constexpr std::chrono::seconds head_fence_grace{3};
 
 }  // namespace
 
+// The endpoint that answered this process last goes first: a member on a cut-off host would
+// otherwise cost every new client a connection timeout before it tries the next.
 io::etcd_settings cluster_membership::failover_etcd() const {
-  return {node_.manifest.failover.etcd, std::chrono::milliseconds(500)};
+  auto endpoints = node_.manifest.failover.etcd;
+  const auto answered = std::find(endpoints.begin(), endpoints.end(), etcd_answered_);
+  if (answered != endpoints.end()) std::rotate(endpoints.begin(), answered, endpoints.end());
+  return {endpoints, std::chrono::milliseconds(500)};
 }
 
 cluster::head_record_keys cluster_membership::failover_keys() const {
@@ -159,7 +165,9 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
   std::string last_error;
   while (clock::now() < deadline) {
     try {
-      if (const auto term = cluster::current_head(etcd, keys.head)) {
+      const auto term = cluster::current_head(etcd, keys.head);
+      etcd_answered_ = etcd.endpoint();
+      if (term) {
         const auto holder = cluster::decode_holder(term->holder, keys.head);
         if (holder.node != lost) {
           followed_term_ = term->revision;

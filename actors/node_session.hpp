@@ -146,6 +146,7 @@ class cluster_membership {
   std::unique_ptr<cluster::head_lease> head_lease_;
   /// The etcd term of the head this node follows; 0 until it is known (the first head's).
   int64_t followed_term_ = 0;
+  std::string etcd_answered_;  ///< the etcd endpoint that answered last (asked first next time)
   bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;
   /// Answers the other nodes' link probes (io/comm/link_probe.hpp) for as long as the node runs.

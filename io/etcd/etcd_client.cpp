@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
+
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -102,7 +104,9 @@ struct etcd_client::connections {
       auto client = url ? std::make_unique<httplib::Client>(endpoint) : nullptr;
       if (!client || !client->is_valid())
         throw make_error("etcd: endpoint '", endpoint, "' is not a URL (expected http://host:port)");
-      client->set_connection_timeout(settings.request_timeout);
+      // A connection within a cluster takes well under this; a member on a host cut off answers
+      // no SYN, and the next endpoint should not wait the whole request timeout for it.
+      client->set_connection_timeout(std::min(settings.request_timeout, std::chrono::milliseconds(200)));
       client->set_read_timeout(settings.request_timeout);
       client->set_write_timeout(settings.request_timeout);
       client->set_keep_alive(true);

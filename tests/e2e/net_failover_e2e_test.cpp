@@ -1,0 +1,74 @@
+// Head failover across hosts of their own (tools/netcluster, 1 Gbit/s) with a real 3-member etcd
+// cluster on them (`tools/netcluster etcd up`): the head's host cut off. Unlike a killed process
+// (tests/e2e/failover_e2e_test.cpp), nobody sees a connection close: the others hear no heartbeat
+// reply, wait for the head's lease to run out in etcd (whose member on the cut host is now a
+// minority), and one takes the role. The old head, which can renew its lease no more, stops
+// before that. docs/faults.md#head-failover.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "tests/e2e/net_job.hpp"
+
+namespace troupe {
+namespace {
+
+TEST_F(net_test, the_heads_host_cut_off_hands_its_role_on_and_the_job_keeps_its_losses) {
+  const int64_t steps = 150;
+  const auto config = config_with_reference(*this, steps);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
+  net_cluster cluster(3, "1gbit");
+  const auto etcd = cluster.command("etcd", "up");
+  ASSERT_EQ(etcd.status, 0) << etcd.output;
+  const auto urls_at = etcd.output.find("TROUPE_ETCD=");
+  ASSERT_NE(urls_at, std::string::npos) << etcd.output;
+  const auto urls = etcd.output.substr(urls_at + 12, etcd.output.find('\n', urls_at) - urls_at - 12);
+  auto m = json::parse(io_text(write_net_manifest(cluster, "failover-cut.json")));
+  m["failover"]["etcd"] = json::array();
+  for (std::size_t from = 0; from < urls.size();) {
+    const auto comma = std::min(urls.find(',', from), urls.size());
+    m["failover"]["etcd"].push_back(urls.substr(from, comma - from));
+    from = comma + 1;
+  }
+  const auto manifest = (*dir_ / "failover-cut.json").string();
+  testing::write_text(manifest, m.dump(2));
+  const std::string name = "failover-cut";
+  const auto run = *dir_ / name;
+  auto job = std::async(std::launch::async, [&] { return launch(manifest, config, name); });
+  ASSERT_TRUE(wait_for_step(run, 20, 120)) << "the job never reached step 20";
+  const auto head = cluster.hosts()[0].name;
+  ASSERT_EQ(cluster.command("cut", head).status, 0);
+  const double cut_done = unix_now();
+  ASSERT_EQ(job.wait_for(std::chrono::seconds(300)), std::future_status::ready) << "the launcher hung";
+  const auto launched = job.get();
+  ASSERT_EQ(cluster.command("heal", head).status, 0);
+  ASSERT_EQ(launched.status, 0) << launched.output;
+  EXPECT_NE(launched.output.find("takes the head's role over from node " + head), std::string::npos) << launched.output;
+
+  const auto moved = events_called(run, "head_moved");
+  ASSERT_EQ(moved.size(), 1u) << io_text((run / "events.jsonl").string());
+  EXPECT_EQ(moved[0]["from"], head);
+  const double moved_after = moved[0]["unix_s"].get<double>() - cut_done;
+  // The old head stopped coordinating before anyone took its role: no moment with two heads.
+  // (Its coordinator's next write failing, or its lease's deadline, whichever came first.)
+  const auto fenced = events_called(run, "head_fenced");
+  ASSERT_GE(fenced.size(), 1u) << io_text((run / "events.jsonl").string());
+  EXPECT_EQ(fenced[0]["node"], head);
+  const double fenced_after = fenced[0]["unix_s"].get<double>() - cut_done;
+  EXPECT_LT(fenced_after, moved_after) << "the old head stopped after the new one took over";
+  const auto lines = window_lines(run);
+  const auto first_after = first_window_after(lines, cut_done);
+  double training_after = -1;
+  for (const auto& line : lines)
+    if (line.value("step", int64_t{0}) == first_after) training_after = line.value("unix_s", 0.0) - cut_done;
+  std::printf("head's host cut: the old head stopped after %.2f s; node %s took the role after %.2f s; the first "
+              "window after the cut (step %lld) ended %.2f s after it\n",
+              fenced_after, moved[0]["node"].get<std::string>().c_str(), moved_after,
+              static_cast<long long>(first_after), training_after);
+  expect_same_curve_by_step(read_metrics("one-" + std::to_string(steps)), read_metrics(name), "head's host cut", 2);
+  ASSERT_EQ(cluster.command("etcd", "down").status, 0);  // then each host holds its sshd alone
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << cluster.hosts()[h].name;
+}
+
+}  // namespace
+}  // namespace troupe
