@@ -115,13 +115,13 @@ std::string lost_node(const step_context& context) {
   return subject(context);
 }
 
-/// Why losing the node the event takes out stops the job, or "" when the survivors go on.
+/// Why losing the event's node stops the job ("": the survivors go on). With failover, etcd decides a split.
 std::string why_loss_stops(const step_context& context) {
   const auto& faults = context.rules.manifest.faults;
   const auto& state = context.state;
   const auto survivors = static_cast<int64_t>(state.members.size()) - 1;
   if (const auto* silence = std::get_if<heartbeat_silence_event>(&context.event);
-      silence && state.planned() && 2 * silence->heard_from <= state.plan.size())
+      silence && state.planned() && !context.rules.manifest.failover.enabled() && 2 * silence->heard_from <= state.plan.size())
     return detail::concat("only ", silence->heard_from, " of the last plan's ", state.plan.size(),
                           " nodes are still heard from, not a majority: this side of a network split may be the one "
                           "cut off, and a minority never goes on (docs/faults.md#network-faults)");

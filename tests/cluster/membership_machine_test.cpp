@@ -559,6 +559,23 @@ TEST(membership_machine, a_pair_without_a_row_is_refused_naming_phase_and_event_
     }
 }
 
+// Without failover a head that hears from no majority stops (it may be the side cut off); with
+// failover etcd decides: the silent node is dropped, and the decision goes out only if the head
+// can still write it to etcd (the side with etcd's majority; actors/coordinator.cpp).
+TEST(membership_machine, with_failover_a_silence_heard_by_a_minority_is_left_to_etcd) {
+  auto r = rules();
+  const auto minority = heartbeat_silence_event{"c", 2000, 1};
+  job without(r);
+  without.training();
+  EXPECT_CONTAINS(text_of_stop(without.on(minority)), "a minority never goes on");
+  r.manifest.failover.etcd = {"http://198.18.0.1:2379"};
+  job with(r);
+  with.training();
+  with.on(minority);
+  EXPECT_EQ(with.state().phase, phase::forming);
+  EXPECT_EQ(with.state().members, (std::set<std::string>{"a", "b"}));
+}
+
 TEST(membership_machine, a_survivor_of_a_loss_goes_on_from_the_furthest_step_and_a_restarted_node_rejoins) {
   job j;
   j.training();

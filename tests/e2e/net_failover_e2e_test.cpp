@@ -13,25 +13,33 @@
 namespace troupe {
 namespace {
 
-TEST_F(net_test, the_heads_host_cut_off_hands_its_role_on_and_the_job_keeps_its_losses) {
-  const int64_t steps = 150;
-  const auto config = config_with_reference(*this, steps);
-  ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
-  net_cluster cluster(3, "1gbit");
+/// Starts etcd on the cluster's first three hosts and writes the netcluster manifest with a
+/// failover block naming them; the manifest's path.
+std::string failover_manifest(net_test& test, net_cluster& cluster, const std::string& name) {
   const auto etcd = cluster.command("etcd", "up");
-  ASSERT_EQ(etcd.status, 0) << etcd.output;
+  EXPECT_EQ(etcd.status, 0) << etcd.output;
   const auto urls_at = etcd.output.find("TROUPE_ETCD=");
-  ASSERT_NE(urls_at, std::string::npos) << etcd.output;
+  EXPECT_NE(urls_at, std::string::npos) << etcd.output;
   const auto urls = etcd.output.substr(urls_at + 12, etcd.output.find('\n', urls_at) - urls_at - 12);
-  auto m = json::parse(io_text(write_net_manifest(cluster, "failover-cut.json")));
+  auto m = json::parse(io_text(test.write_net_manifest(cluster, name)));
   m["failover"]["etcd"] = json::array();
   for (std::size_t from = 0; from < urls.size();) {
     const auto comma = std::min(urls.find(',', from), urls.size());
     m["failover"]["etcd"].push_back(urls.substr(from, comma - from));
     from = comma + 1;
   }
-  const auto manifest = (*dir_ / "failover-cut.json").string();
+  const auto manifest = (*test.dir_ / name).string();
   testing::write_text(manifest, m.dump(2));
+  return manifest;
+}
+
+TEST_F(net_test, the_heads_host_cut_off_hands_its_role_on_and_the_job_keeps_its_losses) {
+  const int64_t steps = 150;
+  const auto config = config_with_reference(*this, steps);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
+  net_cluster cluster(3, "1gbit");
+  const auto manifest = failover_manifest(*this, cluster, "failover-cut.json");
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string name = "failover-cut";
   const auto run = *dir_ / name;
   auto job = std::async(std::launch::async, [&] { return launch(manifest, config, name); });
