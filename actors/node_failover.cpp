@@ -196,17 +196,6 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
                    limit.count(), " s", last_error);
 }
 
-/// The coordinator at `holder`, tried for `limit`; none when it does not answer.
-caf::actor cluster_membership::reach_new_head(const cluster::head_holder& holder, std::chrono::seconds limit) {
-  const auto deadline = clock::now() + limit;
-  while (clock::now() < deadline) {
-    if (auto reached = system_->middleman().remote_actor(holder.host, static_cast<uint16_t>(holder.port)))
-      return *reached;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return {};
-}
-
 uint64_t cluster_membership::forming_generation() {
   const auto& m = node_.manifest;
   const auto deadline = clock::now() + m.timeouts.join;
@@ -238,7 +227,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
     const auto holder = holder_after_loss(lost, process_ended, why);
     follow(holder);
     if (is_head_) break;
-    coordinator_ = reach_new_head(holder, std::chrono::seconds(5));
+    coordinator_ = reach_coordinator_at(holder.host, holder.port, std::chrono::seconds(5), nullptr);
     if (coordinator_) {
       spdlog::warn("node {}: node {} holds the head's role now, at {}", node_.name, holder.node, holder.address());
     } else if (tries == 3) {

@@ -38,19 +38,6 @@ std::string job_secret() {
   return secret ? secret : "";
 }
 
-caf::actor reach_coordinator(caf::actor_system& system, const cluster::cluster_manifest& m) {
-  const auto deadline = clock::now() + m.timeouts.join;
-  std::string last_error;
-  while (clock::now() < deadline) {
-    auto coordinator = system.middleman().remote_actor(m.head_host, static_cast<uint16_t>(m.head_port));
-    if (coordinator) return *coordinator;
-    last_error = system.render(coordinator.error());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  throw make_error("cannot reach the head at ", m.head_address(), " within ", m.timeouts.join.count(),
-                   " s (timeouts.join_s): ", last_error);
-}
-
 /// A number no other process of this job is likely to draw: tells this process's heartbeats
 /// from those of the process that had its name before (a restarted node).
 uint64_t new_incarnation() {
@@ -104,7 +91,14 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   // A restarted node of a job with failover finds the head where etcd says it is (its own node
   // may have held the role before it was lost: it comes back as a worker, never a second head).
   if (node.restarted && m.failover.enabled()) follow_holder_at_start();
-  if (!is_head_) coordinator_ = reach_coordinator(*system_, node_.manifest);
+  if (!is_head_) {
+    const auto& head = node_.manifest;
+    std::string last_error;
+    coordinator_ = reach_coordinator_at(head.head_host, head.head_port, head.timeouts.join, &last_error);
+    if (!coordinator_)
+      throw make_error("cannot reach the head at ", head.head_address(), " within ", head.timeouts.join.count(),
+                       " s (timeouts.join_s): ", last_error);
+  }
   startup.head_reached = unix_seconds();
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
@@ -160,6 +154,19 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
     throw make_error(m.source, ": head.port: cannot listen on ", m.head_address(), ": ", system.render(port.error()),
                      " (another job on this port?)");
   }
+}
+
+// A head busy accepting many connections may refuse some: tried again every 200 ms.
+caf::actor cluster_membership::reach_coordinator_at(const std::string& host, int64_t port,
+                                                    std::chrono::milliseconds limit, std::string* last_error) {
+  const auto deadline = clock::now() + limit;
+  while (clock::now() < deadline) {
+    auto coordinator = system_->middleman().remote_actor(host, static_cast<uint16_t>(port));
+    if (coordinator) return *coordinator;
+    if (last_error) *last_error = system_->render(coordinator.error());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return {};
 }
 
 // This node's heartbeats to the head the manifest names now (and its probe agent).

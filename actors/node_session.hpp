@@ -82,6 +82,10 @@ class cluster_membership {
   /// `takeover` when given), published on the manifest's head port.
   void start_head(const cluster::stored_membership* takeover, const std::string& why);
   void start_heartbeats();
+  /// The coordinator published at HOST:PORT, tried until `limit`; none when it does not answer
+  /// (`last_error`, when given, says why the last try failed).
+  caf::actor reach_coordinator_at(const std::string& host, int64_t port, std::chrono::milliseconds limit,
+                                  std::string* last_error);
   // Failover (actors/node_failover.cpp).
   io::etcd_settings failover_etcd() const;
   cluster::head_record_keys failover_keys() const;
@@ -92,7 +96,6 @@ class cluster_membership {
   /// Who holds the role after `lost`, the head this node followed, was lost; this node when it
   /// took it. `process_ended`: the head's connection closed (its lease may be revoked).
   cluster::head_holder holder_after_loss(const std::string& lost, bool process_ended, const std::string& why);
-  caf::actor reach_new_head(const cluster::head_holder& holder, std::chrono::seconds limit);
   /// The manifest's head fields name `holder` from now on (messages, heartbeats, the plan's rules).
   void follow(const cluster::head_holder& holder);
   /// Takes the role if it is free, and becomes the head; false when another node took it first.
