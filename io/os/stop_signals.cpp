@@ -25,18 +25,37 @@ sigset_t stop_signals() {
 // How often the watcher looks whether its owner is ending (it waits for signals in between).
 constexpr auto poll_period = std::chrono::milliseconds(200);
 
+// A stop signal that reached a thread which does not block it (a library's, started before the
+// watcher): the handler's only state, as a handler may touch nothing else. The watcher takes it.
+volatile sig_atomic_t caught_elsewhere = 0;
+
+void note_stop_signal(int signal) { caught_elsewhere = signal; }
+
 }  // namespace
 
-stop_signal_watcher::stop_signal_watcher(std::chrono::seconds stop_grace) : stop_grace_(stop_grace) {
+struct stop_signal_watcher::old_actions {
+  struct sigaction usr1 {}, term {};
+};
+
+stop_signal_watcher::stop_signal_watcher(std::chrono::seconds stop_grace)
+    : stop_grace_(stop_grace), old_actions_(std::make_unique<old_actions>()) {
   const auto set = stop_signals();
   if (const int failed = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); failed != 0)
     spdlog::warn("cannot block SIGUSR1/SIGTERM ({}): those signals will end this process at once", std::strerror(failed));
+  struct sigaction note {};
+  note.sa_handler = note_stop_signal;
+  sigemptyset(&note.sa_mask);
+  note.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &note, &old_actions_->usr1);
+  ::sigaction(SIGTERM, &note, &old_actions_->term);
   thread_ = std::thread([this] { watch(); });
 }
 
 stop_signal_watcher::~stop_signal_watcher() {
   ending_ = true;
   thread_.join();
+  ::sigaction(SIGUSR1, &old_actions_->usr1, nullptr);
+  ::sigaction(SIGTERM, &old_actions_->term, nullptr);
 }
 
 // The watcher's loop: the first SIGUSR1 or SIGTERM sets the request; from the first SIGTERM on,
@@ -55,7 +74,11 @@ void stop_signal_watcher::watch() {
       std::_Exit(128 + SIGTERM);
     }
     const timespec wait{0, std::chrono::duration_cast<std::chrono::nanoseconds>(poll_period).count()};
-    const int signal = ::sigtimedwait(&set, nullptr, &wait);
+    int signal = ::sigtimedwait(&set, nullptr, &wait);
+    if (signal < 0 && caught_elsewhere != 0) {
+      signal = caught_elsewhere;
+      caught_elsewhere = 0;
+    }
     if (signal < 0) continue;  // EAGAIN (nothing yet) or EINTR
     const bool first = !request_->requested();
     request_->request(signal);

@@ -38,8 +38,13 @@ class stop_request {
 
 /// Blocks SIGUSR1 and SIGTERM in the calling thread and waits for them on a thread of its own.
 /// Construct it before the process starts any other thread: threads inherit the mask, so the
-/// watcher's thread is the only one these signals reach. SIGINT keeps its default (an immediate
-/// stop, as a person at a terminal expects).
+/// watcher's thread is the only one of ours these signals reach. A thread a library started
+/// before (OpenBLAS starts its pool when it is loaded, before main, unless OPENBLAS_NUM_THREADS
+/// is 1 — which an ssh node does not inherit) does not block them, and the kernel hands a
+/// process's signal to any thread that does not: so the watcher also installs a handler, which
+/// only notes the signal for the watcher's next look (every 200 ms), instead of the default
+/// action that would end the process. SIGINT keeps its default (an immediate stop, as a person
+/// at a terminal expects).
 class stop_signal_watcher {
  public:
   explicit stop_signal_watcher(std::chrono::seconds stop_grace);
@@ -55,6 +60,8 @@ class stop_signal_watcher {
   const std::chrono::seconds stop_grace_;
   std::shared_ptr<stop_request> request_ = std::make_shared<stop_request>();
   std::atomic<bool> ending_{false};
+  struct old_actions;
+  std::unique_ptr<old_actions> old_actions_;  ///< the handlers before, put back at the end
   std::thread thread_;
 };
 
