@@ -72,12 +72,14 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       const auto remote = "cd " + shell_quote({std::filesystem::current_path().string()}) + " && IFS= read -r " +
                           job_secret_variable + " && export " + job_secret_variable + " && exec " + shell_quote(argv);
       // Keepalives: over a dead link ssh would otherwise wait for TCP to give up (minutes), and
-      // the launcher with it. With them it exits (255) about 3 s after the host went silent.
+      // the launcher with it. With them it exits (255) about 3 s after the host went silent; a
+      // connection (a restart's, to a host still cut off) gives up after 5 s.
       std::vector<std::string> ssh = {"ssh", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=1",
-                                      "-o", "ServerAliveCountMax=3"};
+                                      "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=5"};
       if (!manifest.ssh_config.empty()) ssh.insert(ssh.end(), {"-F", manifest.ssh_config});
       ssh.insert(ssh.end(), {"--", node.host, remote});
-      commands.push_back({node.name, launch_method::ssh, ssh, may_fail, 0, options.job_secret + "\n"});
+      commands.push_back({node.name, launch_method::ssh, ssh, may_fail, may_fail ? manifest.faults.max_restarts : 0,
+                          options.job_secret + "\n"});
     }
     commands.back().head = head;
   }

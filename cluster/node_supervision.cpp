@@ -31,6 +31,10 @@ struct running_node {
   int input = -1;        ///< write end of the node's stdin, when the launcher feeds it
   node_command command;  ///< how it was started (restarts add --rejoin)
   int64_t restarts = 0;  ///< how often it was started again so far
+  /// Restarts in a row that failed within restart_quick_failure of their start (a host still
+  /// cut off, a job not yet ready for it): each doubles the wait before the next.
+  int quick_failures = 0;
+  clock::time_point started_at = clock::now();
   pid_t pid = -1;
   int output = -1;
   std::string partial_line;
@@ -49,6 +53,11 @@ struct running_node {
 constexpr auto reaped_output_grace = std::chrono::seconds(2);
 // How long the others may go on after the head failed (time to print why they stop).
 constexpr auto head_failure_grace = std::chrono::seconds(2);
+// A restarted node that fails sooner than this after its start failed to come back: the next
+// try waits 1, 2, 4 … (at most restart_wait_limit) seconds, as the launcher's whole-job
+// restarts do, instead of spending its restarts at once on a host that cannot be reached yet.
+constexpr auto restart_quick_failure = std::chrono::seconds(10);
+constexpr int restart_wait_limit_s = 30;
 
 // The launcher's own signal handling (launcher_signals below): the handler's only state.
 volatile sig_atomic_t pending_signal = 0;
@@ -268,10 +277,11 @@ class node_supervision {
   }
 
  private:
-  void start_node(const node_command& command, int64_t restarts) {
+  void start_node(const node_command& command, int64_t restarts, int quick_failures = 0) {
     nodes_.push_back(start(command));
     ::fcntl(nodes_.back().output, F_SETFL, O_NONBLOCK);
     nodes_.back().restarts = restarts;
+    nodes_.back().quick_failures = quick_failures;
   }
 
   bool alive() const {
@@ -346,7 +356,7 @@ class node_supervision {
       const bool job_running = !first_failure_ && std::none_of(nodes_.begin(), nodes_.end(), [](const running_node& n) {
         return !n.may_fail && n.status.has_value();
       });
-      if (node.restarts < node.command.max_restarts && job_running) restarts_.push_back(index);
+      if (node.restarts < node.command.max_restarts && job_running && others_running(index)) schedule_restart(index);
     } else if (*node.status != 0 && !first_failure_ && !interrupted_) {
       fail("node " + node.name + " " + describe(node), node.command.head ? head_failure_grace : grace_);
     }
@@ -364,17 +374,44 @@ class node_supervision {
     signal_group(node, SIGKILL);
   }
 
-  /// A lost node restarts as a new process that joins the running job (faults.max_restarts).
+  /// Whether a node other than `index` still runs: a node lost when every other has ended
+  /// (the job finished, or failed) has no job to rejoin.
+  bool others_running(std::size_t index) const {
+    for (std::size_t other = 0; other < nodes_.size(); ++other)
+      if (other != index && !nodes_[other].status) return true;
+    return false;
+  }
+
+  /// A lost node restarts as a new process that joins the running job (faults.max_restarts): at
+  /// once after it had run a while, after a growing wait when its last restart failed quickly.
+  void schedule_restart(std::size_t index) {
+    auto& node = nodes_[index];
+    const bool quick = node.restarts > 0 && clock::now() - node.started_at < restart_quick_failure;
+    node.quick_failures = quick ? node.quick_failures + 1 : 0;
+    const int wait_s = node.quick_failures == 0 ? 0 : std::min(restart_wait_limit_s, 1 << std::min(node.quick_failures - 1, 5));
+    if (wait_s > 0) out_.note("node " + node.name + " failed " + std::to_string(node.quick_failures) +
+                              " time(s) soon after its restart; trying again in " + std::to_string(wait_s) + " s");
+    restarts_.push_back({index, clock::now() + std::chrono::seconds(wait_s)});
+  }
+
+  /// Starts the scheduled restarts that are due. A restart adds `--rejoin` to the node's command:
+  /// for an ssh node it is one more word of the remote command line, which ssh joins with spaces.
   void restart_lost() {
-    for (const auto index : restarts_) {
-      auto command = nodes_[index].command;
-      const auto restarted = nodes_[index].restarts + 1;
+    const auto now = clock::now();
+    for (auto due = restarts_.begin(); due != restarts_.end();) {
+      if (due->at > now || first_failure_ || interrupted_) {
+        ++due;
+        continue;
+      }
+      auto command = nodes_[due->index].command;
+      const auto restarted = nodes_[due->index].restarts + 1;
+      const int quick_failures = nodes_[due->index].quick_failures;
       if (command.argv.empty() || command.argv.back() != "--rejoin") command.argv.push_back("--rejoin");
       out_.note("restarting node " + command.node + " (" + std::to_string(restarted) + " of " +
                 std::to_string(command.max_restarts) + ")");
-      start_node(command, restarted);
+      due = restarts_.erase(due);
+      start_node(command, restarted, quick_failures);  // may move nodes_: `due` indexes restarts_ only
     }
-    restarts_.clear();
   }
 
   void give_up_stale_outputs() {
@@ -402,7 +439,11 @@ class node_supervision {
   std::vector<running_node> nodes_;
   std::optional<std::string> first_failure_;
   std::optional<clock::time_point> kill_at_;
-  std::vector<std::size_t> restarts_;  ///< nodes (indexes) to start again this round
+  struct pending_restart {
+    std::size_t index;  ///< into nodes_
+    clock::time_point at;
+  };
+  std::vector<pending_restart> restarts_;  ///< lost nodes to start again, each when its wait is over
   bool interrupted_ = false;
   bool stopped_early_ = false;  ///< a node exited with stopped_with_checkpoint_status
 };

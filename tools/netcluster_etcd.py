@@ -4,7 +4,9 @@ One etcd member (Debian's etcd-server 3.4) runs in each of the first N hosts' ne
 (default 3), named like its host, listening for clients on ADDRESS:2379 and for its peers on
 ADDRESS:2380, with etcd's default timings (heartbeat 100 ms, election 1 s). Its data, log and pid
 file live in /run/netcluster/PREFIX/etcd/HOST/. What the hosts' faults do to a host's links
-(`cut`, `loss`, `rate`) they do to its etcd member too, as on a real cluster. `env` prints
+(`cut`, `loss`, `rate`) they do to its etcd member too, as on a real cluster. `kill HOST` kills
+that host's member (SIGKILL, as a crash: its data stays), `start HOST` starts it again on its
+data, and it catches up with the others (tools/chaos draws both). `env` prints
 TROUPE_ETCD, the client URLs joined by commas, for a manifest's `failover.etcd`
 (docs/faults.md#head-failover).
 """
@@ -38,14 +40,14 @@ def environment(state):
     return {"TROUPE_ETCD": ",".join(client_url(h) for h in hosts)}
 
 
-def start_member(directory, host, initial_cluster):
+def start_member(directory, host, initial_cluster, cluster_state="new"):
     member = directory / host["name"]
     member.mkdir(parents=True, exist_ok=True)
     peer = f"http://{host['address']}:2380"
     argv = ["ip", "netns", "exec", host["name"], ETCD, "--name", host["name"], "--data-dir", str(member / "data"),
             "--listen-client-urls", client_url(host), "--advertise-client-urls", client_url(host),
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
+            "--initial-cluster", initial_cluster, "--initial-cluster-state", cluster_state,
             "--initial-cluster-token", directory.parent.name, "--logger", "zap",
             "--log-outputs", str(member / "etcd.log")]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -83,6 +85,41 @@ def up(state, count):
     state["etcd_members"] = []
     raise ClusterError(f"etcd did not become healthy on {', '.join(h['name'] for h in hosts)} within 30 s "
                        f"(logs in {directory}/HOST/etcd.log)")
+
+
+def member_host(state, name):
+    if name not in members(state):
+        raise ClusterError(f"no etcd member on {name!r} (members: {', '.join(members(state)) or 'none'})")
+    return next(h for h in state["hosts"] if h["name"] == name)
+
+
+def kill_member(state, name):
+    """SIGKILLs the member on host NAME, as its host crashing would; its data stays. Idempotent."""
+    member_host(state, name)
+    pid_file = etcd_dir(state["state_dir"]) / name / "etcd.pid"
+    try:
+        os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
+def restart_member(state, name):
+    """Starts the member on host NAME again on its data (a member that is running is left as it is);
+    waits up to 30 s for it to report healthy, which needs the cluster's quorum."""
+    host = member_host(state, name)
+    if healthy(host):
+        return
+    kill_member(state, name)  # one that runs but does not answer
+    hosts = [h for h in state["hosts"] if h["name"] in members(state)]
+    initial = ",".join(f"{h['name']}=http://{h['address']}:2380" for h in hosts)
+    start_member(etcd_dir(state["state_dir"]), host, initial, cluster_state="existing")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if healthy(host):
+            return
+        time.sleep(0.2)
+    raise ClusterError(f"etcd member {name} did not become healthy within 30 s of its restart "
+                       f"(log: {etcd_dir(state['state_dir']) / name / 'etcd.log'})")
 
 
 def down(state_dir):

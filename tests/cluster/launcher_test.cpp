@@ -52,14 +52,16 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_EQ(shell_quote(commands[0].argv),
             "/opt/troupe node --manifest /jobs/m.json --config /jobs/c.json --run-dir /runs/x --steps 5 --node a");
   EXPECT_EQ(commands[1].method, launch_method::ssh);
-  EXPECT_EQ(commands[1].argv[7], "--");  // nothing after it is read as an ssh option
-  EXPECT_EQ(commands[1].argv[8], "gpu-7");
-  EXPECT_NE(commands[1].argv[9].find("--node b"), std::string::npos);
+  ASSERT_EQ(commands[1].argv.size(), 12u);
+  EXPECT_EQ(commands[1].argv[9], "--");  // nothing after it is read as an ssh option
+  EXPECT_EQ(commands[1].argv[10], "gpu-7");
+  EXPECT_NE(commands[1].argv[11].find("--node b"), std::string::npos);
   EXPECT_EQ(commands[1].argv[4], "ServerAliveInterval=1");  // a dead link does not hold the launcher
+  EXPECT_EQ(commands[1].argv[8], "ConnectTimeout=5");       // nor a host cut off when it restarts a node
   // The secret reaches an ssh node on stdin, never on a command line; the node watches stdin.
-  EXPECT_NE(commands[1].argv[9].find("IFS= read -r TROUPE_JOB_SECRET && export TROUPE_JOB_SECRET && exec "),
+  EXPECT_NE(commands[1].argv[11].find("IFS= read -r TROUPE_JOB_SECRET && export TROUPE_JOB_SECRET && exec "),
             std::string::npos);
-  EXPECT_NE(commands[1].argv[9].find("--watch-stdin"), std::string::npos);
+  EXPECT_NE(commands[1].argv[11].find("--watch-stdin"), std::string::npos);
   EXPECT_EQ(commands[1].input, "feedface\n");
   for (const auto& command : commands)
     for (const auto& arg : command.argv) EXPECT_EQ(arg.find("feedface"), std::string::npos) << arg;
@@ -68,6 +70,11 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_NE(make_job_secret(), make_job_secret());
   EXPECT_FALSE(commands[0].may_fail);  // the head's node: the coordinator lives there
   EXPECT_TRUE(commands[1].may_fail);   // two nodes: faults.policy is elastic by default
+  EXPECT_EQ(commands[1].max_restarts, 0);
+  auto restarting = m;
+  restarting["faults"] = {{"max_restarts", 4}};
+  EXPECT_EQ(node_commands(parse_manifest(restarting, "m.json"), options, false)[1].max_restarts, 4)
+      << "an ssh node that may fail is restarted like a local one";
   // Inside Slurm: one srun step per node, on its host, each supervised like any other node.
   const auto slurm = node_commands(manifest, options, true);
   ASSERT_EQ(slurm.size(), 2u);
@@ -92,7 +99,7 @@ TEST(launcher, ssh_uses_the_manifests_ssh_config) {
   options.troupe_binary = "/opt/troupe";
   const auto commands = node_commands(manifest, options, false);
   ASSERT_EQ(commands.size(), 2u);
-  const std::vector<std::string> head(commands[1].argv.begin() + 7, commands[1].argv.begin() + 11);
+  const std::vector<std::string> head(commands[1].argv.begin() + 9, commands[1].argv.begin() + 13);
   EXPECT_EQ(head, (std::vector<std::string>{"-F", "/run/netcluster/tnc/ssh_config", "--", "198.18.1.2"}));
 }
 
@@ -280,6 +287,19 @@ TEST(launcher, under_elastic_a_node_that_may_fail_is_reported_and_the_others_go_
   const auto restarted_err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(restarted_err.find("restarting node flaky (1 of 1)"), std::string::npos) << restarted_err;
   EXPECT_NE(restarted_out.find("[flaky] rejoined"), std::string::npos) << restarted_out;
+  // A restart that fails soon after it started is tried again after 1 s, then 2 s, … ; once
+  // every other node has ended there is no job to rejoin, and no restart.
+  node_command failing{"failing", launch_method::local, {"/bin/sh", "-c", "exit 3"}, true, 10};
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run_nodes({{"head", launch_method::local, {"/bin/sh", "-c", "sleep 5"}}, failing}, std::chrono::seconds(1)), 0);
+  const auto waited = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(waited.find("restarting node failing (3 of 10)"), std::string::npos) << waited;  // at 0, 1 and 3 s
+  EXPECT_NE(waited.find("trying again in 2 s"), std::string::npos) << waited;
+  EXPECT_EQ(waited.find("restarting node failing (4 of 10)"), std::string::npos) << waited;  // 7 s: the head had ended
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run_nodes({failing}, std::chrono::seconds(1)), 0);
+  const auto alone = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(alone.find("restarting"), std::string::npos) << alone;
   // The head may not fail, elastic or not.
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(run_nodes({{"head", launch_method::local, {"/bin/sh", "-c", "exit 2"}},

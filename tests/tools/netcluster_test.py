@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tools" / "netcluster"
 PREFIX = f"nt{os.getpid() % 100000}"
@@ -108,6 +109,28 @@ class netcluster_test(unittest.TestCase):
                                         capture_output=True).returncode, 0)
         netcluster("heal", self.b["name"])
         self.assertTrue(reaches(self.a["name"], self.b["address"]))
+
+    def test_an_etcd_member_killed_and_started_again_rejoins_its_cluster(self):
+        if not pathlib.Path("/usr/bin/etcd").exists():
+            self.skipTest("etcd-server is not installed")
+        self.addCleanup(lambda: netcluster("etcd", "down", check=False))
+        netcluster("etcd", "up", "--members", "2")
+
+        def health(host):
+            try:
+                with urllib.request.urlopen(f"http://{host['address']}:2379/health", timeout=2) as answer:
+                    return answer.read().decode()
+            except OSError:
+                return ""
+
+        self.assertIn('"true"', health(self.b))
+        netcluster("etcd", "kill", self.b["name"])
+        time.sleep(3)  # past the election timeout (1 s): the survivor knows it has no quorum
+        self.assertEqual(health(self.b), "")  # nothing listens
+        self.assertNotIn('"true"', health(self.a))  # one of two members: no quorum
+        netcluster("etcd", "start", self.b["name"])  # waits for it to be healthy: the quorum is back
+        self.assertIn('"true"', health(self.a))
+        self.assertIn("no etcd member", netcluster("etcd", "kill", "nosuchhost", check=False).stderr)
 
     def test_bad_input_is_refused_naming_it(self):
         self.assertIn("RATE: expected a tc rate", netcluster("rate", self.a["name"], "fast", check=False).stderr)
