@@ -117,17 +117,25 @@ void cluster_membership::follow_holder_at_start() {
       if (term && cluster::decode_holder(term->holder, keys.head).node != node_.name) {
         const auto holder = cluster::decode_holder(term->holder, keys.head);
         follow(holder);
-        followed_term_ = term->revision;
-        spdlog::info("node {}: node {} holds the head's role, at {}", node_.name, holder.node, holder.address());
-        return;
+        // A holder that died since it took the role does not answer: its lease runs out, another
+        // takes the role, and etcd is asked again.
+        coordinator_ = reach_coordinator_at(holder.host, holder.port, std::chrono::seconds(5), &last_error);
+        if (coordinator_) {
+          followed_term_ = term->revision;
+          spdlog::info("node {}: node {} holds the head's role, at {}", node_.name, holder.node, holder.address());
+          return;
+        }
+        spdlog::warn("node {}: node {}, which etcd says holds the head's role, does not answer at {}; asking etcd again",
+                     node_.name, holder.node, holder.address());
+        continue;
       }
     } catch (const io::etcd_unavailable& e) {
       last_error = e.what();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  throw make_error("node ", node_.name, ": no head's role in etcd (", keys.head, ") within ", m.timeouts.join.count(),
-                   " s (timeouts.join_s): ", last_error);
+  throw make_error("node ", node_.name, ": no head's role in etcd (", keys.head, ") that answered within ",
+                   m.timeouts.join.count(), " s (timeouts.join_s): ", last_error);
 }
 
 bool cluster_membership::try_take_head_role(const std::string& why) {

@@ -89,9 +89,10 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
     start_head(nullptr, "");
   }
   // A restarted node of a job with failover finds the head where etcd says it is (its own node
-  // may have held the role before it was lost: it comes back as a worker, never a second head).
+  // may have held the role before it was lost: it comes back as a worker, never a second head),
+  // and reaches it there.
   if (node.restarted && m.failover.enabled()) follow_holder_at_start();
-  if (!is_head_) {
+  if (!is_head_ && !coordinator_) {
     const auto& head = node_.manifest;
     std::string last_error;
     coordinator_ = reach_coordinator_at(head.head_host, head.head_port, head.timeouts.join, &last_error);

@@ -91,7 +91,8 @@ class cluster_membership {
   cluster::head_record_keys failover_keys() const;
   /// The job's first head takes the role in etcd before it starts coordinating.
   void take_head_role_at_start();
-  /// A restarted node: the manifest's head becomes the holder etcd names (asked until timeouts.join).
+  /// A restarted node: the manifest's head becomes the holder etcd names, and coordinator_ its
+  /// coordinator (etcd asked again while a holder does not answer, until timeouts.join).
   void follow_holder_at_start();
   /// Who holds the role after `lost`, the head this node followed, was lost; this node when it
   /// took it. `process_ended`: the head's connection closed (its lease may be revoked).

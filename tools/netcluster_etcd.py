@@ -2,7 +2,10 @@
 
 One etcd member (Debian's etcd-server 3.4) runs in each of the first N hosts' network namespaces
 (default 3), named like its host, listening for clients on ADDRESS:2379 and for its peers on
-ADDRESS:2380, with etcd's default timings (heartbeat 100 ms, election 1 s). Its data, log and pid
+ADDRESS:2380, with etcd's default timings (heartbeat 100 ms, election 1 s) and pre-vote on (etcd
+3.5's default; 3.4's is off): a member that was cut off, or lost packets, and comes back does
+not call an election that unseats a working leader — which, with leases of 2 s, cost a head its
+role in the chaos soak (docs/faults.md#head-failover). Its data, log and pid
 file live in /run/netcluster/PREFIX/etcd/HOST/. What the hosts' faults do to a host's links
 (`cut`, `loss`, `rate`) they do to its etcd member too, as on a real cluster. `kill HOST` kills
 that host's member (SIGKILL, as a crash: its data stays), `start HOST` starts it again on its
@@ -48,7 +51,7 @@ def start_member(directory, host, initial_cluster, cluster_state="new"):
             "--listen-client-urls", client_url(host), "--advertise-client-urls", client_url(host),
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", initial_cluster, "--initial-cluster-state", cluster_state,
-            "--initial-cluster-token", directory.parent.name, "--logger", "zap",
+            "--initial-cluster-token", directory.parent.name, "--pre-vote", "--logger", "zap",
             "--log-outputs", str(member / "etcd.log")]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
