@@ -22,22 +22,12 @@ and otherwise
 The replica copy a generation starts with lies in its first window, counted productive (three
 allreduces of the parameters: milliseconds for this model).
 """
-import json
 import pathlib
+
+from bench_across_hosts import json_lines
 
 DECISIONS = ("node_lost", "head_moved")
 KILLING = ("kill", "kill_head", "freeze", "cut_host")  # faults whose target may rightly be lost
-
-
-def json_lines(path):
-    lines = []
-    if path.exists():
-        for text in path.read_text().splitlines():
-            try:
-                lines.append(json.loads(text))
-            except json.JSONDecodeError:
-                pass
-    return lines
 
 
 def kept_windows(metrics):
