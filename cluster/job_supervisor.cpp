@@ -61,7 +61,7 @@ int supervise_job(const cluster_manifest& manifest, supervised_job job) {
   int status = run_nodes(node_commands(manifest, options, job.inside_slurm), grace, stop_grace);
   for (int64_t restart = 1; restart_allowed(manifest, status, restart); ++restart) {
     const bool has_checkpoint = !io::committed_checkpoints(options.run_dir).empty();
-    const auto backoff = std::chrono::seconds(std::min<int64_t>(30, int64_t{1} << (restart - 1)));
+    const auto backoff = restart_backoff(restart);
     spdlog::warn("the job failed; starting every node again {} in {} s (restart {} of {}, faults.policy restart)",
                  has_checkpoint ? "from the latest checkpoint" : "from the start", backoff.count(), restart,
                  manifest.faults.max_restarts);

@@ -1,6 +1,8 @@
 #pragma once
 /// `troupe launch`: starts one `troupe node` per manifest node and supervises them.
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -26,6 +28,13 @@ struct launch_options {
 /// window's checkpoint was committed: EX_TEMPFAIL, "try again later". Not a failure: the
 /// launcher neither stops the others for it nor restarts the job; a batch script requeues on it.
 constexpr int stopped_with_checkpoint_status = 75;
+
+/// The wait before the `nth` try in a row (from 1) to start again what failed — the whole job
+/// under faults.policy "restart", a lost node that failed again soon after its restart: 1, 2, 4,
+/// … seconds, at most 30.
+constexpr std::chrono::seconds restart_backoff(int64_t nth) {
+  return std::chrono::seconds(nth >= 6 ? 30 : int64_t{1} << (nth - 1));
+}
 
 /// How a node process is started: fork/exec for this host, ssh for others, srun inside a
 /// Slurm allocation (one step of one task per node, on that node).

@@ -54,10 +54,9 @@ constexpr auto reaped_output_grace = std::chrono::seconds(2);
 // How long the others may go on after the head failed (time to print why they stop).
 constexpr auto head_failure_grace = std::chrono::seconds(2);
 // A restarted node that fails sooner than this after its start failed to come back: the next
-// try waits 1, 2, 4 … (at most restart_wait_limit) seconds, as the launcher's whole-job
-// restarts do, instead of spending its restarts at once on a host that cannot be reached yet.
+// try waits restart_backoff (1, 2, 4 … 30 s), as the launcher's whole-job restarts do, instead
+// of spending its restarts at once on a host that cannot be reached yet.
 constexpr auto restart_quick_failure = std::chrono::seconds(10);
-constexpr int restart_wait_limit_s = 30;
 
 // The launcher's own signal handling (launcher_signals below): the handler's only state.
 volatile sig_atomic_t pending_signal = 0;
@@ -388,10 +387,10 @@ class node_supervision {
     auto& node = nodes_[index];
     const bool quick = node.restarts > 0 && clock::now() - node.started_at < restart_quick_failure;
     node.quick_failures = quick ? node.quick_failures + 1 : 0;
-    const int wait_s = node.quick_failures == 0 ? 0 : std::min(restart_wait_limit_s, 1 << std::min(node.quick_failures - 1, 5));
-    if (wait_s > 0) out_.note("node " + node.name + " failed " + std::to_string(node.quick_failures) +
-                              " time(s) soon after its restart; trying again in " + std::to_string(wait_s) + " s");
-    restarts_.push_back({index, clock::now() + std::chrono::seconds(wait_s)});
+    const auto wait = node.quick_failures == 0 ? std::chrono::seconds(0) : restart_backoff(node.quick_failures);
+    if (wait.count() > 0) out_.note("node " + node.name + " failed " + std::to_string(node.quick_failures) +
+                                    " time(s) soon after its restart; trying again in " + std::to_string(wait.count()) + " s");
+    restarts_.push_back({index, clock::now() + wait});
   }
 
   /// Starts the scheduled restarts that are due. A restart adds `--rejoin` to the node's command:

@@ -19,7 +19,6 @@ two at once: etcd keeps its quorum (a cut member's host, a killed member: one of
 and "what did this fault cost" has one answer.
 """
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -48,11 +47,11 @@ class fault_target_missing(Exception):
 class cluster_faults:
     """Injects and undoes faults on netcluster NAME whose job runs in RUN_DIR."""
 
-    def __init__(self, name, cluster, run_dir, head_of, rate, rng):
+    def __init__(self, name, cluster, etcd_members, run_dir, head_of, rate, rng):
         self.name = name
         self.hosts = [h["name"] for h in cluster["hosts"]]
         self.address = {h["name"]: h["address"] for h in cluster["hosts"]}
-        self.etcd_members = cluster.get("etcd_members") or self.hosts[:3]
+        self.etcd_members = etcd_members
         self.run_dir = run_dir
         self.head_of = head_of  # () -> the node holding the head's role now
         self.rate = rate
@@ -143,15 +142,7 @@ class cluster_faults:
                 process.wait()
 
 
-def draw_kind(rng, kinds):
-    return rng.choice(list(kinds))
-
-
 def draw_gap(rng, mean_s, least_s):
     """Seconds from one fault's start to the next: exponential with MEAN_S (faults arriving as a
     Poisson process), at least LEAST_S (the fault's own duration and the job's recovery)."""
     return max(least_s, rng.expovariate(1.0 / mean_s))
-
-
-def new_rng(seed):
-    return random.Random(seed)

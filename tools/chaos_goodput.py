@@ -92,12 +92,15 @@ def split_spans(windows, events, faults):
 
 
 def recoveries(windows, events, faults):
-    """Per fault: seconds to the job's decision, and to the end of the first window whose sum
-    started after the fault (None when no window followed)."""
+    """Per fault: seconds to the job's decision (one before the next fault, which it would
+    otherwise be charged with), and to the end of the first window whose sum started after the
+    fault (None when no window followed)."""
     out = []
-    for fault in faults:
-        decided = next((e["unix_s"] for e in events if e.get("event") in DECISIONS and e.get("unix_s", 0) >= fault["unix_s"]
-                        and e["unix_s"] - fault["unix_s"] < fault["seconds"] + 30), None)
+    for index, fault in enumerate(faults):
+        next_fault = faults[index + 1]["unix_s"] if index + 1 < len(faults) else float("inf")
+        until = min(fault["unix_s"] + fault["seconds"] + 30, next_fault)
+        decided = next((e["unix_s"] for e in events
+                        if e.get("event") in DECISIONS and fault["unix_s"] <= e.get("unix_s", 0) < until), None)
         first = next((w for w in windows if sum_started(w) > fault["unix_s"]), None)
         out.append({"detect_s": decided and round(decided - fault["unix_s"], 3),
                     "recover_s": first and round(window_end(first) - fault["unix_s"], 3)})

@@ -43,10 +43,17 @@ def environment(state):
     return {"TROUPE_ETCD": ",".join(client_url(h) for h in hosts)}
 
 
-def start_member(directory, host, initial_cluster, cluster_state="new"):
+def peer_url(host):
+    return f"http://{host['address']}:2380"
+
+
+def start_member(directory, host, cluster_hosts, cluster_state="new"):
+    """Starts HOST's member of the cluster of CLUSTER_HOSTS: a new one, or ("existing") one again
+    on its data."""
     member = directory / host["name"]
     member.mkdir(parents=True, exist_ok=True)
-    peer = f"http://{host['address']}:2380"
+    peer = peer_url(host)
+    initial_cluster = ",".join(f"{h['name']}={peer_url(h)}" for h in cluster_hosts)
     argv = ["ip", "netns", "exec", host["name"], ETCD, "--name", host["name"], "--data-dir", str(member / "data"),
             "--listen-client-urls", client_url(host), "--advertise-client-urls", client_url(host),
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -66,6 +73,24 @@ def healthy(host):
         return False
 
 
+def healthy_within(hosts, seconds):
+    """Whether every one of HOSTS reports healthy within SECONDS."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(healthy(h) for h in hosts):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def kill_group(pid_file):
+    """SIGKILLs the process group a member's pid file names; nothing when it is gone."""
+    try:
+        os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
 def up(state, count):
     if not os.path.exists(ETCD):
         raise ClusterError(f"{ETCD} is missing (tools/install-deps installs etcd-server)")
@@ -75,15 +100,11 @@ def up(state, count):
         raise ClusterError(f"--members {count}: between 1 and the cluster's {len(state['hosts'])} hosts")
     hosts = state["hosts"][:count]
     directory = etcd_dir(state["state_dir"])
-    initial = ",".join(f"{h['name']}=http://{h['address']}:2380" for h in hosts)
     state["etcd_members"] = [h["name"] for h in hosts]
     for host in hosts:
-        start_member(directory, host, initial)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if all(healthy(h) for h in hosts):
-            return
-        time.sleep(0.2)
+        start_member(directory, host, hosts)
+    if healthy_within(hosts, 30):
+        return
     down(state["state_dir"])
     state["etcd_members"] = []
     raise ClusterError(f"etcd did not become healthy on {', '.join(h['name'] for h in hosts)} within 30 s "
@@ -99,11 +120,7 @@ def member_host(state, name):
 def kill_member(state, name):
     """SIGKILLs the member on host NAME, as its host crashing would; its data stays. Idempotent."""
     member_host(state, name)
-    pid_file = etcd_dir(state["state_dir"]) / name / "etcd.pid"
-    try:
-        os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
-    except (OSError, ValueError):
-        pass
+    kill_group(etcd_dir(state["state_dir"]) / name / "etcd.pid")
 
 
 def restart_member(state, name):
@@ -114,13 +131,9 @@ def restart_member(state, name):
         return
     kill_member(state, name)  # one that runs but does not answer
     hosts = [h for h in state["hosts"] if h["name"] in members(state)]
-    initial = ",".join(f"{h['name']}=http://{h['address']}:2380" for h in hosts)
-    start_member(etcd_dir(state["state_dir"]), host, initial, cluster_state="existing")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if healthy(host):
-            return
-        time.sleep(0.2)
+    start_member(etcd_dir(state["state_dir"]), host, hosts, cluster_state="existing")
+    if healthy_within([host], 30):
+        return
     raise ClusterError(f"etcd member {name} did not become healthy within 30 s of its restart "
                        f"(log: {etcd_dir(state['state_dir']) / name / 'etcd.log'})")
 
@@ -129,9 +142,5 @@ def down(state_dir):
     """Stops every etcd member of the cluster (by pid, its process group) and removes its files; idempotent."""
     directory = etcd_dir(state_dir)
     for pid_file in sorted(directory.glob("*/etcd.pid")):
-        try:
-            pid = int(pid_file.read_text().split()[0])
-            os.killpg(pid, signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
+        kill_group(pid_file)
     shutil.rmtree(directory, ignore_errors=True)

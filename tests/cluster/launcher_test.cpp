@@ -287,6 +287,10 @@ TEST(launcher, under_elastic_a_node_that_may_fail_is_reported_and_the_others_go_
   const auto restarted_err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(restarted_err.find("restarting node flaky (1 of 1)"), std::string::npos) << restarted_err;
   EXPECT_NE(restarted_out.find("[flaky] rejoined"), std::string::npos) << restarted_out;
+  EXPECT_EQ(restart_backoff(1).count(), 1);
+  EXPECT_EQ(restart_backoff(3).count(), 4);
+  EXPECT_EQ(restart_backoff(6).count(), 30);
+  EXPECT_EQ(restart_backoff(1000).count(), 30);  // max_restarts may be 1000: no shift past the word
   // A restart that fails soon after it started is tried again after 1 s, then 2 s, … ; once
   // every other node has ended there is no job to rejoin, and no restart.
   node_command failing{"failing", launch_method::local, {"/bin/sh", "-c", "exit 3"}, true, 10};
