@@ -41,6 +41,19 @@ using clock = std::chrono::steady_clock;
 /// How long a fenced head's process may take to end once it stopped coordinating.
 constexpr std::chrono::seconds head_fence_grace{3};
 
+/// A stopped (or ended) job is not taken over: its last head wrote that it stopped every node,
+/// and a coordinator started from that state could admit no one (restarted nodes would be
+/// refused, and restarted again, for ever). The node ends with the job's own reason.
+void end_if_job_over(const cluster::stored_membership& stored, const std::string& node) {
+  const auto phase = stored.state.phase;
+  if (phase != cluster::coordinator_phase::stopped && phase != cluster::coordinator_phase::ended) return;
+  const bool stopped = phase == cluster::coordinator_phase::stopped;
+  throw job_over(detail::concat("node ", node, ": the job ", stopped ? "stopped" : "ended", " before node ",
+                                stored.written_by, ", its last head, was lost",
+                                stored.state.stop_reason.empty() ? "" : " (" + stored.state.stop_reason + ")"),
+                 stopped);
+}
+
 }  // namespace
 
 // The endpoint that answered this process last goes first: a member on a cut-off host would
@@ -129,6 +142,8 @@ void cluster_membership::follow_holder_at_start() {
                      node_.name, holder.node, holder.address());
         continue;
       }
+      if (!term)
+        if (const auto stored = cluster::read_membership(etcd, keys)) end_if_job_over(*stored, node_.name);
     } catch (const io::etcd_unavailable& e) {
       last_error = e.what();
     }
@@ -152,6 +167,7 @@ bool cluster_membership::try_take_head_role(const std::string& why) {
   io::etcd_client etcd(failover_etcd());
   const auto stored = cluster::read_membership(etcd, keys);
   if (!stored) throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state);
+  end_if_job_over(*stored, node_.name);  // the lease goes with `lease`: the next node reads the same
   spdlog::warn("node {}: takes the head's role over from node {} (etcd term {})", node_.name, stored->written_by,
                lease->term().revision);
   follow(me);

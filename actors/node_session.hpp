@@ -13,6 +13,7 @@
 #include "actors/metrics_hub.hpp"
 #include "actors/node_startup.hpp"
 #include "actors/training_session.hpp"
+#include "messages/error.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/plan.hpp"
 #include "io/config/job_config.hpp"
@@ -34,6 +35,15 @@ class link_probe_responder;
 namespace troupe::actors {
 
 class node_heartbeats;
+
+/// Thrown by a node that finds in etcd that its job is already over (head failover): there is
+/// nothing to rejoin and no role to take. `stopped`: its head stopped it with an error; else it
+/// ended well. `troupe node` exits with cluster::job_stopped_status, or 0.
+class job_over : public error {
+ public:
+  job_over(const std::string& what, bool stopped) : error(what), stopped(stopped) {}
+  bool stopped;
+};
 
 struct node_identity {
   cluster::cluster_manifest manifest;  ///< from cluster::load_manifest (file_hash set)

@@ -29,6 +29,10 @@ struct launch_options {
 /// launcher neither stops the others for it nor restarts the job; a batch script requeues on it.
 constexpr int stopped_with_checkpoint_status = 75;
 
+/// The exit status of a node that found its job already stopped by its head (with failover, in
+/// etcd): nothing to rejoin. The launcher restarts it no more and reports the job failed.
+constexpr int job_stopped_status = 76;
+
 /// The wait before the `nth` try in a row (from 1) to start again what failed — the whole job
 /// under faults.policy "restart", a lost node that failed again soon after its restart: 1, 2, 4,
 /// … seconds, at most 30.
@@ -69,9 +73,10 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
 /// are killed), and reaps every child. When a node fails, the others are
 /// given `grace` to notice and exit (they should, naming it); then they are killed. A node that
 /// `may_fail` is only reported (and, when stopped, killed): the others go on; it is started
-/// again, with `--rejoin` added to its command, up to its `max_restarts` times. Returns 0 when
-/// every node that may not fail exited 0, stopped_with_checkpoint_status when nodes stopped early
-/// on request (and none failed), 130 after forwarding SIGINT/SIGTERM; otherwise
+/// again, with `--rejoin` added to its command, up to its `max_restarts` times, unless it exited
+/// with job_stopped_status (which fails the job). Returns 0 when every node that may not fail
+/// exited 0 and some node did, stopped_with_checkpoint_status when nodes stopped early on
+/// request (and none failed), 130 after forwarding SIGINT/SIGTERM; otherwise
 /// prints which node failed first and how, and returns 1. The nodes' lines go to `output`:
 /// stdout for `troupe launch`, stderr where stdout carries a result (`troupe bench --json`).
 int run_nodes(const std::vector<node_command>& commands, std::chrono::seconds grace,

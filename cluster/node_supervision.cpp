@@ -267,6 +267,11 @@ class node_supervision {
       out_.note("the job failed: " + *first_failure_);
       return 1;
     }
+    // With failover every node may fail: a job whose every node ended with an error failed.
+    if (!stopped_early_ && !interrupted_ && !any_finished_) {
+      out_.note("the job failed: no node finished it (each ended with an error)");
+      return 1;
+    }
     if (stopped_early_) {
       out_.note("every node stopped early after a committed checkpoint; --resume latest continues the run");
       return stopped_with_checkpoint_status;
@@ -347,8 +352,11 @@ class node_supervision {
     node.output_deadline = clock::now() + reaped_output_grace;
     if (node.input >= 0) ::close(node.input);
     node.input = -1;
+    any_finished_ = any_finished_ || (!node.signaled && *node.status == 0);
     if (!node.signaled && *node.status == stopped_with_checkpoint_status) {
       stopped_early_ = true;  // asked to stop, checkpoint committed: not a failure
+    } else if (!node.signaled && *node.status == job_stopped_status && !first_failure_ && !interrupted_) {
+      fail("node " + node.name + " found the job stopped by its head; no restart can rejoin it", grace_);
     } else if (*node.status != 0 && node.may_fail && !interrupted_) {
       out_.note("node " + node.name + " " + describe(node) + "; the job goes on without it (faults.policy elastic)");
       // Only while the job runs: every node that may not fail is still there.
@@ -445,6 +453,7 @@ class node_supervision {
   std::vector<pending_restart> restarts_;  ///< lost nodes to start again, each when its wait is over
   bool interrupted_ = false;
   bool stopped_early_ = false;  ///< a node exited with stopped_with_checkpoint_status
+  bool any_finished_ = false;   ///< a node exited 0
 };
 
 }  // namespace

@@ -119,6 +119,10 @@ class cluster_faults:
             self._undo = lambda: self.netcluster("etcd", "start", host)
         return {"host": host}
 
+    def undo_with(self, undo):
+        """What undo() will do for the fault just injected (the drill's faults, tools/chaos_drill.py)."""
+        self._undo = undo
+
     def undo(self):
         """Undoes the fault injected last (nothing for a kill: the launcher restarts the node)."""
         undo, self._undo = self._undo, None

@@ -109,12 +109,14 @@ def recoveries(windows, events, faults):
 
 def false_deaths(events, faults):
     """node_lost events that no fault explains: a node lost though nothing killed, froze or cut
-    it off (a cut link's pair rule drops one of its two ends, by design: not false)."""
+    it off (a cut link's pair rule drops one of its two ends, by design: not false). A drill
+    fault (tools/chaos_drill.py) explains exactly the nodes it expected lost."""
     false = []
     for lost in (e for e in events if e.get("event") == "node_lost"):
         explained = any(f["unix_s"] - 1 <= lost["unix_s"] <= f["unix_s"] + f["seconds"] + 15
-                        and (lost.get("node") in (f.get("node"), f.get("host"), f.get("peer")) or f["kind"] == "kill_head")
-                        and (f["kind"] in KILLING or f["kind"] == "cut_link")
+                        and (lost.get("node") in f["expect_lost"] if "expect_lost" in f else
+                             (lost.get("node") in (f.get("node"), f.get("host"), f.get("peer")) or f["kind"] == "kill_head")
+                             and (f["kind"] in KILLING or f["kind"] == "cut_link"))
                         for f in faults)
         if not explained:
             false.append({"node": lost.get("node"), "unix_s": lost["unix_s"], "reason": lost.get("reason")})

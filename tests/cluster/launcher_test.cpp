@@ -301,9 +301,22 @@ TEST(launcher, under_elastic_a_node_that_may_fail_is_reported_and_the_others_go_
   EXPECT_NE(waited.find("trying again in 2 s"), std::string::npos) << waited;
   EXPECT_EQ(waited.find("restarting node failing (4 of 10)"), std::string::npos) << waited;  // 7 s: the head had ended
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(run_nodes({failing}, std::chrono::seconds(1)), 0);
+  EXPECT_EQ(run_nodes({failing}, std::chrono::seconds(1)), 1);  // no node finished: the job failed
   const auto alone = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(alone.find("restarting"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("the job failed: no node finished it"), std::string::npos) << alone;
+  // A node that finds its job stopped by its head (failover: in etcd) is not restarted, and the
+  // job has failed: the others are stopped after the grace.
+  ::testing::internal::CaptureStderr();
+  const auto stopped_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_nodes({{"other", launch_method::local, {"/bin/sh", "-c", "exec sleep 30"}, true, 10},
+                       {"over", launch_method::local, {"/bin/sh", "-c", "exit " + std::to_string(job_stopped_status)}, true, 10}},
+                      std::chrono::seconds(1)),
+            1);
+  const auto over = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(over.find("node over found the job stopped by its head"), std::string::npos) << over;
+  EXPECT_EQ(over.find("restarting node over"), std::string::npos) << over;
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, std::chrono::seconds(20));
   // The head may not fail, elastic or not.
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(run_nodes({{"head", launch_method::local, {"/bin/sh", "-c", "exit 2"}},

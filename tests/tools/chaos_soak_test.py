@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
-"""The chaos soak in CI (ctest `chaos_soak`, label net; issue 55, docs/faults.md#chaos-soak): five
-minutes of tools/chaos on 5 netcluster hosts with head failover and a 3-member etcd, a fault every
-30 s on average drawn from every kind, and its --check: the job ends on its own stop, no committed
-window lost, no node lost that no fault explains, the losses and final parameters those of one
-process trained to the same step. The goodput figures are printed, never judged (timings on a
-shared 2-core machine). Needs root and a built build/tools/troupe; exits 77 (ctest: skipped) with
-the reason elsewhere.
+"""tools/chaos in CI (label net; issue 55, docs/faults.md#chaos-soak).
+
+  chaos_soak_test.py          ctest `chaos_soak`: five minutes of tools/chaos on 5 netcluster hosts
+                              with head failover and a 3-member etcd, a fault every 30 s on average
+                              drawn from every kind
+  chaos_soak_test.py drill    ctest `failover_drill`: the failover drill on 4 hosts — etcd split,
+                              etcd's leader's host lost, the head's host dropping every packet, the
+                              partitions {head} | {rest} and {head, one} | {two others} — each
+                              judged against the outcome it must have (tools/chaos_drill.py)
+
+Both with --check: the job ends on its own stop, no committed window lost, no node lost that no
+fault explains, the losses and final parameters those of a fault-free replay on the same worlds,
+and (the drill) each fault's nodes lost and head moves as expected. Goodput figures are printed,
+never judged (timings on a shared 2-core machine). Needs root and a built build/tools/troupe;
+exits 77 (ctest: skipped) with the reason elsewhere.
 """
 import os
 import pathlib
@@ -13,20 +21,23 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+DRILL = "split_etcd,kill_etcd_leader_host,drop_head,partition_head,partition_head_one"
 
 
 def main():
     if os.geteuid() != 0:
-        print("chaos soak: skipped: needs root (network namespaces)")
+        print("chaos: skipped: needs root (network namespaces)")
         return 77
     if not (ROOT / "build" / "tools" / "troupe").exists():
-        print("chaos soak: skipped: build/tools/troupe is missing")
+        print("chaos: skipped: build/tools/troupe is missing")
         return 77
-    seed = os.environ.get("TROUPE_CHAOS_SEED", "5")
-    minutes = os.environ.get("TROUPE_CHAOS_MINUTES", "5")
-    soak = subprocess.run([sys.executable, str(ROOT / "tools" / "chaos"), "--minutes", minutes, "--mtbf", "30",
-                           "--seed", seed, "--check", "--json"], timeout=1500)
-    return soak.returncode
+    if sys.argv[1:] == ["drill"]:
+        arguments = ["--hosts", "4", "--schedule", DRILL]
+    else:
+        arguments = ["--minutes", os.environ.get("TROUPE_CHAOS_MINUTES", "5"), "--mtbf", "30",
+                     "--seed", os.environ.get("TROUPE_CHAOS_SEED", "5")]
+    chaos = subprocess.run([sys.executable, str(ROOT / "tools" / "chaos"), *arguments, "--check", "--json"], timeout=1500)
+    return chaos.returncode
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/netcluster, from the outside (ctest `netcluster`, label net): up, ssh, exec, the hosts'
-isolation, rate, loss, cut (link, drop, pair), heal, a down that leaves nothing behind, also
+isolation, rate, loss, cut (link, drop, pair, one port), heal, a down that leaves nothing behind, also
 after the script was killed halfway, and the reaping of clusters whose --owner has exited. Needs root; exits 77 (ctest: skipped) with the reason elsewhere.
 """
 import json
@@ -110,6 +110,19 @@ class netcluster_test(unittest.TestCase):
         netcluster("heal", self.b["name"])
         self.assertTrue(reaches(self.a["name"], self.b["address"]))
 
+        netcluster("cut", self.a["name"], self.b["name"], "--port", "22")  # that port only, both ways
+        self.assertFalse(reaches(self.a["name"], self.b["address"]))
+        self.assertFalse(reaches(self.b["name"], self.a["address"]))
+        listener = subprocess.Popen(["ip", "netns", "exec", self.b["name"], "python3", "-c",
+                                     "import socket,time;s=socket.create_server(('0.0.0.0',2380));time.sleep(30)"])
+        self.addCleanup(listener.kill)
+        deadline = time.monotonic() + 5
+        while not reaches(self.a["name"], self.b["address"], 2380) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertTrue(reaches(self.a["name"], self.b["address"], 2380))  # another port passes
+        netcluster("heal", self.a["name"])
+        self.assertTrue(reaches(self.a["name"], self.b["address"]))
+
     def test_an_etcd_member_killed_and_started_again_rejoins_its_cluster(self):
         if not pathlib.Path("/usr/bin/etcd").exists():
             self.skipTest("etcd-server is not installed")
@@ -136,6 +149,7 @@ class netcluster_test(unittest.TestCase):
         self.assertIn("RATE: expected a tc rate", netcluster("rate", self.a["name"], "fast", check=False).stderr)
         self.assertIn("PCT: expected 0..100", netcluster("loss", self.a["name"], "150", check=False).stderr)
         self.assertIn("no host 'zz'", netcluster("cut", "zz", check=False).stderr)
+        self.assertIn("name the PEER", netcluster("cut", self.a["name"], "--port", "22", check=False).stderr)
         self.assertIn("exists", netcluster("up", "2", check=False).stderr)
         self.assertIn("--owner: expected the pid of a running process, got 0",
                       netcluster("up", "1", "--owner", "0", check=False, prefix=PREFIX + "o").stderr)

@@ -159,6 +159,10 @@ void run_this_node(const job_arguments& args, const node_arguments& node_args) {
                                                  : std::string("another node was asked to stop"));
       throw exit_status{cluster::stopped_with_checkpoint_status};
     }
+  } catch (const actors::job_over& over) {
+    std::fprintf(stderr, "troupe: %s: node %s: %s\n", over.stopped ? "error" : "info", node.name.c_str(), over.what());
+    std::fflush(stderr);
+    std::_Exit(over.stopped ? cluster::job_stopped_status : 0);
   } catch (const std::exception& e) {
     // A reducer may still be blocked in its transport until the collective timeout; the
     // process ends here rather than wait for it (checkpoints on disk are always complete).

@@ -18,6 +18,7 @@ namespace {
 constexpr const char* mm_error_handling_env = "UCX_MM_ERROR_HANDLING";
 constexpr const char* sysv_error_handling_env = "UCX_SYSV_ERROR_HANDLING";
 constexpr const char* posix_error_handling_env = "UCX_POSIX_ERROR_HANDLING";
+constexpr const char* tcp_nonblocking_connect_env = "UCX_TCP_CONN_NB";
 constexpr std::uint64_t user_tag_limit = std::uint64_t{1} << transport_tag_bits;
 
 /// Whether UCX may use a shared-memory transport under the UCX_TLS list `tls` ("" or "all":
@@ -37,6 +38,15 @@ bool shared_memory_allowed(const std::string& tls) {
 }  // namespace
 
 ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>()) {
+  // UCX 1.13 opens a TCP endpoint with a blocking connect (UCX_TCP_CONN_NB defaults to n):
+  // ucp_ep_create towards a peer whose host is cut off waits out TCP's connect timeout (about
+  // two minutes), and a node wiring a new generation hears nothing of its head meanwhile — the
+  // next generation's news included (docs/faults.md#the-failover-drill). Non-blocking, the
+  // endpoint is made at once, and a peer that never answers fails the ring's wait as any silent
+  // peer does. Through the environment, before UCX reads it: ucp_config_modify("TCP_CONN_NB")
+  // is accepted but does not reach the TCP transport's settings in UCX 1.13 (tried). Whoever
+  // sets the variable decides for themselves.
+  setenv(tcp_nonblocking_connect_env, "y", /*overwrite=*/0);
   ucp_config_t* config = nullptr;
   ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", -1);
   const auto modify = [&](const char* name, const std::string& value) {

@@ -1,0 +1,157 @@
+"""The failover drill of tools/chaos (`--schedule`): faults on the head and on etcd whose outcome
+is known before they are injected, each checked against it after the job (issue 55 §2;
+docs/faults.md#the-failover-drill).
+
+Which side of a partition goes on is etcd's to say: the side that holds a majority of its
+members can renew (or take) the head's lease, so it keeps or takes the role and loses the other
+side's nodes; the other side's nodes can write nothing, hear no head, and stop. Each fault below
+records `expect_lost` (the nodes the job must lose, no more, no fewer) and `expect_head_moves`:
+
+  drop_head              the head's host drops every packet, its link up (no carrier lost): the
+                         head's lease lapses, it stops within it, another node takes the role
+  partition_head         {the head's host} | {every other}: the same, though each side still
+                         reaches the launcher and the rest of the world
+  partition_head_one     {the head's host, one other} | {the rest}, the other chosen so the
+                         head's side holds etcd's majority when the head's host has a member:
+                         the head's side goes on (else the rest does, and the role moves)
+  split_etcd             etcd's leader cut from its peers (port 2380 only; troupe's own traffic
+                         flows): etcd elects another leader; the job loses no one, the head stays
+  kill_etcd_leader_host  the host of etcd's leader dies: its link down, its etcd member and its
+                         node killed; that node is lost, and the role moves when it was the head's
+
+Each lasts DURATION_S and is then undone (the host healed, the member started on its data);
+the launcher restarts the nodes that ended, and the next fault comes once every node trains again.
+"""
+import json
+import os
+import signal
+import urllib.request
+
+from bench_across_hosts import node_processes
+from chaos_faults import fault_target_missing
+
+KINDS = ("split_etcd", "kill_etcd_leader_host", "drop_head", "partition_head", "partition_head_one")
+DURATION_S = {"drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
+              "kill_etcd_leader_host": 10}
+ETCD_PEER_PORT = 2380
+# Events counted as a fault's outcome: from just before it (a clock read after the injection)
+# until this long after it is undone, and never past the next fault.
+OUTCOME_AFTER_S = 20
+
+
+def etcd_status(address):
+    """etcd's /v3/maintenance/status from the member at ADDRESS: (its id, its leader's id), or None."""
+    request = urllib.request.Request(f"http://{address}:2379/v3/maintenance/status", data=b"{}",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=1) as answer:
+            status = json.loads(answer.read())
+    except (OSError, ValueError):
+        return None
+    return status["header"]["member_id"], status.get("leader")
+
+
+def etcd_leader(faults):
+    """The host whose etcd member leads now (as a member that answers says)."""
+    ids, leader = {}, None
+    for host in faults.etcd_members:
+        status = etcd_status(faults.address[host])
+        if status:
+            ids[status[0]] = host
+            leader = leader or status[1]
+    if leader not in ids:
+        raise fault_target_missing(f"no etcd member names a leader it can be matched with ({leader})")
+    return ids[leader]
+
+
+def head_host(faults):
+    head = faults.head_of()
+    if head not in faults.hosts:
+        raise fault_target_missing(f"the head {head} is not on one of the cluster's hosts")
+    return head
+
+
+def majority(side, members):
+    return 2 * len(set(side) & set(members)) > len(members)
+
+
+def cut_pairs(faults, side, other, *port):
+    for host in side:
+        for peer in other:
+            faults.netcluster("cut", host, peer, *port)
+    faults.undo_with(lambda: [faults.netcluster("heal", host) for host in side])
+
+
+def inject(faults, kind):
+    """Injects the drill fault KIND through FAULTS (chaos_faults.cluster_faults); what it hit and
+    what the job must do about it."""
+    head = head_host(faults)
+    if kind == "drop_head":
+        faults.netcluster("cut", head, "--drop")
+        faults.undo_with(lambda: faults.netcluster("heal", head))
+        return {"host": head, "expect_lost": [head], "expect_head_moves": True}
+    if kind == "partition_head":
+        cut_pairs(faults, [head], [h for h in faults.hosts if h != head])
+        return {"host": head, "expect_lost": [head], "expect_head_moves": True}
+    if kind == "partition_head_one":
+        others = [h for h in faults.hosts if h != head]
+        members_first = [h for h in others if h in faults.etcd_members] + [h for h in others if h not in faults.etcd_members]
+        side = [head, members_first[0]]
+        rest = [h for h in faults.hosts if h not in side]
+        cut_pairs(faults, side, rest)
+        going_on = side if majority(side, faults.etcd_members) else rest
+        lost = rest if going_on is side else side
+        return {"host": head, "side": side, "rest": rest, "expect_lost": sorted(lost),
+                "expect_head_moves": head in lost}
+    leader = etcd_leader(faults)
+    if kind == "split_etcd":
+        cut_pairs(faults, [leader], [h for h in faults.etcd_members if h != leader], "--port", ETCD_PEER_PORT)
+        return {"host": leader, "expect_lost": [], "expect_head_moves": False}
+    if kind == "kill_etcd_leader_host":
+        faults.netcluster("cut", leader)
+        faults.netcluster("etcd", "kill", leader)
+        pid = node_processes(faults.run_dir).get(leader)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+        faults.undo_with(lambda: (faults.netcluster("heal", leader), faults.netcluster("etcd", "start", leader)))
+        return {"host": leader, "expect_lost": [leader] if pid else [], "expect_head_moves": leader == head}
+    raise ValueError(f"not a drill fault: {kind}")
+
+
+def outcome(events, fault, until):
+    """What the job did about FAULT: the nodes it lost, and the seconds after it that the role
+    moved and that the old head fenced itself (None where it did not)."""
+    begin, end = fault["unix_s"] - 1, min(until, fault["healed_unix_s"] + OUTCOME_AFTER_S)
+    inside = [e for e in events if begin <= e.get("unix_s", 0) < end]
+
+    def first(kind, **fields):
+        at = [e["unix_s"] for e in inside if e.get("event") == kind and all(e.get(k) == v for k, v in fields.items())]
+        return round(at[0] - fault["unix_s"], 3) if at else None
+
+    return {"lost": sorted({e["node"] for e in inside if e.get("event") == "node_lost"}),
+            "head_moved_s": first("head_moved"), "head_fenced_s": first("head_fenced", node=fault["host"])}
+
+
+def judge(events, faults):
+    """Each drill fault's outcome (added to it as "outcome") beside what it expected; the
+    failures, in words. Timings are reported, not judged; the one order that is judged is the
+    safety rule's: a cut-off head stops before another node takes its role."""
+    failures = []
+    for index, fault in enumerate(faults):
+        if "expect_lost" not in fault:
+            continue
+        until = faults[index + 1]["unix_s"] if index + 1 < len(faults) else float("inf")
+        seen = fault["outcome"] = outcome(events, fault, until)
+        what = f"{fault['kind']} on {fault['host']}"
+        moved = seen["head_moved_s"] is not None
+        if seen["lost"] != fault["expect_lost"]:
+            failures.append(f"{what}: the job lost {seen['lost'] or 'no one'}, expected {fault['expect_lost'] or 'no one'}")
+        if moved != fault["expect_head_moves"]:
+            failures.append(f"{what}: the head's role {'moved' if moved else 'stayed'}, expected it to "
+                            f"{'move' if fault['expect_head_moves'] else 'stay'}")
+        cut_off_head = fault["kind"] in ("drop_head", "partition_head") or (
+            fault["kind"] == "partition_head_one" and fault["expect_head_moves"])
+        if cut_off_head and moved and (seen["head_fenced_s"] is None or seen["head_fenced_s"] >= seen["head_moved_s"]):
+            failures.append(f"{what}: the cut-off head fenced itself at {seen['head_fenced_s']} s, not before another "
+                            f"node took its role ({seen['head_moved_s']} s after the cut)")
+    return failures

@@ -1,0 +1,81 @@
+"""A netcluster host's network faults as nftables rules (tools/netcluster `loss`, `cut`, `heal`).
+
+Each host keeps its faults in the cluster's state — `drop_all`, `loss` (percent), `cut_peers`
+(entries "ADDRESS", or "ADDRESS:PORT" for one TCP port only) — and `apply_filters` rewrites the
+host's `inet netcluster` table from them: the same rules on input (from the peer) and on output
+(to it). A cut with a port drops TCP segments to or from that port on either end, so a split
+between two hosts' etcd members (port 2380) leaves the rest of their traffic alone.
+"""
+from netcluster_state import run
+
+
+def in_host(host, *argv, check=True):
+    return run("ip", "netns", "exec", host["name"], *argv, check=check)
+
+
+def peer_rules(entry):
+    """The input rules for one cut_peers entry (from that peer)."""
+    address, _, port = entry.partition(":")
+    if not port:
+        return [f"ip saddr {address} drop"]
+    return [f"ip saddr {address} tcp dport {port} drop", f"ip saddr {address} tcp sport {port} drop"]
+
+
+def apply_filters(host):
+    """Writes the host's nftables table from its fault state: loss, a full drop, dropped peers."""
+    rules = []
+    if host.get("drop_all"):
+        rules.append("meta iifname != \"lo\" drop")
+    for entry in host.get("cut_peers", []):
+        rules += peer_rules(entry)
+    if host.get("loss", 0) >= 100:
+        rules.append("meta iifname != \"lo\" drop")
+    elif host.get("loss", 0) > 0:
+        # In hundredths of a percent, so that 0.5 works too.
+        rules.append(f"meta iifname != \"lo\" numgen random mod 10000 < {round(host['loss'] * 100)} drop")
+    output_rules = [r.replace("iifname", "oifname").replace("saddr", "daddr") for r in rules]
+    in_host(host, "nft", "delete", "table", "inet", "netcluster", check=False)
+    if not rules:
+        return
+    text = ("table inet netcluster {\n"
+            "  chain input { type filter hook input priority -10; policy accept;\n    " + "\n    ".join(rules) + "\n  }\n"
+            "  chain output { type filter hook output priority -10; policy accept;\n    " + "\n    ".join(output_rules) +
+            "\n  }\n}\n")
+    run("ip", "netns", "exec", host["name"], "nft", "-f", "-", input_text=text)
+
+
+def cut_between(host, peer, port=None):
+    """Drops what HOST and PEER send each other (on PORT only, when given), both ways."""
+    for one, other in ((host, peer), (peer, host)):
+        entry = other["address"] + (f":{port}" if port else "")
+        one.setdefault("cut_peers", [])
+        if entry not in one["cut_peers"]:
+            one["cut_peers"].append(entry)
+        apply_filters(one)
+
+
+def cut(host, drop):
+    """HOST cut off: its link down (carrier lost), or with DROP every packet dropped, link up."""
+    if drop:
+        host["drop_all"] = True
+        apply_filters(host)
+    else:
+        run("ip", "link", "set", host["veth"], "down")
+        host["link_down"] = True
+
+
+def heal(state, host):
+    """Undoes cut and loss on HOST, and cuts naming HOST on its peers; its rate stays."""
+    run("ip", "link", "set", host["veth"], "up")
+    host.update(link_down=False, drop_all=False, loss=0)
+    for other in state["hosts"]:
+        if other is host:
+            other["cut_peers"] = []
+        else:
+            other["cut_peers"] = [e for e in other.get("cut_peers", []) if e.partition(":")[0] != host["address"]]
+        apply_filters(other)
+
+
+def set_loss(host, percent):
+    host["loss"] = percent
+    apply_filters(host)
