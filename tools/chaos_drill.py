@@ -34,8 +34,8 @@ KINDS = ("split_etcd", "kill_etcd_leader_host", "drop_head", "partition_head", "
 DURATION_S = {"drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
               "kill_etcd_leader_host": 10}
 ETCD_PEER_PORT = 2380
-# Events counted as a fault's outcome: from just before it (a clock read after the injection)
-# until this long after it is undone, and never past the next fault.
+# Events counted as a fault's outcome: from a second before its start (the clock is read just
+# before the injection) until this long after it is undone, and never past the next fault.
 OUTCOME_AFTER_S = 20
 
 
@@ -76,10 +76,11 @@ def majority(side, members):
 
 
 def cut_pairs(faults, side, other, *port):
+    # The undo first: a cut that fails halfway leaves none of the others in place.
+    faults.undo_with(lambda: [faults.netcluster("heal", host) for host in side])
     for host in side:
         for peer in other:
             faults.netcluster("cut", host, peer, *port)
-    faults.undo_with(lambda: [faults.netcluster("heal", host) for host in side])
 
 
 def inject(faults, kind):
@@ -87,8 +88,8 @@ def inject(faults, kind):
     what the job must do about it."""
     head = head_host(faults)
     if kind == "drop_head":
-        faults.netcluster("cut", head, "--drop")
         faults.undo_with(lambda: faults.netcluster("heal", head))
+        faults.netcluster("cut", head, "--drop")
         return {"host": head, "expect_lost": [head], "expect_head_moves": True}
     if kind == "partition_head":
         cut_pairs(faults, [head], [h for h in faults.hosts if h != head])
@@ -108,13 +109,14 @@ def inject(faults, kind):
         cut_pairs(faults, [leader], [h for h in faults.etcd_members if h != leader], "--port", ETCD_PEER_PORT)
         return {"host": leader, "expect_lost": [], "expect_head_moves": False}
     if kind == "kill_etcd_leader_host":
+        pid = node_processes(faults.run_dir).get(leader)
+        if not pid:
+            raise fault_target_missing(f"no node process runs on {leader}, etcd's leader's host")
+        faults.undo_with(lambda: (faults.netcluster("heal", leader), faults.netcluster("etcd", "start", leader)))
         faults.netcluster("cut", leader)
         faults.netcluster("etcd", "kill", leader)
-        pid = node_processes(faults.run_dir).get(leader)
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-        faults.undo_with(lambda: (faults.netcluster("heal", leader), faults.netcluster("etcd", "start", leader)))
-        return {"host": leader, "expect_lost": [leader] if pid else [], "expect_head_moves": leader == head}
+        os.kill(pid, signal.SIGKILL)
+        return {"host": leader, "expect_lost": [leader], "expect_head_moves": leader == head}
     raise ValueError(f"not a drill fault: {kind}")
 
 

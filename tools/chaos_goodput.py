@@ -25,6 +25,7 @@ allreduces of the parameters: milliseconds for this model).
 import pathlib
 
 from bench_across_hosts import json_lines
+from chaos_drill import OUTCOME_AFTER_S
 
 DECISIONS = ("node_lost", "head_moved")
 KILLING = ("kill", "kill_head", "freeze", "cut_host")  # faults whose target may rightly be lost
@@ -107,17 +108,25 @@ def recoveries(windows, events, faults):
     return out
 
 
+def explains(fault, lost):
+    """Whether FAULT explains the node_lost event LOST: a drill fault (tools/chaos_drill.py) the
+    nodes it expected lost, within the span its outcome is judged over; any other the node it
+    killed, froze or cut off, or either end of a cut link, up to 15 s after it ended."""
+    if "expect_lost" in fault:
+        return (fault["unix_s"] - 1 <= lost["unix_s"] <= fault["healed_unix_s"] + OUTCOME_AFTER_S
+                and lost.get("node") in fault["expect_lost"])
+    hit = lost.get("node") in (fault.get("node"), fault.get("host"), fault.get("peer")) or fault["kind"] == "kill_head"
+    return (fault["unix_s"] - 1 <= lost["unix_s"] <= fault["unix_s"] + fault["seconds"] + 15 and hit
+            and (fault["kind"] in KILLING or fault["kind"] == "cut_link"))
+
+
 def false_deaths(events, faults):
     """node_lost events that no fault explains: a node lost though nothing killed, froze or cut
     it off (a cut link's pair rule drops one of its two ends, by design: not false). A drill
     fault (tools/chaos_drill.py) explains exactly the nodes it expected lost."""
     false = []
     for lost in (e for e in events if e.get("event") == "node_lost"):
-        explained = any(f["unix_s"] - 1 <= lost["unix_s"] <= f["unix_s"] + f["seconds"] + 15
-                        and (lost.get("node") in f["expect_lost"] if "expect_lost" in f else
-                             (lost.get("node") in (f.get("node"), f.get("host"), f.get("peer")) or f["kind"] == "kill_head")
-                             and (f["kind"] in KILLING or f["kind"] == "cut_link"))
-                        for f in faults)
+        explained = any(explains(f, lost) for f in faults)
         if not explained:
             false.append({"node": lost.get("node"), "unix_s": lost["unix_s"], "reason": lost.get("reason")})
     return false

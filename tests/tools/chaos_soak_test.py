@@ -17,6 +17,7 @@ exits 77 (ctest: skipped) with the reason elsewhere.
 """
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -31,13 +32,24 @@ def main():
     if not (ROOT / "build" / "tools" / "troupe").exists():
         print("chaos: skipped: build/tools/troupe is missing")
         return 77
+    # Within ctest's TIMEOUT (tests/CMakeLists.txt), so that tools/chaos is ended by us, not orphaned.
     if sys.argv[1:] == ["drill"]:
-        arguments = ["--hosts", "4", "--schedule", DRILL]
+        arguments, seconds = ["--hosts", "4", "--schedule", DRILL], 1100
     else:
-        arguments = ["--minutes", os.environ.get("TROUPE_CHAOS_MINUTES", "5"), "--mtbf", "30",
-                     "--seed", os.environ.get("TROUPE_CHAOS_SEED", "5")]
-    chaos = subprocess.run([sys.executable, str(ROOT / "tools" / "chaos"), *arguments, "--check", "--json"], timeout=1500)
-    return chaos.returncode
+        arguments, seconds = ["--minutes", os.environ.get("TROUPE_CHAOS_MINUTES", "5"), "--mtbf", "30",
+                              "--seed", os.environ.get("TROUPE_CHAOS_SEED", "5")], 1400
+    chaos = subprocess.Popen([sys.executable, str(ROOT / "tools" / "chaos"), *arguments, "--check", "--json"])
+    try:
+        return chaos.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        print(f"chaos: still running after {seconds} s; interrupting it (it takes its cluster down)")
+        chaos.send_signal(signal.SIGINT)
+        try:
+            chaos.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            chaos.kill()
+            chaos.wait()
+        return 1
 
 
 if __name__ == "__main__":
