@@ -41,13 +41,17 @@ using clock = std::chrono::steady_clock;
 /// How long a fenced head's process may take to end once it stopped coordinating.
 constexpr std::chrono::seconds head_fence_grace{3};
 
+bool job_is_over(const cluster::stored_membership& stored) {
+  return stored.state.phase == cluster::coordinator_phase::stopped ||
+         stored.state.phase == cluster::coordinator_phase::ended;
+}
+
 /// A stopped (or ended) job is not taken over: its last head wrote that it stopped every node,
 /// and a coordinator started from that state could admit no one (restarted nodes would be
 /// refused, and restarted again, for ever). The node ends with the job's own reason.
 void end_if_job_over(const cluster::stored_membership& stored, const std::string& node) {
-  const auto phase = stored.state.phase;
-  if (phase != cluster::coordinator_phase::stopped && phase != cluster::coordinator_phase::ended) return;
-  const bool stopped = phase == cluster::coordinator_phase::stopped;
+  if (!job_is_over(stored)) return;
+  const bool stopped = stored.state.phase == cluster::coordinator_phase::stopped;
   throw job_over(detail::concat("node ", node, ": the job ", stopped ? "stopped" : "ended", " before node ",
                                 stored.written_by, ", its last head, was lost",
                                 stored.state.stop_reason.empty() ? "" : " (" + stored.state.stop_reason + ")"),
@@ -122,10 +126,23 @@ void cluster_membership::follow_holder_at_start() {
   const auto keys = failover_keys();
   io::etcd_client etcd(failover_etcd());
   const auto deadline = clock::now() + m.timeouts.join;
+  // The state of a job that is over ends this node only once it has stood, with no holder, for
+  // as long as a launch's first head may take to take the key and write its own (an earlier
+  // launch of the same job leaves its final state under the same keys).
+  const auto over_for = std::chrono::seconds(2 * m.failover.lease_s + 5);
+  auto over_since = clock::time_point::max();  // max: not seen over
   std::string last_error = "no node holds it";
   while (clock::now() < deadline) {
     try {
       const auto term = cluster::current_head(etcd, keys.head);
+      const auto stored = term ? std::nullopt : cluster::read_membership(etcd, keys);
+      if (!stored || !job_is_over(*stored)) {
+        over_since = clock::time_point::max();
+      } else if (over_since == clock::time_point::max()) {
+        over_since = clock::now();
+      } else if (clock::now() - over_since >= over_for) {
+        end_if_job_over(*stored, node_.name);
+      }
       // A key naming this node is its own lost process's, whose lease has not run out yet.
       if (term && cluster::decode_holder(term->holder, keys.head).node != node_.name) {
         const auto holder = cluster::decode_holder(term->holder, keys.head);
@@ -142,8 +159,6 @@ void cluster_membership::follow_holder_at_start() {
                      node_.name, holder.node, holder.address());
         continue;
       }
-      if (!term)
-        if (const auto stored = cluster::read_membership(etcd, keys)) end_if_job_over(*stored, node_.name);
     } catch (const io::etcd_unavailable& e) {
       last_error = e.what();
     }

@@ -13,10 +13,10 @@
 #include "actors/metrics_hub.hpp"
 #include "actors/node_startup.hpp"
 #include "actors/training_session.hpp"
-#include "messages/error.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/plan.hpp"
 #include "io/config/job_config.hpp"
+#include "messages/error.hpp"
 
 namespace troupe::cluster {
 class head_lease;

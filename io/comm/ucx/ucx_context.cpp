@@ -45,8 +45,9 @@ ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>(
   // endpoint is made at once, and a peer that never answers fails the ring's wait as any silent
   // peer does. Through the environment, before UCX reads it: ucp_config_modify("TCP_CONN_NB")
   // is accepted but does not reach the TCP transport's settings in UCX 1.13 (tried). Whoever
-  // sets the variable decides for themselves.
-  setenv(tcp_nonblocking_connect_env, "y", /*overwrite=*/0);
+  // sets the variable decides for themselves. A context is made on the main thread before the
+  // threads that read the environment (CAF's, the reducers') start.
+  ::setenv(tcp_nonblocking_connect_env, "y", /*overwrite=*/0);
   ucp_config_t* config = nullptr;
   ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", -1);
   const auto modify = [&](const char* name, const std::string& value) {
