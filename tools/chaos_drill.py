@@ -100,8 +100,7 @@ def inject(faults, kind):
         side = [head, members_first[0]]
         rest = [h for h in faults.hosts if h not in side]
         cut_pairs(faults, side, rest)
-        going_on = side if majority(side, faults.etcd_members) else rest
-        lost = rest if going_on is side else side
+        lost = rest if majority(side, faults.etcd_members) else side
         return {"host": head, "side": side, "rest": rest, "expect_lost": sorted(lost),
                 "expect_head_moves": head in lost}
     leader = etcd_leader(faults)
