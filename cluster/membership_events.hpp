@@ -78,10 +78,17 @@ struct head_takeover_event {
   std::string why;
 };
 
+/// A member whose control connection closed while its process still beat reconnected from a new
+/// actor (actors/coordinator_reconnect.cpp): it carried the job's secret and its incarnation.
+struct control_reconnect_event {
+  std::string node;
+  std::string why;  ///< how its connection went down
+};
+
 using membership_event =
     std::variant<join_event, restarted_join_event, finished_event, connection_lost_event, heartbeat_silence_event,
                  link_suspicion_event, node_error_event, join_deadline_event, release_deadline_event, standby_event,
-                 head_takeover_event>;
+                 head_takeover_event, control_reconnect_event>;
 
 enum class membership_event_kind : uint8_t {
   join,
@@ -95,8 +102,9 @@ enum class membership_event_kind : uint8_t {
   release_deadline,
   standby,
   head_takeover,
+  control_reconnect,
 };
-inline constexpr int membership_event_kind_count = 11;
+inline constexpr int membership_event_kind_count = 12;
 
 inline membership_event_kind kind_of(const membership_event& event) {
   return static_cast<membership_event_kind>(event.index());

@@ -44,6 +44,8 @@ const row table[] = {
     {phase::forming, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::forming},
     {phase::forming, event::head_takeover, TROUPE_GUARD(survivable_loss), TROUPE_ACTION(take_over_from_lost_head), phase::forming},
     {phase::forming, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
+    {phase::forming, event::control_reconnect, TROUPE_GUARD(not_a_member), TROUPE_ACTION(refuse_reconnect), phase::forming},
+    {phase::forming, event::control_reconnect, TROUPE_ALWAYS, TROUPE_ACTION(take_back_while_forming), phase::forming},
 
     // training: the plan went out, nobody has finished.
     {phase::training, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::training},
@@ -72,6 +74,8 @@ const row table[] = {
     {phase::training, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
     {phase::training, event::head_takeover, TROUPE_GUARD(survivable_loss), TROUPE_ACTION(take_over_from_lost_head), phase::forming},
     {phase::training, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
+    {phase::training, event::control_reconnect, TROUPE_GUARD(not_a_member), TROUPE_ACTION(refuse_reconnect), phase::training},
+    {phase::training, event::control_reconnect, TROUPE_ALWAYS, TROUPE_ACTION(reform_for_reconnect), phase::forming},
 
     // finishing: some members finished; a loss now stops the job.
     {phase::finishing, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::finishing},
@@ -93,6 +97,8 @@ const row table[] = {
     {phase::finishing, event::standby, TROUPE_GUARD(standby_fits), TROUPE_ACTION(take_standby), phase::finishing},
     {phase::finishing, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::finishing},
     {phase::finishing, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(stop_for_loss), phase::stopped},
+    // Others finished and left the plan behind: no generation can form again.
+    {phase::finishing, event::control_reconnect, TROUPE_ALWAYS, TROUPE_ACTION(refuse_reconnect), phase::finishing},
 
     // released: everyone finished; the head waits for the others to disconnect.
     {phase::released, event::join, TROUPE_ALWAYS, TROUPE_ACTION(refuse_join_naming_why), phase::released},
@@ -109,6 +115,7 @@ const row table[] = {
     {phase::released, event::release_deadline, TROUPE_ALWAYS, TROUPE_ACTION(end_job_now), phase::ended},
     {phase::released, event::standby, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::released},
     {phase::released, event::head_takeover, TROUPE_ALWAYS, TROUPE_ACTION(end_job_now), phase::ended},
+    {phase::released, event::control_reconnect, TROUPE_ALWAYS, TROUPE_ACTION(refuse_reconnect), phase::released},
 };
 
 #undef TROUPE_GUARD
@@ -130,6 +137,7 @@ const char* event_name(membership_event_kind kind) {
     case event::release_deadline: return "release deadline";
     case event::standby: return "standby";
     case event::head_takeover: return "head takeover";
+    case event::control_reconnect: return "control reconnect";
   }
   return "unknown";
 }

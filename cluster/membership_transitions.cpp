@@ -15,11 +15,6 @@ const node_spec* manifest_node(const step_context& context, const std::string& n
   return found == nodes.end() ? nullptr : &*found;
 }
 
-/// "node NAME (HOST)", for messages.
-std::string label(const step_context& context, const std::string& node) {
-  const auto* spec = manifest_node(context, node);
-  return spec ? "node " + node + " (" + spec->host + ")" : "node " + node;
-}
 
 const join_request& join_of(const step_context& context) {
   if (const auto* join = std::get_if<join_event>(&context.event)) return join->join;
@@ -170,18 +165,6 @@ void stop(step_context& context, const std::string& reason, const std::string& e
   context.effects.push_back(std::move(stopping));
 }
 
-// Survivors that rejoined the generation being formed are already waiting for its plan; the
-// others (but `except`, which is joining now) stop their window in flight and join. The
-// generation must be complete within timeouts.join.
-void announce(step_context& context, const std::string& reason, const std::string& except) {
-  auto& state = context.state;
-  announce_generation news{state.generation, reason, {}};
-  for (const auto& node : state.members)
-    if (node != except && state.joins.count(node) == 0) news.to.push_back(node);
-  context.effects.push_back(std::move(news));
-  context.effects.push_back(arm_join_deadline{state.generation});
-}
-
 /// The "generation" line of events.jsonl for the plan that went out last: who goes on, from
 /// which step.
 void record_generation(step_context& context, int64_t start_steps) {
@@ -277,6 +260,24 @@ void drop_sending_plans(step_context& context, const std::string& node, const st
 }
 
 }  // namespace
+
+/// "node NAME (HOST)", for messages.
+std::string label(const step_context& context, const std::string& node) {
+  const auto* spec = manifest_node(context, node);
+  return spec ? "node " + node + " (" + spec->host + ")" : "node " + node;
+}
+
+// Survivors that rejoined the generation being formed are already waiting for its plan; the
+// others (but `except`, which is joining now) stop their window in flight and join. The
+// generation must be complete within timeouts.join.
+void announce(step_context& context, const std::string& reason, const std::string& except) {
+  auto& state = context.state;
+  announce_generation news{state.generation, reason, {}, {}};
+  for (const auto& node : state.members)
+    if (node != except && state.joins.count(node) == 0) news.to.push_back(node);
+  context.effects.push_back(std::move(news));
+  context.effects.push_back(arm_join_deadline{state.generation});
+}
 
 // Guards.
 

@@ -7,6 +7,7 @@
 /// (never its phase: the row's next phase is set after it) and appends effects.
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cluster/membership_machine.hpp"
@@ -21,6 +22,10 @@ struct step_context {
   /// Handled next, in the same step (a restarted node's join, once it is admitted).
   std::optional<membership_event> then;
 };
+
+// Helpers of the actions (in more than one file).
+std::string label(const step_context& context, const std::string& node);
+void announce(step_context& context, const std::string& reason, const std::string& except);
 
 // Guards.
 bool join_completes_generation(const step_context& context);
@@ -59,5 +64,9 @@ void note_departure(step_context& context);
 void end_after_last_departure(step_context& context);
 void end_job_now(step_context& context);
 void take_over_from_lost_head(step_context& context);
+// cluster/membership_reconnect.cpp
+void refuse_reconnect(step_context& context);
+void take_back_while_forming(step_context& context);
+void reform_for_reconnect(step_context& context);
 
 }  // namespace troupe::cluster::transitions

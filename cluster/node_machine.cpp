@@ -28,6 +28,12 @@ bool newer_generation(const step_context& c) {
   return std::get<membership_news_event>(c.event).generation > c.rules.generation;
 }
 
+/// The connection closed but the head's process still echoes this node's heartbeats
+/// (docs/faults.md#a-control-connection-that-breaks).
+bool head_still_answers(const step_context& c) {
+  return std::get<coordinator_down_event>(c.event).head_still_answers && c.rules.clustered;
+}
+
 /// The manifest configures failover: another node takes the head's role (docs/faults.md#head-failover).
 bool head_can_move(const step_context& c) { return c.rules.failover && c.rules.elastic && c.rules.clustered; }
 
@@ -71,6 +77,13 @@ void follow_head_role(step_context& c) {
   c.state.head_lost = true;
   c.state.replan_reason = "the head's coordinator at " + c.rules.head + " went down (" +
                           std::get<coordinator_down_event>(c.event).reason + "); following its role through etcd";
+}
+
+void reconnect_to_head(step_context& c) {
+  c.state.reconnect = true;
+  c.state.replan_reason = "the control connection to the head at " + c.rules.head + " closed (" +
+                          std::get<coordinator_down_event>(c.event).reason +
+                          ") while the head still answers heartbeats; reconnecting";
 }
 
 void fail_head_gone(step_context& c) {
@@ -118,6 +131,7 @@ const row table[] = {
     {phase::training, event::ring_suspicion, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
     {phase::training, event::membership_news, TROUPE_GUARD(newer_generation), TROUPE_ACTION(start_hand_over), phase::handing_over},
     {phase::training, event::membership_news, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::training},
+    {phase::training, event::coordinator_down, TROUPE_GUARD(head_still_answers), TROUPE_ACTION(reconnect_to_head), phase::handing_over},
     {phase::training, event::coordinator_down, TROUPE_GUARD(head_can_move), TROUPE_ACTION(follow_head_role), phase::handing_over},
     {phase::training, event::coordinator_down, TROUPE_ALWAYS, TROUPE_ACTION(fail_head_gone), phase::failed},
     {phase::training, event::actor_down, TROUPE_GUARD(ended_normally), TROUPE_ACTION(ignore), phase::training},
@@ -133,6 +147,7 @@ const row table[] = {
     {phase::awaiting_verdict, event::ring_suspicion, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::awaiting_verdict},
     {phase::awaiting_verdict, event::membership_news, TROUPE_GUARD(newer_generation), TROUPE_ACTION(start_hand_over), phase::handing_over},
     {phase::awaiting_verdict, event::membership_news, TROUPE_ALWAYS, TROUPE_ACTION(ignore), phase::awaiting_verdict},
+    {phase::awaiting_verdict, event::coordinator_down, TROUPE_GUARD(head_still_answers), TROUPE_ACTION(reconnect_to_head), phase::handing_over},
     {phase::awaiting_verdict, event::coordinator_down, TROUPE_GUARD(head_can_move), TROUPE_ACTION(follow_head_role), phase::handing_over},
     {phase::awaiting_verdict, event::coordinator_down, TROUPE_ALWAYS, TROUPE_ACTION(fail_head_gone), phase::failed},
     {phase::awaiting_verdict, event::actor_down, TROUPE_GUARD(ended_normally), TROUPE_ACTION(ignore), phase::awaiting_verdict},

@@ -51,6 +51,9 @@ struct node_state {
   std::string failure;      ///< failed: why
   uint64_t next_generation = 0;  ///< handing_over: the generation to join (0: the new head's, ask it)
   bool head_lost = false;        ///< handing_over: the head's coordinator went; follow its role (etcd)
+  /// handing_over: only the control connection to the head closed (the head still echoes this
+  /// node's heartbeats): reconnect to the same head and join its next generation.
+  bool reconnect = false;
   std::string replan_reason;     ///< handing_over: the head's reason
   std::string ring_failure;      ///< awaiting_verdict: the ring's own error
 };
@@ -75,8 +78,11 @@ struct membership_news_event {
   uint64_t generation = 0;
   std::string reason;
 };
+/// The actor of the head's coordinator went down (its connection closed, or its heartbeats fell silent).
 struct coordinator_down_event {
   std::string reason;
+  /// The head echoed one of this node's heartbeats after the connection closed: its process lives.
+  bool head_still_answers = false;
 };
 /// An actor of the run ended: `reason` empty when it ended normally.
 struct actor_down_event {

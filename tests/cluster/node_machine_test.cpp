@@ -99,6 +99,14 @@ std::vector<row_case> shared_cases(const std::string& where, const std::function
        [](const node_machine& m, const auto&) {
          EXPECT_EQ(m.state().failure, "the head node's coordinator at 198.18.0.1:29500 went down (connection reset)");
        }},
+      {where + ": only the connection closed, the head still answers", start,
+       coordinator_down_event{"connection reset", true}, "reconnect_to_head", phase::handing_over,
+       [](const node_machine& m, const auto&) {
+         EXPECT_TRUE(m.state().reconnect);
+         EXPECT_FALSE(m.state().head_lost);
+         EXPECT_EQ(m.state().replan_reason, "the control connection to the head at 198.18.0.1:29500 closed "
+                                            "(connection reset) while the head still answers heartbeats; reconnecting");
+       }},
       {where + ": an actor ends normally", start, actor_down_event{"", false}, "ignore", stay},
       {where + ": a worker's error", start, actor_down_event{"bad data in shard 3", false}, "fail_with_reason",
        phase::failed,
@@ -150,6 +158,9 @@ std::vector<row_case> cases() {
        },
        coordinator_down_event{"remote_link_unreachable"}, "follow_head_role", phase::handing_over,
        [](const node_machine& m, const auto&) { EXPECT_TRUE(m.state().head_lost); }},
+      {"training: with failover too, a head that still answers is reconnected to, not replaced",
+       [] { return training(failover_rules()); }, coordinator_down_event{"connection reset", true}, "reconnect_to_head",
+       phase::handing_over, [](const node_machine& m, const auto&) { EXPECT_FALSE(m.state().head_lost); }},
       {"awaiting release: the release", awaiting_release, release_event{}, "note_release", phase::released},
       {"awaiting release: the head leaves after releasing", awaiting_release, coordinator_down_event{"normal"},
        "note_release", phase::released},
