@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/event_log.hpp"
+#include "cluster/job_secret.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -20,14 +21,6 @@ using heartbeat_check_atom = caf::atom_constant<caf::atom("hbcheck")>;
 /// How long the released nodes have to read their release before the coordinator quits.
 constexpr std::chrono::seconds release_grace{10};
 
-/// Equal secrets, compared in time independent of where they differ.
-bool same_secret(const std::string& given, const std::string& expected) {
-  if (expected.empty()) return true;
-  unsigned char difference = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    difference |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
-  return difference == 0;
-}
 
 caf::error cluster_failure(const std::string& text) {
   return messages::make_error(messages::errc::cluster_failed, text);
@@ -177,15 +170,24 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   } catch (const error& e) {
     return cluster_failure(e.what());
   }
-  if (!same_secret(join.secret, settings.secret)) {
+  if (!cluster::same_job_secret(join.secret, settings.secret)) {
     spdlog::warn("refused a join claiming to be node {}: it did not carry this job's secret ({})", join.node,
                  cluster::job_secret_variable);
     return cluster_failure("node " + join.node + ": the head refused the join: it did not carry this job's secret (" +
                            cluster::job_secret_variable + ", which troupe launch gives its nodes)");
   }
-  // The reply and the sender are registered first: the step may answer this join with the plan.
-  // (Making the promise takes the answer over, so a refusal is delivered through it too.)
   const auto node = join.node;
+  const auto incarnation = join.incarnation;
+  const bool restarted = join.restarted;
+  return answer_join(node, incarnation,
+                     restarted ? cluster::membership_event(cluster::restarted_join_event{std::move(join)})
+                               : cluster::membership_event(cluster::join_event{std::move(join)}));
+}
+
+// The reply and the sender are registered first: the step may answer this join with the plan.
+// (Making the promise takes the answer over, so a refusal is delivered through it too.)
+caf::result<std::string> coordinator_state::answer_join(const std::string& node, uint64_t incarnation,
+                                                        const cluster::membership_event& event) {
   const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   auto reply = self->make_response_promise();
   const auto manager = managers.find(node);
@@ -195,10 +197,6 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   managers[node] = sender;
   waiting_joins[node] = reply;
   std::string refusal;
-  const bool restarted = join.restarted;
-  const auto incarnation = join.incarnation;
-  const auto event = restarted ? cluster::membership_event(cluster::restarted_join_event{std::move(join)})
-                               : cluster::membership_event(cluster::join_event{std::move(join)});
   if (!apply(event, &refusal) || !refusal.empty()) {
     // Refused: whoever was waiting as this node before keeps its place.
     if (previous_manager) managers[node] = previous_manager;
@@ -210,6 +208,7 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
   }
   if (previous_manager != sender) self->monitor(sender);
   settings.heartbeats->admit(node_indices.at(node), incarnation);
+  incarnations[node] = incarnation;
   return reply;
 }
 
@@ -233,13 +232,18 @@ void coordinator_state::on_finished(const std::string& node, uint64_t node_gener
   apply(cluster::finished_event{node, node_generation});
 }
 
-/// A member that goes down before finishing is lost; after the release the coordinator stays
+/// A member that goes down before finishing is lost, unless its heartbeats show it lives and it
+/// reconnects (actors/coordinator_reconnect.cpp); after the release the coordinator stays
 /// until every other node has disconnected, so no node mistakes the head's exit for a failure
 /// before it has read its release.
 void coordinator_state::on_down(const caf::down_msg& down) {
   for (const auto& [name, manager] : managers)
     if (manager == down.source) {
-      apply(cluster::connection_lost_event{name, self->system().render(down.reason)});
+      const auto node = name;  // the handlers change the managers
+      const auto why = self->system().render(down.reason);
+      // Only a closed connection may hide a live process; an actor that ended says why itself.
+      if (down.reason == caf::exit_reason::remote_link_unreachable) on_member_disconnected(node, why);
+      else apply(cluster::connection_lost_event{node, why});
       return;
     }
 }
@@ -400,6 +404,8 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   return {
       [self](messages::join_atom, const std::string& bytes) { return self->state.on_join(bytes); },
       [self](messages::standby_atom, const std::string& bytes) { self->state.on_standby(bytes); },
+      [self](messages::reconnect_atom, const std::string& bytes) { return self->state.on_reconnect(bytes); },
+      [self](reconnect_check_atom, const std::string& node) { self->state.check_reconnection(node); },
       [self](messages::finished_atom, const std::string& node, uint64_t generation) {
         self->state.on_finished(node, generation);
       },
@@ -423,7 +429,7 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       },
       [self](messages::suspect_atom, const std::string& node, uint64_t generation, int32_t peer,
              const std::string& reason) {
-        if (self->state.from_manager_of(node))
+        if (self->state.from_manager_of(node) && !self->state.suspects_a_disconnected_member(peer))
           self->state.apply(cluster::link_suspicion_event{node, generation, peer, reason});
       },
       [self](messages::abort_atom, const std::string& node, const std::string& reason) {

@@ -8,6 +8,7 @@
 /// what only a running process can hold: who each node's actor is, the joins waiting for their
 /// plan; when each member was last heard from is the heartbeat receiver's (io/comm/heartbeat_receiver.hpp).
 
+#include <caf/atom.hpp>
 #include <caf/fwd.hpp>
 #include <caf/result.hpp>
 #include <caf/response_promise.hpp>
@@ -31,6 +32,9 @@ class heartbeat_receiver;
 }
 
 namespace troupe::actors {
+
+/// The coordinator to itself: (reconnect_check_atom, node) looks at a disconnected member again.
+using reconnect_check_atom = caf::atom_constant<caf::atom("rcheck")>;
 
 struct coordinator_settings {
   cluster::cluster_manifest manifest;  ///< every node must have read the same file (file_hash) …
@@ -66,11 +70,34 @@ struct coordinator_state {
   /// Each node's probe agent and the incarnation of the process it belongs to (actors/indirect_probes.hpp).
   std::map<std::string, std::pair<caf::actor, uint64_t>> probers;
   std::map<std::string, suspicion> suspicions;  ///< members silent for half of timeouts.heartbeat_ms
+  /// Members whose connection closed while their process may live (actors/coordinator_reconnect.cpp).
+  struct disconnection {
+    std::chrono::steady_clock::time_point since;
+    std::string why;  ///< the down reason, rendered
+  };
+  std::map<std::string, disconnection> disconnections;
+  std::map<std::string, uint64_t> incarnations;  ///< the process each node's accepted join came from
 
   caf::result<std::string> on_join(const std::string& bytes);
+  /// Registers the sender as `node`'s actor and its reply as waiting, and steps the machine with
+  /// `event` (a join, or what stands for one): answered with the plan, or refused.
+  caf::result<std::string> answer_join(const std::string& node, uint64_t incarnation,
+                                       const cluster::membership_event& event);
   void on_standby(const std::string& bytes);
   void on_finished(const std::string& node, uint64_t node_generation);
   void on_down(const caf::down_msg& down);
+  /// A member's connection closed before it finished: lost at once when the job can take no
+  /// reconnection, else after reconnect_evidence without a beat sent since (see below).
+  void on_member_disconnected(const std::string& node, const std::string& why);
+  /// Whether the member that disconnected is lost now, still awaited, or already back.
+  void check_reconnection(const std::string& node);
+  /// Whether global rank `peer` belongs to a member whose connection closed and whose fate its
+  /// heartbeats decide within reconnect_evidence (its ring peers' suspicions would otherwise
+  /// drop whichever of the pair ranks higher, before the member itself is found lost).
+  bool suspects_a_disconnected_member(int32_t peer) const;
+  /// A member's new actor, after its connection closed, with its join of the next generation:
+  /// authenticated like a join, answered like one.
+  caf::result<std::string> on_reconnect(const std::string& bytes);
   /// Every heartbeat period: a member that has neither finished nor been heard from within
   /// timeouts.heartbeat is reported silent to the machine (a crashed host, a frozen or
   /// partitioned process) — unless the head's own receiver fell behind (then nobody is), or
@@ -135,6 +162,12 @@ struct coordinator_state {
 ///     (abort_atom, "node X … stopped with an error: …"), then quits.
 ///   Not every node joined within timeouts.join → the waiting joins fail naming the missing
 ///     nodes, and the coordinator quits with errc::cluster_failed.
+///   ← down of a member that may still live (before it finished, while a generation forms or
+///     trains): awaited (actors/coordinator_reconnect.cpp). A member whose heartbeats stopped
+///     with its connection is lost after reconnect_evidence; one that still beats after the close
+///     has timeouts.heartbeat_ms to send (reconnect_atom, JoinRequest bytes) from a new actor →
+///     ClusterPlan bytes as for a join (a reconnect event: every member goes on as the next
+///     generation, and this is its join of it), or is lost then.
 ///   ← (forming_atom) → the generation being formed (a node that followed the head's role here
 ///     asks it which generation to join); an error when none is being formed
 ///   ← (metrics_atom, MetricsBatch bytes) → delegated to the metrics hub, which answers unit

@@ -3,7 +3,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
+#include <thread>
 
 #include "actors/event_log.hpp"
 #include "actors/indirect_probes.hpp"
@@ -79,7 +81,10 @@ bool witnesses_hear_head(const std::vector<std::pair<std::string, std::uint16_t>
 }  // namespace
 
 node_heartbeats::node_heartbeats(caf::actor_system& system, node_heartbeat_settings settings)
-    : node_(settings.node), events_(settings.events), timeout_(settings.datagrams.timeout) {
+    : node_(settings.node),
+      events_(settings.events),
+      timeout_(settings.datagrams.timeout),
+      period_(settings.datagrams.period) {
   watcher_ = system.spawn(head_watcher, settings.coordinator, head_left_);
   probe_agent_ = system.spawn(probe_agent, probe_agent_settings{settings.node, settings.datagrams.incarnation,
                                                                 settings.datagrams.token, settings.coordinator});
@@ -133,6 +138,21 @@ std::function<bool()> node_heartbeats::head_heard_source() const {
   return [slot = slot_, recently = timeout_ / 2] {
     const std::lock_guard lock(slot->mutex);
     return slot->sender != nullptr && slot->sender->head_heard_within(recently);
+  };
+}
+
+std::function<bool(std::chrono::steady_clock::time_point)> node_heartbeats::head_answers_source() const {
+  return [slot = slot_, wait = std::min(3 * period_, timeout_ / 2)](std::chrono::steady_clock::time_point since) {
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      {
+        const std::lock_guard lock(slot->mutex);
+        if (slot->sender == nullptr) return false;
+        if (slot->sender->head_heard_within(now - since)) return true;  // an echo at or after `since`
+      }
+      if (now >= since + wait) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   };
 }
 

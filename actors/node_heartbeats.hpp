@@ -64,6 +64,10 @@ class node_heartbeats {
   /// Whether this process heard the head within half of timeouts.heartbeat_ms (what its link-probe
   /// responder answers other nodes' "does your process hear the head?"); same guarantees.
   std::function<bool()> head_heard_source() const;
+  /// Whether the head echoes a beat after `since` (the control connection closed: does the head's
+  /// process live?), waiting up to three heartbeat periods (at most half the timeout) from `since`
+  /// for one; same guarantees.
+  std::function<bool(std::chrono::steady_clock::time_point)> head_answers_source() const;
   /// The nodes asked whether they hear the head before this one gives up on a silent head (its
   /// plan's other members: host and link-probe port).
   void set_witnesses(std::vector<std::pair<std::string, std::uint16_t>> witnesses);
@@ -91,6 +95,7 @@ class node_heartbeats {
   };
   std::shared_ptr<witness_list> witnesses_ = std::make_shared<witness_list>();
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds period_;
 };
 
 }  // namespace troupe::actors

@@ -90,14 +90,18 @@ void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool
   if (startup) startup->join_sent = unix_seconds();
   const auto plan = request_plan(request);
   if (startup) startup->planned = unix_seconds();
+  check_plan_answers(plan, generation);
+  take_place_in(plan, transports);
+  if (startup) startup->wired = unix_seconds();
+}
+
+void cluster_membership::check_plan_answers(const cluster::cluster_plan& plan, uint64_t generation) const {
   const auto& m = node_.manifest;
   const auto& me = plan.member(node_.name);
   if (plan.generation < generation || me.workers != m.nodes[m.node_index(node_.name)].workers)
     throw make_error("the head at ", m.head_address(), " answered the join of generation ", generation,
                      " with a plan of generation ", plan.generation, " giving node ", node_.name, " ", me.workers,
                      " workers");
-  take_place_in(plan, transports);
-  if (startup) startup->wired = unix_seconds();
 }
 
 cluster::join_request cluster_membership::join_basics(uint64_t generation, int64_t committed_steps,
@@ -146,14 +150,21 @@ cluster::join_request cluster_membership::join_request_for(uint64_t generation, 
   return join;
 }
 
-/// Sends the join and waits (timeouts.join and some) for the coordinator's plan.
-cluster::cluster_plan cluster_membership::request_plan(const cluster::join_request& join) {
+/// Sends the join (as a reconnection when `reconnecting`) and waits (timeouts.join and some) for
+/// the coordinator's plan.
+cluster::cluster_plan cluster_membership::request_plan(const cluster::join_request& join, bool reconnecting) {
   const auto& m = node_.manifest;
   std::string plan_bytes, failure;
-  (*self_)->request(coordinator_, m.timeouts.join + std::chrono::seconds(10), messages::join_atom::value,
-                    cluster::encode_join(join))
-      .receive([&](const std::string& bytes) { plan_bytes = bytes; },
-               [&](caf::error& e) { failure = "joining the head at " + m.head_address() + ": " + system_->render(e); });
+  const auto wait = m.timeouts.join + std::chrono::seconds(10);
+  auto request = reconnecting
+                     ? (*self_)->request(coordinator_, wait, messages::reconnect_atom::value, cluster::encode_join(join))
+                     : (*self_)->request(coordinator_, wait, messages::join_atom::value, cluster::encode_join(join));
+  std::move(request).receive(
+      [&](const std::string& bytes) { plan_bytes = bytes; },
+      [&](caf::error& e) {
+        failure = std::string(reconnecting ? "reconnecting to" : "joining") + " the head at " + m.head_address() + ": " +
+                  system_->render(e);
+      });
   if (!failure.empty()) throw error(failure);
   return cluster::decode_plan(plan_bytes, "the head at " + m.head_address());
 }

@@ -207,6 +207,7 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   role_.partitioned = partitioned_;
   role_.head = m.head_address();
   role_.heartbeat_round_trips = heartbeats_->round_trip_source();
+  role_.head_answers_since = heartbeats_->head_answers_source();
   role_.transports.assign(transports.size(), {});
   role_.nccl_ids = plan.nccl_ids;
   role_.cuda_devices.clear();
@@ -405,6 +406,10 @@ training_summary run_node(const node_identity& node, io::job_config config, cons
     carried.losses.clear();
     if (outcome.head_lost) {
       membership.follow_head_role(carried.optimizer_steps, outcome.reason);
+      continue;
+    }
+    if (outcome.reconnect) {
+      membership.reconnect_to_head(carried.optimizer_steps, outcome.reason);
       continue;
     }
     spdlog::warn("node {}: joining generation {} at step {}", node.name, outcome.next_generation,

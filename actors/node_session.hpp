@@ -78,6 +78,11 @@ class cluster_membership {
   /// finds the node that holds the head's role now, or takes it, and joins the generation that
   /// head forms with the steps this node's workers completed. The role becomes the new plan's.
   void follow_head_role(int64_t committed_steps, const std::string& why);
+  /// After only the control connection to the head closed, the head still echoing this node's
+  /// heartbeats (docs/faults.md#a-control-connection-that-breaks): connects to the same head
+  /// again and joins the generation it forms with the steps this node's workers completed, in one
+  /// request. The role becomes the new plan's. Throws when the head does not take it back.
+  void reconnect_to_head(int64_t committed_steps, const std::string& why);
   /// Tells the coordinator this node stops with an error (so the job stops, whatever the
   /// policy); waits at most a second for it to hear.
   void report_error(const std::string& reason);
@@ -125,7 +130,9 @@ class cluster_membership {
   cluster::join_request join_basics(uint64_t generation, int64_t committed_steps, bool restarted) const;
   cluster::join_request join_request_for(uint64_t generation, int64_t committed_steps, bool restarted,
                                          local_transports& transports);
-  cluster::cluster_plan request_plan(const cluster::join_request& join);
+  cluster::cluster_plan request_plan(const cluster::join_request& join, bool reconnecting = false);
+  /// Throws unless `plan` answers a join of `generation` (or later) with this node's workers.
+  void check_plan_answers(const cluster::cluster_plan& plan, uint64_t generation) const;
   /// Takes `plan_bytes` (generation `generation`'s plan, from the news) on the standby
   /// transports, opens the next standby and tells the coordinator (`standby_atom`).
   void take_announced_plan(uint64_t generation, int64_t committed_steps, const std::string& plan_bytes);

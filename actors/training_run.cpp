@@ -60,6 +60,7 @@ generation_outcome training_run::execute() {
     outcome.summary.reset();
     outcome.next_generation = membership_->state().next_generation;
     outcome.head_lost = membership_->state().head_lost;
+    outcome.reconnect = membership_->state().reconnect;
     outcome.reason = membership_->state().replan_reason;
     if (announced_plan_.first == outcome.next_generation) outcome.next_plan = announced_plan_.second;
     return outcome;

@@ -81,6 +81,9 @@ class training_run {
   void note_losses(const messages::window_report& report);
   std::chrono::milliseconds next_wait() const;
   bool handing_over() const;
+  /// The coordinator went down: whether only its connection closed and the head still echoes
+  /// this node's heartbeats (waits up to three heartbeat periods for one).
+  bool head_answers_after(const caf::down_msg& down) const;
   void hand_over();
   void abort_transports(const std::string& reason);
   void stop();

@@ -64,7 +64,7 @@ std::optional<training_summary> training_run::await_summaries() {
           gone_.insert(down.source);
           const auto reason = down.reason ? system_.render(down.reason) : std::string();
           if (role_.coordinator && down.source == role_.coordinator)
-            apply(cluster::coordinator_down_event{reason});
+            apply(cluster::coordinator_down_event{reason, head_answers_after(down)});
           else
             apply(cluster::actor_down_event{reason, down.reason && is_collective_failure(down.reason)});
         },
@@ -103,6 +103,14 @@ void training_run::apply(const cluster::node_event& event) {
 void training_run::on_membership_news(uint64_t generation, const std::string& reason, const std::string& plan) {
   if (!plan.empty() && generation > announced_plan_.first) announced_plan_ = {generation, plan};
   apply(cluster::membership_news_event{generation, reason});
+}
+
+// Only a closed connection may leave the head alive (a coordinator that quit or was killed, a
+// fenced head's, says so in its reason); the heartbeats' echoes say whether it does
+// (docs/faults.md#a-control-connection-that-breaks).
+bool training_run::head_answers_after(const caf::down_msg& down) const {
+  if (down.reason != caf::exit_reason::remote_link_unreachable || !role_.head_answers_since) return false;
+  return role_.head_answers_since(std::chrono::steady_clock::now());
 }
 
 bool training_run::handing_over() const {

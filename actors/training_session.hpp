@@ -103,6 +103,9 @@ struct cluster_role {
   /// The node's heartbeats' round trips since the last call, sent with each metrics batch
   /// (actors/node_heartbeats.hpp); none alone.
   std::function<messages::heartbeat_round_trips()> heartbeat_round_trips;
+  /// Whether the head still echoes this node's heartbeats after `since`, when the connection to
+  /// its coordinator closed (waits a few heartbeat periods); none alone.
+  std::function<bool(std::chrono::steady_clock::time_point)> head_answers_since;
 
   /// Ring `ring`'s settings as the plan gives them (order, index, chunk, timeout).
   io::ring_settings ring_settings(int ring) const;
@@ -144,6 +147,9 @@ struct generation_outcome {
   /// The head's coordinator went down and the manifest configures failover: the node follows the
   /// head's role (whoever takes it) and joins the generation that head forms.
   bool head_lost = false;
+  /// Only the connection to the head's coordinator closed, the head lives: the node reconnects to
+  /// it and joins its next generation (docs/faults.md#a-control-connection-that-breaks).
+  bool reconnect = false;
   std::string reason;  ///< why the coordinator re-planned
   /// The new generation's plan for this node when it came with the news (encoded), else empty:
   /// the node joins the generation (docs/faults.md#membership-generations).

@@ -53,4 +53,12 @@ void adopt_published_job_secret(const std::filesystem::path& run_dir) {
   ::setenv(job_secret_variable, secret.c_str(), 1);
 }
 
+bool same_job_secret(const std::string& given, const std::string& expected) {
+  if (expected.empty()) return true;
+  unsigned char difference = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    difference |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  return difference == 0;
+}
+
 }  // namespace troupe::cluster

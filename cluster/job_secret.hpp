@@ -13,6 +13,10 @@ namespace troupe::cluster {
 /// A new random job secret: 32 hex digits from the OS.
 std::string make_job_secret();
 
+/// Whether `given` is the job's secret (`expected` empty: any is), compared in a time that does
+/// not depend on where they differ.
+bool same_job_secret(const std::string& given, const std::string& expected);
+
 /// RUN_DIR/job-secret.
 std::filesystem::path job_secret_file(const std::filesystem::path& run_dir);
 

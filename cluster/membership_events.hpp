@@ -79,9 +79,10 @@ struct head_takeover_event {
 };
 
 /// A member whose control connection closed while its process still beat reconnected from a new
-/// actor (actors/coordinator_reconnect.cpp): it carried the job's secret and its incarnation.
+/// actor (actors/coordinator_reconnect.cpp) with the job's secret and its member process's
+/// incarnation; `join` is its join of whichever generation forms next (its generation is set here).
 struct control_reconnect_event {
-  std::string node;
+  join_request join;
   std::string why;  ///< how its connection went down
 };
 

@@ -32,6 +32,8 @@ std::string subject(const step_context& context) {
           return event.reporter;
         else if constexpr (std::is_same_v<event_type, standby_event>)
           return event.report.node;
+        else if constexpr (std::is_same_v<event_type, control_reconnect_event>)
+          return event.join.node;
         else if constexpr (std::is_same_v<event_type, join_deadline_event> ||
                            std::is_same_v<event_type, release_deadline_event>)
           return "";

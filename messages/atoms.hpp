@@ -37,6 +37,9 @@ using head_lost_atom = caf::atom_constant<caf::atom("headlost")>;
 /// node → coordinator: (forming_atom) → the generation the coordinator is forming (after the
 /// head's role moved, the survivors ask the new head which generation to join).
 using forming_atom = caf::atom_constant<caf::atom("forming")>;
+/// node → coordinator: (reconnect_atom, JoinRequest bytes) from a member whose control connection
+/// closed while the head still echoed its heartbeats → the generation to join (actors/coordinator.hpp).
+using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;
 /// node → coordinator: (join_atom, JoinRequest bytes).
 using join_atom = caf::atom_constant<caf::atom("join")>;
 /// coordinator → node: (plan_atom, ClusterPlan bytes) once every node has joined.

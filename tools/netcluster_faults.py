@@ -1,4 +1,5 @@
-"""A netcluster host's network faults as nftables rules (tools/netcluster `loss`, `cut`, `heal`).
+"""A netcluster host's network faults as nftables rules (tools/netcluster `loss`, `cut`, `heal`), and
+connection resets (`reset`).
 
 Each host keeps its faults in the cluster's state — `drop_all`, `loss` (percent), `cut_peers`
 (entries "ADDRESS", or "ADDRESS:PORT" for one TCP port only) — and `apply_filters` rewrites the
@@ -79,3 +80,10 @@ def heal(state, host):
 def set_loss(host, percent):
     host["loss"] = percent
     apply_filters(host)
+
+
+def reset_connections(host, port):
+    """Aborts HOST's TCP connections to or from PORT (ss -K): the peer of each gets a reset, as from a
+    middlebox or a firewall, while every packet still flows. Returns how many it aborted."""
+    listing = in_host(host, "ss", "-K", "-t", "-n", "-H", f"( dport = :{port} or sport = :{port} )")
+    return len([line for line in listing.splitlines() if line.strip()])

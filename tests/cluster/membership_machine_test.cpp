@@ -264,22 +264,24 @@ std::vector<row_case> forming_cases() {
          EXPECT_CONTAINS(text_of_stop(effects), "the job had not started");
        }},
       {"a lost node cannot reconnect", [] { job j; j.forming_without_c(); return j; },
-       control_reconnect_event{"c", "reset"}, "refuse_reconnect", phase::forming,
+       control_reconnect_event{join_of("c", 0, r), "reset"}, "refuse_reconnect", phase::forming,
        [](const job&, const auto& effects) {
          ASSERT_EQ(effects_of<refuse_join>(effects).size(), 1u);
          EXPECT_CONTAINS(effects_of<refuse_join>(effects)[0].why, "was lost from the job before generation 1");
        }},
       {"a joined member that reconnects while forming joins again", [] { job j; j.join({"a", "b"}, 0); return j; },
-       control_reconnect_event{"b", "reset"}, "take_back_while_forming", phase::forming,
+       control_reconnect_event{join_of("b", 0, r), "reset"}, "take_back_while_forming", phase::forming,
        [](const job& j, const auto& effects) {
+         // Its old join dropped, the reconnection taken as its join of generation 0 again.
+         ASSERT_EQ(j.machine.last_step().size(), 2u);
+         EXPECT_EQ(j.machine.last_step().back().action, std::string("take_join"));
          EXPECT_EQ(j.state().generation, 0u);
-         EXPECT_EQ(j.state().joins.count("b"), 0u);
+         EXPECT_EQ(j.state().joins.count("b"), 1u);
          EXPECT_TRUE(effects_of<announce_generation>(effects).empty());
          ASSERT_EQ(effects_of<event_log_line>(effects).size(), 1u);
          EXPECT_EQ(effects_of<event_log_line>(effects)[0].fields["event"], "control_reconnected");
-         job next = j;  // its join again completes the generation
-         EXPECT_EQ(effects_of<send_plan>(next.on(join_event{join_of("c", 0, next.machine.rules())})).size(), 0u);
-         EXPECT_EQ(effects_of<send_plan>(next.on(join_event{join_of("b", 0, next.machine.rules())})).size(), 1u);
+         job next = j;
+         EXPECT_EQ(effects_of<send_plan>(next.on(join_event{join_of("c", 0, next.machine.rules())})).size(), 1u);
        }},
   };
 }
@@ -434,13 +436,14 @@ std::vector<row_case> training_cases() {
          EXPECT_CONTAINS(text_of_stop(effects), "fewer than faults.min_nodes 3");
        }},
       {"a lost node cannot reconnect while training", [] { job j; j.training_without_c(); return j; },
-       control_reconnect_event{"c", "reset"}, "refuse_reconnect", phase::training},
+       control_reconnect_event{join_of("c", 0, r), "reset"}, "refuse_reconnect", phase::training},
       {"a member that reconnects makes every member join the next generation", [] { job j; j.training(); return j; },
-       control_reconnect_event{"b", "connection reset by peer"}, "reform_for_reconnect", phase::forming,
+       control_reconnect_event{join_of("b", 0, r), "connection reset by peer"}, "reform_for_reconnect", phase::forming,
        [](const job& j, const auto& effects) {
          EXPECT_EQ(j.state().generation, 1u);
          EXPECT_EQ(j.state().members, (std::set<std::string>{"a", "b", "c"}));
-         EXPECT_TRUE(j.state().joins.empty());
+         EXPECT_EQ(j.state().joins.size(), 1u);  // b's reconnection is its join of generation 1
+         EXPECT_EQ(j.state().joins.at("b").generation, 1u);
          const auto news = effects_of<announce_generation>(effects);
          ASSERT_EQ(news.size(), 1u);
          EXPECT_EQ(news[0].to, (std::vector<std::string>{"a", "c"}));  // b asks by itself
@@ -450,8 +453,8 @@ std::vector<row_case> training_cases() {
            EXPECT_NE(line.fields["event"], "node_lost") << line.fields.dump();
          EXPECT_EQ(effects_of<arm_join_deadline>(effects).at(0).generation, 1u);
          job next = j;
-         next.join({"a", "c"}, 1, 5);
-         EXPECT_EQ(effects_of<send_plan>(next.on(join_event{join_of("b", 1, next.machine.rules(), 4)})).size(), 1u);
+         next.join({"a"}, 1, 5);
+         EXPECT_EQ(effects_of<send_plan>(next.on(join_event{join_of("c", 1, next.machine.rules(), 4)})).size(), 1u);
          EXPECT_EQ(next.state().start_steps, 5);
        }},
   };
@@ -503,7 +506,7 @@ std::vector<row_case> finishing_cases() {
        "take_standby", phase::finishing},
       {"a standby report without a plan from the news is ignored", finishing, report_of("a", 1, r, 0), "ignore",
        phase::finishing},
-      {"a reconnect after some finished is refused", finishing, control_reconnect_event{"c", "reset"},
+      {"a reconnect after some finished is refused", finishing, control_reconnect_event{join_of("c", 0, r), "reset"},
        "refuse_reconnect", phase::finishing,
        [](const job&, const auto& effects) {
          EXPECT_CONTAINS(effects_of<refuse_join>(effects).at(0).why, "after the job began finishing");
@@ -536,7 +539,7 @@ std::vector<row_case> released_cases() {
       {"a join deadline is ignored", released, join_deadline_event{0}, "ignore", phase::released},
       {"the release deadline ends the job", released, release_deadline_event{}, "end_job_now", phase::ended},
       {"a standby report is ignored", released, report_of("a", 1, r, 0), "ignore", phase::released},
-      {"a reconnect is refused", released, control_reconnect_event{"c", "reset"}, "refuse_reconnect",
+      {"a reconnect is refused", released, control_reconnect_event{join_of("c", 0, r), "reset"}, "refuse_reconnect",
        phase::released},
       {"a new head after the release ends the job", released, head_takeover_event{"a", "b", "ended"}, "end_job_now",
        phase::ended},
@@ -594,7 +597,7 @@ TEST(membership_machine, a_pair_without_a_row_is_refused_naming_phase_and_event_
       join_event{join_of("a", 0, r)}, restarted_join_event{join_of("a", 0, r)}, finished_event{"a", 0},
       connection_lost_event{"a", "x"}, heartbeat_silence_event{"a", 1, 1}, link_suspicion_event{"a", 0, 1, "x"},
       node_error_event{"a", "x"}, join_deadline_event{0}, release_deadline_event{}, report_of("a", 0, r),
-      head_takeover_event{"a", "b", "x"}, control_reconnect_event{"a", "x"}};
+      head_takeover_event{"a", "b", "x"}, control_reconnect_event{join_of("a", 0, r), "x"}};
   ASSERT_EQ(every_event.size(), static_cast<std::size_t>(membership_event_kind_count));
   for (auto* j : {&stopped, &ended})
     for (const auto& event : every_event) {

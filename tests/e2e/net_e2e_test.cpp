@@ -375,6 +375,51 @@ TEST_F(net_test, a_node_cut_off_from_the_head_alone_for_three_seconds_is_kept) {
   for (std::size_t h = 0; h < 4; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty());
 }
 
+// A middlebox's reset, twice: `netcluster reset` aborts node c's TCP connection to the head's
+// port (ss -K in c's host: both ends get a reset) while every datagram still flows. c's process
+// lives and the head still echoes its heartbeats, so nobody is lost: c connects again, every
+// node goes on as the next generation, and the job keeps one process's losses
+// (docs/faults.md#a-control-connection-that-breaks).
+TEST_F(net_test, a_control_connection_reset_reconnects_and_loses_nobody) {
+  const int64_t steps = 200;  // ~15 s: each reset lands well before the end
+  const auto config = write_config(steps, false, 0.1);
+  auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "one-reset").string(), 300);
+  ASSERT_EQ(single.status, 0) << single.output;
+  net_cluster cluster(3, "1gbit");
+  const auto manifest = write_net_manifest(cluster, "reset.json");
+  const auto head_port = json::parse(io_text(manifest))["head"]["port"].get<int>();
+  const auto run = *dir_ / "reset";
+  auto job = std::async(std::launch::async, [&] { return launch(manifest, config, "reset"); });
+  std::vector<double> reset_at;
+  for (const int64_t step : {30, 100}) {
+    ASSERT_TRUE(wait_for_step(run, step, 120)) << "step " << step;
+    const auto reset = cluster.command("reset", cluster.hosts()[2].name + " --port " + std::to_string(head_port));
+    reset_at.push_back(unix_now());
+    ASSERT_EQ(reset.status, 0) << reset.output;
+    EXPECT_NE(std::stoi(reset.output), 0) << "no connection to the head's port to reset: " << reset.output;
+  }
+  ASSERT_EQ(job.wait_for(std::chrono::seconds(300)), std::future_status::ready) << "the launcher hung";
+  const auto launched = job.get();
+  ASSERT_EQ(launched.status, 0) << launched.output;
+  EXPECT_EQ(event_time(run, "node_lost"), -1) << io_text((run / "events.jsonl").string());
+  const auto reconnects = events_called(run, "control_reconnected");
+  ASSERT_EQ(reconnects.size(), 2u) << io_text((run / "events.jsonl").string()) << launched.output;
+  for (const auto& reconnect : reconnects) EXPECT_EQ(reconnect["node"], cluster.hosts()[2].name) << reconnect.dump();
+  EXPECT_NE(launched.output.find("while the head still answers heartbeats; reconnecting"), std::string::npos)
+      << launched.output;
+  const auto lines = window_lines(run);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(steps));
+  for (const auto& line : lines) EXPECT_EQ(line["world_size"], 3) << "step " << line["step"];
+  expect_same_curve(read_metrics("one-reset"), read_metrics("reset"), "control connection reset");
+  const auto generations = events_called(run, "generation");
+  for (std::size_t i = 0; i < reconnects.size() && i < generations.size() && i < reset_at.size(); ++i)
+    std::printf("reset %zu: taken back %.3f s and the next generation planned %.3f s after `netcluster reset` "
+                "returned (its own run counts against it)\n",
+                i + 1, reconnects[i]["unix_s"].get<double>() - reset_at[i],
+                generations[i]["unix_s"].get<double>() - reset_at[i]);
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << cluster.hosts()[h].name;
+}
+
 /// Cuts the head's host off (`how`: "" takes its link down, "--drop" drops every packet with the
 /// interface up) after step 25 of a 3-host job checkpointing every 10 windows. The other two
 /// cannot reach the head and fence themselves, naming it; the head, hearing from nobody, is a

@@ -1,0 +1,121 @@
+#include "actors/coordinator.hpp"
+
+/// The coordinator's side of a member's control connection that closes while the member's
+/// process lives (docs/faults.md#a-control-connection-that-breaks).
+///
+/// Protocol. A member's liveness is its heartbeat datagrams, not its TCP connection. When the
+/// connection of a member that may still go on (it has not finished; a generation forms or
+/// trains) goes down:
+///   1. the member is noted disconnected, and looked at again after reconnect_evidence;
+///   2. no beat of it since the close: its process ended with its connection (a crash, a kill),
+///      and it is lost as before, reconnect_evidence later than the down message alone;
+///   3. it still beats: it has until timeouts.heartbeat_ms after the close to send
+///      (reconnect_atom, its join) from a new actor over a new connection. It must carry the
+///      job's secret and the incarnation its member process joined with, and its join of the
+///      next generation. Then its new actor becomes its manager and the machine takes a
+///      control_reconnect event: every member goes on as the next generation
+///      (cluster/membership_reconnect.cpp), and the reconnection is this member's join of it,
+///      answered with the plan;
+///   4. no reconnection by then: lost, naming both facts.
+/// A reconnection may arrive before the head's own down message (each side sees the close when
+/// its socket does): it is taken all the same, and the old actor's down is then nobody's.
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "cluster/job_secret.hpp"
+#include "io/comm/heartbeat_receiver.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
+#include "messages/error_code.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// How long a member whose connection closed has to show that its process lives: a beat sent
+/// after the close. Three heartbeat periods (a beat lost to the same fault still leaves two), at
+/// most half the heartbeat timeout.
+std::chrono::milliseconds reconnect_evidence(const cluster::cluster_manifest& m) {
+  return std::min(3 * m.timeouts.heartbeat_period, m.timeouts.heartbeat / 2);
+}
+
+caf::error refused(const std::string& text) { return messages::make_error(messages::errc::cluster_failed, text); }
+
+}  // namespace
+
+void coordinator_state::on_member_disconnected(const std::string& node, const std::string& why) {
+  const auto& state = membership_state();
+  const bool may_go_on = state.phase == cluster::coordinator_phase::forming ||
+                         state.phase == cluster::coordinator_phase::training;
+  if (!may_go_on || state.members.count(node) == 0 || state.finished.count(node) != 0 ||
+      node == settings.manifest.head_node) {
+    apply(cluster::connection_lost_event{node, why});
+    return;
+  }
+  disconnections[node] = {clock::now(), why};
+  spdlog::warn("node {}: its connection to the head closed ({}); lost unless its heartbeats go on", node, why);
+  self->delayed_send(self, reconnect_evidence(settings.manifest), reconnect_check_atom::value, node);
+}
+
+void coordinator_state::check_reconnection(const std::string& node) {
+  const auto found = disconnections.find(node);
+  if (found == disconnections.end()) return;  // reconnected
+  const auto since = found->second.since;
+  auto why = found->second.why;
+  const auto heard = settings.heartbeats->last_heard(node_indices.at(node));
+  const bool beats = heard && *heard > since;
+  const auto& timeouts = settings.manifest.timeouts;
+  if (beats && clock::now() - since < timeouts.heartbeat) {
+    self->delayed_send(self, timeouts.heartbeat_period, reconnect_check_atom::value, node);
+    return;
+  }
+  disconnections.erase(found);
+  if (beats)
+    why += "; it still sent heartbeats but did not reconnect within " + std::to_string(timeouts.heartbeat.count()) +
+           " ms (timeouts.heartbeat_ms)";
+  apply(cluster::connection_lost_event{node, why});  // a node lost meanwhile is ignored
+}
+
+bool coordinator_state::suspects_a_disconnected_member(int32_t peer) const {
+  for (const auto& member : membership_state().plan)
+    if (peer >= member.first_rank && peer < member.first_rank + member.workers && disconnections.count(member.node) != 0) {
+      spdlog::info("a ring peer of rank {} reported silent: node {}, whose connection closed, is lost or back shortly",
+                   peer, member.node);
+      return true;
+    }
+  return false;
+}
+
+caf::result<std::string> coordinator_state::on_reconnect(const std::string& bytes) {
+  cluster::join_request join;
+  try {
+    join = cluster::decode_join(bytes, "a node's reconnection");
+  } catch (const error& e) {
+    return refused(e.what());
+  }
+  const auto node = join.node;
+  if (!cluster::same_job_secret(join.secret, settings.secret)) {
+    spdlog::warn("refused a reconnection claiming to be node {}: it did not carry this job's secret", node);
+    return refused("node " + node + ": the head refused the reconnection: it did not carry this job's secret (" +
+                   cluster::job_secret_variable + ")");
+  }
+  const auto incarnation = incarnations.find(node);
+  if (incarnation == incarnations.end() || incarnation->second != join.incarnation)
+    return refused("node " + node + ": the head refused the reconnection: it comes from another process than the " +
+                   "member's (a restarted node joins as one)");
+  // Awaited no longer: taken back now, or refused (then its heartbeats end with its process).
+  const auto disconnected = disconnections.find(node);
+  auto why = std::string("its connection closed");
+  if (disconnected != disconnections.end()) {
+    why = disconnected->second.why;
+    disconnections.erase(disconnected);
+  }
+  const auto member_incarnation = join.incarnation;
+  return answer_join(node, member_incarnation, cluster::control_reconnect_event{std::move(join), why});
+}
+
+}  // namespace troupe::actors
