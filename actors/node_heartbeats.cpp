@@ -149,6 +149,7 @@ std::function<bool(std::chrono::steady_clock::time_point)> node_heartbeats::head
         const std::lock_guard lock(slot->mutex);
         if (slot->sender == nullptr) return false;
         if (slot->sender->head_heard_within(now - since)) return true;  // an echo at or after `since`
+        if (slot->sender->head_port_refused_since(since)) return false;  // its process is gone
       }
       if (now >= since + wait) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

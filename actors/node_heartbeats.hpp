@@ -66,7 +66,7 @@ class node_heartbeats {
   std::function<bool()> head_heard_source() const;
   /// Whether the head echoes a beat after `since` (the control connection closed: does the head's
   /// process live?), waiting up to three heartbeat periods (at most half the timeout) from `since`
-  /// for one; same guarantees.
+  /// for one, or until a beat is refused (no process on the head's port); same guarantees.
   std::function<bool(std::chrono::steady_clock::time_point)> head_answers_source() const;
   /// The nodes asked whether they hear the head before this one gives up on a silent head (its
   /// plan's other members: host and link-probe port).

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <mutex>
 #include <optional>
@@ -75,6 +76,7 @@ struct heartbeat_sender::impl {
   unique_fd socket;
   std::atomic<bool> stop{false};
   std::atomic<clock::rep> last_echo{0};  ///< steady clock ticks of the last echo (0: none yet)
+  std::atomic<clock::rep> last_refusal{0};  ///< steady clock ticks of the last refused beat (0: none)
   mutable std::mutex mutex;
   std::vector<double> round_trips_ms;  // guarded by mutex
   round_trip_histogram whole_run;      // guarded by mutex
@@ -103,7 +105,11 @@ struct heartbeat_sender::impl {
     std::array<unsigned char, 2 * heartbeat_datagram_bytes> buffer{};
     for (;;) {
       const auto got = ::recv(socket.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-      if (got < 0) return false;  // nothing more (or the head's port refused: no echo either)
+      if (got < 0 && errno == ECONNREFUSED) {  // an ICMP "port unreachable": no process holds the head's port
+        last_refusal.store(clock::now().time_since_epoch().count());
+        continue;  // the error is cleared once reported; echoes may still be queued
+      }
+      if (got < 0) return false;  // nothing more
       const auto echo = decode_heartbeat(buffer.data(), static_cast<std::size_t>(got));
       if (!echo || !echo->echo || echo->token != settings.token || echo->incarnation != settings.incarnation ||
           echo->node != settings.node)
@@ -195,6 +201,11 @@ heartbeat_round_trips heartbeat_sender::take_round_trips() {
 bool heartbeat_sender::head_heard_within(std::chrono::steady_clock::duration recently) const {
   const auto last = impl_->last_echo.load();
   return last != 0 && clock::now() - clock::time_point(clock::duration(last)) <= recently;
+}
+
+bool heartbeat_sender::head_port_refused_since(std::chrono::steady_clock::time_point since) const {
+  const auto last = impl_->last_refusal.load();
+  return last != 0 && clock::time_point(clock::duration(last)) >= since;
 }
 
 heartbeat_round_trips heartbeat_sender::all_round_trips() const {

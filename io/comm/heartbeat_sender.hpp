@@ -61,6 +61,9 @@ class heartbeat_sender {
   heartbeat_round_trips all_round_trips() const;
   /// Whether an echo of the head came back within `recently`.
   bool head_heard_within(std::chrono::steady_clock::duration recently) const;
+  /// Whether a beat sent since `since` was refused (ICMP port unreachable: the head's process is
+  /// gone, its host still up).
+  bool head_port_refused_since(std::chrono::steady_clock::time_point since) const;
 
   struct impl;
 
