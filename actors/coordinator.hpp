@@ -89,6 +89,8 @@ struct coordinator_state {
   /// A member's connection closed before it finished: lost at once when the job can take no
   /// reconnection, else after reconnect_evidence without a beat sent since (see below).
   void on_member_disconnected(const std::string& node, const std::string& why);
+  /// Probes the disconnected member's host: a refused probe loses it at once.
+  void probe_disconnected(const std::string& node, std::chrono::steady_clock::time_point since);
   /// Whether the member that disconnected is lost now, still awaited, or already back.
   void check_reconnection(const std::string& node);
   /// Whether global rank `peer` belongs to a member whose connection closed and whose fate its

@@ -7,8 +7,9 @@
 /// connection of a member that may still go on (it has not finished; a generation forms or
 /// trains) goes down:
 ///   1. the member is noted disconnected, and looked at again after reconnect_evidence;
-///   2. no beat of it since the close: its process ended with its connection (a crash, a kill),
-///      and it is lost as before, reconnect_evidence later than the down message alone;
+///   2. its host refuses a probe of its probe port (ICMP port unreachable: the process is gone,
+///      its host up — a crash, a kill): lost at once; or no beat of it since the close: its
+///      process ended with its connection, and it is lost reconnect_evidence after the close;
 ///   3. it still beats: it has until timeouts.heartbeat_ms after the close to send
 ///      (reconnect_atom, its join) from a new actor over a new connection. It must carry the
 ///      job's secret and the incarnation its member process joined with, and its join of the
@@ -26,6 +27,8 @@
 #include <algorithm>
 
 #include "cluster/job_secret.hpp"
+#include "cluster/job_token.hpp"
+#include "io/comm/link_probe.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -45,6 +48,16 @@ std::chrono::milliseconds reconnect_evidence(const cluster::cluster_manifest& m)
 
 caf::error refused(const std::string& text) { return messages::make_error(messages::errc::cluster_failed, text); }
 
+/// One probe of a disconnected member's host, then gone (it blocks, as no scheduled actor may):
+/// true when the host refused it, i.e. no process holds the member's probe port any more.
+caf::behavior closed_port_probe(caf::event_based_actor* self, std::uint64_t token) {
+  return {[self, token](messages::probe_atom, const std::string& host, int32_t port, int64_t budget_ms) {
+    self->quit();
+    return io::probe_host(host, static_cast<std::uint16_t>(port), token, std::chrono::milliseconds(budget_ms),
+                          std::chrono::milliseconds(50)) == io::probe_outcome::refused;
+  }};
+}
+
 }  // namespace
 
 void coordinator_state::on_member_disconnected(const std::string& node, const std::string& why) {
@@ -56,9 +69,32 @@ void coordinator_state::on_member_disconnected(const std::string& node, const st
     apply(cluster::connection_lost_event{node, why});
     return;
   }
-  disconnections[node] = {clock::now(), why};
+  const auto since = clock::now();
+  disconnections[node] = {since, why};
   spdlog::warn("node {}: its connection to the head closed ({}); lost unless its heartbeats go on", node, why);
   self->delayed_send(self, reconnect_evidence(settings.manifest), reconnect_check_atom::value, node);
+  probe_disconnected(node, since);
+}
+
+// A process killed with its host up (the usual crash) leaves its probe port closed: the host
+// refuses a probe at once, and the member is lost then instead of after reconnect_evidence.
+void coordinator_state::probe_disconnected(const std::string& node, clock::time_point since) {
+  const auto join = membership_state().joins.find(node);
+  if (join == membership_state().joins.end() || join->second.probe_port == 0) return;
+  const auto host = settings.manifest.nodes[node_indices.at(node)].host;
+  const auto budget = reconnect_evidence(settings.manifest);
+  auto prober = self->spawn<caf::detached>(closed_port_probe, cluster::job_token(settings.config_hash, settings.manifest.file_hash));
+  self->request(prober, budget + std::chrono::milliseconds(500), messages::probe_atom::value, host,
+                static_cast<int32_t>(join->second.probe_port), static_cast<int64_t>(budget.count()))
+      .then(
+          [this, node, since](bool port_closed) {
+            const auto found = disconnections.find(node);
+            if (!port_closed || found == disconnections.end() || found->second.since != since) return;
+            const auto why = found->second.why + "; its host refused a probe: its process is gone";
+            disconnections.erase(found);
+            apply(cluster::connection_lost_event{node, why});
+          },
+          [](caf::error&) {});
 }
 
 void coordinator_state::check_reconnection(const std::string& node) {

@@ -96,15 +96,21 @@ void link_probe_responder::answer_head_queries(std::function<bool()> head_heard)
 
 bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token, std::chrono::milliseconds budget,
                 std::chrono::milliseconds interval, probe_question question) {
+  return probe_host(host, port, token, budget, interval, question) == probe_outcome::answered;
+}
+
+probe_outcome probe_host(const std::string& host, std::uint16_t port, std::uint64_t token,
+                         std::chrono::milliseconds budget, std::chrono::milliseconds interval, probe_question question) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) return false;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr)
+    return probe_outcome::silent;
   const unique_fd socket(::socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!socket.valid() || ::connect(socket.get(), found->ai_addr, found->ai_addrlen) != 0) {
     ::freeaddrinfo(found);
-    return false;
+    return probe_outcome::silent;
   }
   ::freeaddrinfo(found);
   const auto message = probe_message(token, question);
@@ -118,11 +124,12 @@ bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token
       if (::poll(&ready, 1, static_cast<int>(std::max<long long>(1, wait))) <= 0) continue;
       std::array<char, 64> buffer{};
       const auto got = ::recv(socket.get(), buffer.data(), buffer.size(), 0);
+      if (got < 0 && errno == ECONNREFUSED) return probe_outcome::refused;
       if (got == static_cast<ssize_t>(probe_bytes) && std::memcmp(buffer.data(), message.data(), probe_bytes) == 0)
-        return true;
+        return probe_outcome::answered;
     }
   }
-  return false;
+  return probe_outcome::silent;
 }
 
 }  // namespace troupe::io

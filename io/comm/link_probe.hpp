@@ -52,8 +52,20 @@ enum class probe_question {
   hears_head,  ///< does its node's process hear the head?
 };
 
-/// Sends a probe to host:port every `interval` for up to `budget`; true as soon as an answer
-/// with `token` comes back, false when none did (or the host does not resolve).
+/// What probing a host found.
+enum class probe_outcome {
+  answered,  ///< an answer with the token came back
+  refused,   ///< the host refused a probe (ICMP port unreachable): no process holds the port, the host is up
+  silent,    ///< neither within the budget (or the host does not resolve)
+};
+
+/// Sends a probe to host:port every `interval` for up to `budget`, until an answer with `token`
+/// comes back or the host refuses one.
+probe_outcome probe_host(const std::string& host, std::uint16_t port, std::uint64_t token,
+                         std::chrono::milliseconds budget, std::chrono::milliseconds interval,
+                         probe_question question = probe_question::host_there);
+
+/// probe_host(…) == answered.
 bool probe_link(const std::string& host, std::uint16_t port, std::uint64_t token,
                 std::chrono::milliseconds budget = std::chrono::milliseconds(1000),
                 std::chrono::milliseconds interval = std::chrono::milliseconds(50),

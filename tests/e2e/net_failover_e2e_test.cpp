@@ -1,5 +1,6 @@
 // Head failover across hosts of their own (tools/netcluster, 1 Gbit/s) with a real 3-member etcd
-// cluster on them (`tools/netcluster etcd up`): the head's host cut off. Unlike a killed process
+// cluster on them (`tools/netcluster etcd up`): a node's control connection reset (the head lives:
+// the node reconnects, the role stays), then the head's host cut off. Unlike a killed process
 // (tests/e2e/failover_e2e_test.cpp), nobody sees a connection close: the others hear no heartbeat
 // reply, wait for the head's lease to run out in etcd (whose member on the cut host is now a
 // minority), and one takes the role. The old head, which can renew its lease no more, stops
@@ -44,6 +45,13 @@ TEST_F(net_test, the_heads_host_cut_off_hands_its_role_on_and_the_job_keeps_its_
   const auto run = *dir_ / name;
   auto job = std::async(std::launch::async, [&] { return launch(manifest, config, name); });
   ASSERT_TRUE(wait_for_step(run, 20, 120)) << "the job never reached step 20";
+  // First a reset of node c's control connection: the head lives, so c reconnects and nobody
+  // revokes the head's lease (docs/faults.md#a-control-connection-that-breaks); the one move
+  // counted below is the cut's.
+  const auto head_port = json::parse(io_text(manifest))["head"]["port"].get<int>();
+  const auto reset = cluster.command("reset", cluster.hosts()[2].name + " --port " + std::to_string(head_port));
+  ASSERT_EQ(reset.status, 0) << reset.output;
+  ASSERT_TRUE(wait_for_step(run, 45, 120)) << "the job never reached step 45";
   const auto head = cluster.hosts()[0].name;
   ASSERT_EQ(cluster.command("cut", head).status, 0);
   const double cut_done = unix_now();
@@ -55,6 +63,8 @@ TEST_F(net_test, the_heads_host_cut_off_hands_its_role_on_and_the_job_keeps_its_
 
   const auto moved = events_called(run, "head_moved");
   ASSERT_EQ(moved.size(), 1u) << io_text((run / "events.jsonl").string());
+  EXPECT_EQ(events_called(run, "control_reconnected").size(), 1u) << io_text((run / "events.jsonl").string());
+  for (const auto& lost : events_called(run, "node_lost")) EXPECT_EQ(lost["node"], head) << lost.dump();
   EXPECT_EQ(moved[0]["from"], head);
   const double moved_after = moved[0]["unix_s"].get<double>() - cut_done;
   // The old head stopped coordinating before anyone took its role: no moment with two heads.
