@@ -209,6 +209,7 @@ caf::result<std::string> coordinator_state::answer_join(const std::string& node,
   if (previous_manager != sender) self->monitor(sender);
   settings.heartbeats->admit(node_indices.at(node), incarnation);
   incarnations[node] = incarnation;
+  disconnections.erase(node);  // a process of it is back (or a restarted one joined): no loss is pending
   return reply;
 }
 

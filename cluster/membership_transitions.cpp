@@ -263,24 +263,6 @@ void drop_sending_plans(step_context& context, const std::string& node, const st
 
 }  // namespace
 
-/// "node NAME (HOST)", for messages.
-std::string label(const step_context& context, const std::string& node) {
-  const auto* spec = manifest_node(context, node);
-  return spec ? "node " + node + " (" + spec->host + ")" : "node " + node;
-}
-
-// Survivors that rejoined the generation being formed are already waiting for its plan; the
-// others (but `except`, which is joining now) stop their window in flight and join. The
-// generation must be complete within timeouts.join.
-void announce(step_context& context, const std::string& reason, const std::string& except) {
-  auto& state = context.state;
-  announce_generation news{state.generation, reason, {}, {}};
-  for (const auto& node : state.members)
-    if (node != except && state.joins.count(node) == 0) news.to.push_back(node);
-  context.effects.push_back(std::move(news));
-  context.effects.push_back(arm_join_deadline{state.generation});
-}
-
 // Guards.
 
 bool join_fits(const step_context& context) { return join_problem(context).empty(); }

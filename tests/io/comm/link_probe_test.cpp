@@ -34,6 +34,23 @@ TEST(link_probe, another_token_a_dead_port_or_an_unknown_host_get_no_answer) {
   EXPECT_FALSE(probe_link("no-such-host.invalid", responder.port(), 7, 300ms));
 }
 
+// What tells the head at once that a member whose connection closed is dead (its process gone,
+// its host up): the host refuses the probe, long before the budget runs out.
+TEST(link_probe, a_closed_port_is_refused_at_once_another_token_is_silent_a_responder_answers) {
+  const link_probe_responder responder(7);
+  EXPECT_EQ(probe_host("127.0.0.1", responder.port(), 7, 300ms, 50ms), probe_outcome::answered);
+  EXPECT_EQ(probe_host("127.0.0.1", responder.port(), 8, 300ms, 50ms), probe_outcome::silent);
+  std::uint16_t closed = 0;
+  {
+    const link_probe_responder gone(7);
+    closed = gone.port();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(probe_host("127.0.0.1", closed, 7, 2000ms, 50ms), probe_outcome::refused);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1000ms) << "a refusal ends the probe";
+  EXPECT_EQ(probe_host("no-such-host.invalid", closed, 7, 300ms, 50ms), probe_outcome::silent);
+}
+
 TEST(link_probe, hears_the_head_is_answered_only_while_the_responders_process_does) {
   link_probe_responder responder(7);
   const auto asks = [&] { return probe_link("127.0.0.1", responder.port(), 7, 200ms, 20ms, probe_question::hears_head); };
