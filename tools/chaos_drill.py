@@ -13,11 +13,15 @@ records `expect_lost` (the nodes the job must lose, no more, no fewer) and `expe
                          reaches the launcher and the rest of the world
   partition_head_one     {the head's host, one other} | {the rest}, the other chosen so the
                          head's side holds etcd's majority when the head's host has a member:
-                         the head's side goes on (else the rest does, and the role moves)
+                         the head's side goes on and loses the rest; else the rest goes on, the
+                         role moves, and the head's companion rejoins once the cut heals
   split_etcd             etcd's leader cut from its peers (port 2380 only; troupe's own traffic
                          flows): etcd elects another leader; the job loses no one, the head stays
   kill_etcd_leader_host  the host of etcd's leader dies: its link down, its etcd member and its
                          node killed; that node is lost, and the role moves when it was the head's
+  reset_control          a worker host's TCP connections to the head's port reset (ss -K) while
+                         every datagram flows: the node reconnects, no one is lost, the role stays
+                         (docs/faults.md#a-control-connection-that-breaks)
 
 Each lasts DURATION_S and is then undone (the host healed, the member started on its data);
 the launcher restarts the nodes that ended, and the next fault comes once every node trains again.
@@ -30,9 +34,10 @@ import urllib.request
 from bench_across_hosts import node_processes
 from chaos_faults import fault_target_missing
 
-KINDS = ("split_etcd", "kill_etcd_leader_host", "drop_head", "partition_head", "partition_head_one")
+KINDS = ("split_etcd", "kill_etcd_leader_host", "drop_head", "partition_head", "partition_head_one", "reset_control")
 DURATION_S = {"drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
-              "kill_etcd_leader_host": 10}
+              "kill_etcd_leader_host": 10, "reset_control": 0}
+HEAD_PORT = 29500  # netcluster's manifest's head.port: every head's, the role moving or not
 ETCD_PEER_PORT = 2380
 # Events counted as a fault's outcome: from a second before its start (the clock is read just
 # before the injection) until this long after it is undone, and never past the next fault.
@@ -100,9 +105,20 @@ def inject(faults, kind):
         side = [head, members_first[0]]
         rest = [h for h in faults.hosts if h not in side]
         cut_pairs(faults, side, rest)
-        lost = rest if majority(side, faults.etcd_members) else side
+        # The head's side with etcd's majority loses the rest (their heartbeats fall silent at the
+        # head). Without it the head stops, and its companion, which loses nothing but the head,
+        # searches etcd for the role for 2 lease_s + 5 s: the cut (8 s) heals first, and it joins
+        # the generation the other side's new head forms.
+        lost = rest if majority(side, faults.etcd_members) else [head]
         return {"host": head, "side": side, "rest": rest, "expect_lost": sorted(lost),
                 "expect_head_moves": head in lost}
+    if kind == "reset_control":
+        workers = sorted(n for n in node_processes(faults.run_dir) if n != head and n in faults.hosts)
+        if not workers:
+            raise fault_target_missing("no worker node runs")
+        host = faults.rng.choice(workers)
+        faults.netcluster("reset", host, "--port", HEAD_PORT)
+        return {"host": host, "expect_lost": [], "expect_head_moves": False, "expect_reconnected": [host]}
     leader = etcd_leader(faults)
     if kind == "split_etcd":
         cut_pairs(faults, [leader], [h for h in faults.etcd_members if h != leader], "--port", ETCD_PEER_PORT)
@@ -130,6 +146,7 @@ def outcome(events, fault, until):
         return round(at[0] - fault["unix_s"], 3) if at else None
 
     return {"lost": sorted({e["node"] for e in inside if e.get("event") == "node_lost"}),
+            "reconnected": sorted({e["node"] for e in inside if e.get("event") == "control_reconnected"}),
             "head_moved_s": first("head_moved"), "head_fenced_s": first("head_fenced", node=fault["host"])}
 
 
@@ -147,6 +164,8 @@ def judge(events, faults):
         moved = seen["head_moved_s"] is not None
         if seen["lost"] != fault["expect_lost"]:
             failures.append(f"{what}: the job lost {seen['lost'] or 'no one'}, expected {fault['expect_lost'] or 'no one'}")
+        if "expect_reconnected" in fault and seen["reconnected"] != fault["expect_reconnected"]:
+            failures.append(f"{what}: {seen['reconnected'] or 'no node'} reconnected, expected {fault['expect_reconnected']}")
         if moved != fault["expect_head_moves"]:
             failures.append(f"{what}: the head's role {'moved' if moved else 'stayed'}, expected it to "
                             f"{'move' if fault['expect_head_moves'] else 'stay'}")

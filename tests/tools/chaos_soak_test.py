@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DRILL = "split_etcd,kill_etcd_leader_host,drop_head,partition_head,partition_head_one"
+DRILL = "split_etcd,kill_etcd_leader_host,drop_head,partition_head,partition_head_one,reset_control"
 
 
 def main():
