@@ -21,12 +21,11 @@ using heartbeat_check_atom = caf::atom_constant<caf::atom("hbcheck")>;
 /// How long the released nodes have to read their release before the coordinator quits.
 constexpr std::chrono::seconds release_grace{10};
 
+}  // namespace
 
 caf::error cluster_failure(const std::string& text) {
   return messages::make_error(messages::errc::cluster_failed, text);
 }
-
-}  // namespace
 
 bool coordinator_state::apply(const cluster::membership_event& event, std::string* refusal) {
   std::vector<cluster::membership_effect> effects;

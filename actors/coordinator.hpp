@@ -33,6 +33,9 @@ class heartbeat_receiver;
 
 namespace troupe::actors {
 
+/// How the coordinator answers a refused join or reconnection: errc::cluster_failed with `text`.
+caf::error cluster_failure(const std::string& text);
+
 /// The coordinator to itself: (reconnect_check_atom, node) looks at a disconnected member again.
 using reconnect_check_atom = caf::atom_constant<caf::atom("rcheck")>;
 

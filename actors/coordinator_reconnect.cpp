@@ -24,38 +24,20 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-
 #include "cluster/job_secret.hpp"
 #include "cluster/job_token.hpp"
-#include "io/comm/link_probe.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
-#include "messages/error_code.hpp"
 
 namespace troupe::actors {
 namespace {
 
 using clock = std::chrono::steady_clock;
 
-/// How long a member whose connection closed has to show that its process lives: a beat sent
-/// after the close. Three heartbeat periods (a beat lost to the same fault still leaves two), at
-/// most half the heartbeat timeout.
-std::chrono::milliseconds reconnect_evidence(const cluster::cluster_manifest& m) {
-  return std::min(3 * m.timeouts.heartbeat_period, m.timeouts.heartbeat / 2);
-}
-
-caf::error refused(const std::string& text) { return messages::make_error(messages::errc::cluster_failed, text); }
-
-/// One probe of a disconnected member's host, then gone (it blocks, as no scheduled actor may):
-/// true when the host refused it, i.e. no process holds the member's probe port any more.
-caf::behavior closed_port_probe(caf::event_based_actor* self, std::uint64_t token) {
-  return {[self, token](messages::probe_atom, const std::string& host, int32_t port, int64_t budget_ms) {
-    self->quit();
-    return io::probe_host(host, static_cast<std::uint16_t>(port), token, std::chrono::milliseconds(budget_ms),
-                          std::chrono::milliseconds(50)) == io::probe_outcome::refused;
-  }};
+/// reconnect_evidence (actors/indirect_probes.hpp) at the manifest's heartbeat timeouts.
+std::chrono::milliseconds evidence_wait(const cluster::cluster_manifest& m) {
+  return actors::reconnect_evidence(m.timeouts.heartbeat_period, m.timeouts.heartbeat);
 }
 
 }  // namespace
@@ -72,7 +54,7 @@ void coordinator_state::on_member_disconnected(const std::string& node, const st
   const auto since = clock::now();
   disconnections[node] = {since, why};
   spdlog::warn("node {}: its connection to the head closed ({}); lost unless its heartbeats go on", node, why);
-  self->delayed_send(self, reconnect_evidence(settings.manifest), reconnect_check_atom::value, node);
+  self->delayed_send(self, evidence_wait(settings.manifest), reconnect_check_atom::value, node);
   probe_disconnected(node, since);
 }
 
@@ -82,8 +64,9 @@ void coordinator_state::probe_disconnected(const std::string& node, clock::time_
   const auto join = membership_state().joins.find(node);
   if (join == membership_state().joins.end() || join->second.probe_port == 0) return;
   const auto host = settings.manifest.nodes[node_indices.at(node)].host;
-  const auto budget = reconnect_evidence(settings.manifest);
-  auto prober = self->spawn<caf::detached>(closed_port_probe, cluster::job_token(settings.config_hash, settings.manifest.file_hash));
+  const auto budget = evidence_wait(settings.manifest);
+  auto prober = self->spawn<caf::detached>(one_probe, cluster::job_token(settings.config_hash, settings.manifest.file_hash),
+                                           io::probe_outcome::refused);
   self->request(prober, budget + std::chrono::milliseconds(500), messages::probe_atom::value, host,
                 static_cast<int32_t>(join->second.probe_port), static_cast<int64_t>(budget.count()))
       .then(
@@ -131,17 +114,17 @@ caf::result<std::string> coordinator_state::on_reconnect(const std::string& byte
   try {
     join = cluster::decode_join(bytes, "a node's reconnection");
   } catch (const error& e) {
-    return refused(e.what());
+    return cluster_failure(e.what());
   }
   const auto node = join.node;
   if (!cluster::same_job_secret(join.secret, settings.secret)) {
     spdlog::warn("refused a reconnection claiming to be node {}: it did not carry this job's secret", node);
-    return refused("node " + node + ": the head refused the reconnection: it did not carry this job's secret (" +
+    return cluster_failure("node " + node + ": the head refused the reconnection: it did not carry this job's secret (" +
                    cluster::job_secret_variable + ")");
   }
   const auto incarnation = incarnations.find(node);
   if (incarnation == incarnations.end() || incarnation->second != join.incarnation)
-    return refused("node " + node + ": the head refused the reconnection: it comes from another process than the " +
+    return cluster_failure("node " + node + ": the head refused the reconnection: it comes from another process than the " +
                    "member's (a restarted node joins as one)");
   // Awaited no longer: taken back now, or refused (then its heartbeats end with its process).
   const auto disconnected = disconnections.find(node);

@@ -38,9 +38,12 @@
 #include <caf/actor.hpp>
 #include <caf/event_based_actor.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
+
+#include "io/comm/link_probe.hpp"
 
 namespace troupe::actors {
 
@@ -70,5 +73,15 @@ constexpr int probers_per_round = 3;
 inline std::chrono::milliseconds probe_budget(std::chrono::milliseconds heartbeat) { return heartbeat / 4; }
 /// How long a node the head cannot hear, but others can reach, is kept.
 inline std::chrono::milliseconds longest_kept(std::chrono::milliseconds heartbeat) { return heartbeat * 3; }
+/// How long either end of a control connection that closed waits for a heartbeat sent after the
+/// close (docs/faults.md#a-control-connection-that-breaks): three periods (a beat lost to the
+/// same fault still leaves two), at most half the heartbeat timeout.
+inline std::chrono::milliseconds reconnect_evidence(std::chrono::milliseconds period, std::chrono::milliseconds heartbeat) {
+  return std::min(3 * period, heartbeat / 2);
+}
+
+/// One probe, then gone (io::probe_host blocks for up to its budget, which no scheduled actor
+/// may): answers (probe_atom, host, port, budget_ms) with whether the probe found `counted`.
+caf::behavior one_probe(caf::event_based_actor* self, std::uint64_t token, io::probe_outcome counted);
 
 }  // namespace troupe::actors

@@ -3,7 +3,6 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <future>
 #include <thread>
 
@@ -142,7 +141,7 @@ std::function<bool()> node_heartbeats::head_heard_source() const {
 }
 
 std::function<bool(std::chrono::steady_clock::time_point)> node_heartbeats::head_answers_source() const {
-  return [slot = slot_, wait = std::min(3 * period_, timeout_ / 2)](std::chrono::steady_clock::time_point since) {
+  return [slot = slot_, wait = reconnect_evidence(period_, timeout_)](std::chrono::steady_clock::time_point since) {
     for (;;) {
       const auto now = std::chrono::steady_clock::now();
       {

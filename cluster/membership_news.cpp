@@ -1,5 +1,5 @@
 /// What the members hear of a generation the coordinator starts: the news (announce) and how
-/// nodes are named in it (label). Shared by the actions of cluster/membership_transitions.cpp
+/// nodes are named in it (label, from the manifest's node: manifest_node). Shared by the actions of cluster/membership_transitions.cpp
 /// and cluster/membership_reconnect.cpp.
 
 #include <algorithm>
@@ -8,11 +8,15 @@
 
 namespace troupe::cluster::transitions {
 
-/// "node NAME (HOST)", for messages.
-std::string label(const step_context& context, const std::string& node) {
+const node_spec* manifest_node(const step_context& context, const std::string& node) {
   const auto& nodes = context.rules.manifest.nodes;
-  const auto spec = std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
-  return spec != nodes.end() ? "node " + node + " (" + spec->host + ")" : "node " + node;
+  const auto found = std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
+  return found == nodes.end() ? nullptr : &*found;
+}
+
+std::string label(const step_context& context, const std::string& node) {
+  const auto* spec = manifest_node(context, node);
+  return spec ? "node " + node + " (" + spec->host + ")" : "node " + node;
 }
 
 // Survivors that rejoined the generation being formed are already waiting for its plan; the

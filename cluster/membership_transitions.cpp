@@ -8,13 +8,6 @@
 namespace troupe::cluster::transitions {
 namespace {
 
-/// The manifest's node called `node`, or null.
-const node_spec* manifest_node(const step_context& context, const std::string& node) {
-  const auto& nodes = context.rules.manifest.nodes;
-  const auto found = std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
-  return found == nodes.end() ? nullptr : &*found;
-}
-
 
 const join_request& join_of(const step_context& context) {
   if (const auto* join = std::get_if<join_event>(&context.event)) return join->join;

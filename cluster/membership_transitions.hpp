@@ -24,6 +24,9 @@ struct step_context {
 };
 
 // Helpers of the actions (in more than one file).
+/// The manifest's node called `node`, or null.
+const node_spec* manifest_node(const step_context& context, const std::string& node);
+/// "node NAME (HOST)", for messages.
 std::string label(const step_context& context, const std::string& node);
 void announce(step_context& context, const std::string& reason, const std::string& except);
 
