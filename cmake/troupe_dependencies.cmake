@@ -112,6 +112,9 @@ troupe_find_plain_library(xxHash::xxhash xxhash.h "xxhash" libxxhash-dev "xxHash
 troupe_find_plain_library(FP16::fp16 fp16.h "" libfp16-dev "FP16 (header-only)")
 troupe_find_plain_library(SLEEF::sleef sleef.h "sleef" libsleef-dev "SLEEF")
 troupe_find_plain_library(utf8proc::utf8proc utf8proc.h "utf8proc" libutf8proc-dev "utf8proc")
+# zlib and Zstandard: `troupe prepare` reads .gz and .zst corpora (io/data/compressed_lines.hpp).
+troupe_find_plain_library(ZLIB::zlib zlib.h "z" zlib1g-dev "zlib")
+troupe_find_plain_library(zstd::zstd zstd.h "zstd" libzstd-dev "Zstandard")
 troupe_find_plain_library(sentencepiece::sentencepiece sentencepiece_trainer.h
                           "sentencepiece_train;sentencepiece" libsentencepiece-dev "SentencePiece")
 

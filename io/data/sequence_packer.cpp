@@ -1,6 +1,6 @@
 #include "io/data/sequence_packer.hpp"
 
-#include <random>
+#include <algorithm>
 
 #include "messages/error.hpp"
 
@@ -30,56 +30,62 @@ std::vector<int32_t> concatenated(const std::vector<std::vector<int32_t>>& run, 
 
 }  // namespace
 
+document_packer::document_packer(uint32_t max_seq_length, const special_token_ids& specials, uint64_t seed,
+                                 uint64_t stream, bool sentence_order)
+    : budget_(max_seq_length - 3), specials_(specials), sentence_order_(sentence_order),
+      generator_(seed * 0x9E3779B97F4A7C15ULL + stream) {
+  TROUPE_ENFORCE(max_seq_length >= 8, "max_seq_length=", max_seq_length);
+}
+
+void document_packer::add(const std::vector<int32_t>& segment, std::vector<packed_sequence>& out) {
+  // Over-long segments go in budget-sized pieces.
+  for (std::size_t start = 0; start < segment.size(); start += budget_) {
+    const std::size_t end = std::min(segment.size(), start + budget_);
+    add_piece({segment.begin() + static_cast<std::ptrdiff_t>(start), segment.begin() + static_cast<std::ptrdiff_t>(end)},
+              out);
+  }
+}
+
+void document_packer::add_piece(std::vector<int32_t> piece, std::vector<packed_sequence>& out) {
+  if (!run_.empty() && run_tokens_ + piece.size() > budget_) emit(out);
+  run_tokens_ += piece.size();
+  run_.push_back(std::move(piece));
+}
+
+void document_packer::finish(std::vector<packed_sequence>& out) { emit(out); }
+
+void document_packer::emit(std::vector<packed_sequence>& out) {
+  if (run_.empty()) return;
+  std::vector<int32_t> a, b;
+  if (run_.size() > 1) {
+    const auto a_segments = std::uniform_int_distribution<std::size_t>(1, run_.size() - 1)(generator_);
+    a = concatenated(run_, 0, a_segments);
+    b = concatenated(run_, a_segments, run_.size());
+  } else if (sentence_order_ && run_[0].size() > 1) {  // one segment: cut it between two tokens
+    const auto cut = std::uniform_int_distribution<std::size_t>(1, run_[0].size() - 1)(generator_);
+    a.assign(run_[0].begin(), run_[0].begin() + static_cast<std::ptrdiff_t>(cut));
+    b.assign(run_[0].begin() + static_cast<std::ptrdiff_t>(cut), run_[0].end());
+  } else {
+    a = run_[0];
+  }
+  if (sentence_order_) {
+    const bool swapped = !b.empty() && std::uniform_int_distribution<int>(0, 1)(generator_) == 1;
+    out.push_back(swapped ? build_sequence(b, a, specials_) : build_sequence(a, b, specials_));
+    out.back().sentence_order = swapped ? 1 : 0;
+  } else {
+    out.push_back(build_sequence(a, b, specials_));
+  }
+  run_.clear();
+  run_tokens_ = 0;
+}
+
 std::vector<packed_sequence> pack_document(const std::vector<std::vector<int32_t>>& segments,
                                            uint32_t max_seq_length, const special_token_ids& specials,
                                            uint64_t seed, uint64_t document_index, bool sentence_order) {
-  TROUPE_ENFORCE(max_seq_length >= 8, "max_seq_length=", max_seq_length);
-  const std::size_t budget = max_seq_length - 3;
-  std::mt19937_64 generator(seed * 0x9E3779B97F4A7C15ULL + document_index);
-
-  // Split over-long segments into budget-sized pieces.
-  std::vector<std::vector<int32_t>> pieces;
-  for (const auto& segment : segments) {
-    for (std::size_t start = 0; start < segment.size(); start += budget) {
-      std::size_t end = std::min(segment.size(), start + budget);
-      pieces.emplace_back(segment.begin() + static_cast<std::ptrdiff_t>(start),
-                          segment.begin() + static_cast<std::ptrdiff_t>(end));
-    }
-  }
-
+  document_packer packer(max_seq_length, specials, seed, document_index, sentence_order);
   std::vector<packed_sequence> sequences;
-  std::vector<std::vector<int32_t>> run;
-  std::size_t run_tokens = 0;
-  auto emit = [&] {
-    if (run.empty()) return;
-    std::vector<int32_t> a, b;
-    if (run.size() > 1) {
-      const auto a_segments = std::uniform_int_distribution<std::size_t>(1, run.size() - 1)(generator);
-      a = concatenated(run, 0, a_segments);
-      b = concatenated(run, a_segments, run.size());
-    } else if (sentence_order && run[0].size() > 1) {  // one segment: cut it between two tokens
-      const auto cut = std::uniform_int_distribution<std::size_t>(1, run[0].size() - 1)(generator);
-      a.assign(run[0].begin(), run[0].begin() + static_cast<std::ptrdiff_t>(cut));
-      b.assign(run[0].begin() + static_cast<std::ptrdiff_t>(cut), run[0].end());
-    } else {
-      a = run[0];
-    }
-    if (sentence_order) {
-      const bool swapped = !b.empty() && std::uniform_int_distribution<int>(0, 1)(generator) == 1;
-      sequences.push_back(swapped ? build_sequence(b, a, specials) : build_sequence(a, b, specials));
-      sequences.back().sentence_order = swapped ? 1 : 0;
-    } else {
-      sequences.push_back(build_sequence(a, b, specials));
-    }
-    run.clear();
-    run_tokens = 0;
-  };
-  for (auto& piece : pieces) {
-    if (!run.empty() && run_tokens + piece.size() > budget) emit();
-    run_tokens += piece.size();
-    run.push_back(std::move(piece));
-  }
-  emit();
+  for (const auto& segment : segments) packer.add(segment, sequences);
+  packer.finish(sequences);
   return sequences;
 }
 

@@ -16,7 +16,11 @@ split_writer::split_writer(std::string name, std::filesystem::path dir, uint32_t
 }
 
 void split_writer::add_document(const std::vector<packed_sequence>& sequences) {
-  ++info_.documents;
+  add_sequences(sequences);
+  end_document();
+}
+
+void split_writer::add_sequences(const std::vector<packed_sequence>& sequences) {
   for (const auto& sequence : sequences) {
     if (!writer_) {
       info_.shard_files.push_back(detail::concat(info_.name, "-", info_.shard_files.size(), ".bin"));

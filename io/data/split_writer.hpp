@@ -23,6 +23,11 @@ class split_writer {
 
   /// The sequences of one document (a text file, a question, an example).
   void add_document(const std::vector<packed_sequence>& sequences);
+  /// Sequences of a document that arrives in parts; end_document() counts it once whole.
+  void add_sequences(const std::vector<packed_sequence>& sequences);
+  void end_document() { ++info_.documents; }
+  /// Sequences written so far.
+  uint64_t sequences() const { return info_.sequences; }
   /// Finishes the last shard; the split's manifest entry.
   split_info finish();
 

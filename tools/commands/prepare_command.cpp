@@ -1,9 +1,13 @@
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "io/data/corpus_preparer.hpp"
 #include "io/data/synthetic_dataset.hpp"
@@ -24,6 +28,36 @@ struct prepare_arguments {
   int64_t vocab_size = 30522;  ///< of the synthetic data
   std::string task = "mlm";    ///< "sop": ALBERT's sentence-order labels too; "squad", "classify": fine-tuning
   io::task_prepare_options fine_tuning;  ///< --task squad|classify
+  std::string format;                    ///< --format: file, bert, jsonl
+  std::string compression = "auto";      ///< --compression
+};
+
+// Ctrl-C (or SIGTERM) during a preparation: the handler's only state (a handler may touch nothing
+// else); the preparation polls it between batches, says how far it got and removes its temporary
+// directory. A second Ctrl-C ends the process at once (SA_RESETHAND).
+volatile sig_atomic_t interrupted_by = 0;
+
+void note_interrupt(int signal) { interrupted_by = signal; }
+
+class interrupt_catcher {
+ public:
+  interrupt_catcher() {
+    struct sigaction note {};
+    note.sa_handler = note_interrupt;
+    sigemptyset(&note.sa_mask);
+    note.sa_flags = SA_RESETHAND | SA_RESTART;
+    ::sigaction(SIGINT, &note, &old_int_);
+    ::sigaction(SIGTERM, &note, &old_term_);
+  }
+  ~interrupt_catcher() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  interrupt_catcher(const interrupt_catcher&) = delete;
+  interrupt_catcher& operator=(const interrupt_catcher&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
 };
 
 bool is_fine_tuning(const std::string& task) { return task == "squad" || task == "classify"; }
@@ -87,9 +121,21 @@ void prepare(const prepare_arguments& args, bool length_given) {
   }
   if (args.corpus.inputs.empty()) throw error("prepare: --input is required (or --synthetic N, or --verify DIR)");
   if (args.corpus.tokenizer_spec.empty()) throw error("prepare: --tokenizer is required with --input");
-  auto summary = io::prepare_corpus(args.corpus);
-  spdlog::info("prepared {}: {} documents, {} train + {} validation sequences, {} tokens", args.corpus.out.string(),
-               summary.documents, summary.train_sequences, summary.validation_sequences, summary.tokens);
+  const interrupt_catcher interrupts;
+  auto options = args.corpus;
+  options.interrupted = [] { return interrupted_by != 0; };
+  if (!args.format.empty()) options.format = *io::corpus_format_named(args.format);
+  if (args.compression != "auto") options.codec = io::compression_named(args.compression);
+  const auto summary = io::prepare_corpus(options);
+  spdlog::info("prepared {}: {} documents, {} train + {} validation sequences, {} tokens; {:.1f} MB in {:.1f} s "
+               "({:.1f} MB/s on {} threads){}{}{}",
+               options.out.string(), summary.documents, summary.train_sequences, summary.validation_sequences,
+               summary.tokens, static_cast<double>(summary.bytes) / 1e6, summary.seconds,
+               static_cast<double>(summary.bytes) / 1e6 / std::max(summary.seconds, 1e-9), options.threads,
+               summary.duplicates > 0 ? detail::concat("; ", summary.duplicates, " duplicate documents dropped") : "",
+               summary.empty_documents > 0 ? detail::concat("; ", summary.empty_documents, " documents without text")
+                                           : "",
+               summary.bad_records > 0 ? detail::concat("; ", summary.bad_records, " bad records skipped") : "");
 }
 
 }  // namespace
@@ -98,7 +144,26 @@ void add_prepare_command(CLI::App& app) {
   auto args = std::make_shared<prepare_arguments>();
   auto& options = args->corpus;
   auto* command = app.add_subcommand("prepare", "tokenize UTF-8 text into packed, sharded training data");
-  auto* input = command->add_option("--input", options.inputs, "text files or directories (one document per file)");
+  auto* input = command->add_option("--input", options.inputs, "text files or directories (the documents: --format)");
+  command->add_option("--format", args->format,
+                      "file: each file is one document (default); bert: a blank line between documents (BERT's "
+                      "create_pretraining_data input); jsonl: JSON Lines, a document per line (--jsonl-field)")
+      ->check(CLI::IsMember({"file", "bert", "jsonl"}));
+  command->add_option("--jsonl-field", options.jsonl_field, "jsonl: the field holding the text (a.b for nested keys)")
+      ->capture_default_str();
+  command->add_option("--compression", args->compression, "auto (by extension: .gz, .zst), none, gzip or zstd")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none", "gzip", "zstd"}));
+  options.threads = std::max(1u, std::thread::hardware_concurrency());
+  command->add_option("--threads", options.threads, "tokenizing threads (the output is the same for any number)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
+  command->add_flag("--dedupe", options.drop_duplicates,
+                    "drop documents whose text (its key: docs/data.md) was seen before, counting them");
+  command->add_option("--skip-bad-records", options.skip_bad_records,
+                      "skip up to N bad records (invalid UTF-8 lines, malformed JSON lines, lines without the field, "
+                      "the rest of a truncated .gz/.zst), each warned and counted; one more is an error")
+      ->capture_default_str();
   command->add_option("--tokenizer", options.tokenizer_spec, "wordpiece:VOCAB.txt or sentencepiece:VOCAB_SIZE");
   command->add_option("--out", options.out, "data directory to create");
   command->add_option("--max-seq-length", options.max_seq_length, "tokens per sequence")->capture_default_str();

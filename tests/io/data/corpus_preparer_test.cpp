@@ -40,7 +40,9 @@ TEST(corpus_preparer, prepares_split_and_deterministic_shards) {
   auto summary = prepare_corpus(options);
   EXPECT_EQ(summary.documents, 10u);
   token_dataset train(dir / "data", "train"), validation(dir / "data", "validation");
-  EXPECT_EQ(train.manifest().find_split("validation")->documents, 2u);  // ceil(0.2 × 10)
+  const auto validation_documents = train.manifest().find_split("validation")->documents;
+  EXPECT_GE(validation_documents, 1u);  // each document's own draw, at 0.2 (io/data/corpus_router.hpp)
+  EXPECT_LT(validation_documents, 10u);
   EXPECT_EQ(train.size() + validation.size(), summary.train_sequences + summary.validation_sequences);
   EXPECT_GT(train.manifest().find_split("train")->shard_files.size(), 1u);
   for (uint64_t i = 0; i < train.size(); ++i) {
@@ -49,9 +51,10 @@ TEST(corpus_preparer, prepares_split_and_deterministic_shards) {
     EXPECT_EQ(view.token(view.length - 1u), train.manifest().specials.sep);
     EXPECT_EQ(view.token(view.type_boundary - 1u), train.manifest().specials.sep);
   }
-  // Same input, same bytes.
+  // Same input, same bytes, on any number of threads.
   auto again = options;
   again.out = dir / "data2";
+  again.threads = 3;
   prepare_corpus(again);
   for (const auto& file : train.manifest().find_split("train")->shard_files)
     EXPECT_EQ(read_whole_file(dir / "data" / file), read_whole_file(dir / "data2" / file)) << file;
