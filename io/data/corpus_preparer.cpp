@@ -15,6 +15,7 @@
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
 #include "io/os/task_pool.hpp"
+#include "io/text/hf_tokenizer_json.hpp"
 #include "io/text/sentencepiece_tokenizer.hpp"
 #include "io/text/wordpiece_tokenizer.hpp"
 #include "messages/error.hpp"
@@ -54,6 +55,9 @@ void write_sentences(const prepare_options& options, const std::filesystem::path
 
 std::unique_ptr<tokenizer> make_tokenizer(const prepare_options& options, const std::filesystem::path& work_dir) {
   const auto [kind, argument] = parse_tokenizer_spec(options.tokenizer_spec);
+  if (kind == "wordpiece" && argument.size() > 5 && argument.substr(argument.size() - 5) == ".json")
+    return std::make_unique<wordpiece_tokenizer>(
+        wordpiece_from_tokenizer_json(argument, wordpiece_options{options.lower_case, 100}));
   if (kind == "wordpiece" && !argument.empty())
     return std::make_unique<wordpiece_tokenizer>(
         wordpiece_tokenizer::from_file(argument, wordpiece_options{options.lower_case, 100}));
@@ -72,8 +76,8 @@ std::unique_ptr<tokenizer> make_tokenizer(const prepare_options& options, const 
     std::filesystem::remove(work_dir / "spm.vocab");
     return std::make_unique<sentencepiece_tokenizer>(work_dir / "spm.model");
   }
-  throw make_error("--tokenizer: expected wordpiece:VOCAB.txt or sentencepiece:VOCAB_SIZE, got '",
-                   options.tokenizer_spec, "'");
+  throw make_error("--tokenizer: expected wordpiece:VOCAB.txt, wordpiece:tokenizer.json or sentencepiece:VOCAB_SIZE, "
+                   "got '", options.tokenizer_spec, "'");
 }
 
 /// "1.2 of 20.0 GB read (45.3 MB/s), 12345 documents, about 7 min left", every `every`.

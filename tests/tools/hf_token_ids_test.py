@@ -6,6 +6,7 @@ under a nested field, prepared with bert-base-uncased's vocabulary; every sequen
 [CLS] and [SEP] taken out, must be the ids HF's Rust tokenizers (npm `tokenizers`, through
 tools/peers/hf_tokenize.mjs) give that line — as multisets, since the split and the shard order
 are troupe's own. Lines HF makes longer than one sequence are left out (they are packed in several).
+The same preparation from the tokenizer.json HF saves for that vocabulary gives the same shards.
 
   TROUPE_BINARY=build/tools/troupe PEERS_DIR=build/peers python3 tests/tools/hf_token_ids_test.py
 """
@@ -66,7 +67,8 @@ def main():
         everything.write_text("".join(json.dumps({"doc": {"text": line}}) + "\n" for line in corpus_lines()))
         hf_all = [tuple(json.loads(ids)) for ids in
                   run(["node", ROOT / "tools/peers/hf_tokenize.mjs", "--vocab", work / "vocab.txt", "--input",
-                       everything, "--jsonl", "doc.text", "--ids"], env=env).splitlines()]
+                       everything, "--jsonl", "doc.text", "--ids", "--save-json", work / "tokenizer.json"],
+                      env=env).splitlines()]
         lines = corpus_lines()
         assert len(hf_all) == len(lines), (len(hf_all), len(lines))
         fitting = [(line, ids) for line, ids in zip(lines, hf_all) if 0 < len(ids) <= MAX_SEQ_LENGTH - 3]
@@ -75,6 +77,13 @@ def main():
         run([troupe, "prepare", "--input", corpus, "--format", "jsonl", "--jsonl-field", "doc.text",
              "--tokenizer", f"wordpiece:{work / 'vocab.txt'}", "--max-seq-length", str(MAX_SEQ_LENGTH),
              "--validation-fraction", "0.1", "--threads", "2", "--out", work / "data"])
+        # HF's tokenizer.json for the same vocabulary prepares the same bytes.
+        run([troupe, "prepare", "--input", corpus, "--format", "jsonl", "--jsonl-field", "doc.text",
+             "--tokenizer", f"wordpiece:{work / 'tokenizer.json'}", "--max-seq-length", str(MAX_SEQ_LENGTH),
+             "--validation-fraction", "0.1", "--threads", "2", "--out", work / "data-from-json"])
+        for shard in sorted((work / "data").glob("*.bin")):
+            if shard.read_bytes() != (work / "data-from-json" / shard.name).read_bytes():
+                sys.exit(f"FAILED: {shard.name} differs between vocab.txt and HF's tokenizer.json")
         troupe_ids = collections.Counter(shard_sequences(work / "data"))
         hf_ids = collections.Counter(ids for _, ids in fitting)
         missing, extra = hf_ids - troupe_ids, troupe_ids - hf_ids

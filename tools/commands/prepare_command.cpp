@@ -164,7 +164,8 @@ void add_prepare_command(CLI::App& app) {
                       "skip up to N bad records (invalid UTF-8 lines, malformed JSON lines, lines without the field, "
                       "the rest of a truncated .gz/.zst), each warned and counted; one more is an error")
       ->capture_default_str();
-  command->add_option("--tokenizer", options.tokenizer_spec, "wordpiece:VOCAB.txt or sentencepiece:VOCAB_SIZE");
+  command->add_option("--tokenizer", options.tokenizer_spec,
+                      "wordpiece:VOCAB.txt, wordpiece:tokenizer.json (HF's, a BERT tokenizer) or sentencepiece:VOCAB_SIZE");
   command->add_option("--out", options.out, "data directory to create");
   command->add_option("--max-seq-length", options.max_seq_length, "tokens per sequence")->capture_default_str();
   command->add_option("--validation-fraction", options.validation_fraction,

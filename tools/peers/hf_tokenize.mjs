@@ -5,11 +5,13 @@
 // so text that spells "[MASK]" is words, as it is for troupe's WordPiece.
 //
 //   node tools/peers/hf_tokenize.mjs --vocab VOCAB.txt --input FILE [--jsonl FIELD] [--batch LINES] [--ids]
+//                                    [--save-json TOKENIZER.json]
 //
 // Reads FILE's non-blank lines (BERT's blank-line format, or with --jsonl each line's FIELD, dotted
 // for nested keys), encodes them with encodeBatch (Rayon's threads on every core, or
 // RAYON_NUM_THREADS) in batches of LINES, and prints one JSON object: bytes, lines, tokens, seconds.
-// With --ids it prints each line's ids instead (a JSON array per line), for tests that compare.
+// With --ids it prints each line's ids instead (a JSON array per line), for tests that compare;
+// --save-json also writes the tokenizer as HF saves it (tokenizer.json).
 import { createRequire } from "node:module";
 import { createReadStream, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
@@ -22,7 +24,7 @@ function parseArguments(argv) {
   for (let i = 0; i < argv.length; ++i) {
     const flag = argv[i];
     if (flag === "--ids") options.ids = true;
-    else if (["--vocab", "--input", "--jsonl", "--batch"].includes(flag) && i + 1 < argv.length)
+    else if (["--vocab", "--input", "--jsonl", "--batch", "--save-json"].includes(flag) && i + 1 < argv.length)
       options[flag.slice(2)] = argv[++i];
     else throw new Error(`hf_tokenize: unknown or incomplete argument ${flag}`);
   }
@@ -57,6 +59,7 @@ function textOf(line, field) {
 async function main() {
   const options = parseArguments(process.argv.slice(2));
   const tokenizer = bertTokenizer(options.vocab);
+  if (options["save-json"]) tokenizer.save(options["save-json"], true);
   const lines = createInterface({ input: createReadStream(options.input), crlfDelay: Infinity });
   let bytes = 0, count = 0, tokens = 0, batch = [];
   const start = process.hrtime.bigint();

@@ -105,7 +105,8 @@ TEST(corpus_preparer, existing_output_is_kept_unless_overwrite) {
   options.tokenizer_spec = "bpe:32";
   options.overwrite = true;
   const auto message = error_of(options);
-  EXPECT_NE(message.find("--tokenizer: expected wordpiece:VOCAB.txt or sentencepiece:VOCAB_SIZE, got 'bpe:32'"),
+  EXPECT_NE(message.find("--tokenizer: expected wordpiece:VOCAB.txt, wordpiece:tokenizer.json or "
+                         "sentencepiece:VOCAB_SIZE, got 'bpe:32'"),
             std::string::npos)
       << message;
   EXPECT_EQ(read_whole_file(dir / "data" / "precious.txt"), "keep me");

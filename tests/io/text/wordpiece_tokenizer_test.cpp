@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "io/text/detokenize.hpp"
+#include "io/text/hf_tokenizer_json.hpp"
 #include "io/text/utf8.hpp"
 #include "messages/error.hpp"
 #include "tests/support/error_text.hpp"
@@ -93,6 +94,40 @@ TEST(wordpiece, rejects_invalid_utf8_and_incomplete_vocabularies) {
   troupe::testing::write_text(dir / "empty.txt", "");
   expect_error([&] { wordpiece_tokenizer::from_file(dir / "empty.txt"); },
                (dir / "empty.txt").string() + ": the WordPiece vocabulary is empty");
+}
+
+TEST(wordpiece, reads_hf_tokenizer_json_and_names_what_it_cannot_use) {
+  troupe::testing::temp_dir dir;
+  const std::string vocab = R"("vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "cafe": 5, "##s": 6})";
+  const auto write = [&](const std::string& name, const std::string& model, const std::string& normalizer) {
+    troupe::testing::write_text(dir / name, R"({"version": "1.0", "normalizer": )" + normalizer + R"(, "model": {)" +
+                                                model + "}}");
+    return dir / name;
+  };
+  const std::string bert = R"({"type": "BertNormalizer", "lowercase": true, "strip_accents": null})";
+  const auto good = write("good.json", R"("type": "WordPiece", "max_input_chars_per_word": 100, )" + vocab, bert);
+  auto tok = wordpiece_from_tokenizer_json(good, {false, 100});  // the file's lowercase wins
+  EXPECT_EQ(pieces(tok, "Cafés"), (std::vector<std::string>{"cafe", "##s"}));
+  EXPECT_EQ(tok.specials().mask, 4);
+  expect_error([&] { wordpiece_from_tokenizer_json(write("bpe.json", R"("type": "BPE", )" + vocab, bert), {}); },
+               "bpe.json: model.type: expected WordPiece (a BERT tokenizer), got \"BPE\"");
+  expect_error(
+      [&] {
+        wordpiece_from_tokenizer_json(
+            write("gap.json", R"("type": "WordPiece", "vocab": {"[PAD]": 0, "[UNK]": 7})", bert), {});
+      },
+      "gap.json: model.vocab[\"[UNK]\"]: expected a distinct id below 2");
+  expect_error(
+      [&] {
+        wordpiece_from_tokenizer_json(
+            write("accents.json", R"("type": "WordPiece", )" + vocab,
+                  R"({"type": "BertNormalizer", "lowercase": true, "strip_accents": false})"),
+            {});
+      },
+      "accents.json: normalizer.strip_accents");
+  expect_error([&] { wordpiece_from_tokenizer_json(write("nfc.json", R"("type": "WordPiece", )" + vocab,
+                                                         R"({"type": "NFC"})"), {}); },
+               "nfc.json: normalizer: expected BertNormalizer or null");
 }
 
 }  // namespace
