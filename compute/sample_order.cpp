@@ -9,20 +9,29 @@ namespace troupe::compute {
 
 sample_order::sample_order(uint64_t dataset_size, uint64_t seed) : size_(dataset_size), seed_(seed) {
   TROUPE_ENFORCE(dataset_size > 0, "the dataset is empty");
+  unsigned bits = 0;  // of the largest sample id, N − 1
+  while (bits < 64 && ((dataset_size - 1) >> bits) != 0) ++bits;
+  half_bits_ = (bits + 1) / 2;
+  half_mask_ = (uint64_t{1} << half_bits_) - 1;
 }
 
-sample_ref sample_order::at(uint64_t global_position) {
-  const uint64_t epoch = global_position / size_;
-  if (epoch != cached_epoch_) {
-    permutation_.resize(size_);
-    for (uint64_t i = 0; i < size_; ++i) permutation_[i] = i;
-    for (uint64_t i = size_ - 1; i > 0; --i) {
-      uint64_t j = below(keyed_random(seed_, epoch, i, 0x5A3D), i + 1);
-      std::swap(permutation_[i], permutation_[j]);
-    }
-    cached_epoch_ = epoch;
+uint64_t sample_order::feistel(uint64_t value, uint64_t epoch) const {
+  uint64_t left = value >> half_bits_, right = value & half_mask_;
+  for (uint64_t round = 0; round < 4; ++round) {
+    const uint64_t next = left ^ (keyed_random(seed_, epoch, 0x5A3D0 + round, right) & half_mask_);
+    left = right;
+    right = next;
   }
-  return {epoch, permutation_[global_position % size_]};
+  return (left << half_bits_) | right;
+}
+
+sample_ref sample_order::at(uint64_t global_position) const {
+  const uint64_t epoch = global_position / size_;
+  uint64_t id = global_position % size_;
+  do {
+    id = feistel(id, epoch);
+  } while (id >= size_);
+  return {epoch, id};
 }
 
 namespace {

@@ -13,20 +13,29 @@ struct sample_ref {
 };
 
 /// Global position g (counted from the start of training, across epochs) is sample
-/// permutation_e[g mod N] of epoch e = g div N, where permutation_e is a Fisher–Yates shuffle
-/// driven by keyed_random(seed, e, i). Every worker computes the same order, so the data
+/// permutation_e(g mod N) of epoch e = g div N. Every worker computes the same order, so the data
 /// cursor is one number (the next global position) whatever the number of workers.
+///
+/// permutation_e is computed, not stored: a balanced Feistel network of four rounds (round
+/// function keyed_random(seed, e, round, half)) permutes the 2h-bit numbers, 4^h the smallest power
+/// of four ≥ N, and cycle-walking (apply it again while the result is ≥ N; under 4 times on average)
+/// restricts it to a permutation of [0, N) — the standard format-preserving construction (Black and
+/// Rogaway's cycle-walking cipher; four Luby–Rackoff rounds of a good mixer make a pseudo-random
+/// permutation). Memory and start-up are O(1) in N: a stored shuffle of a corpus of 80 million
+/// sequences took 640 MB and seconds per loader at every epoch's start.
 class sample_order {
  public:
   sample_order(uint64_t dataset_size, uint64_t seed);
-  sample_ref at(uint64_t global_position);
+  sample_ref at(uint64_t global_position) const;
   uint64_t dataset_size() const { return size_; }
 
  private:
+  uint64_t feistel(uint64_t value, uint64_t epoch) const;
+
   uint64_t size_;
   uint64_t seed_;
-  uint64_t cached_epoch_ = UINT64_MAX;
-  std::vector<uint64_t> permutation_;
+  unsigned half_bits_ = 0;  ///< h
+  uint64_t half_mask_ = 0;  ///< 2^h − 1
 };
 
 /// A window of `window_samples` consecutive positions split among `world` workers. Worker r

@@ -1,6 +1,7 @@
 #include "io/data/synthetic_dataset.hpp"
 
 #include <fstream>
+#include <memory>
 
 #include "compute/counter_random.hpp"
 #include "io/data/token_dataset.hpp"
@@ -10,7 +11,7 @@
 namespace troupe::io {
 
 void write_synthetic_dataset(const std::filesystem::path& dir, uint64_t sequences, uint32_t sequence_length,
-                             int64_t vocab_size, uint64_t seed) {
+                             int64_t vocab_size, uint64_t seed, uint64_t sequences_per_shard) {
   TROUPE_ENFORCE(vocab_size > 110, "vocab_size=", vocab_size);
   std::filesystem::create_directories(dir);
   {
@@ -34,9 +35,13 @@ void write_synthetic_dataset(const std::filesystem::path& dir, uint64_t sequence
   manifest.vocab_hash = file_xxh64_hex(dir / "vocab.txt");
   for (const char* split : {"train", "validation"}) {
     const uint64_t count = std::string(split) == "train" ? sequences : std::max<uint64_t>(1, sequences / 10);
-    token_shard_writer writer(dir / (std::string(split) + "-0.bin"), sequence_length, vocab_size);
-    uint64_t tokens = 0;
+    split_info info{split, count, 0, count, {}};
+    std::unique_ptr<token_shard_writer> writer;
     for (uint64_t i = 0; i < count; ++i) {
+      if (!writer) {  // shards of sequences_per_shard, so that memory holds one at a time
+        info.shard_files.push_back(std::string(split) + "-" + std::to_string(info.shard_files.size()) + ".bin");
+        writer = std::make_unique<token_shard_writer>(dir / info.shard_files.back(), sequence_length, vocab_size);
+      }
       packed_sequence sequence;
       sequence.tokens.push_back(manifest.specials.cls);
       for (uint32_t p = 1; p + 1 < sequence_length; ++p) {
@@ -45,11 +50,15 @@ void write_synthetic_dataset(const std::filesystem::path& dir, uint64_t sequence
       }
       sequence.tokens.push_back(manifest.specials.sep);
       sequence.type_boundary = static_cast<uint16_t>(sequence.tokens.size());
-      tokens += sequence.tokens.size();
-      writer.append(sequence, manifest.specials.pad);
+      info.tokens += sequence.tokens.size();
+      writer->append(sequence, manifest.specials.pad);
+      if (writer->size() >= sequences_per_shard) {
+        writer->finish();
+        writer.reset();
+      }
     }
-    writer.finish();
-    manifest.splits.push_back({split, count, tokens, count, {std::string(split) + "-0.bin"}});
+    if (writer) writer->finish();
+    manifest.splits.push_back(std::move(info));
   }
   write_file_atomically(dir / "manifest.json", manifest.to_json());
   verify_dataset(dir);  // writes the stamps later opens trust

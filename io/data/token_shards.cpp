@@ -162,6 +162,7 @@ uint64_t token_shard_writer::finish() {
 token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_sequence_length,
                          int64_t vocab_size, shard_check check)
     : file_(path) {
+  file_.advise_random_access();  // the header alone, then samples; the full check below says otherwise
   const std::string name = path.string();
   if (file_.size() < header_bytes)
     throw make_error(name, ": token shard is truncated (", file_.size(), " bytes, header needs 64)");
@@ -197,6 +198,7 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
   // path names by now.
   const std::string stamp = stamp_text(file_.identity(), header.payload_xxh64, vocab_size, sequence_length_);
   if (check == shard_check::trust_stamp && stamp == read_stamp(path)) return;
+  file_.advise_sequential_access();
   if (xxh64(tokens_, file_.size() - header_bytes) != header.payload_xxh64)
     throw make_error(name, ": checksum mismatch (corrupt shard)");
   for (uint64_t i = 0; i < count_; ++i) {
@@ -218,6 +220,7 @@ token_shard::token_shard(const std::filesystem::path& path, uint32_t expected_se
     }
   }
   write_stamp(path, stamp);
+  file_.advise_random_access();  // read in order above; sampled from here on
 }
 
 sequence_view token_shard::sequence(uint64_t index) const {

@@ -49,6 +49,14 @@ mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
   return *this;
 }
 
+void mapped_file::advise_random_access() const {
+  if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_RANDOM);  // advice only: failure is harmless
+}
+
+void mapped_file::advise_sequential_access() const {
+  if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
+}
+
 void mapped_file::release() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
   data_ = nullptr;

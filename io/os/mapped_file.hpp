@@ -31,6 +31,12 @@ class mapped_file {
   std::size_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
   const file_identity& identity() const { return identity_; }
+  /// Tells the kernel that reads will jump about (MADV_RANDOM): a page fault then reads little
+  /// more than that page, not the device's read-ahead around it (8 MiB on some virtual disks),
+  /// so opening a shard for its header, or sampling it, does not read the whole file.
+  void advise_random_access() const;
+  /// Tells the kernel the file is about to be read from start to end (MADV_SEQUENTIAL).
+  void advise_sequential_access() const;
 
  private:
   void release();

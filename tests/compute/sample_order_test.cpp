@@ -30,6 +30,31 @@ TEST(sample_order, each_epoch_is_a_permutation) {
   EXPECT_GT(differences, 900);
 }
 
+TEST(sample_order, a_large_order_is_computed_not_stored_and_spreads_over_the_data) {
+  const uint64_t n = 80'000'000;  // a corpus of 80 million sequences: stored, 640 MB
+  const sample_order order(n, 11);
+  std::vector<int> deciles(10, 0);
+  std::set<uint64_t> ids;
+  uint64_t same_in_next_epoch = 0;
+  for (uint64_t i = 0; i < 5000; ++i) {
+    const auto ref = order.at(i);
+    ASSERT_LT(ref.sample_id, n);
+    ++deciles[ref.sample_id / (n / 10)];
+    ids.insert(ref.sample_id);
+    same_in_next_epoch += order.at(n + i).sample_id == ref.sample_id;
+  }
+  EXPECT_EQ(ids.size(), 5000u);
+  for (int count : deciles) EXPECT_GT(count, 400) << "5,000 draws, 500 expected in each tenth of the data";
+  EXPECT_LT(same_in_next_epoch, 5u);
+  for (uint64_t size : {1, 2, 3, 5, 1025}) {  // small sizes and one just past a power of four
+    const sample_order small(size, 3);
+    std::set<uint64_t> seen;
+    for (uint64_t i = 0; i < size; ++i) seen.insert(small.at(i).sample_id);
+    EXPECT_EQ(seen.size(), size);
+    EXPECT_LT(*seen.rbegin(), size);
+  }
+}
+
 /// Every position of every window, as `world` workers take them (rank by rank, micro-batch by
 /// micro-batch); each micro-batch no larger than micro_size.
 std::vector<uint64_t> positions_taken(uint64_t start, uint64_t windows, uint64_t window_samples, uint64_t world,

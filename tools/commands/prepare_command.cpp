@@ -109,7 +109,7 @@ void prepare(const prepare_arguments& args, bool length_given) {
     const auto temporary = std::filesystem::path(out.string() + ".tmp-" + std::to_string(::getpid()));
     try {
       io::write_synthetic_dataset(temporary, args.synthetic, args.corpus.max_seq_length, args.vocab_size,
-                                  args.corpus.seed);
+                                  args.corpus.seed, args.corpus.sequences_per_shard);
     } catch (...) {
       io::remove_tree_quietly(temporary);
       throw;
