@@ -28,6 +28,19 @@ def write_inputs(docs, size, formats, work):
                 if written >= size:
                     break
     paths["bert"] = bert
+    if "file" in formats:  # each document a file of its own, 1,000 to a directory
+        files = work / "files"
+        with bert.open(encoding="utf-8") as source:
+            lines, count = [], 0
+            for line in source:
+                if line.strip():
+                    lines.append(line)
+                elif lines:
+                    target = files / f"{count // 1000:05d}" / f"doc-{count:07d}.txt"
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text("".join(lines), encoding="utf-8")
+                    lines, count = [], count + 1
+        paths["file"] = files
     if any(f.startswith("jsonl") for f in formats):
         jsonl = work / "corpus.jsonl"
         with bert.open(encoding="utf-8") as source, jsonl.open("w", encoding="utf-8") as out:
@@ -61,7 +74,7 @@ def timed(command, env=None):
 def run_troupe(troupe, corpus, path, fmt, threads, work, text_bytes):
     out = work / "data"
     shutil.rmtree(out, ignore_errors=True)
-    kind = "bert" if fmt == "bert" else "jsonl"
+    kind = fmt if fmt in ("bert", "file") else "jsonl"
     log, wall, rss = timed([troupe, "prepare", "--input", path, "--format", kind, "--threads", threads,
                             "--tokenizer", f"wordpiece:{corpus / 'vocab.txt'}", "--out", out])
     m = re.search(r"prepared .*: (\d+) documents, (\d+) train \+ (\d+) validation sequences, (\d+) tokens; "
