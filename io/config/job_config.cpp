@@ -1,9 +1,12 @@
 #include "io/config/job_config.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 
 #include "io/config/json_fields.hpp"
 #include "io/config/sync_block.hpp"
+#include "io/os/cpu_features.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
 
@@ -376,7 +379,13 @@ std::filesystem::path output_folder(const std::filesystem::path& output_path, co
 
 job_config load_job_config(const std::filesystem::path& file, int64_t workers) {
   if (!std::filesystem::is_regular_file(file)) throw make_error(file.string(), ": config file not found");
-  return parse_job_config(parse_json_file(file), file.string(), workers);
+  auto config = parse_job_config(parse_json_file(file), file.string(), workers);
+  if (config.bf16 && config.runtime.device == "cpu" && !cpu_has_bf16_instructions())
+    spdlog::warn("{}: bf16.enabled on a CPU without bf16 instructions (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): "
+                 "LibTorch emulates bf16 here, many times slower than fp32 (8.6 against ~140 samples/s for the quick "
+                 "start on a 2-core AMD EPYC); \"bf16\": {{\"enabled\": false}} trains in fp32",
+                 file.string());
+  return config;
 }
 
 }  // namespace troupe::io

@@ -123,7 +123,13 @@ void document_reader::take_text_line(std::string_view line, std::vector<text_par
   held_bytes_ += line.size();
   if (!fixed_key_) {
     key_.add_line(line);
-    if (key_.bytes() >= options_.hold_bytes) fixed_key_ = key_.value();
+    if (key_.bytes() >= options_.hold_bytes) {
+      fixed_key_ = key_.value();
+      if (options_.format == corpus_format::file)
+        spdlog::warn("{}: one document of more than {} MiB (--format file makes each file one document); if it holds "
+                     "many, separated by blank lines, --format bert reads them as such",
+                     files_[file_].string(), options_.hold_bytes >> 20);
+    }
   }
   if (fixed_key_ && held_bytes_ >= options_.batch_bytes) hand_on(false, batch, batch_bytes);
 }
