@@ -16,6 +16,20 @@ def documents(corpus):
     return ["\n".join(l for l in f.read_text(encoding="utf-8").splitlines() if l.strip()) for f in files]
 
 
+def bert_documents(path):
+    """The documents of a BERT-format file, each as its lines (without their line breaks)."""
+    lines = []
+    with path.open(encoding="utf-8") as source:
+        for line in source:
+            if line.strip():
+                lines.append(line.rstrip("\n"))
+            elif lines:
+                yield lines
+                lines = []
+    if lines:
+        yield lines
+
+
 def write_inputs(docs, size, formats, work):
     """The documents repeated to `size` bytes of BERT's format; each format's file."""
     paths = {}
@@ -30,27 +44,16 @@ def write_inputs(docs, size, formats, work):
     paths["bert"] = bert
     if "file" in formats:  # each document a file of its own, 1,000 to a directory
         files = work / "files"
-        with bert.open(encoding="utf-8") as source:
-            lines, count = [], 0
-            for line in source:
-                if line.strip():
-                    lines.append(line)
-                elif lines:
-                    target = files / f"{count // 1000:05d}" / f"doc-{count:07d}.txt"
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text("".join(lines), encoding="utf-8")
-                    lines, count = [], count + 1
+        for count, lines in enumerate(bert_documents(bert)):
+            target = files / f"{count // 1000:05d}" / f"doc-{count:07d}.txt"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         paths["file"] = files
     if any(f.startswith("jsonl") for f in formats):
         jsonl = work / "corpus.jsonl"
-        with bert.open(encoding="utf-8") as source, jsonl.open("w", encoding="utf-8") as out:
-            lines = []
-            for line in source:
-                if line.strip():
-                    lines.append(line.rstrip("\n"))
-                elif lines:
-                    out.write(json.dumps({"text": "\n".join(lines)}) + "\n")
-                    lines = []
+        with jsonl.open("w", encoding="utf-8") as out:
+            for lines in bert_documents(bert):
+                out.write(json.dumps({"text": "\n".join(lines)}) + "\n")
         paths["jsonl"] = jsonl
         if "jsonl.gz" in formats:
             subprocess.run(["gzip", "-k", "-6", jsonl], check=True)

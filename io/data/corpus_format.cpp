@@ -24,15 +24,20 @@ void document_key::add_line(std::string_view line) {
   bytes_ += line.size() + 1;
 }
 
-void document_key::add_text(std::string_view text) {
+void for_each_line(std::string_view text, const std::function<void(std::string_view)>& line) {
   while (!text.empty()) {
     const auto newline = text.find('\n');
-    auto line = text.substr(0, newline);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    add_line(line);
+    line(text.substr(0, newline));
     if (newline == std::string_view::npos) break;
     text.remove_prefix(newline + 1);
   }
+}
+
+void document_key::add_text(std::string_view text) {
+  for_each_line(text, [this](std::string_view line) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    add_line(line);
+  });
 }
 
 std::vector<std::string> jsonl_field_path(const std::string& field) {

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,10 @@ std::optional<corpus_format> corpus_format_named(std::string_view name);
 /// Whether a line holds nothing but ASCII whitespace (a document break in the "bert" format, and
 /// no paragraph in any format).
 bool blank_line(std::string_view line);
+
+/// Calls `line` with each line of `text`, cut at "\n" (the last one also without a "\n" after it;
+/// a "\r" before the "\n" is left in the line).
+void for_each_line(std::string_view text, const std::function<void(std::string_view)>& line);
 
 /// A document's key: the xxh64 of its non-blank lines, each followed by "\n", fed line by line.
 /// The same text gives the same key in every format (a JSON string's "\n" ends a line), and

@@ -55,7 +55,7 @@ void write_sentences(const prepare_options& options, const std::filesystem::path
 
 std::unique_ptr<tokenizer> make_tokenizer(const prepare_options& options, const std::filesystem::path& work_dir) {
   const auto [kind, argument] = parse_tokenizer_spec(options.tokenizer_spec);
-  if (kind == "wordpiece" && argument.size() > 5 && argument.substr(argument.size() - 5) == ".json")
+  if (kind == "wordpiece" && std::filesystem::path(argument).extension() == ".json")
     return std::make_unique<wordpiece_tokenizer>(
         wordpiece_from_tokenizer_json(argument, wordpiece_options{options.lower_case, 100}));
   if (kind == "wordpiece" && !argument.empty())
@@ -109,20 +109,19 @@ class progress_line {
 
 /// Reads, tokenizes on `threads` threads and routes the parts in the reader's order.
 void tokenize_in_order(document_reader& reader, const tokenizer& tokens, corpus_router& router,
-                       const prepare_options& options, uint64_t& documents_read) {
+                       const prepare_options& options) {
   const auto text = text_options(options);
   progress_line progress(reader, options.progress_every);
   auto take = [&](std::vector<tokenized_part>&& parts) {
-    for (const auto& part : parts) documents_read += part.last && part.problem.empty() ? 1 : 0;
     router.take(std::move(parts));
-    progress.update(documents_read);
+    progress.update(router.counts().read());
   };
   std::unique_ptr<task_pool> pool;
   if (options.threads > 1) pool = std::make_unique<task_pool>(options.threads);
   std::deque<std::future<std::vector<tokenized_part>>> in_flight;
   for (;;) {
     if (options.interrupted && options.interrupted())
-      throw make_error("interrupted after ", progress.text(documents_read), "; nothing was written to ",
+      throw make_error("interrupted after ", progress.text(router.counts().read()), "; nothing was written to ",
                        options.out.string());
     auto batch = reader.next_batch();
     if (batch.empty()) break;
@@ -169,12 +168,11 @@ prepare_summary prepare_corpus(const prepare_options& options) {
     routing.drop_duplicates = options.drop_duplicates;
     routing.skip_bad_records = options.skip_bad_records;
     corpus_router router(train, validation, tok->specials(), reader.files(), routing);
-    uint64_t documents_read = 0;
-    tokenize_in_order(reader, *tok, router, options, documents_read);
+    tokenize_in_order(reader, *tok, router, options);
     const auto counts = router.finish();
     if (counts.train_sequences == 0)
       throw make_error("--input: the inputs hold no text to train on (", reader.files().size(), " files, ",
-                       documents_read, " documents)");
+                       counts.read(), " documents)");
     summary = {counts.documents,  counts.train_sequences, counts.validation_sequences, counts.tokens,
                counts.duplicates, counts.empty_documents, counts.bad_records,          reader.total_bytes(), 0};
     auto manifest = manifest_for_tokenizer(*tok, work_dir, options.max_seq_length, options.lower_case);

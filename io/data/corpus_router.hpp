@@ -43,6 +43,8 @@ struct corpus_counts {
   uint64_t duplicates = 0;       ///< dropped by `--dedupe`
   uint64_t empty_documents = 0;  ///< no token in them
   uint64_t bad_records = 0;      ///< skipped
+  /// Documents met so far, whatever became of them.
+  uint64_t read() const { return documents + empty_documents + duplicates; }
 };
 
 class corpus_router {
@@ -56,6 +58,8 @@ class corpus_router {
   void take(std::vector<tokenized_part>&& parts);
   /// After the last part: places the held document; the counts.
   corpus_counts finish();
+  /// The counts so far (the split sizes only after finish()).
+  const corpus_counts& counts() const { return counts_; }
 
  private:
   enum class destination { train, validation, dropped };

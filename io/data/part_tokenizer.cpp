@@ -6,12 +6,9 @@ namespace troupe::io {
 namespace {
 
 void visit_lines(std::string_view text, const std::function<void(std::string_view)>& sentence) {
-  while (!text.empty()) {
-    const auto newline = text.find('\n');
-    for (const auto piece : split_sentences(text.substr(0, newline))) sentence(piece);
-    if (newline == std::string_view::npos) break;
-    text.remove_prefix(newline + 1);
-  }
+  for_each_line(text, [&](std::string_view line) {
+    for (const auto piece : split_sentences(line)) sentence(piece);
+  });
 }
 
 }  // namespace

@@ -10,8 +10,13 @@ namespace troupe::io {
 
 split_writer::split_writer(std::string name, std::filesystem::path dir, uint32_t max_seq_length,
                            uint64_t sequences_per_shard, const tokenizer& tokens)
+    : split_writer(std::move(name), std::move(dir), max_seq_length, sequences_per_shard, tokens.vocab_size(),
+                   tokens.specials().pad) {}
+
+split_writer::split_writer(std::string name, std::filesystem::path dir, uint32_t max_seq_length,
+                           uint64_t sequences_per_shard, int64_t vocab_size, int32_t pad_id)
     : dir_(std::move(dir)), max_seq_length_(max_seq_length), sequences_per_shard_(sequences_per_shard),
-      tokenizer_(tokens) {
+      vocab_size_(vocab_size), pad_id_(pad_id) {
   info_.name = std::move(name);
 }
 
@@ -25,9 +30,9 @@ void split_writer::add_sequences(const std::vector<packed_sequence>& sequences) 
     if (!writer_) {
       info_.shard_files.push_back(detail::concat(info_.name, "-", info_.shard_files.size(), ".bin"));
       writer_ = std::make_unique<token_shard_writer>(dir_ / info_.shard_files.back(), max_seq_length_,
-                                                     tokenizer_.vocab_size());
+                                                     vocab_size_);
     }
-    writer_->append(sequence, tokenizer_.specials().pad);
+    writer_->append(sequence, pad_id_);
     ++info_.sequences;
     info_.tokens += sequence.tokens.size();
     if (writer_->size() >= sequences_per_shard_) flush();

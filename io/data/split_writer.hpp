@@ -20,6 +20,9 @@ class split_writer {
  public:
   split_writer(std::string name, std::filesystem::path dir, uint32_t max_seq_length, uint64_t sequences_per_shard,
                const tokenizer& tokens);
+  /// Without a tokenizer: the vocabulary's size (for the shards' token width) and [PAD]'s id.
+  split_writer(std::string name, std::filesystem::path dir, uint32_t max_seq_length, uint64_t sequences_per_shard,
+               int64_t vocab_size, int32_t pad_id);
 
   /// The sequences of one document (a text file, a question, an example).
   void add_document(const std::vector<packed_sequence>& sequences);
@@ -37,7 +40,8 @@ class split_writer {
   std::filesystem::path dir_;
   uint32_t max_seq_length_;
   uint64_t sequences_per_shard_;
-  const tokenizer& tokenizer_;
+  int64_t vocab_size_;
+  int32_t pad_id_;
   split_info info_;
   std::unique_ptr<token_shard_writer> writer_;
 };

@@ -1,9 +1,9 @@
 #include "io/data/synthetic_dataset.hpp"
 
 #include <fstream>
-#include <memory>
 
 #include "compute/counter_random.hpp"
+#include "io/data/split_writer.hpp"
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
@@ -35,13 +35,9 @@ void write_synthetic_dataset(const std::filesystem::path& dir, uint64_t sequence
   manifest.vocab_hash = file_xxh64_hex(dir / "vocab.txt");
   for (const char* split : {"train", "validation"}) {
     const uint64_t count = std::string(split) == "train" ? sequences : std::max<uint64_t>(1, sequences / 10);
-    split_info info{split, count, 0, count, {}};
-    std::unique_ptr<token_shard_writer> writer;
+    // Each sequence a document of its own, in shards of sequences_per_shard (memory holds one).
+    split_writer writer(split, dir, sequence_length, sequences_per_shard, vocab_size, manifest.specials.pad);
     for (uint64_t i = 0; i < count; ++i) {
-      if (!writer) {  // shards of sequences_per_shard, so that memory holds one at a time
-        info.shard_files.push_back(std::string(split) + "-" + std::to_string(info.shard_files.size()) + ".bin");
-        writer = std::make_unique<token_shard_writer>(dir / info.shard_files.back(), sequence_length, vocab_size);
-      }
       packed_sequence sequence;
       sequence.tokens.push_back(manifest.specials.cls);
       for (uint32_t p = 1; p + 1 < sequence_length; ++p) {
@@ -50,15 +46,9 @@ void write_synthetic_dataset(const std::filesystem::path& dir, uint64_t sequence
       }
       sequence.tokens.push_back(manifest.specials.sep);
       sequence.type_boundary = static_cast<uint16_t>(sequence.tokens.size());
-      info.tokens += sequence.tokens.size();
-      writer->append(sequence, manifest.specials.pad);
-      if (writer->size() >= sequences_per_shard) {
-        writer->finish();
-        writer.reset();
-      }
+      writer.add_document({sequence});
     }
-    if (writer) writer->finish();
-    manifest.splits.push_back(std::move(info));
+    manifest.splits.push_back(writer.finish());
   }
   write_file_atomically(dir / "manifest.json", manifest.to_json());
   verify_dataset(dir);  // writes the stamps later opens trust

@@ -15,6 +15,7 @@
 #include "io/data/token_dataset.hpp"
 #include "io/os/file_util.hpp"
 #include "messages/error.hpp"
+#include "tests/support/error_text.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
@@ -84,12 +85,7 @@ std::map<std::string, std::string> shards_of(const std::filesystem::path& data) 
 }
 
 std::string error_of(const prepare_options& options) {
-  try {
-    prepare_corpus(options);
-  } catch (const troupe::error& e) {
-    return e.what();
-  }
-  return "";
+  return troupe::testing::error_of([&] { prepare_corpus(options); });
 }
 
 class corpus_formats : public ::testing::Test {

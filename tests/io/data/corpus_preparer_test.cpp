@@ -7,6 +7,7 @@
 #include "io/os/file_util.hpp"
 #include "io/text/sentence_splitter.hpp"
 #include "messages/error.hpp"
+#include "tests/support/error_text.hpp"
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe::io {
@@ -23,12 +24,7 @@ prepare_options options_for(const troupe::testing::temp_dir& dir) {
 }
 
 std::string error_of(const prepare_options& options) {
-  try {
-    prepare_corpus(options);
-  } catch (const troupe::error& e) {
-    return e.what();
-  }
-  return "";
+  return troupe::testing::error_of([&] { prepare_corpus(options); });
 }
 
 TEST(corpus_preparer, prepares_split_and_deterministic_shards) {
