@@ -3,8 +3,6 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include <algorithm>
-
 #include "messages/error.hpp"
 
 namespace troupe::io {
@@ -13,16 +11,12 @@ namespace {
 constexpr std::size_t read_bytes = std::size_t{1} << 20;  // compressed bytes per read
 constexpr std::size_t decode_bytes = std::size_t{1} << 20;  // text bytes per decoding step
 
-bool ends_with(const std::string& name, std::string_view suffix) {
-  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 compression compression_of(const std::filesystem::path& file) {
-  const auto name = file.filename().string();
-  if (ends_with(name, ".gz")) return compression::gzip;
-  if (ends_with(name, ".zst") || ends_with(name, ".zstd")) return compression::zstd;
+  const auto extension = file.extension();
+  if (extension == ".gz") return compression::gzip;
+  if (extension == ".zst" || extension == ".zstd") return compression::zstd;
   return compression::none;
 }
 
