@@ -327,16 +327,18 @@ cluster_manifest parse_hostfile(const std::string& text, const std::string& sour
   return parse_manifest(root, source);
 }
 
-json manifest_for_hosts(const std::vector<std::string>& hosts, const std::vector<int64_t>& workers, json base) {
-  TROUPE_ENFORCE(!hosts.empty() && hosts.size() == workers.size(), "one worker count per host");
+json manifest_for_hosts(const std::vector<std::string>& hosts, const std::vector<int64_t>& workers, json base,
+                        std::size_t head_index) {
+  TROUPE_ENFORCE(!hosts.empty() && hosts.size() == workers.size() && head_index < hosts.size(),
+                 "one worker count per host, the head among them");
   if (!base.is_object()) base = json::object();
   auto nodes = json::array();
   for (std::size_t i = 0; i < hosts.size(); ++i)
     nodes.push_back({{"name", hosts[i]}, {"host", hosts[i]}, {"workers", workers[i]}});
   base["nodes"] = std::move(nodes);
   auto head = base.contains("head") && base["head"].is_object() ? base["head"] : json::object();
-  head["host"] = hosts.front();
-  head["node"] = hosts.front();
+  head["host"] = hosts[head_index];
+  head["node"] = hosts[head_index];
   base["head"] = std::move(head);
   return base;
 }

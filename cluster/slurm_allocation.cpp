@@ -153,7 +153,15 @@ slurm_allocation read_slurm_allocation(const environment_reader& environment) {
     throw make_error("Slurm: SLURM_NTASKS=", ntasks, " but SLURM_TASKS_PER_NODE adds up to ", total);
   if (const char* restarts = environment("SLURM_RESTART_COUNT"); restarts != nullptr)
     allocation.restart_count = count_of(restarts, "SLURM_RESTART_COUNT");
+  if (const char* node = environment("SLURMD_NODENAME"); node != nullptr) allocation.launcher_host = node;
   return allocation;
+}
+
+std::size_t slurm_head_index(const slurm_allocation& allocation, bool failover) {
+  if (!failover) return 0;
+  for (std::size_t i = 0; i < allocation.hosts.size(); ++i)
+    if (allocation.hosts[i] != allocation.launcher_host) return i;
+  return 0;
 }
 
 }  // namespace troupe::cluster

@@ -22,7 +22,16 @@ struct slurm_allocation {
   std::vector<std::string> hosts;     ///< SLURM_JOB_NODELIST, expanded
   std::vector<int64_t> tasks;         ///< per host: SLURM_TASKS_PER_NODE, expanded (troupe's workers)
   int64_t restart_count = 0;          ///< SLURM_RESTART_COUNT: how often the job was requeued
+  std::string launcher_host;          ///< SLURMD_NODENAME: the node this process runs on ("" outside one:
+                                      ///< salloc on a login node); in a batch script, the batch host
 };
+
+/// Which host is the head. Slurm ends a job whose batch host it loses (it kills the batch script,
+/// whatever --no-kill says), and the launcher runs there; without failover the head shares that
+/// host (one host whose loss ends the job, not two): the first, as the manifest of a hostfile.
+/// With `failover` the head's host need not end the job, so the head is the first host other
+/// than the launcher's, and losing it costs the job one node (docs/cluster.md#slurm).
+std::size_t slurm_head_index(const slurm_allocation& allocation, bool failover);
 
 /// Expands a Slurm hostlist ("n[01-03],gpu[1-2]-[5-6]") as `scontrol show hostnames` does: items
 /// split at commas outside brackets; in an item, each bracket group is a list of numbers and

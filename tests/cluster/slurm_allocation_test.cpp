@@ -144,5 +144,33 @@ TEST(SlurmAllocation, TheManifestTakesTheNodesAndKeepsTheUsersSettings) {
   EXPECT_EQ(parse_manifest(manifest_for_hosts(allocation.hosts, allocation.tasks, nlohmann::json::object()), "slurm").head_port, 29500);
 }
 
+// Slurm ends a job whose batch host it loses, and the launcher runs there: without failover the
+// head shares that host; with failover it goes to the first other host, whose loss the job survives.
+TEST(SlurmAllocation, WithFailoverTheHeadIsOffTheLaunchersHost) {
+  fake_environment env;
+  env.values["SLURM_JOB_NODELIST"] = "tn[1-3]";
+  env.values["SLURM_JOB_NUM_NODES"] = "3";
+  env.values["SLURM_TASKS_PER_NODE"] = "1(x3)";
+  env.values["SLURM_NTASKS"] = "3";
+  env.values["SLURMD_NODENAME"] = "tn1";
+  const auto allocation = read_slurm_allocation(env.reader());
+  EXPECT_EQ(allocation.launcher_host, "tn1");
+  EXPECT_EQ(slurm_head_index(allocation, false), 0u);
+  EXPECT_EQ(slurm_head_index(allocation, true), 1u);
+  const auto manifest = parse_manifest(
+      manifest_for_hosts(allocation.hosts, allocation.tasks,
+                         {{"failover", {{"etcd", {"http://e1:2379"}}}}, {"faults", {{"policy", "elastic"}}}},
+                         slurm_head_index(allocation, true)),
+      "slurm");
+  EXPECT_EQ(manifest.head_node, "tn2");
+  EXPECT_EQ(manifest.head_host, "tn2");
+  auto outside = allocation;  // salloc on a login node: no batch host among the nodes
+  outside.launcher_host.clear();
+  EXPECT_EQ(slurm_head_index(outside, true), 0u);
+  auto single = allocation;
+  single.hosts = {"tn1"};
+  EXPECT_EQ(slurm_head_index(single, true), 0u);
+}
+
 }  // namespace
 }  // namespace troupe::cluster

@@ -17,18 +17,8 @@ namespace {
 /// Starts etcd on the cluster's first three hosts and writes the netcluster manifest with a
 /// failover block naming them; the manifest's path.
 std::string failover_manifest(net_test& test, net_cluster& cluster, const std::string& name) {
-  const auto etcd = cluster.command("etcd", "up");
-  EXPECT_EQ(etcd.status, 0) << etcd.output;
-  const auto urls_at = etcd.output.find("TROUPE_ETCD=");
-  EXPECT_NE(urls_at, std::string::npos) << etcd.output;
-  const auto urls = etcd.output.substr(urls_at + 12, etcd.output.find('\n', urls_at) - urls_at - 12);
   auto m = json::parse(io_text(test.write_net_manifest(cluster, name)));
-  m["failover"]["etcd"] = json::array();
-  for (std::size_t from = 0; from < urls.size();) {
-    const auto comma = std::min(urls.find(',', from), urls.size());
-    m["failover"]["etcd"].push_back(urls.substr(from, comma - from));
-    from = comma + 1;
-  }
+  m["failover"]["etcd"] = start_etcd(cluster);
   const auto manifest = (*test.dir_ / name).string();
   testing::write_text(manifest, m.dump(2));
   return manifest;

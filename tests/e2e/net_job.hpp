@@ -38,6 +38,24 @@ class net_test : public cluster_job_test {
   }
 };
 
+/// Starts etcd on the cluster's first three hosts (`netcluster etcd up`); its client URLs, as a
+/// manifest's failover.etcd (empty, with a test failure, when it did not start).
+inline json start_etcd(const net_cluster& cluster) {
+  const auto etcd = cluster.command("etcd", "up");
+  EXPECT_EQ(etcd.status, 0) << etcd.output;
+  const auto urls_at = etcd.output.find("TROUPE_ETCD=");
+  EXPECT_NE(urls_at, std::string::npos) << etcd.output;
+  auto urls = json::array();
+  if (etcd.status != 0 || urls_at == std::string::npos) return urls;
+  const auto list = etcd.output.substr(urls_at + 12, etcd.output.find('\n', urls_at) - urls_at - 12);
+  for (std::size_t from = 0; from < list.size();) {
+    const auto comma = std::min(list.find(',', from), list.size());
+    urls.push_back(list.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return urls;
+}
+
 /// Waits up to 10 s for a host to hold nothing but its sshd (ssh sessions end a moment after
 /// their command); returns what is still there.
 inline std::vector<int> strays_after_settling(const net_cluster& cluster, std::size_t host) {

@@ -1,7 +1,8 @@
-// troupe under a real Slurm (label `slurm`): two tools/netcluster hosts with `netcluster slurm
+// troupe under a real Slurm (label `slurm`): three tools/netcluster hosts with `netcluster slurm
 // up` (munged, slurmctld on this machine, one slurmd per host), jobs submitted with sbatch of
-// configs/slurm/train.sbatch exactly as a user would. What Slurm does to a job (the time-limit
-// warning, scancel, a node lost) is done to it through Slurm's own commands.
+// configs/slurm/train.sbatch exactly as a user would (two nodes, the template's, unless a test
+// asks for three). What Slurm does to a job (the time-limit warning, scancel, a node lost) is done
+// to it through Slurm's own commands; the failover cases add an etcd member on each host.
 
 #include <chrono>
 #include <thread>
@@ -16,7 +17,7 @@ class slurm_test : public net_test {
   static void SetUpTestSuite() {
     cluster_job_test::SetUpTestSuite();
     if (!skip_reason().empty()) return;
-    cluster_ = new net_cluster(2, "1gbit");
+    cluster_ = new net_cluster(3, "1gbit");
     const auto up = cluster_->command("slurm", "up");
     if (up.status != 0) setup_failure_ = "netcluster slurm up failed: " + up.output;
     const auto conf = up.output.find("SLURM_CONF=");
@@ -45,9 +46,11 @@ class slurm_test : public net_test {
   }
 
   /// sbatch of the template: CONFIG RUN_DIR and `flags` for troupe launch; returns the job id.
-  static std::string submit(const std::string& config, const std::string& run, const std::string& flags) {
+  static std::string submit(const std::string& config, const std::string& run, const std::string& flags,
+                            const std::string& sbatch_options = "") {
     const auto result =
-        slurm("env OPENBLAS_NUM_THREADS=1 TROUPE_BINARY=" + troupe_binary() + " sbatch --parsable --output=" +
+        slurm("env OPENBLAS_NUM_THREADS=1 TROUPE_BINARY=" + troupe_binary() + " sbatch --parsable " + sbatch_options +
+              " --output=" +
               (*dir_ / (run + "-%j.out")).string() + " " + TROUPE_SOURCE_DIR + "/configs/slurm/train.sbatch " + config +
               " " + (*dir_ / run).string() + " " + flags);
     EXPECT_EQ(result.status, 0) << result.output;
@@ -78,6 +81,35 @@ class slurm_test : public net_test {
     }
     return cluster_->troupe_processes(index);
   }
+
+  /// Host `index` lost as a machine is: its link cut (nobody hears from it again), its troupe
+  /// processes killed, and Slurm told it is down — what slurmctld decides by itself after
+  /// SlurmdTimeout (300 s by default). Undone (link healed, node resumed) when the guard goes.
+  struct lost_host {
+    std::string name;
+    explicit lost_host(std::size_t index) : name(cluster_->hosts()[index].name) {
+      EXPECT_EQ(cluster_->command("cut", name).status, 0);
+      cluster_->kill_troupe(index);
+      EXPECT_EQ(slurm("scontrol update nodename=" + name + " state=down reason=troupe-test").status, 0);
+    }
+    ~lost_host() {
+      cluster_->command("heal", name);
+      slurm("scontrol update nodename=" + name + " state=resume");
+    }
+  };
+
+  /// An etcd member on each host and a manifest with failover naming them (elastic, two
+  /// restarts); stops etcd when the guard goes.
+  struct failover_etcd {
+    std::string manifest = (*dir_ / "slurm-failover-manifest.json").string();
+    failover_etcd() {
+      testing::write_text(manifest, json{{"failover", {{"etcd", start_etcd(*cluster_)}}},
+                                         {"faults", {{"policy", "elastic"}, {"max_restarts", 2}}},
+                                         {"timeouts", {{"join_s", 30}, {"collective_s", 10}}}}
+                                        .dump());
+    }
+    ~failover_etcd() { cluster_->command("etcd", "down"); }
+  };
 
   static inline net_cluster* cluster_ = nullptr;
   static inline std::string slurm_conf_, setup_failure_;
@@ -217,6 +249,69 @@ TEST_F(slurm_test, under_restart_a_node_set_down_leaves_the_job_resuming_on_the_
   EXPECT_EQ(windows.back().step, 150);
   EXPECT_EQ(windows.back().world_size, 1);
   EXPECT_EQ(troupe_left(0), 0);
+}
+
+// With failover the head runs off the batch host (Slurm's own single point of failure, below).
+// Its host lost: --no-kill keeps the job, the head's role moves through etcd, and the job
+// completes on the other two nodes with one process's losses.
+TEST_F(slurm_test, with_failover_the_heads_host_lost_leaves_the_job_training_on_the_others) {
+  const int64_t steps = 150;
+  const auto config = config_with_reference(*this, steps);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
+  const failover_etcd etcd;
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const auto job = submit(config, "failover", "--manifest " + etcd.manifest, "--nodes=3");
+  const auto run = *dir_ / "failover";
+  ASSERT_TRUE(wait_for_step(run, 40, 120)) << output_of("failover", job);
+  const auto head = cluster_->hosts()[1].name;
+  ASSERT_NE(output_of("failover", job).find("; head " + head + ":"), std::string::npos) << output_of("failover", job);
+  const double lost_at = unix_now();
+  {
+    const lost_host lost(1);
+    EXPECT_EQ(wait_for_end(job, 240), "COMPLETED") << output_of("failover", job);
+  }
+  const auto moved = events_called(run, "head_moved");
+  ASSERT_EQ(moved.size(), 1u) << io_text((run / "events.jsonl").string());
+  EXPECT_EQ(moved[0]["from"], head);
+  std::printf("Slurm, the head's host lost: node %s took the role %.2f s after\n",
+              moved[0]["node"].get<std::string>().c_str(), moved[0]["unix_s"].get<double>() - lost_at);
+  for (const auto& lost : events_called(run, "node_lost")) EXPECT_EQ(lost["node"], head) << lost.dump();
+  const auto windows = read_metrics("failover");
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().step, steps);
+  EXPECT_EQ(windows.back().world_size, 2);
+  expect_same_curve_by_step(read_metrics("one-" + std::to_string(steps)), windows, "Slurm, the head's host lost", 2);
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
+}
+
+// Slurm ends a job whose batch host it loses, whatever --no-kill says: it kills the batch script
+// and every step ("Killing JobId=... StepId=batch due to failed node") and does not requeue it;
+// and every node is an srun step of the launcher there, so training stops at once. Slurm records
+// the job FAILED once it hears from the host again (here: when its link is back). Its checkpoints
+// stay valid, and sbatch again with --resume latest goes on from the last with one process's losses.
+TEST_F(slurm_test, the_batch_hosts_loss_ends_the_job_and_a_new_sbatch_resumes_from_its_checkpoint) {
+  const int64_t steps = 150;
+  const auto config = checkpointing_config_with_reference(*this, steps, "config-150-checkpoint-every-10.json");
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
+  const failover_etcd etcd;
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const auto first = submit(config, "batch-lost", "--manifest " + etcd.manifest, "--nodes=3");
+  const auto run = *dir_ / "batch-lost";
+  ASSERT_TRUE(wait_for_step(run, 45, 120)) << output_of("batch-lost", first);
+  {
+    const lost_host lost(0);
+    for (int attempt = 0; attempt < 300 && cluster_->troupe_processes(1) + cluster_->troupe_processes(2) > 0; ++attempt)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(cluster_->troupe_processes(1) + cluster_->troupe_processes(2), 0) << "nodes still running after 30 s";
+  }
+  EXPECT_EQ(wait_for_end(first, 120), "FAILED") << output_of("batch-lost", first);
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_EQ(troupe_left(h), 0) << "host " << h;
+  const auto verify = run_command(troupe_binary() + " ckpt verify " + run.string(), 60);
+  ASSERT_EQ(verify.status, 0) << verify.output;
+  const auto again = submit(config, "batch-lost", "--manifest " + etcd.manifest + " --resume latest", "--nodes=3");
+  EXPECT_EQ(wait_for_end(again, 240), "COMPLETED") << output_of("batch-lost", again);
+  expect_same_curve(read_metrics("one-" + std::to_string(steps)), read_metrics("batch-lost"),
+                    "Slurm, the batch host lost, then resumed");
 }
 
 }  // namespace

@@ -56,11 +56,20 @@ void resume_requeued_job(job_arguments& args, int64_t restart_count) {
   }
 }
 
+/// The manifest of the allocation's hosts on top of the user's (--manifest): with a failover
+/// block, the head off the launcher's host (cluster::slurm_head_index).
+nlohmann::json manifest_of(const cluster::slurm_allocation& allocation, const std::string& user_manifest) {
+  auto base = cluster::read_base_manifest(user_manifest);
+  const bool failover = base.is_object() && base.contains("failover");
+  return cluster::manifest_for_hosts(allocation.hosts, allocation.tasks, std::move(base),
+                                     cluster::slurm_head_index(allocation, failover));
+}
+
 }  // namespace
 
 cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluster::environment_reader& environment) {
   const auto allocation = cluster::read_slurm_allocation(environment);
-  const auto manifest = cluster::manifest_for_hosts(allocation.hosts, allocation.tasks, cluster::read_base_manifest(args.manifest));
+  const auto manifest = manifest_of(allocation, args.manifest);
   std::filesystem::create_directories(args.run_dir);
   const auto file = std::filesystem::absolute(args.run_dir) / ("slurm-job-" + allocation.job_id + ".manifest.json");
   io::write_file_atomically(file, manifest.dump(2) + "\n");
@@ -68,7 +77,7 @@ cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluste
   for (std::size_t i = 0; i < allocation.hosts.size(); ++i)
     hosts += (i ? ", " : "") + allocation.hosts[i] + " (" + std::to_string(allocation.tasks[i]) + ")";
   spdlog::info("Slurm job {}, restart {}: nodes (workers) {}; head {}:{}; manifest {}", allocation.job_id,
-               allocation.restart_count, hosts, allocation.hosts.front(), manifest["head"].value("port", 29500),
+               allocation.restart_count, hosts, manifest["head"].value("host", ""), manifest["head"].value("port", 29500),
                file.string());
   args.manifest = file.string();
   resume_requeued_job(args, allocation.restart_count);
@@ -83,21 +92,21 @@ cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluste
 
 void keep_live_slurm_nodes(const job_arguments& args, const cluster::slurm_allocation& allocation) {
   const auto up = hosts_slurm_counts_up(allocation.hosts);
-  std::vector<std::string> hosts;
-  std::vector<int64_t> tasks;
+  auto live = allocation;
+  live.hosts.clear();
+  live.tasks.clear();
   std::string lost;
   for (std::size_t i = 0; i < allocation.hosts.size(); ++i) {
     if (up.count(allocation.hosts[i]) != 0) {
-      hosts.push_back(allocation.hosts[i]);
-      tasks.push_back(allocation.tasks[i]);
+      live.hosts.push_back(allocation.hosts[i]);
+      live.tasks.push_back(allocation.tasks[i]);
     } else {
       lost += (lost.empty() ? "" : ", ") + allocation.hosts[i];
     }
   }
-  if (hosts.empty()) throw make_error("Slurm: no node of the allocation is up (", lost, ")");
-  if (!lost.empty()) spdlog::warn("Slurm counts {} as down: the job goes on on {} node(s)", lost, hosts.size());
-  const auto manifest = cluster::manifest_for_hosts(hosts, tasks, cluster::read_base_manifest(args.manifest));
-  io::write_file_atomically(args.manifest, manifest.dump(2) + "\n");
+  if (live.hosts.empty()) throw make_error("Slurm: no node of the allocation is up (", lost, ")");
+  if (!lost.empty()) spdlog::warn("Slurm counts {} as down: the job goes on on {} node(s)", lost, live.hosts.size());
+  io::write_file_atomically(args.manifest, manifest_of(live, args.manifest).dump(2) + "\n");
 }
 
 int64_t slurm_cpus_per_node(const cluster::slurm_allocation& allocation, const cluster::environment_reader& environment) {
