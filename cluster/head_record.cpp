@@ -43,6 +43,12 @@ std::optional<stored_membership> read_membership(io::etcd_client& etcd, const he
   return stored_membership{decode_membership_state(state->value, "etcd's " + keys.state), by ? by->value : ""};
 }
 
+bool job_has_begun(io::etcd_client& etcd, const head_record_keys& keys) {
+  if (!current_head(etcd, keys.head)) return false;
+  const auto stored = read_membership(etcd, keys);
+  return stored && (stored->state.generation > 0 || stored->state.planned());
+}
+
 membership_writer::membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node)
     : etcd_(std::move(etcd)), keys_(std::move(keys)), term_(term), node_(std::move(node)) {}
 

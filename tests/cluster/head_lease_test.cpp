@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cluster/head_record.hpp"
+
 #include <atomic>
 #include <thread>
 
@@ -128,6 +130,27 @@ TEST_F(head_lease_test, a_holder_cut_off_from_etcd_stops_before_anyone_else_can_
   EXPECT_TRUE(b->held());
   io::etcd_client etcd(settings("").etcd);
   EXPECT_EQ(current_head(etcd, "/troupe/job/head")->holder, "b:4100");
+}
+
+// A node started again without being told so (a Kubernetes pod) is a restart exactly when the
+// job has begun: a holder of its role whose stored state is past the first plan.
+TEST_F(head_lease_test, a_job_has_begun_once_a_holder_kept_a_state_past_its_first_plan) {
+  io::etcd_client etcd({{server_->endpoint()}, std::chrono::milliseconds(300)});
+  const head_record_keys keys{"/troupe/job/head", "/troupe/job/state", "/troupe/job/state-by"};
+  EXPECT_FALSE(job_has_begun(etcd, keys)) << "nothing in etcd";
+  auto holder = head_lease::try_take(settings("a 10.0.0.1:4100"), nullptr);
+  ASSERT_TRUE(holder);
+  EXPECT_FALSE(job_has_begun(etcd, keys)) << "a holder, no state yet";
+  membership_writer writer({{server_->endpoint()}, std::chrono::milliseconds(300)}, keys, holder->term().revision, "a");
+  membership_state state;
+  state.members = {"a", "b"};
+  ASSERT_TRUE(writer.write(state));
+  EXPECT_FALSE(job_has_begun(etcd, keys)) << "generation 0 still forming: every node starts for the first time";
+  state.phase = coordinator_phase::training;
+  ASSERT_TRUE(writer.write(state));
+  EXPECT_TRUE(job_has_begun(etcd, keys));
+  holder.reset();  // handed back: no holder, the state stays (a job over, or one every node left)
+  EXPECT_FALSE(job_has_begun(etcd, keys));
 }
 
 }  // namespace

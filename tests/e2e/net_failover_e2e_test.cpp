@@ -78,5 +78,71 @@ TEST_F(net_test, the_heads_host_cut_off_hands_its_role_on_and_the_job_keeps_its_
   for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << cluster.hosts()[h].name;
 }
 
+// The Kubernetes path with failover, without Kubernetes: three hosts run `troupe node --from-env`
+// by hand with an Indexed Job's variables and a manifest holding only rings, timeouts and the
+// failover block (an etcd member on each host). Pod 0's process, the head, is killed mid-run; the
+// role moves; the same command started again on its host (what the Job does with a failed pod)
+// finds in etcd that the job has begun and rejoins as a worker. Every process ends 0, with one
+// process's losses.
+TEST_F(net_test, an_indexed_job_pod_0_killed_and_started_again_rejoins_as_a_worker) {
+  const int64_t steps = 150;
+  const auto config = config_with_reference(*this, steps);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
+  net_cluster cluster(3, "1gbit");
+  const auto base = (*dir_ / "from-env-failover.json").string();
+  testing::write_text(base, json{{"failover", {{"etcd", start_etcd(cluster)}}},
+                                 {"rings", {{"count", 2}, {"chunk_bytes", 16384}}},
+                                 {"timeouts", {{"join_s", 30}, {"collective_s", 20}}}}
+                                .dump());
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const auto run = *dir_ / "from-env-failover";
+  std::string hosts;
+  for (const auto& host : cluster.hosts()) hosts += (hosts.empty() ? "" : ",") + host.address;
+  const auto pod = [&](std::size_t index) {
+    return std::async(std::launch::async, [&, index] {
+      return run_command(std::string(TROUPE_SOURCE_DIR) + "/tools/netcluster exec --name " + cluster.prefix() + " " +
+                             cluster.hosts()[index].name + " -- env JOB_COMPLETION_INDEX=" + std::to_string(index) +
+                             " TROUPE_HOSTS=" + hosts + " TROUPE_JOB_SECRET=0123456789abcdef OPENBLAS_NUM_THREADS=1 " +
+                             troupe_binary() + " node --from-env --manifest " + base + " --config " + config +
+                             " --run-dir " + run.string() + " 2>&1",
+                         300);
+    });
+  };
+  auto first = pod(0);
+  auto second = pod(1);
+  auto third = pod(2);
+  ASSERT_TRUE(wait_for_step(run, 40, 120)) << "the job never reached step 40";
+  EXPECT_EQ(cluster.kill_troupe(0), 1);
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_NE(first.get().status, 0);
+  auto restarted = pod(0);
+  const auto outcome = [](std::future<testing::command_result>& pod_run) {
+    EXPECT_EQ(pod_run.wait_for(std::chrono::seconds(300)), std::future_status::ready) << "a pod hung";
+    return pod_run.get();
+  };
+  const auto again = outcome(restarted);
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("its job has begun"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("holds the head's role (etcd"), std::string::npos) << "pod 0 came back as a second head";
+  for (auto* other : {&second, &third}) {
+    const auto result = outcome(*other);
+    EXPECT_EQ(result.status, 0) << result.output;
+  }
+  const auto pod_0 = cluster.hosts()[0].address;
+  const auto moved = events_called(run, "head_moved");
+  ASSERT_EQ(moved.size(), 1u) << io_text((run / "events.jsonl").string());
+  EXPECT_EQ(moved[0]["from"], pod_0);
+  const auto rejoined = events_called(run, "node_restarted");
+  ASSERT_EQ(rejoined.size(), 1u) << io_text((run / "events.jsonl").string());
+  EXPECT_EQ(rejoined[0]["node"], pod_0);
+  const auto windows = read_metrics("from-env-failover");
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().step, steps);
+  EXPECT_EQ(windows.back().world_size, 3);
+  expect_same_curve_by_step(read_metrics("one-" + std::to_string(steps)), windows, "pod 0 restarted", 2);
+  ASSERT_EQ(cluster.command("etcd", "down").status, 0);
+  for (std::size_t h = 0; h < 3; ++h) EXPECT_TRUE(strays_after_settling(cluster, h).empty()) << cluster.hosts()[h].name;
+}
+
 }  // namespace
 }  // namespace troupe

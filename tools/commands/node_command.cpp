@@ -12,11 +12,13 @@
 
 #include "actors/node_session.hpp"
 #include "cluster/fault_injection.hpp"
+#include "cluster/head_record.hpp"
 #include "cluster/job_check.hpp"
 #include "cluster/job_secret.hpp"
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/indexed_job.hpp"
+#include "cluster/job_token.hpp"
 #include "io/checkpoint/run_directory.hpp"
 #include "messages/progress_line.hpp"
 #include "io/os/file_util.hpp"
@@ -70,8 +72,7 @@ void watch_for_end_of_input() {
 }
 
 /// `--from-env`: the manifest of an indexed job (cluster/indexed_job.hpp) on top of --manifest's
-/// settings; the node is the one at this process's index. Node 0, the head, refuses a run
-/// directory holding another run unless resuming (no launcher checks it here).
+/// settings; the node is the one at this process's index.
 actors::node_identity node_from_environment(const job_arguments& args) {
   const auto job = cluster::read_indexed_job(cluster::process_environment);
   auto json = cluster::manifest_for_hosts(job.hosts, std::vector<int64_t>(job.hosts.size(), job.workers_per_node),
@@ -82,10 +83,33 @@ actors::node_identity node_from_environment(const job_arguments& args) {
   node.manifest = cluster::parse_manifest(json, "the environment (" + job.described + ")");
   node.manifest.file_hash = io::xxh64(text.data(), text.size());
   node.name = job.hosts[static_cast<std::size_t>(job.index)];
-  if (job.index == 0 && args.resume.empty()) io::prepare_fresh_run(args.run_dir, false);
   spdlog::info("node {} of {} from the environment ({}); head {}:{}", job.index, job.hosts.size(), job.described,
                node.manifest.head_host, node.manifest.head_port);
   return node;
+}
+
+/// A pod runs the same command when its Job starts it again as when the job began (no launcher
+/// adds --rejoin). With failover etcd tells the two apart: a job that has begun without this
+/// process is one it rejoins (a restarted head's node comes back as a worker). Node 0 starting a
+/// job refuses a run directory holding another run unless resuming (no launcher checks it here).
+void settle_start_from_environment(actors::node_identity& node, const io::job_config& config,
+                                   const job_arguments& args) {
+  const auto& m = node.manifest;
+  if (m.failover.enabled()) {
+    io::etcd_client etcd({m.failover.etcd, std::chrono::milliseconds(500)});
+    const auto keys = cluster::head_keys(m.failover, cluster::job_token(actors::job_config_hash(config), m.file_hash));
+    try {
+      node.restarted = cluster::job_has_begun(etcd, keys);
+    } catch (const io::etcd_unavailable& e) {
+      throw make_error(m.source, ": failover.etcd: ", e.what(), "; a node started from the environment asks etcd whether "
+                       "its job has begun (a restart) and cannot start without an answer");
+    }
+    if (node.restarted) {
+      spdlog::warn("node {}: its job has begun ({} in etcd): it rejoins as a restarted node", node.name, keys.head);
+      cluster::adopt_published_job_secret(args.run_dir);
+    }
+  }
+  if (!node.restarted && m.node_index(node.name) == 0 && args.resume.empty()) io::prepare_fresh_run(args.run_dir, false);
 }
 
 actors::node_identity identify_node(const job_arguments& args, const node_arguments& node_args) {
@@ -129,13 +153,14 @@ actors::session_options session_options_for(const job_arguments& args, const nod
 }
 
 void run_this_node(const job_arguments& args, const node_arguments& node_args) {
-  const auto node = identify_node(args, node_args);
+  auto node = identify_node(args, node_args);
   // Before any other thread starts: they inherit the blocked SIGUSR1 and SIGTERM.
   const io::stop_signal_watcher stop_signals(node.manifest.timeouts.stop);
   std::printf("%s\n", messages::ready_line);  // the launcher may pass stop signals on from now on
   std::fflush(stdout);
   if (node_args.watch_stdin) watch_for_end_of_input();
   auto config = cluster::check_job(node.manifest, args.config);
+  if (node_args.from_env) settle_start_from_environment(node, config, args);
   auto options = session_options_for(args, node_args, node.manifest);
   options.stop = stop_signals.request();
   // The launcher hands its local children the injected faults in the environment; a restarted
