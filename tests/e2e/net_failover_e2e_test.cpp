@@ -81,12 +81,13 @@ TEST_F(net_test, the_heads_host_cut_off_hands_its_role_on_and_the_job_keeps_its_
 // The Kubernetes path with failover, without Kubernetes: three hosts run `troupe node --from-env`
 // by hand with an Indexed Job's variables and a manifest holding only rings, timeouts and the
 // failover block (an etcd member on each host). Pod 0's process, the head, is killed mid-run; the
-// role moves; the same command started again on its host (what the Job does with a failed pod)
-// finds in etcd that the job has begun and rejoins as a worker. Every process ends 0, with one
-// process's losses.
+// role moves; the same command started again on its host (what the Job does with a failed pod;
+// configs/k8s/train-failover.yaml's, which adds --resume latest once a checkpoint exists) finds in
+// etcd that the job has begun and rejoins as a worker. Every process ends 0, with one process's
+// losses.
 TEST_F(net_test, an_indexed_job_pod_0_killed_and_started_again_rejoins_as_a_worker) {
   const int64_t steps = 150;
-  const auto config = config_with_reference(*this, steps);
+  const auto config = checkpointing_config_with_reference(*this, steps, "config-150-checkpoint-every-10.json");
   ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
   net_cluster cluster(3, "1gbit");
   const auto base = (*dir_ / "from-env-failover.json").string();
@@ -103,8 +104,9 @@ TEST_F(net_test, an_indexed_job_pod_0_killed_and_started_again_rejoins_as_a_work
       return run_command(std::string(TROUPE_SOURCE_DIR) + "/tools/netcluster exec --name " + cluster.prefix() + " " +
                              cluster.hosts()[index].name + " -- env JOB_COMPLETION_INDEX=" + std::to_string(index) +
                              " TROUPE_HOSTS=" + hosts + " TROUPE_JOB_SECRET=0123456789abcdef OPENBLAS_NUM_THREADS=1 " +
-                             troupe_binary() + " node --from-env --manifest " + base + " --config " + config +
-                             " --run-dir " + run.string() + " 2>&1",
+                             "sh -c 'resume=; [ -e " + run.string() + "/checkpoints/latest ] && resume=\"--resume latest\"; " +
+                             "exec " + troupe_binary() + " node --from-env --manifest " + base + " --config " + config +
+                             " --run-dir " + run.string() + " $resume' 2>&1",
                          300);
     });
   };

@@ -98,11 +98,20 @@ void settle_start_from_environment(actors::node_identity& node, const io::job_co
   if (m.failover.enabled()) {
     io::etcd_client etcd({m.failover.etcd, std::chrono::milliseconds(500)});
     const auto keys = cluster::head_keys(m.failover, cluster::job_token(actors::job_config_hash(config), m.file_hash));
-    try {
-      node.restarted = cluster::job_has_begun(etcd, keys);
-    } catch (const io::etcd_unavailable& e) {
-      throw make_error(m.source, ": failover.etcd: ", e.what(), "; a node started from the environment asks etcd whether "
-                       "its job has begun (a restart) and cannot start without an answer");
+    // etcd may still be starting (pods of one apply start together): asked again until join_s.
+    const auto deadline = std::chrono::steady_clock::now() + m.timeouts.join;
+    for (bool answered = false; !answered;) {
+      try {
+        node.restarted = cluster::job_has_begun(etcd, keys);
+        answered = true;
+      } catch (const io::etcd_unavailable& e) {
+        if (std::chrono::steady_clock::now() >= deadline)
+          throw make_error(m.source, ": failover.etcd: ", e.what(), " for ", m.timeouts.join.count(),
+                           " s (timeouts.join_s); a node started from the environment asks etcd whether its job has "
+                           "begun (then it rejoins) before it starts");
+        spdlog::warn("node {}: etcd does not answer yet ({}); asking again", node.name, e.what());
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
     }
     if (node.restarted) {
       spdlog::warn("node {}: its job has begun ({} in etcd): it rejoins as a restarted node", node.name, keys.head);

@@ -8,11 +8,14 @@ import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 import * as core from "kubernetes-models/v1";
 import * as batch from "kubernetes-models/batch/v1";
+import * as apps from "kubernetes-models/apps/v1";
 
 const models = {
   "v1/Service": core.Service,
   "v1/Secret": core.Secret,
   "v1/PersistentVolumeClaim": core.PersistentVolumeClaim,
+  "v1/ConfigMap": core.ConfigMap,
+  "apps/v1/StatefulSet": apps.StatefulSet,
   "batch/v1/Job": batch.Job,
 };
 
@@ -22,8 +25,42 @@ function envOf(container) {
   return Object.fromEntries((container.env || []).map((e) => [e.name, e.value ?? e.valueFrom]));
 }
 
+// The manifest a troupe container names with --manifest, from a ConfigMap of this file mounted at
+// its directory: [flaws, the parsed manifest or null].
+function manifestOf(command, container, pod, configMaps) {
+  const path = command.match(/--manifest\s+(\S+)/)?.[1];
+  if (!path) return [[], null];
+  const where = `containers[${container.name}]: --manifest ${path}`;
+  const directory = path.slice(0, path.lastIndexOf("/"));
+  const mount = (container.volumeMounts || []).find((m) => m.mountPath.replace(/\/$/, "") === directory);
+  const volume = mount && (pod.volumes || []).find((v) => v.name === mount.name);
+  const configMap = volume?.configMap && configMaps.get(volume.configMap.name);
+  if (!configMap) return [[`${where}: expected a ConfigMap of this file mounted at ${directory}`], null];
+  const text = configMap.data?.[path.slice(path.lastIndexOf("/") + 1)];
+  if (text === undefined) return [[`${where}: ConfigMap ${configMap.metadata.name} has no key ${path.slice(path.lastIndexOf("/") + 1)}`], null];
+  try {
+    return [[], JSON.parse(text)];
+  } catch (error) {
+    return [[`${where}: ConfigMap ${configMap.metadata.name}: not JSON: ${error.message}`], null];
+  }
+}
+
+// With failover a failed pod must be started again to rejoin: a Job that fails at its first pod
+// failure stops every pod (backoffLimit 0); backoffLimitPerIndex needs restartPolicy Never.
+function failoverFlaws(spec, pod, manifest) {
+  if (!manifest?.failover) return [];
+  const flaws = [];
+  if (!Array.isArray(manifest.failover.etcd) || manifest.failover.etcd.length === 0)
+    flaws.push("the manifest's failover.etcd: expected the etcd client URLs");
+  if ((spec.backoffLimitPerIndex ?? spec.backoffLimit ?? 6) < 1)
+    flaws.push("spec.backoffLimitPerIndex: expected at least 1 with failover (a failed pod is started again and rejoins; at 0 its failure ends the Job)");
+  if (spec.backoffLimitPerIndex !== undefined && pod.restartPolicy !== "Never")
+    flaws.push("spec.template.spec.restartPolicy: expected Never (backoffLimitPerIndex needs it)");
+  return flaws;
+}
+
 // What troupe's environment path (troupe node --from-env) needs of an Indexed Job and its Service.
-function checkTroupeJob(job, services) {
+function checkTroupeJob(job, services, configMaps) {
   const spec = job.spec;
   const pod = spec.template.spec;
   const flaws = [];
@@ -42,6 +79,8 @@ function checkTroupeJob(job, services) {
     if (!template.includes("{index}") || !template.startsWith(`${job.metadata.name}-{index}.${pod.subdomain}`))
       flaws.push(`containers[${container.name}].env.TROUPE_HOST_TEMPLATE: expected "${job.metadata.name}-{index}.${pod.subdomain}…" (the pods' DNS names), got "${template}"`);
     if (!env.TROUPE_JOB_SECRET) flaws.push(`containers[${container.name}].env.TROUPE_JOB_SECRET: expected one (every node carries it)`);
+    const [manifestFlaws, manifest] = manifestOf(command, container, pod, configMaps);
+    flaws.push(...manifestFlaws, ...failoverFlaws(spec, pod, manifest));
   }
   return flaws;
 }
@@ -74,8 +113,9 @@ for (const file of process.argv.slice(2)) {
     }
   });
   const services = new Set(objects.filter((o) => o.kind === "Service" && o.spec.clusterIP === "None").map((o) => o.metadata.name));
+  const configMaps = new Map(objects.filter((o) => o.kind === "ConfigMap").map((o) => [o.metadata.name, o]));
   for (const job of objects.filter((o) => o.kind === "Job")) {
-    for (const flaw of checkTroupeJob(job, services)) {
+    for (const flaw of checkTroupeJob(job, services, configMaps)) {
       console.error(`${file}: Job ${job.metadata.name}: ${flaw}`);
       failed = true;
     }
