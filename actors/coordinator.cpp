@@ -384,7 +384,8 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   if (auto& takeover = state.settings.takeover) {
     // A new head: the lost head's node leaves and the survivors join it (head_takeover).
     state.membership = std::make_unique<cluster::membership_machine>(rules, takeover->state);
-    state.apply(cluster::head_takeover_event{takeover->written_by, rules.manifest.head_node, state.settings.takeover_why});
+    state.apply(cluster::head_takeover_event{takeover->written_by, rules.manifest.head_node, state.settings.takeover_why,
+                                             takeover->lost_since_written});
   } else {
     state.membership = std::make_unique<cluster::membership_machine>(rules);
     // A job's first head writes generation 0 over whatever an earlier run of the job left.

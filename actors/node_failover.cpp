@@ -10,9 +10,11 @@
 ///   2. while the key still names the lost head, revokes that lease once (the process that held
 ///      it has ended, so no keep-alive comes; waiting would only cost the lease's TTL), and reads
 ///      again;
-///   3. when the key is free, tries to create it (one node wins: an etcd transaction): the winner
-///      reads the state the lost head last wrote, starts a coordinator that goes on from it (the
-///      lost head's node leaves, a new generation forms) and publishes it;
+///   3. when the key is free, tries to create it (one node wins: an etcd transaction, which also
+///      records the winner in taken-by and hands back the one before): the winner reads the state
+///      the lost head last wrote, starts a coordinator that goes on from it (the lost head's node
+///      leaves, and so does a holder taken-by named after it, which died before it wrote
+///      anything; a new generation forms) and publishes it;
 /// then every survivor connects to the holder, asks which generation it forms, and joins it with
 /// its standby transports and the steps it completed; the plan goes out when all have joined.
 
@@ -21,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <csignal>
 #include <thread>
 
 #include "actors/event_log.hpp"
@@ -73,6 +76,15 @@ cluster::head_record_keys cluster_membership::failover_keys() const {
   return cluster::head_keys(node_.manifest.failover, probe_token());
 }
 
+// Taking the role records the taker in taken-by: a holder that dies before its first write is
+// known to the next (docs/faults.md#head-failover).
+cluster::head_lease_settings cluster_membership::taking_settings(const cluster::head_record_keys& keys,
+                                                                 const cluster::head_holder& me) const {
+  cluster::head_lease_settings settings{failover_etcd(), keys.head, cluster::encode_holder(me), node_.manifest.failover.lease_s};
+  settings.on_take.record_key = keys.taken_by;
+  return settings;
+}
+
 cluster::head_lease::lost_callback cluster_membership::head_role_lost_handler() const {
   // Runs on the lease's own thread, possibly while this object is torn down: it touches only
   // what it holds (the slot is where start_head puts the coordinator it spawned).
@@ -95,11 +107,14 @@ void cluster_membership::follow(const cluster::head_holder& holder) {
 }
 
 // An earlier run of the job may still hold the key for up to its lease: wait for it that long.
+// Taking it clears the state an earlier launch of the job left (a node that takes the role over
+// from this one before its first write finds none, rather than another launch's).
 void cluster_membership::take_head_role_at_start() {
   const auto& m = node_.manifest;
   const auto keys = failover_keys();
   const cluster::head_holder me{node_.name, m.head_host, m.head_port};
-  const cluster::head_lease_settings settings{failover_etcd(), keys.head, cluster::encode_holder(me), m.failover.lease_s};
+  auto settings = taking_settings(keys, me);
+  settings.on_take.remove = {keys.state, keys.state_by};
   const auto deadline = clock::now() + std::chrono::seconds(2 * m.failover.lease_s + 2);
   cluster::head_term holder;
   std::string last_error = "held by another";
@@ -176,14 +191,26 @@ bool cluster_membership::try_take_head_role(const std::string& why) {
   // manifest's, on this node's host.
   const cluster::head_holder me{node_.name, spec.host,
                                 cluster::single_host(m) ? io::free_local_port() : m.head_port};
-  auto lease = cluster::head_lease::try_take({failover_etcd(), keys.head, cluster::encode_holder(me), m.failover.lease_s},
-                                             head_role_lost_handler());
+  auto lease = cluster::head_lease::try_take(taking_settings(keys, me), head_role_lost_handler());
   if (!lease) return false;
   io::etcd_client etcd(failover_etcd());
-  const auto stored = cluster::read_membership(etcd, keys);
-  if (!stored) throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state);
+  auto stored = cluster::read_membership(etcd, keys);
+  if (!stored)
+    throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state,
+                     ": the job's first head was lost before it wrote any (before the job began)");
   end_if_job_over(*stored, node_.name);  // the lease goes with `lease`: the next node reads the same
-  spdlog::warn("node {}: takes the head's role over from node {} (etcd term {})", node_.name, stored->written_by,
+  // A holder that took the role after the state's writer and died before writing is lost too.
+  const auto& previous = lease->term().previous;
+  const auto previous_taker = previous.empty() ? stored->written_by : cluster::decode_holder(previous, keys.taken_by).node;
+  if (previous_taker != stored->written_by && previous_taker != node_.name) stored->lost_since_written = previous_taker;
+  if (takeover_kill_window_ > 0 && steps_at_head_loss_ + 1 >= takeover_kill_window_ &&
+      previous_taker == stored->written_by) {
+    spdlog::warn("node {}: injected fault: killed right after taking the head's role over", node_.name);
+    record_event(events_, {{"event", "fault"}, {"kind", "kill"}, {"node", node_.name}, {"phase", "takeover"}});
+    std::raise(SIGKILL);
+  }
+  spdlog::warn("node {}: takes the head's role over from node {}{} (etcd term {})", node_.name, stored->written_by,
+               stored->lost_since_written.empty() ? "" : " and node " + stored->lost_since_written + ", which took it after",
                lease->term().revision);
   follow(me);
   followed_term_ = lease->term().revision;
@@ -256,6 +283,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   if (is_head_)  // this process's own coordinator stopped: it lost the role, and others take it
     throw make_error("node ", node_.name, " held the head's role and its coordinator stopped (", why, ")");
   spdlog::warn("node {}: {}", node_.name, why);
+  steps_at_head_loss_ = committed_steps;
   heartbeats_->record_round_trips(role_.generation);
   heartbeats_.reset();
   role_.transports.clear();

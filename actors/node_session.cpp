@@ -383,6 +383,9 @@ training_summary run_node(const node_identity& node, io::job_config config, cons
                                 options.metrics_wanted()
                                     ? std::optional(hub_settings_for(config, options, node.manifest.world_size()))
                                     : std::nullopt);
+  for (const auto& fault : options.injected_faults)
+    if (fault.kind == cluster::fault_kind::kill && fault.phase == cluster::fault_phase::takeover)
+      membership.kill_when_taking_over(fault.window);
   carried_state carried;
   training_summary earlier;  // the windows of the generations before the last
   while (true) {

@@ -22,6 +22,7 @@ namespace troupe::cluster {
 class head_lease;
 struct head_holder;
 struct head_record_keys;
+struct head_lease_settings;
 struct stored_membership;
 }
 
@@ -85,6 +86,9 @@ class cluster_membership {
   void reconnect_to_head(int64_t committed_steps, const std::string& why);
   /// Tells the coordinator this node stops with an error (so the job stops, whatever the
   /// policy); waits at most a second for it to hear.
+  /// The injected fault kill:NODE@W:takeover (cluster/fault_injection.hpp): this process kills
+  /// itself right after it takes the head's role over from window W on, before writing anything.
+  void kill_when_taking_over(int64_t window) { takeover_kill_window_ = window; }
   void report_error(const std::string& reason);
   /// On the head: the metrics hub writes every window it holds (a job stopping with an error
   /// keeps the lines of the windows some ranks finished). Waits at most 3 s.
@@ -104,6 +108,7 @@ class cluster_membership {
   // Failover (actors/node_failover.cpp).
   io::etcd_settings failover_etcd() const;
   cluster::head_record_keys failover_keys() const;
+  cluster::head_lease_settings taking_settings(const cluster::head_record_keys& keys, const cluster::head_holder& me) const;
   /// The job's first head takes the role in etcd before it starts coordinating.
   void take_head_role_at_start();
   /// A restarted node: the manifest's head becomes the holder etcd names, and coordinator_ its
@@ -167,6 +172,8 @@ class cluster_membership {
   std::unique_ptr<cluster::head_lease> head_lease_;
   /// The etcd term of the head this node follows; 0 until it is known (the first head's).
   int64_t followed_term_ = 0;
+  int64_t steps_at_head_loss_ = 0;    ///< the committed steps when this node last followed a lost head
+  int64_t takeover_kill_window_ = 0;  ///< an injected kill:NODE@W:takeover (0: none)
   std::string etcd_answered_;  ///< the etcd endpoint that answered last (asked first next time)
   bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;

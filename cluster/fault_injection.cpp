@@ -70,7 +70,8 @@ bool read_kind(const std::string& kind, injected_fault& fault) {
 }
 
 constexpr fault_phase phases[] = {fault_phase::data,      fault_phase::forward,   fault_phase::backward,
-                                  fault_phase::allreduce, fault_phase::optimizer, fault_phase::checkpoint};
+                                  fault_phase::allreduce, fault_phase::optimizer, fault_phase::checkpoint,
+                                  fault_phase::takeover};
 
 }  // namespace
 
@@ -82,6 +83,7 @@ const char* to_string(fault_phase phase) {
     case fault_phase::allreduce: return "allreduce";
     case fault_phase::optimizer: return "optimizer";
     case fault_phase::checkpoint: return "checkpoint";
+    case fault_phase::takeover: return "takeover";
   }
   return "?";
 }
@@ -130,6 +132,8 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
                  kind + "'");
   if (fault.phase_given && has_own_moment(fault.kind))
     throw refuse("no PHASE for " + kind + " (it has its own moment in the window)");
+  if (fault.phase == fault_phase::takeover && fault.kind != fault_kind::kill)
+    throw refuse("PHASE takeover only for kill, got '" + kind + "'");
   if (fault.node.empty()) throw refuse("a node name before '@'");
   if (fault.window < 1) throw refuse("a window number ≥ 1 after '@'");
   if (manifest) {

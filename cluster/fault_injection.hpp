@@ -33,6 +33,9 @@
 ///   optimizer  the window's allreduce has finished; the optimizer step has not run
 ///   checkpoint the window's checkpoint is being written: model.safetensors is, the rest not
 ///              (on the node of global rank 0, which writes checkpoints; when one is due)
+///   takeover   kill only, with failover: the node has just taken the head's role over from a
+///              lost head (in window W or later), in the normal case (the holder before it wrote
+///              its state), and has written nothing yet: the gap a head that dies at once leaves
 
 #include <cstdint>
 #include <string>
@@ -46,7 +49,7 @@ namespace troupe::cluster {
 inline constexpr const char* inject_variable = "TROUPE_INJECT";
 
 enum class fault_kind { kill, hang, slow, drop, corrupt_checkpoint, enospc, partition, stall_checkpoint, slow_checkpoint, diverge };
-enum class fault_phase { data, forward, backward, allreduce, optimizer, checkpoint };
+enum class fault_phase { data, forward, backward, allreduce, optimizer, checkpoint, takeover };
 
 /// "data", "forward", … as the spec writes it.
 const char* to_string(fault_phase phase);

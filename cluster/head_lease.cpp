@@ -22,7 +22,7 @@ std::unique_ptr<head_lease> head_lease::try_take(const head_lease_settings& sett
   io::etcd_client etcd(settings.etcd);
   const auto asked_at = clock::now();  // the lease runs from after this on etcd's side
   const auto lease = etcd.grant_lease(settings.ttl_seconds);
-  const auto result = etcd.create(settings.key, settings.holder, lease.id);
+  const auto result = etcd.create(settings.key, settings.holder, lease.id, settings.on_take);
   if (!result.created) {
     try {
       etcd.revoke_lease(lease.id);  // unused; it would expire on its own
@@ -32,7 +32,7 @@ std::unique_ptr<head_lease> head_lease::try_take(const head_lease_settings& sett
     if (current) *current = head_term{result.current.create_revision, result.current.value, result.current.lease};
     return nullptr;
   }
-  const head_term term{result.current.create_revision, settings.holder, lease.id};
+  const head_term term{result.current.create_revision, settings.holder, lease.id, result.previous_record};
   return std::unique_ptr<head_lease>(new head_lease(settings, term, lease.ttl_seconds, asked_at, std::move(lost)));
 }
 

@@ -18,6 +18,11 @@
 /// at once when someone revokes it (then the holder's next write or keep-alive fails: it can
 /// decide nothing more, and stops).
 ///
+/// Taking the role may do more in the same transaction (`on_take`): record the new holder in a
+/// key of its own that outlives the lease, handing back who took the role before (a holder
+/// that died before writing anything is known so), and delete keys (a launch's first head
+/// clears the state an earlier launch left).
+///
 /// Destroying a held lease revokes it (the role is free at once) unless it was lost.
 
 #include <chrono>
@@ -40,6 +45,7 @@ struct head_lease_settings {
   std::string holder;                          ///< the key's value: who holds the role, where
   int64_t ttl_seconds = 2;                     ///< failover.lease_s (etcd may grant more)
   std::chrono::milliseconds margin{250};       ///< stop acting this long before the deadline
+  io::etcd_create_extras on_take;              ///< also done when the role is taken
 };
 
 /// Who holds the role as etcd says it.
@@ -47,6 +53,7 @@ struct head_term {
   int64_t revision = 0;  ///< the key's create revision: the term
   std::string holder;
   int64_t lease = 0;
+  std::string previous;  ///< when this process took it: on_take.record_key's value before ("": none)
 };
 
 class head_lease {

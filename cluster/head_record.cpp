@@ -15,7 +15,7 @@ head_record_keys head_keys(const failover_spec& failover, uint64_t job_token) {
     prefix = hex.str();
   }
   while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
-  return {prefix + "/head", prefix + "/state", prefix + "/state-by"};
+  return {prefix + "/head", prefix + "/state", prefix + "/state-by", prefix + "/taken-by"};
 }
 
 std::string encode_holder(const head_holder& holder) { return holder.node + " " + holder.address(); }

@@ -7,6 +7,9 @@
 ///   <prefix>/head      the holder, "NODE HOST:PORT" (the coordinator's address), under its lease
 ///   <prefix>/state     the membership state, Cap'n Proto bytes (cluster/membership_state.hpp)
 ///   <prefix>/state-by  the node whose coordinator wrote it
+///   <prefix>/taken-by  the last holder, "NODE HOST:PORT", put when it took the role (no lease:
+///                      it outlives the holder, so a holder that died before its first write is
+///                      still known to the next)
 /// The holder writes state and state-by in one transaction guarded by its term (the head key's
 /// create revision), *before* it tells any node what the new state means (write-ahead): a plan
 /// that reached a node is in etcd, and a holder that lost the role writes nothing more.
@@ -23,7 +26,7 @@
 namespace troupe::cluster {
 
 struct head_record_keys {
-  std::string head, state, state_by;
+  std::string head, state, state_by, taken_by;
 };
 
 /// The keys of the job whose nodes share `job_token` (cluster/job_token.hpp).
@@ -45,6 +48,9 @@ head_holder decode_holder(const std::string& value, const std::string& key);
 struct stored_membership {
   membership_state state;
   std::string written_by;
+  /// Set by a node taking the role over: the holder between `written_by` and it, which was lost
+  /// before it wrote anything (taken-by named it); "" when there was none.
+  std::string lost_since_written;
 };
 /// None when no holder wrote one yet. Throws troupe::error when the bytes are not a state.
 std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys);

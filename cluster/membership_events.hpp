@@ -76,6 +76,7 @@ struct head_takeover_event {
   std::string node;
   std::string by;
   std::string why;
+  std::string also_lost;  ///< a later holder lost before it wrote anything (cluster/head_record.hpp); "" if none
 };
 
 /// A member whose control connection closed while its process still beat reconnected from a new

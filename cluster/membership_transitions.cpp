@@ -109,7 +109,10 @@ std::string lost_node(const step_context& context) {
 std::string why_loss_stops(const step_context& context) {
   const auto& faults = context.rules.manifest.faults;
   const auto& state = context.state;
-  const auto survivors = static_cast<int64_t>(state.members.size()) - 1;
+  auto survivors = static_cast<int64_t>(state.members.size()) - 1;
+  if (const auto* takeover = std::get_if<head_takeover_event>(&context.event);
+      takeover && !takeover->also_lost.empty() && state.members.count(takeover->also_lost) != 0)
+    --survivors;  // a later holder lost before it wrote anything leaves too
   if (const auto* silence = std::get_if<heartbeat_silence_event>(&context.event);
       silence && state.planned() && !context.rules.manifest.failover.enabled() && 2 * silence->heard_from <= state.plan.size())
     return detail::concat("only ", silence->heard_from, " of the last plan's ", state.plan.size(),
@@ -468,6 +471,10 @@ void take_over_from_lost_head(step_context& context) {
   auto& state = context.state;
   state.joins.clear();
   record_loss(context, takeover.node, loss_description(context));
+  if (!takeover.also_lost.empty() && state.members.count(takeover.also_lost) != 0)
+    record_loss(context, takeover.also_lost,
+                detail::concat(label(context, takeover.also_lost), " took the head's role after ",
+                               label(context, takeover.node), " and was lost before it wrote anything"));
   context.effects.push_back(event_log_line{{{"event", "head_moved"},
                                           {"node", takeover.by},
                                           {"from", takeover.node},

@@ -224,17 +224,29 @@ std::vector<etcd_key_value> etcd_client::get_prefix(const std::string& prefix) {
   return found;
 }
 
-etcd_create_result etcd_client::create(const std::string& key, const std::string& value, int64_t lease) {
+etcd_create_result etcd_client::create(const std::string& key, const std::string& value, int64_t lease,
+                                       const etcd_create_extras& extras) {
   json txn;
   txn["compare"] = json::array({create_revision_is(key, 0)});
-  txn["success"] = json::array({put_operation(key, value, lease), range_operation(key)});
+  txn["success"] = json::array({put_operation(key, value, lease)});
+  if (!extras.record_key.empty()) {
+    auto record = put_operation(extras.record_key, value, 0);
+    record["request_put"]["prev_kv"] = true;
+    txn["success"].push_back(std::move(record));
+  }
+  for (const auto& removed : extras.remove)
+    txn["success"].push_back({{"request_delete_range", {{"key", etcd_base64(removed)}}}});
+  txn["success"].push_back(range_operation(key));
   txn["failure"] = json::array({range_operation(key)});
   const auto answer = connections_->post_ok("/v3/kv/txn", txn);
   etcd_create_result result;
   result.created = answer.value("succeeded", false);
-  for (const auto& response : answer.value("responses", json::array()))
+  for (const auto& response : answer.value("responses", json::array())) {
     if (response.contains("response_range"))
       if (auto found = first_of(response["response_range"])) result.current = *found;
+    if (response.contains("response_put") && response["response_put"].contains("prev_kv"))
+      result.previous_record = etcd_unbase64(response["response_put"]["prev_kv"].value("value", ""), "prev_kv.value");
+  }
   return result;
 }
 

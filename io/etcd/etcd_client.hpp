@@ -55,6 +55,13 @@ struct etcd_lease {
 struct etcd_create_result {
   bool created = false;
   etcd_key_value current;
+  std::string previous_record;  ///< the record key's value before a successful create ("" if none)
+};
+
+/// What else a successful `create` does, in its transaction.
+struct etcd_create_extras {
+  std::string record_key;           ///< also put the value here, with no lease ("": none)
+  std::vector<std::string> remove;  ///< keys deleted
 };
 
 class etcd_client {
@@ -75,8 +82,10 @@ class etcd_client {
   std::optional<etcd_key_value> get(const std::string& key);
   /// Every key starting with `prefix`, in key order.
   std::vector<etcd_key_value> get_prefix(const std::string& prefix);
-  /// Creates `key` holding `value` (under `lease` unless 0) only if it does not exist.
-  etcd_create_result create(const std::string& key, const std::string& value, int64_t lease);
+  /// Creates `key` holding `value` (under `lease` unless 0) only if it does not exist, and then,
+  /// in the same transaction, does `extras`.
+  etcd_create_result create(const std::string& key, const std::string& value, int64_t lease,
+                            const etcd_create_extras& extras = {});
   /// Puts every (key, value) of `puts`, in one transaction, only while `guard` exists with
   /// create revision `guard_revision` (the holder of a lease-bound key still holds it); false
   /// when it does not, and nothing is written.

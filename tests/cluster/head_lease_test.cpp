@@ -153,5 +153,32 @@ TEST_F(head_lease_test, a_job_has_begun_once_a_holder_kept_a_state_past_its_firs
   EXPECT_FALSE(job_has_begun(etcd, keys));
 }
 
+// Taking the role records the taker in a key of its own that outlives the lease and hands back
+// the one before: a holder that died before writing anything is known to the next. A launch's
+// first head also clears what an earlier launch left.
+TEST_F(head_lease_test, taking_the_role_records_the_taker_and_hands_back_the_one_before) {
+  auto with_record = [&](const std::string& holder) {
+    auto s = settings(holder);
+    s.on_take.record_key = "/troupe/job/taken-by";
+    return s;
+  };
+  io::etcd_client etcd({{server_->endpoint()}, std::chrono::milliseconds(300)});
+  etcd.create("/troupe/job/state", "an earlier launch's", 0);
+  auto first_settings = with_record("a 10.0.0.1:4100");
+  first_settings.on_take.remove = {"/troupe/job/state"};
+  auto first = head_lease::try_take(first_settings, nullptr);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->term().previous, "");
+  EXPECT_FALSE(etcd.get("/troupe/job/state")) << "the earlier launch's state is gone";
+  first.reset();  // handed back; taken-by stays
+  auto second = head_lease::try_take(with_record("b 10.0.0.2:4100"), nullptr);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->term().previous, "a 10.0.0.1:4100");
+  ASSERT_TRUE(etcd.get("/troupe/job/taken-by"));
+  EXPECT_EQ(etcd.get("/troupe/job/taken-by")->value, "b 10.0.0.2:4100");
+  EXPECT_FALSE(head_lease::try_take(with_record("c 10.0.0.3:4100"), nullptr)) << "held";
+  EXPECT_EQ(etcd.get("/troupe/job/taken-by")->value, "b 10.0.0.2:4100") << "a failed take records nothing";
+}
+
 }  // namespace
 }  // namespace troupe::cluster

@@ -270,7 +270,7 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_FALSE(parse_fault("slow:5:b@2", &manifest).phase_given);
   EXPECT_TRUE(parse_fault("slow:5:b@2:backward", &manifest).phase_given);
   for (auto phase : {fault_phase::data, fault_phase::forward, fault_phase::backward, fault_phase::allreduce,
-                     fault_phase::optimizer, fault_phase::checkpoint})
+                     fault_phase::optimizer, fault_phase::checkpoint, fault_phase::takeover})
     EXPECT_EQ(parse_fault(std::string("kill:b@2:") + to_string(phase), &manifest).phase, phase);
   const auto drop = parse_fault("drop:12:b@2:backward", &manifest);
   EXPECT_EQ(drop.kind, fault_kind::drop);
@@ -295,6 +295,7 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
       {"explode:b@3", "or diverge (MS milliseconds, N heartbeats, BYTES bytes, whole numbers), got 'explode'"},
       {"enospc:a@2:data", "expected no PHASE for enospc (it has its own moment in the window)"},
       {"diverge:a@2:forward", "expected no PHASE for diverge"},
+      {"hang:a@2:takeover", "expected PHASE takeover only for kill, got 'hang'"},
       {"stall-checkpoint:0:a@2", "got 'stall-checkpoint:0'"},
       {"drop:0:b@3", "got 'drop:0'"},
       {"slow:fast:b@3", "got 'slow:fast'"},

@@ -430,6 +430,18 @@ std::vector<row_case> training_cases() {
          ASSERT_EQ(plans.size(), 1u);
          EXPECT_EQ(next.state().start_steps, 4);
        }},
+      {"a holder lost before it wrote anything leaves with the head whose state the new head read",
+       [] { job j; j.training(); return j; }, head_takeover_event{"a", "c", "its lease ran out", "b"},
+       "take_over_from_lost_head", phase::forming,
+       [](const job& j, const auto& effects) {
+         EXPECT_EQ(j.state().members, (std::set<std::string>{"c"}));
+         std::set<std::string> lost;
+         for (const auto& line : effects_of<event_log_line>(effects))
+           if (line.fields["event"] == "node_lost") lost.insert(line.fields["node"].template get<std::string>());
+         EXPECT_EQ(lost, (std::set<std::string>{"a", "b"}));
+       }},
+      {"two lost holders leaving too few nodes stop the job", [] { job j(rules("elastic", 2)); j.training(); return j; },
+       head_takeover_event{"a", "c", "its lease ran out", "b"}, "stop_for_loss", phase::stopped},
       {"a new head with too few nodes left stops the job", [] { job j(rules("elastic", 3)); j.training(); return j; },
        head_takeover_event{"a", "b", "ended"}, "stop_for_loss", phase::stopped,
        [](const job&, const auto& effects) {

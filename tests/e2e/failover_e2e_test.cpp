@@ -20,9 +20,9 @@ class failover_e2e : public cluster_job_test {
     if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
     etcd_ = std::make_unique<testing::etcd_server>();
   }
-  /// write_manifest's three nodes with a failover block on this test's etcd.
-  std::string failover_manifest(const std::string& name, int64_t max_restarts = 0) {
-    const auto path = write_manifest(3, name);
+  /// write_manifest's nodes (three by default) with a failover block on this test's etcd.
+  std::string failover_manifest(const std::string& name, int64_t max_restarts = 0, int nodes = 3) {
+    const auto path = write_manifest(nodes, name);
     std::ifstream in(path);
     json m = json::parse(in);
     m["failover"] = {{"etcd", {etcd_->endpoint()}}, {"prefix", "/troupe-test/" + name}};
@@ -95,6 +95,46 @@ TEST_F(failover_e2e, the_heads_node_killed_mid_window_hands_its_role_on_and_the_
   EXPECT_EQ(run_command("pgrep -f -- '" + (*dir_ / run).string() + " .*--nod[e]'").status, 1);
   io::etcd_client etcd({{etcd_->endpoint()}, std::chrono::milliseconds(500)});
   EXPECT_FALSE(etcd.get("/troupe-test/" + std::string(run) + ".json/head").has_value());
+}
+
+// The gap a new head that dies at once leaves: a (the head) is killed in window 3, and whichever
+// node takes the role over first kills itself right after taking it, before writing anything
+// (kill:X@1:takeover fires only at a takeover from the head that wrote the state). The next taker
+// learns from etcd's taken-by that a holder came and went since the state was written, and drops
+// both; without that it would wait for the dead one's join until join_s and stop the job.
+TEST_F(failover_e2e, a_new_head_lost_before_its_first_write_is_dropped_by_the_next) {
+  auto c = json::parse(io_text(write_config(8, false, 0.1)));
+  c["train_batch_size"] = 8;  // 4 and 2 nodes (and one process) split it evenly
+  const auto config = (*dir_ / "config-8-batch-8.json").string();
+  testing::write_text(config, c.dump(2));
+  ASSERT_EQ(train(config, "takeover-reference").status, 0);
+  const auto run = "failover-lost-taker";
+  auto result = launch(failover_manifest(std::string(run) + ".json", 0, 4), config, run,
+                       "--inject kill:a@3 --inject kill:b@1:takeover --inject kill:c@1:takeover --inject kill:d@1:takeover",
+                       300);
+  ASSERT_EQ(result.status, 0) << result.output;
+  std::string taker, lost_taker;
+  std::set<std::string> lost;
+  for (const auto& e : events_of(run)) {
+    const auto name = e.value("event", "");
+    if (name == "fault" && e.value("phase", "") == "takeover") lost_taker = e.at("node").get<std::string>();
+    if (name == "node_lost") lost.insert(e.at("node").get<std::string>());
+    if (name == "head_moved") {
+      EXPECT_EQ(e.at("from"), "a");
+      EXPECT_TRUE(taker.empty()) << "a second head_moved";
+      taker = e.at("node").get<std::string>();
+    }
+  }
+  ASSERT_FALSE(lost_taker.empty()) << result.output;
+  ASSERT_FALSE(taker.empty()) << result.output;
+  EXPECT_NE(taker, lost_taker);
+  EXPECT_EQ(lost, (std::set<std::string>{"a", lost_taker})) << result.output;
+  EXPECT_NE(result.output.find("and node " + lost_taker + ", which took it after"), std::string::npos) << result.output;
+  const auto windows = read_metrics(run);
+  expect_same_curve_by_step(read_metrics("takeover-reference"), windows, "a and the first new head lost", 1);
+  ASSERT_FALSE(windows.empty());
+  EXPECT_EQ(windows.back().step, 8);
+  EXPECT_EQ(windows.back().world_size, 2);
 }
 
 // The head's node a, which writes the checkpoints (global rank 0), killed while it writes one:
