@@ -83,7 +83,7 @@ struct metrics_spec {
 /// (docs/faults.md#head-failover). Without it the head's loss ends the job.
 struct failover_spec {
   std::vector<std::string> etcd;  ///< etcd client URLs ("http://host:2379"); empty: no failover
-  int64_t lease_s = 2;            ///< the head's lease (etcd raises it to its floor, 2 s at its defaults)
+  int64_t lease_s = 5;            ///< the head's lease: rides out an etcd leader election (docs/faults.md)
   /// etcd keys start with this; empty: "/troupe/<job token>" (cluster/job_token.hpp), one per job.
   std::string prefix;
 

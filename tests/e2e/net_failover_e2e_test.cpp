@@ -19,6 +19,7 @@ namespace {
 std::string failover_manifest(net_test& test, net_cluster& cluster, const std::string& name) {
   auto m = json::parse(io_text(test.write_net_manifest(cluster, name)));
   m["failover"]["etcd"] = start_etcd(cluster);
+  m["failover"]["lease_s"] = 2;  // the shortest etcd's defaults allow: the cut head's bound (docs/faults.md)
   const auto manifest = (*test.dir_ / name).string();
   testing::write_text(manifest, m.dump(2));
   return manifest;
