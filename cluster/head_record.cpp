@@ -36,11 +36,18 @@ head_holder decode_holder(const std::string& value, const std::string& key) {
   return holder;
 }
 
+// One range request over both keys ("state" is a prefix of "state-by"): the two as one revision
+// of etcd holds them, never a state beside the writer of another.
 std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys) {
-  const auto state = etcd.get(keys.state);
+  TROUPE_ENFORCE(keys.state_by.rfind(keys.state, 0) == 0, "the state-by key starts with the state key");
+  std::optional<std::string> state;
+  std::string by;
+  for (const auto& kv : etcd.get_prefix(keys.state)) {
+    if (kv.key == keys.state) state = kv.value;
+    if (kv.key == keys.state_by) by = kv.value;
+  }
   if (!state) return std::nullopt;
-  const auto by = etcd.get(keys.state_by);
-  return stored_membership{decode_membership_state(state->value, "etcd's " + keys.state), by ? by->value : ""};
+  return stored_membership{decode_membership_state(*state, "etcd's " + keys.state), by, ""};
 }
 
 bool job_has_begun(io::etcd_client& etcd, const head_record_keys& keys) {

@@ -61,6 +61,8 @@ std::vector<node_command> node_commands(const cluster_manifest& manifest, const 
       if (options.slurm_cpus_per_node > 0) srun.push_back("--cpus-per-task=" + std::to_string(options.slurm_cpus_per_node));
       srun.insert(srun.end(), argv.begin(), argv.end());
       commands.push_back({node.name, launch_method::slurm, srun, may_fail, may_fail ? manifest.faults.max_restarts : 0});
+      if (options.restart_refusal)
+        commands.back().restart_refused = [refusal = options.restart_refusal, host = node.host] { return refusal(host); };
     } else if (is_local_host(node.host)) {
       commands.push_back({node.name, launch_method::local, argv, may_fail, may_fail ? manifest.faults.max_restarts : 0});
     } else {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct launch_options {
   bool dry_run = false;                  ///< print the commands, start nothing
   std::string job_secret;                ///< handed to ssh nodes on stdin (local ones inherit the environment)
   int64_t slurm_cpus_per_node = 0;       ///< inside Slurm: srun --cpus-per-task (0: srun's default)
+  /// Inside Slurm: why a lost node on HOST is not started again ("" when it may be): Slurm
+  /// counts the host down, and srun on it would fail at once.
+  std::function<std::string(const std::string& host)> restart_refusal;
 };
 
 /// The exit status of a node (and of `troupe train`, `troupe launch`) that stopped before the end
@@ -57,6 +61,8 @@ struct node_command {
   /// Written to the node's stdin, which then stays open for as long as the launcher runs (an
   /// ssh node reads the job secret from it and stops when it closes); empty: stdin inherited.
   std::string input;
+  /// Why the node is not started again after a loss ("" or none: it is, while it has restarts left).
+  std::function<std::string()> restart_refused;
   /// The head node (its coordinator and metrics hub) of a job without failover: when it fails,
   /// nothing is left for the others to do, so they are stopped at once instead of after the grace.
   bool head = false;

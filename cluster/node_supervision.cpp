@@ -363,7 +363,11 @@ class node_supervision {
       const bool job_running = !first_failure_ && std::none_of(nodes_.begin(), nodes_.end(), [](const running_node& n) {
         return !n.may_fail && n.status.has_value();
       });
-      if (node.restarts < node.command.max_restarts && job_running && others_running(index)) schedule_restart(index);
+      if (node.restarts < node.command.max_restarts && job_running && others_running(index)) {
+        const auto refused = node.command.restart_refused ? node.command.restart_refused() : std::string();
+        if (refused.empty()) schedule_restart(index);
+        else out_.note("node " + node.name + " is not started again: " + refused);
+      }
     } else if (*node.status != 0 && !first_failure_ && !interrupted_) {
       fail("node " + node.name + " " + describe(node), node.command.head ? head_failure_grace : grace_);
     }

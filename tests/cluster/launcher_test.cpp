@@ -84,6 +84,10 @@ TEST(launcher, local_and_ssh_commands) {
   EXPECT_EQ(slurm[1].method, launch_method::slurm);
   EXPECT_TRUE(slurm[0].head);
   EXPECT_TRUE(slurm[1].may_fail);
+  EXPECT_FALSE(slurm[1].restart_refused);
+  auto refusing = options;  // Slurm's view of the host decides whether a lost node is started again
+  refusing.restart_refusal = [](const std::string& host) { return "Slurm counts " + host + " as down"; };
+  EXPECT_EQ(node_commands(manifest, refusing, true)[1].restart_refused(), "Slurm counts " + manifest.nodes[1].host + " as down");
   EXPECT_EQ(shell_quote({"a b", "it's"}), "'a b' 'it'\\''s'");
 }
 
@@ -259,6 +263,18 @@ TEST(launcher, a_stopped_node_is_fenced_at_once_and_named) {
   EXPECT_NE(err.find("node frozen was stopped by signal 19"), std::string::npos) << err;
   EXPECT_NE(err.find("the job failed: node frozen was stopped"), std::string::npos) << err;
   EXPECT_LT(seconds, 10.0);
+}
+
+// A lost node whose host the scheduler counts down (Slurm: removed from the job) is not started
+// again: srun there would fail at once, max_restarts times.
+TEST(launcher, a_node_whose_restart_is_refused_is_not_started_again) {
+  node_command gone{"gone", launch_method::local, {"/bin/sh", "-c", "exit 3"}, true, 5};
+  gone.restart_refused = [] { return std::string("Slurm counts tn2 as down"); };
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run_nodes({{"head", launch_method::local, {"/bin/sh", "-c", "sleep 0.5"}}, gone}, std::chrono::seconds(1)), 0);
+  const auto err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("node gone is not started again: Slurm counts tn2 as down"), std::string::npos) << err;
+  EXPECT_EQ(err.find("restarting node gone"), std::string::npos) << err;
 }
 
 TEST(launcher, under_elastic_a_node_that_may_fail_is_reported_and_the_others_go_on) {

@@ -46,6 +46,7 @@ void add_launch_command(CLI::App& app) {
     if (job.inside_slurm) {
       const auto allocation = prepare_slurm_launch(*args, environment);
       job.launch.slurm_cpus_per_node = slurm_cpus_per_node(allocation, environment);
+      job.launch.restart_refusal = slurm_restart_refusal;
       job.manifest_for_restart = [args, allocation, checked_manifest] {
         keep_live_slurm_nodes(*args, allocation);
         return checked_manifest();

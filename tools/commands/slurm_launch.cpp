@@ -109,6 +109,15 @@ void keep_live_slurm_nodes(const job_arguments& args, const cluster::slurm_alloc
   io::write_file_atomically(args.manifest, manifest_of(live, args.manifest).dump(2) + "\n");
 }
 
+std::string slurm_restart_refusal(const std::string& host) {
+  try {
+    if (hosts_slurm_counts_up({host}).count(host) == 0) return "Slurm counts " + host + " as down";
+  } catch (const troupe::error& e) {
+    spdlog::warn("{}: starting the node again anyway", e.what());  // srun says what is wrong
+  }
+  return "";
+}
+
 int64_t slurm_cpus_per_node(const cluster::slurm_allocation& allocation, const cluster::environment_reader& environment) {
   int64_t per_task = 1;
   if (const char* cpus = environment("SLURM_CPUS_PER_TASK"); cpus != nullptr && std::atoll(cpus) > 0)

@@ -24,6 +24,11 @@ cluster::slurm_allocation prepare_slurm_launch(job_arguments& args, const cluste
 /// troupe::error when none is up or sinfo fails.
 void keep_live_slurm_nodes(const job_arguments& args, const cluster::slurm_allocation& allocation);
 
+/// Why a lost node on `host` is not started again: "Slurm counts HOST as down" (srun there
+/// would fail at once; under --no-kill Slurm removes a failed node from the job), else "" (also
+/// when sinfo fails: srun then says what is wrong).
+std::string slurm_restart_refusal(const std::string& host);
+
 /// srun's --cpus-per-task for the single step that starts every node: the tasks (workers) of the
 /// node with the fewest, times SLURM_CPUS_PER_TASK (1 when unset), so that a node process may use
 /// the CPUs Slurm gave its workers where task/cgroup confines it.
