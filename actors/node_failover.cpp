@@ -197,7 +197,8 @@ bool cluster_membership::try_take_head_role(const std::string& why) {
   auto stored = cluster::read_membership(etcd, keys);
   if (!stored)
     throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state,
-                     ": the job's first head was lost before it wrote any (before the job began)");
+                     ": probably the job's first head was lost before it wrote any (before the job began; or "
+                     "failover.prefix names another job's keys)");
   end_if_job_over(*stored, node_.name);  // the lease goes with `lease`: the next node reads the same
   // A holder that took the role after the state's writer and died before writing is lost too.
   const auto& previous = lease->term().previous;

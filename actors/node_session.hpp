@@ -84,11 +84,11 @@ class cluster_membership {
   /// again and joins the generation it forms with the steps this node's workers completed, in one
   /// request. The role becomes the new plan's. Throws when the head does not take it back.
   void reconnect_to_head(int64_t committed_steps, const std::string& why);
-  /// Tells the coordinator this node stops with an error (so the job stops, whatever the
-  /// policy); waits at most a second for it to hear.
   /// The injected fault kill:NODE@W:takeover (cluster/fault_injection.hpp): this process kills
   /// itself right after it takes the head's role over from window W on, before writing anything.
   void kill_when_taking_over(int64_t window) { takeover_kill_window_ = window; }
+  /// Tells the coordinator this node stops with an error (so the job stops, whatever the
+  /// policy); waits at most a second for it to hear.
   void report_error(const std::string& reason);
   /// On the head: the metrics hub writes every window it holds (a job stopping with an error
   /// keeps the lines of the windows some ranks finished). Waits at most 3 s.

@@ -121,7 +121,7 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     window.resize(phase_at);
     const auto known = std::find_if(std::begin(phases), std::end(phases), [&](auto p) { return phase == to_string(p); });
     if (known == std::end(phases))
-      throw refuse("PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got '" +
+      throw refuse("PHASE data, forward, backward, allreduce, optimizer, checkpoint or takeover after the window, got '" +
                    phase + "'");
     fault.phase = *known;
     fault.phase_given = true;
@@ -134,6 +134,8 @@ injected_fault parse_fault(const std::string& spec, const cluster_manifest* mani
     throw refuse("no PHASE for " + kind + " (it has its own moment in the window)");
   if (fault.phase == fault_phase::takeover && fault.kind != fault_kind::kill)
     throw refuse("PHASE takeover only for kill, got '" + kind + "'");
+  if (fault.phase == fault_phase::takeover && manifest && !manifest->failover.enabled())
+    throw refuse("PHASE takeover only in a job with failover (the manifest has no failover.etcd)");
   if (fault.node.empty()) throw refuse("a node name before '@'");
   if (fault.window < 1) throw refuse("a window number ≥ 1 after '@'");
   if (manifest) {

@@ -50,10 +50,15 @@ std::optional<stored_membership> read_membership(io::etcd_client& etcd, const he
   return stored_membership{decode_membership_state(*state, "etcd's " + keys.state), by, ""};
 }
 
-bool job_has_begun(io::etcd_client& etcd, const head_record_keys& keys) {
-  if (!current_head(etcd, keys.head)) return false;
+job_progress progress_of_job(io::etcd_client& etcd, const head_record_keys& keys) {
+  const auto holder = current_head(etcd, keys.head);
   const auto stored = read_membership(etcd, keys);
-  return stored && (stored->state.generation > 0 || stored->state.planned());
+  const bool past_first_plan = stored && (stored->state.generation > 0 || stored->state.planned());
+  const bool over = stored && (stored->state.phase == coordinator_phase::stopped ||
+                               stored->state.phase == coordinator_phase::ended);
+  if (!past_first_plan) return job_progress::not_begun;
+  if (holder) return job_progress::begun;
+  return over ? job_progress::not_begun : job_progress::between_heads;
 }
 
 membership_writer::membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node)

@@ -55,11 +55,17 @@ struct stored_membership {
 /// None when no holder wrote one yet. Throws troupe::error when the bytes are not a state.
 std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys);
 
-/// Whether the job of these keys has begun: a node holds its role and the state it keeps is past
-/// the first plan. Every node joins a job before its first plan, so a node started after that is
-/// a restarted one, whether or not anybody said so (a pod its Kubernetes Job started again runs
-/// the command it ran first). Throws io::etcd_unavailable when no endpoint answers.
-bool job_has_begun(io::etcd_client& etcd, const head_record_keys& keys);
+/// How far the job of these keys has come, as etcd says. Every node joins a job before its first
+/// plan, so a node started once the job has begun is a restarted one, whether or not anybody
+/// said so (a pod its Kubernetes Job started again runs the command it ran first).
+enum class job_progress {
+  not_begun,      ///< no state past the first plan (or one of a job that is over)
+  begun,          ///< a node holds the role, and the state is past the first plan
+  between_heads,  ///< a state past the first plan, not over, and nobody holds the role: a
+                  ///< takeover under way, or a launch that ended without a word
+};
+/// Throws io::etcd_unavailable when no endpoint answers.
+job_progress progress_of_job(io::etcd_client& etcd, const head_record_keys& keys);
 
 /// The holder's writes: each lands only while `term` still holds the role.
 class membership_writer {

@@ -129,10 +129,10 @@ cluster_manifest parse_hostfile(const std::string& text, const std::string& sour
 /// The manifest of a job whose nodes a scheduler gave (a Slurm allocation, a Kubernetes Indexed
 /// Job), as JSON for parse_manifest: `base` (a user's manifest, or an empty object) with its
 /// "nodes" replaced by one node per host (named like the host, `workers[i]` workers) and its
-/// head moved to `hosts[head]`, the first by default (head.port stays the base's, else the
+/// head moved to `hosts[head_index]`, the first by default (head.port stays the base's, else the
 /// default). The hosts must resolve each other's names.
 nlohmann::json manifest_for_hosts(const std::vector<std::string>& hosts, const std::vector<int64_t>& workers,
-                                  nlohmann::json base, std::size_t head = 0);
+                                  nlohmann::json base, std::size_t head_index = 0);
 
 /// The JSON of a manifest whose nodes a scheduler gives (its rings, timeouts, faults, head.port
 /// are kept): an empty object for "", and an error naming the file for a hostfile.

@@ -363,11 +363,7 @@ class node_supervision {
       const bool job_running = !first_failure_ && std::none_of(nodes_.begin(), nodes_.end(), [](const running_node& n) {
         return !n.may_fail && n.status.has_value();
       });
-      if (node.restarts < node.command.max_restarts && job_running && others_running(index)) {
-        const auto refused = node.command.restart_refused ? node.command.restart_refused() : std::string();
-        if (refused.empty()) schedule_restart(index);
-        else out_.note("node " + node.name + " is not started again: " + refused);
-      }
+      if (node.restarts < node.command.max_restarts && job_running && others_running(index)) schedule_restart(index);
     } else if (*node.status != 0 && !first_failure_ && !interrupted_) {
       fail("node " + node.name + " " + describe(node), node.command.head ? head_failure_grace : grace_);
     }
@@ -415,6 +411,12 @@ class node_supervision {
         continue;
       }
       auto command = nodes_[due->index].command;
+      // Asked when the restart is due (Slurm may count the host down only by then).
+      if (const auto refused = command.restart_refused ? command.restart_refused() : std::string(); !refused.empty()) {
+        out_.note("node " + command.node + " is not started again: " + refused);
+        due = restarts_.erase(due);
+        continue;
+      }
       const auto restarted = nodes_[due->index].restarts + 1;
       const int quick_failures = nodes_[due->index].quick_failures;
       if (command.argv.empty() || command.argv.back() != "--rejoin") command.argv.push_back("--rejoin");

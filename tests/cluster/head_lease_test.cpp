@@ -133,24 +133,35 @@ TEST_F(head_lease_test, a_holder_cut_off_from_etcd_stops_before_anyone_else_can_
 }
 
 // A node started again without being told so (a Kubernetes pod) is a restart exactly when the
-// job has begun: a holder of its role whose stored state is past the first plan.
+// job has begun: a holder of its role whose stored state is past the first plan; with no holder
+// and such a state, a takeover may be under way (the node waits to see).
 TEST_F(head_lease_test, a_job_has_begun_once_a_holder_kept_a_state_past_its_first_plan) {
   io::etcd_client etcd({{server_->endpoint()}, std::chrono::milliseconds(300)});
   const head_record_keys keys{"/troupe/job/head", "/troupe/job/state", "/troupe/job/state-by"};
-  EXPECT_FALSE(job_has_begun(etcd, keys)) << "nothing in etcd";
+  EXPECT_EQ(progress_of_job(etcd, keys), job_progress::not_begun) << "nothing in etcd";
   auto holder = head_lease::try_take(settings("a 10.0.0.1:4100"), nullptr);
   ASSERT_TRUE(holder);
-  EXPECT_FALSE(job_has_begun(etcd, keys)) << "a holder, no state yet";
+  EXPECT_EQ(progress_of_job(etcd, keys), job_progress::not_begun) << "a holder, no state yet";
   membership_writer writer({{server_->endpoint()}, std::chrono::milliseconds(300)}, keys, holder->term().revision, "a");
   membership_state state;
   state.members = {"a", "b"};
   ASSERT_TRUE(writer.write(state));
-  EXPECT_FALSE(job_has_begun(etcd, keys)) << "generation 0 still forming: every node starts for the first time";
+  EXPECT_EQ(progress_of_job(etcd, keys), job_progress::not_begun) << "generation 0 forming: every node starts first";
   state.phase = coordinator_phase::training;
   ASSERT_TRUE(writer.write(state));
-  EXPECT_TRUE(job_has_begun(etcd, keys));
-  holder.reset();  // handed back: no holder, the state stays (a job over, or one every node left)
-  EXPECT_FALSE(job_has_begun(etcd, keys));
+  EXPECT_EQ(progress_of_job(etcd, keys), job_progress::begun);
+  state.phase = coordinator_phase::ended;
+  ASSERT_TRUE(writer.write(state));
+  EXPECT_EQ(progress_of_job(etcd, keys), job_progress::begun) << "its holder still finishing";
+  holder.reset();  // handed back: the state of a job that is over stays
+  EXPECT_EQ(progress_of_job(etcd, keys), job_progress::not_begun);
+  auto second = head_lease::try_take(settings("b 10.0.0.2:4100"), nullptr);
+  ASSERT_TRUE(second);
+  membership_writer again({{server_->endpoint()}, std::chrono::milliseconds(300)}, keys, second->term().revision, "b");
+  state.phase = coordinator_phase::training;
+  ASSERT_TRUE(again.write(state));
+  second.reset();
+  EXPECT_EQ(progress_of_job(etcd, keys), job_progress::between_heads) << "a running state, nobody holding the role";
 }
 
 // Taking the role records the taker in a key of its own that outlives the lease and hands back

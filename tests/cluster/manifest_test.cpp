@@ -270,8 +270,9 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
   EXPECT_FALSE(parse_fault("slow:5:b@2", &manifest).phase_given);
   EXPECT_TRUE(parse_fault("slow:5:b@2:backward", &manifest).phase_given);
   for (auto phase : {fault_phase::data, fault_phase::forward, fault_phase::backward, fault_phase::allreduce,
-                     fault_phase::optimizer, fault_phase::checkpoint, fault_phase::takeover})
+                     fault_phase::optimizer, fault_phase::checkpoint})
     EXPECT_EQ(parse_fault(std::string("kill:b@2:") + to_string(phase), &manifest).phase, phase);
+  EXPECT_EQ(parse_fault("kill:b@2:takeover").phase, fault_phase::takeover);  // checked against a failover manifest elsewhere
   const auto drop = parse_fault("drop:12:b@2:backward", &manifest);
   EXPECT_EQ(drop.kind, fault_kind::drop);
   EXPECT_EQ(drop.drop_count, 12);
@@ -296,13 +297,14 @@ TEST(fault_injection, specs_are_parsed_and_checked_against_the_manifest) {
       {"enospc:a@2:data", "expected no PHASE for enospc (it has its own moment in the window)"},
       {"diverge:a@2:forward", "expected no PHASE for diverge"},
       {"hang:a@2:takeover", "expected PHASE takeover only for kill, got 'hang'"},
+      {"kill:a@2:takeover", "expected PHASE takeover only in a job with failover"},
       {"stall-checkpoint:0:a@2", "got 'stall-checkpoint:0'"},
       {"drop:0:b@3", "got 'drop:0'"},
       {"slow:fast:b@3", "got 'slow:fast'"},
       {"kill:@3", "expected a node name before '@'"},
       {"kill:b@0", "expected a window number ≥ 1 after '@'"},
       {"kill:zz@2", "--inject kill:zz@2: "},
-      {"kill:b@2:lunch", "expected PHASE data, forward, backward, allreduce, optimizer or checkpoint after the window, got 'lunch'"},
+      {"kill:b@2:lunch", "expected PHASE data, forward, backward, allreduce, optimizer, checkpoint or takeover after the window, got 'lunch'"},
 
       {"kill:b@x:data", "expected a window number ≥ 1 after '@'"},
   };

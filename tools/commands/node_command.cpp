@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -92,33 +93,47 @@ actors::node_identity node_from_environment(const job_arguments& args) {
 /// adds --rejoin). With failover etcd tells the two apart: a job that has begun without this
 /// process is one it rejoins (a restarted head's node comes back as a worker). Node 0 starting a
 /// job refuses a run directory holding another run unless resuming (no launcher checks it here).
+/// Whether etcd says the job has begun without this process (then it is a restart).
+bool job_began_without_this_node(const actors::node_identity& node, const io::job_config& config) {
+  const auto& m = node.manifest;
+  io::etcd_client etcd({m.failover.etcd, std::chrono::milliseconds(500)});
+  const auto keys = cluster::head_keys(m.failover, cluster::job_token(actors::job_config_hash(config), m.file_hash));
+  // etcd may still be starting (pods of one apply start together): asked again until join_s. A
+  // running state with no holder is a takeover under way, or a launch that ended without a
+  // word: the node waits as long as a takeover may take (2 lease_s + 5 s) for a holder.
+  const auto deadline = std::chrono::steady_clock::now() + m.timeouts.join;
+  const auto patience = std::chrono::seconds(2 * m.failover.lease_s + 5);
+  std::optional<std::chrono::steady_clock::time_point> between_since;
+  while (true) {
+    try {
+      const auto progress = cluster::progress_of_job(etcd, keys);
+      if (progress != cluster::job_progress::between_heads) return progress == cluster::job_progress::begun;
+      if (!between_since) between_since = std::chrono::steady_clock::now();
+      if (std::chrono::steady_clock::now() - *between_since >= patience) return false;  // nobody took over
+    } catch (const io::etcd_unavailable& e) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw make_error(m.source, ": failover.etcd: ", e.what(), " for ", m.timeouts.join.count(),
+                         " s (timeouts.join_s); a node started from the environment asks etcd whether its job has "
+                         "begun (then it rejoins) before it starts");
+      spdlog::warn("node {}: etcd does not answer yet ({}); asking again", node.name, e.what());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+/// A pod runs the same command when its Job starts it again as when the job began (no launcher
+/// adds --rejoin). With failover etcd tells the two apart: a job that has begun without this
+/// process is one it rejoins (a restarted head's node comes back as a worker). Node 0 starting a
+/// job refuses a run directory holding another run unless resuming (no launcher checks it here).
 void settle_start_from_environment(actors::node_identity& node, const io::job_config& config,
                                    const job_arguments& args) {
-  const auto& m = node.manifest;
-  if (m.failover.enabled()) {
-    io::etcd_client etcd({m.failover.etcd, std::chrono::milliseconds(500)});
-    const auto keys = cluster::head_keys(m.failover, cluster::job_token(actors::job_config_hash(config), m.file_hash));
-    // etcd may still be starting (pods of one apply start together): asked again until join_s.
-    const auto deadline = std::chrono::steady_clock::now() + m.timeouts.join;
-    for (bool answered = false; !answered;) {
-      try {
-        node.restarted = cluster::job_has_begun(etcd, keys);
-        answered = true;
-      } catch (const io::etcd_unavailable& e) {
-        if (std::chrono::steady_clock::now() >= deadline)
-          throw make_error(m.source, ": failover.etcd: ", e.what(), " for ", m.timeouts.join.count(),
-                           " s (timeouts.join_s); a node started from the environment asks etcd whether its job has "
-                           "begun (then it rejoins) before it starts");
-        spdlog::warn("node {}: etcd does not answer yet ({}); asking again", node.name, e.what());
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-      }
-    }
-    if (node.restarted) {
-      spdlog::warn("node {}: its job has begun ({} in etcd): it rejoins as a restarted node", node.name, keys.head);
-      cluster::adopt_published_job_secret(args.run_dir);
-    }
+  if (node.manifest.failover.enabled() && job_began_without_this_node(node, config)) {
+    node.restarted = true;
+    spdlog::warn("node {}: its job has begun (etcd says so): it rejoins as a restarted node", node.name);
+    cluster::adopt_published_job_secret(args.run_dir);
   }
-  if (!node.restarted && m.node_index(node.name) == 0 && args.resume.empty()) io::prepare_fresh_run(args.run_dir, false);
+  if (!node.restarted && node.manifest.node_index(node.name) == 0 && args.resume.empty())
+    io::prepare_fresh_run(args.run_dir, false);
 }
 
 actors::node_identity identify_node(const job_arguments& args, const node_arguments& node_args) {

@@ -60,7 +60,9 @@ void resume_requeued_job(job_arguments& args, int64_t restart_count) {
 /// block, the head off the launcher's host (cluster::slurm_head_index).
 nlohmann::json manifest_of(const cluster::slurm_allocation& allocation, const std::string& user_manifest) {
   auto base = cluster::read_base_manifest(user_manifest);
-  const bool failover = base.is_object() && base.contains("failover");
+  const bool failover = base.is_object() && base.contains("failover") && base["failover"].is_object() &&
+                        base["failover"].contains("etcd") && base["failover"]["etcd"].is_array() &&
+                        !base["failover"]["etcd"].empty();
   return cluster::manifest_for_hosts(allocation.hosts, allocation.tasks, std::move(base),
                                      cluster::slurm_head_index(allocation, failover));
 }

@@ -31,6 +31,7 @@ function manifestOf(command, container, pod, configMaps) {
   const path = command.match(/--manifest\s+(\S+)/)?.[1];
   if (!path) return [[], null];
   const where = `containers[${container.name}]: --manifest ${path}`;
+  if (!path.startsWith("/")) return [[`${where}: expected an absolute path (a ConfigMap's key under its mount)`], null];
   const directory = path.slice(0, path.lastIndexOf("/"));
   const mount = (container.volumeMounts || []).find((m) => m.mountPath.replace(/\/$/, "") === directory);
   const volume = mount && (pod.volumes || []).find((v) => v.name === mount.name);
@@ -52,8 +53,9 @@ function failoverFlaws(spec, pod, manifest) {
   const flaws = [];
   if (!Array.isArray(manifest.failover.etcd) || manifest.failover.etcd.length === 0)
     flaws.push("the manifest's failover.etcd: expected the etcd client URLs");
-  if ((spec.backoffLimitPerIndex ?? spec.backoffLimit ?? 6) < 1)
-    flaws.push("spec.backoffLimitPerIndex: expected at least 1 with failover (a failed pod is started again and rejoins; at 0 its failure ends the Job)");
+  const limit = spec.backoffLimitPerIndex !== undefined ? "backoffLimitPerIndex" : "backoffLimit";
+  if ((spec[limit] ?? 6) < 1)
+    flaws.push(`spec.${limit}: expected at least 1 with failover (a failed pod is started again and rejoins; at 0 its failure ends the Job)`);
   if (spec.backoffLimitPerIndex !== undefined && pod.restartPolicy !== "Never")
     flaws.push("spec.template.spec.restartPolicy: expected Never (backoffLimitPerIndex needs it)");
   return flaws;
