@@ -31,7 +31,6 @@
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/head_lease.hpp"
 #include "cluster/head_record.hpp"
-#include "cluster/job_token.hpp"
 #include "io/os/local_port.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -44,16 +43,11 @@ using clock = std::chrono::steady_clock;
 /// How long a fenced head's process may take to end once it stopped coordinating.
 constexpr std::chrono::seconds head_fence_grace{3};
 
-bool job_is_over(const cluster::stored_membership& stored) {
-  return stored.state.phase == cluster::coordinator_phase::stopped ||
-         stored.state.phase == cluster::coordinator_phase::ended;
-}
-
 /// A stopped (or ended) job is not taken over: its last head wrote that it stopped every node,
 /// and a coordinator started from that state could admit no one (restarted nodes would be
 /// refused, and restarted again, for ever). The node ends with the job's own reason.
 void end_if_job_over(const cluster::stored_membership& stored, const std::string& node) {
-  if (!job_is_over(stored)) return;
+  if (!cluster::job_is_over(stored)) return;
   const bool stopped = stored.state.phase == cluster::coordinator_phase::stopped;
   throw job_over(detail::concat("node ", node, ": the job ", stopped ? "stopped" : "ended", " before node ",
                                 stored.written_by, ", its last head, was lost",
@@ -73,7 +67,7 @@ io::etcd_settings cluster_membership::failover_etcd() const {
 }
 
 cluster::head_record_keys cluster_membership::failover_keys() const {
-  return cluster::head_keys(node_.manifest.failover, probe_token());
+  return cluster::head_keys(node_.manifest, job_hash_);
 }
 
 // Taking the role records the taker in taken-by: a holder that dies before its first write is
@@ -151,7 +145,7 @@ void cluster_membership::follow_holder_at_start() {
     try {
       const auto term = cluster::current_head(etcd, keys.head);
       const auto stored = term ? std::nullopt : cluster::read_membership(etcd, keys);
-      if (!stored || !job_is_over(*stored)) {
+      if (!stored || !cluster::job_is_over(*stored)) {
         over_since = clock::time_point::max();
       } else if (over_since == clock::time_point::max()) {
         over_since = clock::now();

@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "cluster/job_token.hpp"
 #include "messages/error.hpp"
 
 namespace troupe::cluster {
@@ -16,6 +17,10 @@ head_record_keys head_keys(const failover_spec& failover, uint64_t job_token) {
   }
   while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
   return {prefix + "/head", prefix + "/state", prefix + "/state-by", prefix + "/taken-by"};
+}
+
+head_record_keys head_keys(const cluster_manifest& manifest, uint64_t config_hash) {
+  return head_keys(manifest.failover, job_token(config_hash, manifest.file_hash));
 }
 
 std::string encode_holder(const head_holder& holder) { return holder.node + " " + holder.address(); }
@@ -50,15 +55,16 @@ std::optional<stored_membership> read_membership(io::etcd_client& etcd, const he
   return stored_membership{decode_membership_state(*state, "etcd's " + keys.state), by, ""};
 }
 
+bool job_is_over(const stored_membership& stored) {
+  return stored.state.phase == coordinator_phase::stopped || stored.state.phase == coordinator_phase::ended;
+}
+
 job_progress progress_of_job(io::etcd_client& etcd, const head_record_keys& keys) {
   const auto holder = current_head(etcd, keys.head);
   const auto stored = read_membership(etcd, keys);
-  const bool past_first_plan = stored && (stored->state.generation > 0 || stored->state.planned());
-  const bool over = stored && (stored->state.phase == coordinator_phase::stopped ||
-                               stored->state.phase == coordinator_phase::ended);
-  if (!past_first_plan) return job_progress::not_begun;
+  if (!stored || (stored->state.generation == 0 && !stored->state.planned())) return job_progress::not_begun;
   if (holder) return job_progress::begun;
-  return over ? job_progress::not_begun : job_progress::between_heads;
+  return job_is_over(*stored) ? job_progress::not_begun : job_progress::between_heads;
 }
 
 membership_writer::membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node)

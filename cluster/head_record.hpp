@@ -31,6 +31,8 @@ struct head_record_keys {
 
 /// The keys of the job whose nodes share `job_token` (cluster/job_token.hpp).
 head_record_keys head_keys(const failover_spec& failover, uint64_t job_token);
+/// The same for a node of the job: its manifest and the hash of its config.
+head_record_keys head_keys(const cluster_manifest& manifest, uint64_t config_hash);
 
 /// Who holds the head's role and where its coordinator listens.
 struct head_holder {
@@ -54,6 +56,8 @@ struct stored_membership {
 };
 /// None when no holder wrote one yet. Throws troupe::error when the bytes are not a state.
 std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys);
+/// Whether the stored state is that of a job its head stopped or ended.
+bool job_is_over(const stored_membership& stored);
 
 /// How far the job of these keys has come, as etcd says. Every node joins a job before its first
 /// plan, so a node started once the job has begun is a restarted one, whether or not anybody

@@ -106,13 +106,19 @@ std::string lost_node(const step_context& context) {
 }
 
 /// Why losing the event's node stops the job ("": the survivors go on). With failover, etcd decides a split.
+/// The later holder a head takeover also drops (lost before it wrote anything), while still a
+/// member; "" when there is none.
+std::string also_lost_member(const step_context& context) {
+  const auto* takeover = std::get_if<head_takeover_event>(&context.event);
+  if (takeover == nullptr || context.state.members.count(takeover->also_lost) == 0) return "";
+  return takeover->also_lost;
+}
+
 std::string why_loss_stops(const step_context& context) {
   const auto& faults = context.rules.manifest.faults;
   const auto& state = context.state;
-  auto survivors = static_cast<int64_t>(state.members.size()) - 1;
-  if (const auto* takeover = std::get_if<head_takeover_event>(&context.event);
-      takeover && !takeover->also_lost.empty() && state.members.count(takeover->also_lost) != 0)
-    --survivors;  // a later holder lost before it wrote anything leaves too
+  const auto survivors =
+      static_cast<int64_t>(state.members.size()) - 1 - (also_lost_member(context).empty() ? 0 : 1);
   if (const auto* silence = std::get_if<heartbeat_silence_event>(&context.event);
       silence && state.planned() && !context.rules.manifest.failover.enabled() && 2 * silence->heard_from <= state.plan.size())
     return detail::concat("only ", silence->heard_from, " of the last plan's ", state.plan.size(),
@@ -470,10 +476,11 @@ void take_over_from_lost_head(step_context& context) {
   const auto& takeover = std::get<head_takeover_event>(context.event);
   auto& state = context.state;
   state.joins.clear();
+  const auto also_lost = also_lost_member(context);  // before the first loss changes the members
   record_loss(context, takeover.node, loss_description(context));
-  if (!takeover.also_lost.empty() && state.members.count(takeover.also_lost) != 0)
-    record_loss(context, takeover.also_lost,
-                detail::concat(label(context, takeover.also_lost), " took the head's role after ",
+  if (!also_lost.empty())
+    record_loss(context, also_lost,
+                detail::concat(label(context, also_lost), " took the head's role after ",
                                label(context, takeover.node), " and was lost before it wrote anything"));
   context.effects.push_back(event_log_line{{{"event", "head_moved"},
                                           {"node", takeover.by},

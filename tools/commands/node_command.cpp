@@ -19,7 +19,6 @@
 #include "cluster/launcher.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/indexed_job.hpp"
-#include "cluster/job_token.hpp"
 #include "io/checkpoint/run_directory.hpp"
 #include "messages/progress_line.hpp"
 #include "io/os/file_util.hpp"
@@ -89,15 +88,11 @@ actors::node_identity node_from_environment(const job_arguments& args) {
   return node;
 }
 
-/// A pod runs the same command when its Job starts it again as when the job began (no launcher
-/// adds --rejoin). With failover etcd tells the two apart: a job that has begun without this
-/// process is one it rejoins (a restarted head's node comes back as a worker). Node 0 starting a
-/// job refuses a run directory holding another run unless resuming (no launcher checks it here).
 /// Whether etcd says the job has begun without this process (then it is a restart).
 bool job_began_without_this_node(const actors::node_identity& node, const io::job_config& config) {
   const auto& m = node.manifest;
   io::etcd_client etcd({m.failover.etcd, std::chrono::milliseconds(500)});
-  const auto keys = cluster::head_keys(m.failover, cluster::job_token(actors::job_config_hash(config), m.file_hash));
+  const auto keys = cluster::head_keys(m, actors::job_config_hash(config));
   // etcd may still be starting (pods of one apply start together): asked again until join_s. A
   // running state with no holder is a takeover under way, or a launch that ended without a
   // word: the node waits as long as a takeover may take (2 lease_s + 5 s) for a holder.

@@ -57,12 +57,11 @@ void resume_requeued_job(job_arguments& args, int64_t restart_count) {
 }
 
 /// The manifest of the allocation's hosts on top of the user's (--manifest): with a failover
-/// block, the head off the launcher's host (cluster::slurm_head_index).
+/// block, the head off the launcher's host (cluster::slurm_head_index). A block without etcd
+/// URLs is refused when the manifest is loaded (cluster/manifest.cpp), before any node starts.
 nlohmann::json manifest_of(const cluster::slurm_allocation& allocation, const std::string& user_manifest) {
   auto base = cluster::read_base_manifest(user_manifest);
-  const bool failover = base.is_object() && base.contains("failover") && base["failover"].is_object() &&
-                        base["failover"].contains("etcd") && base["failover"]["etcd"].is_array() &&
-                        !base["failover"]["etcd"].empty();
+  const bool failover = base.is_object() && base.contains("failover");
   return cluster::manifest_for_hosts(allocation.hosts, allocation.tasks, std::move(base),
                                      cluster::slurm_head_index(allocation, failover));
 }
