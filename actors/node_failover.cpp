@@ -5,11 +5,12 @@
 /// Protocol. The role is a key in etcd under the holder's lease (cluster/head_lease.hpp); its
 /// value names the holder's node and coordinator address (cluster/head_record.hpp). The job's
 /// first head takes it before it coordinates. When a node sees the coordinator it follows go
-/// down (its process ended: the connection closed), it
+/// down (its process ended: the connection closed) or fall silent (no heartbeat echo), it
 ///   1. reads the key: a holder other than the lost one is the new head, followed at once;
-///   2. while the key still names the lost head, revokes that lease once (the process that held
-///      it has ended, so no keep-alive comes; waiting would only cost the lease's TTL), and reads
-///      again;
+///   2. while the key still names the lost head, revokes that lease once — at once when the
+///      process that held it has ended (no keep-alive comes; waiting would only cost the lease's
+///      TTL), or when a majority of the head's members voted it silent (cluster/head_silence.hpp;
+///      without one the lease runs out by itself) — and reads again;
 ///   3. when the key is free, tries to create it (one node wins: an etcd transaction, which also
 ///      records the winner in taken-by and hands back the one before): the winner reads the state
 ///      the lost head last wrote, starts a coordinator that goes on from it (the lost head's node
@@ -31,6 +32,7 @@
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/head_lease.hpp"
 #include "cluster/head_record.hpp"
+#include "cluster/head_silence.hpp"
 #include "io/os/local_port.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -55,14 +57,65 @@ void end_if_job_over(const cluster::stored_membership& stored, const std::string
                  stopped);
 }
 
+/// When a node revokes the lease of the head it lost, instead of letting it run out: at once
+/// when that head's process ended (its connection closed: no keep-alive comes), or once a
+/// majority of its members votes it silent (cluster/head_silence.hpp) and it has had time to
+/// fence itself. A silent head may be frozen or cut off (then it stops before the others
+/// revoke), or it is this node's own link that broke (then no majority forms).
+class lost_head_revocation {
+ public:
+  lost_head_revocation(std::string node, std::string lost, bool process_ended, cluster::head_record_keys keys,
+                       const cluster::cluster_manifest& m, std::filesystem::path events)
+      : node_(std::move(node)),
+        lost_(std::move(lost)),
+        process_ended_(process_ended),
+        keys_(std::move(keys)),
+        lease_s_(m.failover.lease_s),
+        revoke_from_(clock::now() + cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period)),
+        events_(std::move(events)) {}
+
+  /// Whether to revoke the lease of `term` (the lost head's, the term this node followed) now.
+  /// Throws io::etcd_unavailable.
+  bool due(io::etcd_client& etcd, const cluster::head_term& term) {
+    if (process_ended_) {
+      spdlog::warn("node {}: the head's process on node {} has ended; revoking its lease {} in etcd", node_, lost_,
+                   term.lease);
+      return true;
+    }
+    if (!ballot_) ballot_.emplace(keys_, term.revision, node_, lease_s_);
+    if (!ballot_->majority(etcd) || clock::now() < revoke_from_) return false;
+    spdlog::warn("node {}: {} hear no head (node {}); revoking its lease {} in etcd", node_, ballot_->tally(), lost_,
+                 term.lease);
+    record_event(events_, {{"event", "head_voted_silent"}, {"node", node_}, {"head", lost_}, {"votes", ballot_->tally()}});
+    return true;
+  }
+
+ private:
+  std::string node_;
+  std::string lost_;
+  bool process_ended_;
+  cluster::head_record_keys keys_;
+  int64_t lease_s_;
+  clock::time_point revoke_from_;
+  std::filesystem::path events_;
+  std::optional<cluster::silence_ballot> ballot_;
+};
+
 }  // namespace
 
-// The endpoint that answered this process last goes first: a member on a cut-off host would
-// otherwise cost every new client a connection timeout before it tries the next.
+// The endpoint that answered this process last goes first, and a member on the followed head's
+// host last (unless this node is the head): a member on a cut-off host would otherwise cost
+// every new client a connection timeout before it tries the next, and the head's host is the
+// one whose loss makes a worker ask etcd.
 io::etcd_settings cluster_membership::failover_etcd() const {
-  auto endpoints = node_.manifest.failover.etcd;
+  const auto& m = node_.manifest;
+  auto endpoints = m.failover.etcd;
   const auto answered = std::find(endpoints.begin(), endpoints.end(), etcd_answered_);
   if (answered != endpoints.end()) std::rotate(endpoints.begin(), answered, endpoints.end());
+  if (m.head_node != node_.name)
+    std::stable_partition(endpoints.begin(), endpoints.end(), [&](const std::string& url) {
+      return url.find("://" + m.head_host + ":") == std::string::npos;
+    });
   return {endpoints, std::chrono::milliseconds(500)};
 }
 
@@ -177,7 +230,7 @@ void cluster_membership::follow_holder_at_start() {
                    m.timeouts.join.count(), " s (timeouts.join_s): ", last_error);
 }
 
-bool cluster_membership::try_take_head_role(const std::string& why) {
+bool cluster_membership::try_take_head_role(const std::string& why, cluster::head_term* holder) {
   auto& m = node_.manifest;
   const auto keys = failover_keys();
   const auto& spec = m.nodes[m.node_index(node_.name)];
@@ -185,10 +238,11 @@ bool cluster_membership::try_take_head_role(const std::string& why) {
   // manifest's, on this node's host.
   const cluster::head_holder me{node_.name, spec.host,
                                 cluster::single_host(m) ? io::free_local_port() : m.head_port};
-  auto lease = cluster::head_lease::try_take(taking_settings(keys, me), head_role_lost_handler());
+  auto settings = taking_settings(keys, me);
+  settings.on_take.read_prefixes = {keys.state};  // the state it goes on from, in the same request
+  auto lease = cluster::head_lease::try_take(settings, head_role_lost_handler(), holder);
   if (!lease) return false;
-  io::etcd_client etcd(failover_etcd());
-  auto stored = cluster::read_membership(etcd, keys);
+  auto stored = cluster::membership_of(lease->term().read_at_take, keys);
   if (!stored)
     throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state,
                      ": probably the job's first head was lost before it wrote any (before the job began; or "
@@ -222,11 +276,14 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
   io::etcd_client etcd(failover_etcd());
   const auto limit = std::chrono::seconds(2 * m.failover.lease_s + 5);
   const auto deadline = clock::now() + limit;
+  lost_head_revocation revocation{node_.name, lost, process_ended, keys, m, events_};
   bool revoked = false;
+  bool key_free = false;  // this node just revoked the lease: the key went with it
   std::string last_error;
   while (clock::now() < deadline) {
     try {
-      const auto term = cluster::current_head(etcd, keys.head);
+      const auto term = key_free ? std::nullopt : cluster::current_head(etcd, keys.head);
+      key_free = false;
       etcd_answered_ = etcd.endpoint();
       if (term) {
         const auto holder = cluster::decode_holder(term->holder, keys.head);
@@ -234,19 +291,20 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
           followed_term_ = term->revision;
           return holder;
         }
-        // Only the term this node followed, and only when that head's process has ended (its
-        // connection closed): a silent head may be frozen or cut off, and its lease runs out by
-        // itself (it stops before that).
         const bool same_term = followed_term_ == 0 || term->revision == followed_term_;
-        if (!revoked && process_ended && same_term) {
-          spdlog::warn("node {}: the head's process on node {} has ended; revoking its lease {} in etcd", node_.name,
-                       lost, term->lease);
+        if (!revoked && same_term && revocation.due(etcd, *term)) {
           etcd.revoke_lease(term->lease);
-          revoked = true;
+          revoked = key_free = true;
           continue;
         }
-      } else if (try_take_head_role(why)) {
-        return {node_.name, m.head_host, m.head_port};
+      } else {
+        cluster::head_term other;
+        if (try_take_head_role(why, &other)) return {node_.name, m.head_host, m.head_port};
+        const auto holder = cluster::decode_holder(other.holder, keys.head);
+        if (holder.node != lost) {  // it took the role first
+          followed_term_ = other.revision;
+          return holder;
+        }
       }
     } catch (const io::etcd_unavailable& e) {
       last_error = std::string(": ") + e.what();

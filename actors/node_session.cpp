@@ -4,6 +4,7 @@
 #include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/head_lease.hpp"
 #include "cluster/head_record.hpp"
+#include "cluster/head_silence.hpp"
 #include "cluster/job_token.hpp"
 #include "cluster/node_machine.hpp"
 #include "cluster/plan.hpp"
@@ -136,9 +138,16 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
   settings.secret = job_secret();
   settings.metrics_hub = hub_.actor;
   settings.heartbeats = heartbeats;
-  if (head_lease_)
+  if (head_lease_) {
     settings.record = std::make_shared<cluster::membership_writer>(failover_etcd(), failover_keys(),
                                                                    head_lease_->term().revision, node_.name);
+    // Cut off from its members and etcd alike, the head stops before they revoke its lease.
+    head_lease_->watch_majority(
+        [heartbeats, recently = cluster::head_silence_notice(m.timeouts.heartbeat)] {
+          return heartbeats->majority_heard_within(recently);
+        },
+        cluster::head_confirm_within(m.timeouts.heartbeat));
+  }
   if (takeover) {
     settings.takeover = *takeover;
     settings.takeover_why = why;
@@ -157,15 +166,18 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
   }
 }
 
-// A head busy accepting many connections may refuse some: tried again every 200 ms.
+// A head busy accepting many connections may refuse some, and a new head publishes its
+// coordinator a moment after it took the role: tried again after 25 ms, doubling up to 200 ms.
 caf::actor cluster_membership::reach_coordinator_at(const std::string& host, int64_t port,
                                                     std::chrono::milliseconds limit, std::string* last_error) {
   const auto deadline = clock::now() + limit;
+  auto pause = std::chrono::milliseconds(25);
   while (clock::now() < deadline) {
     auto coordinator = system_->middleman().remote_actor(host, static_cast<uint16_t>(port));
     if (coordinator) return *coordinator;
     if (last_error) *last_error = system_->render(coordinator.error());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(2 * pause, std::chrono::milliseconds(200));
   }
   return {};
 }
@@ -257,10 +269,11 @@ void cluster_membership::watch_for_cut_links(const cluster::cluster_plan& plan) 
   for (auto& rings : role_.transports)
     for (auto& transport : rings)
       if (transport) transport->watch_stalls(m.timeouts.link_stall, reachable);
-  // The same members are asked whether they hear the head before this node gives up on it.
+  // The same members are asked whether they hear the head before this node gives up on it (not
+  // the head's own node: silent to this node, it would only cost the probe's whole budget).
   std::vector<std::pair<std::string, uint16_t>> witnesses;
   for (const auto& member : plan.members)
-    if (member.node != node_.name && member.probe_port != 0)
+    if (member.node != node_.name && member.node != m.head_node && member.probe_port != 0)
       witnesses.emplace_back(m.nodes[m.node_index(member.node)].host, member.probe_port);
   heartbeats_->set_witnesses(std::move(witnesses));
 }

@@ -23,6 +23,7 @@ class head_lease;
 struct head_holder;
 struct head_record_keys;
 struct head_lease_settings;
+struct head_term;
 struct stored_membership;
 }
 
@@ -119,8 +120,9 @@ class cluster_membership {
   cluster::head_holder holder_after_loss(const std::string& lost, bool process_ended, const std::string& why);
   /// The manifest's head fields name `holder` from now on (messages, heartbeats, the plan's rules).
   void follow(const cluster::head_holder& holder);
-  /// Takes the role if it is free, and becomes the head; false when another node took it first.
-  bool try_take_head_role(const std::string& why);
+  /// Takes the role if it is free, and becomes the head; false when another node took it first
+  /// (`*holder` says who).
+  bool try_take_head_role(const std::string& why, cluster::head_term* holder);
   /// What the head's lease calls when the role is lost: the coordinator is killed, the process
   /// ends 3 s later (head_fenced in events.jsonl).
   std::function<void(const std::string&)> head_role_lost_handler() const;

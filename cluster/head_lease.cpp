@@ -14,7 +14,7 @@ std::chrono::milliseconds seconds_ms(int64_t seconds) { return std::chrono::mill
 std::optional<head_term> current_head(io::etcd_client& etcd, const std::string& key) {
   const auto found = etcd.get(key);
   if (!found) return std::nullopt;
-  return head_term{found->create_revision, found->value, found->lease};
+  return head_term{found->create_revision, found->value, found->lease, "", {}};
 }
 
 std::unique_ptr<head_lease> head_lease::try_take(const head_lease_settings& settings, lost_callback lost,
@@ -24,15 +24,12 @@ std::unique_ptr<head_lease> head_lease::try_take(const head_lease_settings& sett
   const auto lease = etcd.grant_lease(settings.ttl_seconds);
   const auto result = etcd.create(settings.key, settings.holder, lease.id, settings.on_take);
   if (!result.created) {
-    try {
-      etcd.revoke_lease(lease.id);  // unused; it would expire on its own
-    } catch (const std::exception& failure) {
-      spdlog::debug("head lease: unused lease {} not revoked: {}", lease.id, failure.what());
-    }
-    if (current) *current = head_term{result.current.create_revision, result.current.value, result.current.lease};
+    // The lease is left unused: it runs out by itself, and revoking it would cost a node that
+    // lost the race two more requests on its way to the new head.
+    if (current) *current = head_term{result.current.create_revision, result.current.value, result.current.lease, ""};
     return nullptr;
   }
-  const head_term term{result.current.create_revision, settings.holder, lease.id, result.previous_record};
+  const head_term term{result.current.create_revision, settings.holder, lease.id, result.previous_record, result.read};
   return std::unique_ptr<head_lease>(new head_lease(settings, term, lease.ttl_seconds, asked_at, std::move(lost)));
 }
 
@@ -74,6 +71,15 @@ clock::time_point head_lease::deadline() const {
   return deadline_;
 }
 
+void head_lease::watch_majority(std::function<bool()> hears_majority, std::chrono::milliseconds confirm_within) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    majority_ = majority_watch{std::move(hears_majority), confirm_within, clock::now()};
+  }
+  changed_.notify_all();
+}
+
+// Every third of the TTL, and at once when the watchdog asks for a confirmation.
 void head_lease::keep_alive_loop() {
   io::etcd_client etcd(settings_.etcd);
   const auto period = seconds_ms(ttl_seconds_) / 3;
@@ -81,7 +87,11 @@ void head_lease::keep_alive_loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (changed_.wait_for(lock, wait, [this] { return stopping_ || lost_already_; })) return;
+      const bool woken = changed_.wait_for(lock, wait, [this] {
+        return stopping_ || lost_already_ || (confirmation_ && !confirmation_->sent);
+      });
+      if (stopping_ || lost_already_) return;
+      if (woken && confirmation_) confirmation_->sent = true;  // a confirmation asked for
     }
     const auto sent_at = clock::now();
     try {
@@ -90,32 +100,83 @@ void head_lease::keep_alive_loop() {
         lose("etcd says its lease " + std::to_string(term_.lease) + " is gone");
         return;
       }
+      bool confirming = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         deadline_ = std::max(deadline_, sent_at + seconds_ms(left));
+        confirming = confirmation_ && sent_at >= confirmation_->asked_at;
       }
       changed_.notify_all();
+      if (confirming && !confirm_role(etcd)) return;
       wait = period;
     } catch (const std::exception& failure) {
       spdlog::warn("head lease: keep-alive failed ({}); the role is held {} ms more without one", failure.what(),
                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline() - settings_.margin - clock::now()).count());
-      wait = std::chrono::milliseconds(100);
+      wait = std::chrono::milliseconds(100);  // a confirmation too is tried again then
     }
   }
+}
+
+// An etcd leader cut off from its followers answers keep-alives until it steps down (etcd 3.4
+// renews a lease on the leader alone, etcd issue 15247), even after the others revoked it; a
+// linearizable read needs a majority of etcd's members, so it is what confirms the role.
+bool head_lease::confirm_role(io::etcd_client& etcd) {
+  const auto key = etcd.get(settings_.key);
+  if (!key || key->create_revision != term_.revision) {
+    lose("etcd says the role is no longer this term's");
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    confirmation_.reset();
+    if (majority_) majority_->next_check = clock::now() + majority_->confirm_within;
+  }
+  changed_.notify_all();
+  return true;
+}
+
+void head_lease::check_majority(std::unique_lock<std::mutex>& lock) {
+  if (!majority_ || confirmation_ || clock::now() < majority_->next_check) return;
+  majority_->next_check = clock::now() + majority_check_period;
+  const auto hears_majority = majority_->hears_majority;
+  lock.unlock();
+  const bool heard = hears_majority();
+  lock.lock();
+  if (heard || lost_already_ || stopping_) return;
+  const auto now = clock::now();
+  confirmation_ = confirmation{now, now + majority_->confirm_within};
+  spdlog::warn("head lease: this head hears from no majority of its members; etcd must confirm its lease within {} ms",
+               majority_->confirm_within.count());
+  changed_.notify_all();
 }
 
 void head_lease::watchdog_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     const auto fence_at = deadline_ - settings_.margin;
-    changed_.wait_until(lock, fence_at, [&] { return stopping_ || lost_already_ || deadline_ - settings_.margin != fence_at; });
+    auto wake_at = fence_at;
+    if (confirmation_) wake_at = std::min(wake_at, confirmation_->by);
+    else if (majority_) wake_at = std::min(wake_at, majority_->next_check);
+    const bool watching = majority_.has_value();
+    changed_.wait_until(lock, wake_at, [&] {
+      return stopping_ || lost_already_ || deadline_ - settings_.margin != fence_at || majority_.has_value() != watching;
+    });
     if (stopping_ || lost_already_) return;
-    if (clock::now() >= deadline_ - settings_.margin) {
+    const auto now = clock::now();
+    std::string why;
+    if (now >= deadline_ - settings_.margin) {
+      why = "no keep-alive reached etcd in time: the lease may run out in " + std::to_string(settings_.margin.count()) +
+            " ms";
+    } else if (confirmation_ && now >= confirmation_->by) {
+      why = "it hears from no majority of its members and etcd did not confirm its lease within " +
+            std::to_string(majority_->confirm_within.count()) + " ms: this side of a network split is cut off";
+    }
+    if (!why.empty()) {
       lock.unlock();
-      lose("no keep-alive reached etcd in time: the lease may run out in " +
-           std::to_string(settings_.margin.count()) + " ms");
+      lose(why);
       return;
     }
+    check_majority(lock);
   }
 }
 

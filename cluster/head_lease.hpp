@@ -20,8 +20,17 @@
 ///
 /// Taking the role may do more in the same transaction (`on_take`): record the new holder in a
 /// key of its own that outlives the lease, handing back who took the role before (a holder
-/// that died before writing anything is known so), and delete keys (a launch's first head
-/// clears the state an earlier launch left).
+/// that died before writing anything is known so), delete keys (a launch's first head
+/// clears the state an earlier launch left), and read keys (a new head, the state it goes on
+/// from: one request fewer on the way to the next generation).
+///
+/// A holder cut off from the other nodes and from etcd alike would hold the role until its
+/// deadline, while the others may revoke its lease sooner on a majority's word
+/// (cluster/head_silence.hpp). So the holder also watches whether it hears from a majority of
+/// its members (`watch_majority`): when it does not, a keep-alive and a read of the key go out
+/// at once (the read needs a majority of etcd's members: a cut-off etcd leader still answers
+/// keep-alives), and unless both succeed within `confirm_within` it stops acting as head. The others
+/// revoke only after the bound this sets (docs/faults.md#head-failover says why it holds).
 ///
 /// Destroying a held lease revokes it (the role is free at once) unless it was lost.
 
@@ -39,6 +48,9 @@
 
 namespace troupe::cluster {
 
+/// How often a holder watching its majority asks whether it hears one (head_lease::watch_majority).
+constexpr std::chrono::milliseconds majority_check_period{50};
+
 struct head_lease_settings {
   io::etcd_settings etcd;
   std::string key;                             ///< "<prefix>/head"
@@ -54,6 +66,7 @@ struct head_term {
   std::string holder;
   int64_t lease = 0;
   std::string previous;  ///< when this process took it: on_take.record_key's value before ("": none)
+  std::vector<io::etcd_key_value> read_at_take;  ///< when this process took it: on_take.read_prefixes' keys
 };
 
 class head_lease {
@@ -73,13 +86,35 @@ class head_lease {
   bool held() const;
   /// The lease's deadline as this process counts it (before etcd's expiry).
   std::chrono::steady_clock::time_point deadline() const;
+  /// From now on `hears_majority` is asked every `majority_check_period` (on the watchdog's
+  /// thread, without this lease's lock); when it says no, etcd must confirm the lease within
+  /// `confirm_within` or the role is lost. After a confirmation it is asked again only
+  /// `confirm_within` later.
+  void watch_majority(std::function<bool()> hears_majority, std::chrono::milliseconds confirm_within);
 
  private:
   head_lease(const head_lease_settings& settings, head_term term, int64_t ttl_seconds,
              std::chrono::steady_clock::time_point granted_at, lost_callback lost);
   void keep_alive_loop();
   void watchdog_loop();
+  /// After a keep-alive a confirmation asked for: reads the role (linearizable); false when it
+  /// is no longer this term's (then lost). Throws io::etcd_unavailable.
+  bool confirm_role(io::etcd_client& etcd);
+  /// The watchdog's majority check, when due: asks for a confirmation when no majority is heard.
+  void check_majority(std::unique_lock<std::mutex>& lock);
   void lose(const std::string& why);
+
+  /// A keep-alive the watchdog asked for because no majority was heard.
+  struct confirmation {
+    std::chrono::steady_clock::time_point asked_at;
+    std::chrono::steady_clock::time_point by;  ///< the role is lost without one by then
+    bool sent = false;                         ///< the keeper sent a keep-alive for it
+  };
+  struct majority_watch {
+    std::function<bool()> hears_majority;
+    std::chrono::milliseconds confirm_within;
+    std::chrono::steady_clock::time_point next_check;
+  };
 
   head_lease_settings settings_;
   head_term term_;
@@ -88,6 +123,8 @@ class head_lease {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::chrono::steady_clock::time_point deadline_;
+  std::optional<majority_watch> majority_;
+  std::optional<confirmation> confirmation_;
   bool lost_already_ = false;
   bool stopping_ = false;
   std::thread keeper_;

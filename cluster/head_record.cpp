@@ -16,7 +16,7 @@ head_record_keys head_keys(const failover_spec& failover, uint64_t job_token) {
     prefix = hex.str();
   }
   while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
-  return {prefix + "/head", prefix + "/state", prefix + "/state-by", prefix + "/taken-by"};
+  return {prefix + "/head", prefix + "/state", prefix + "/state-by", prefix + "/taken-by", prefix + "/silent/"};
 }
 
 head_record_keys head_keys(const cluster_manifest& manifest, uint64_t config_hash) {
@@ -45,9 +45,13 @@ head_holder decode_holder(const std::string& value, const std::string& key) {
 // of etcd holds them, never a state beside the writer of another.
 std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys) {
   TROUPE_ENFORCE(keys.state_by.rfind(keys.state, 0) == 0, "the state-by key starts with the state key");
+  return membership_of(etcd.get_prefix(keys.state), keys);
+}
+
+std::optional<stored_membership> membership_of(const std::vector<io::etcd_key_value>& read, const head_record_keys& keys) {
   std::optional<std::string> state;
   std::string by;
-  for (const auto& kv : etcd.get_prefix(keys.state)) {
+  for (const auto& kv : read) {
     if (kv.key == keys.state) state = kv.value;
     if (kv.key == keys.state_by) by = kv.value;
   }

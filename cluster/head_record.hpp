@@ -10,6 +10,8 @@
 ///   <prefix>/taken-by  the last holder, "NODE HOST:PORT", put when it took the role (no lease:
 ///                      it outlives the holder, so a holder that died before its first write is
 ///                      still known to the next)
+///   <prefix>/silent/   the other nodes' votes that a term's head fell silent
+///                      (cluster/head_silence.hpp)
 /// The holder writes state and state-by in one transaction guarded by its term (the head key's
 /// create revision), *before* it tells any node what the new state means (write-ahead): a plan
 /// that reached a node is in etcd, and a holder that lost the role writes nothing more.
@@ -26,7 +28,7 @@
 namespace troupe::cluster {
 
 struct head_record_keys {
-  std::string head, state, state_by, taken_by;
+  std::string head, state, state_by, taken_by, silent;
 };
 
 /// The keys of the job whose nodes share `job_token` (cluster/job_token.hpp).
@@ -56,6 +58,8 @@ struct stored_membership {
 };
 /// None when no holder wrote one yet. Throws troupe::error when the bytes are not a state.
 std::optional<stored_membership> read_membership(io::etcd_client& etcd, const head_record_keys& keys);
+/// The same from keys already read (a range over `keys.state`, which holds state-by too).
+std::optional<stored_membership> membership_of(const std::vector<io::etcd_key_value>& read, const head_record_keys& keys);
 /// Whether the stored state is that of a job its head stopped or ended.
 bool job_is_over(const stored_membership& stored);
 

@@ -169,6 +169,19 @@ std::vector<std::optional<heartbeat_receiver::clock::time_point>> heartbeat_rece
   return heard;
 }
 
+bool heartbeat_receiver::majority_heard_within(clock::duration recently) const {
+  const auto now = clock::now();
+  const std::lock_guard lock(impl_->mutex);
+  std::size_t admitted = 0;
+  std::size_t heard = 0;
+  for (const auto& node : impl_->nodes) {
+    if (!node.member) continue;
+    ++admitted;
+    if (now - node.heard <= recently) ++heard;
+  }
+  return admitted == 0 || 2 * heard > admitted;
+}
+
 bool heartbeat_receiver::serviced_within(clock::duration recently) const {
   const clock::time_point awake{clock::duration(impl_->awake.load())};
   return clock::now() - awake <= recently;

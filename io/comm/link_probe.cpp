@@ -20,33 +20,42 @@ namespace {
 
 constexpr std::size_t probe_bytes = 16;
 
-std::array<char, probe_bytes> probe_message(std::uint64_t token, probe_question question) {
+std::array<char, probe_bytes> probe_message(std::uint64_t token, const char* kind) {
   std::array<char, probe_bytes> message{};
-  std::memcpy(message.data(), question == probe_question::hears_head ? "tprobeh1" : "tprobe01", 8);
+  std::memcpy(message.data(), kind, 8);
   std::memcpy(message.data() + 8, &token, sizeof token);
   return message;
 }
+
+std::array<char, probe_bytes> probe_message(std::uint64_t token, probe_question question) {
+  return probe_message(token, question == probe_question::hears_head ? "tprobeh1" : "tprobe01");
+}
+
+/// The answer "no, its process does not hear the head".
+std::array<char, probe_bytes> head_not_heard(std::uint64_t token) { return probe_message(token, "tprobeh0"); }
 
 }  // namespace
 
 struct link_probe_responder::impl {
   unique_fd socket;
   std::uint16_t port = 0;
-  std::array<char, probe_bytes> expected{}, expected_head_query{};
+  std::array<char, probe_bytes> expected{}, expected_head_query{}, not_heard{};
   std::mutex mutex;
   std::function<bool()> head_heard;  ///< under `mutex`
   std::atomic<bool> stop{false};
   std::thread thread;
 
-  bool answers(const std::array<char, 64>& buffer) {
-    if (std::memcmp(buffer.data(), expected.data(), probe_bytes) == 0) return true;
-    if (std::memcmp(buffer.data(), expected_head_query.data(), probe_bytes) != 0) return false;
+  /// The answer to a datagram, or null for none.
+  const char* answer(const std::array<char, 64>& buffer) {
+    if (std::memcmp(buffer.data(), expected.data(), probe_bytes) == 0) return buffer.data();
+    if (std::memcmp(buffer.data(), expected_head_query.data(), probe_bytes) != 0) return nullptr;
     const std::lock_guard lock(mutex);
-    return head_heard && head_heard();
+    if (!head_heard) return nullptr;
+    return head_heard() ? buffer.data() : not_heard.data();
   }
 
-  // Answers every well-formed probe (a head query while the head is heard); looks at the stop
-  // flag at least every 100 ms.
+  // Answers every well-formed probe (a head query once answer_head_queries was called, "no" while
+  // the head is not heard); looks at the stop flag at least every 100 ms.
   void serve() {
     while (!stop.load()) {
       pollfd ready{socket.get(), POLLIN, 0};
@@ -56,8 +65,9 @@ struct link_probe_responder::impl {
       socklen_t from_length = sizeof from;
       const auto got =
           ::recvfrom(socket.get(), buffer.data(), buffer.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_length);
-      if (got != static_cast<ssize_t>(probe_bytes) || !answers(buffer)) continue;
-      ::sendto(socket.get(), buffer.data(), probe_bytes, 0, reinterpret_cast<sockaddr*>(&from), from_length);
+      const char* reply = got == static_cast<ssize_t>(probe_bytes) ? answer(buffer) : nullptr;
+      if (reply == nullptr) continue;
+      ::sendto(socket.get(), reply, probe_bytes, 0, reinterpret_cast<sockaddr*>(&from), from_length);
     }
   }
 };
@@ -65,6 +75,7 @@ struct link_probe_responder::impl {
 link_probe_responder::link_probe_responder(std::uint64_t token) : impl_(std::make_unique<impl>()) {
   impl_->expected = probe_message(token, probe_question::host_there);
   impl_->expected_head_query = probe_message(token, probe_question::hears_head);
+  impl_->not_heard = head_not_heard(token);
   // IPv6 with v4-mapped addresses answers both families on one socket.
   impl_->socket = unique_fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   const int fd = impl_->socket.get();
@@ -114,6 +125,7 @@ probe_outcome probe_host(const std::string& host, std::uint16_t port, std::uint6
   }
   ::freeaddrinfo(found);
   const auto message = probe_message(token, question);
+  const auto denial = head_not_heard(token);
   const auto deadline = std::chrono::steady_clock::now() + budget;
   while (std::chrono::steady_clock::now() < deadline) {
     ::send(socket.get(), message.data(), message.size(), 0);  // a failed send is a lost probe
@@ -127,6 +139,9 @@ probe_outcome probe_host(const std::string& host, std::uint16_t port, std::uint6
       if (got < 0 && errno == ECONNREFUSED) return probe_outcome::refused;
       if (got == static_cast<ssize_t>(probe_bytes) && std::memcmp(buffer.data(), message.data(), probe_bytes) == 0)
         return probe_outcome::answered;
+      if (question == probe_question::hears_head && got == static_cast<ssize_t>(probe_bytes) &&
+          std::memcmp(buffer.data(), denial.data(), probe_bytes) == 0)
+        return probe_outcome::denied;
     }
   }
   return probe_outcome::silent;

@@ -12,11 +12,12 @@
 ///
 /// The same port answers a second question, "does your process hear the head?" (a node that no
 /// longer hears the head asks its peers before it gives up on it: actors/indirect_probes.hpp):
-/// answered only while the responder's `head_heard` says so.
+/// answered "yes" (the question echoed) while the responder's `head_heard` says so, and "no"
+/// otherwise, so that the asker need not wait out its budget to learn it.
 ///
-/// Wire format, both ways: 16 bytes, "tprobe01" (is this host there?) or "tprobeh1" (does it hear
-/// the head?) then the 8-byte job token (any other datagram is ignored, so the port echoes nothing
-/// for strangers).
+/// Wire format: 16 bytes, "tprobe01" (is this host there?) or "tprobeh1" (does it hear the head?)
+/// then the 8-byte job token (any other datagram is ignored, so the port echoes nothing for
+/// strangers); the answer is the same 16 bytes, or "tprobeh0" and the token for "no".
 
 #include <chrono>
 #include <cstdint>
@@ -36,8 +37,8 @@ class link_probe_responder {
   link_probe_responder& operator=(const link_probe_responder&) = delete;
 
   std::uint16_t port() const;
-  /// From now on "does your process hear the head?" is answered while `head_heard()` is true
-  /// (until set, never).
+  /// From now on "does your process hear the head?" is answered as `head_heard()` says (until
+  /// set, never).
   void answer_head_queries(std::function<bool()> head_heard);
 
   struct impl;
@@ -56,6 +57,7 @@ enum class probe_question {
 enum class probe_outcome {
   answered,  ///< an answer with the token came back
   refused,   ///< the host refused a probe (ICMP port unreachable): no process holds the port, the host is up
+  denied,    ///< a head query answered "no": the host is there, its process does not hear the head
   silent,    ///< neither within the budget (or the host does not resolve)
 };
 

@@ -63,6 +63,10 @@ json put_operation(const std::string& key, const std::string& value, int64_t lea
 
 json range_operation(const std::string& key) { return {{"request_range", {{"key", etcd_base64(key)}}}}; }
 
+json prefix_range_operation(const std::string& prefix) {
+  return {{"request_range", {{"key", etcd_base64(prefix)}, {"range_end", etcd_base64(prefix_end(prefix))}}}};
+}
+
 /// gRPC codes after which another endpoint may answer: unavailable (no leader, stopping),
 /// deadline exceeded (a minority member's request timed out), unknown (etcdserver's
 /// "request timed out" and "leader changed").
@@ -202,12 +206,11 @@ int64_t etcd_client::time_to_live(int64_t lease) {
 }
 
 void etcd_client::revoke_lease(int64_t lease) {
-  if (time_to_live(lease) < 0) return;
   try {
     connections_->post_ok("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
   } catch (const etcd_unavailable&) {
-    // A lease that ran out between the two requests is answered "not found" with HTTP
-    // trailers, which cpp-httplib 0.11 cannot read: ask once more whether it is gone.
+    // A lease that is gone is answered "not found" with HTTP trailers, which cpp-httplib 0.11
+    // cannot read (every endpoint seems not to answer): ask whether it is gone.
     if (time_to_live(lease) >= 0) throw;
   }
 }
@@ -217,8 +220,7 @@ std::optional<etcd_key_value> etcd_client::get(const std::string& key) {
 }
 
 std::vector<etcd_key_value> etcd_client::get_prefix(const std::string& prefix) {
-  const auto answer =
-      connections_->post_ok("/v3/kv/range", {{"key", etcd_base64(prefix)}, {"range_end", etcd_base64(prefix_end(prefix))}});
+  const auto answer = connections_->post_ok("/v3/kv/range", prefix_range_operation(prefix)["request_range"]);
   std::vector<etcd_key_value> found;
   for (const auto& kv : answer.value("kvs", json::array())) found.push_back(key_value_of(kv));
   return found;
@@ -238,12 +240,21 @@ etcd_create_result etcd_client::create(const std::string& key, const std::string
     txn["success"].push_back({{"request_delete_range", {{"key", etcd_base64(removed)}}}});
   txn["success"].push_back(range_operation(key));
   txn["failure"] = json::array({range_operation(key)});
+  for (const auto& prefix : extras.read_prefixes) {
+    txn["success"].push_back(prefix_range_operation(prefix));
+    txn["failure"].push_back(prefix_range_operation(prefix));
+  }
   const auto answer = connections_->post_ok("/v3/kv/txn", txn);
   etcd_create_result result;
   result.created = answer.value("succeeded", false);
+  bool key_read = false;  // the first range is the key's, the others the prefixes'
   for (const auto& response : answer.value("responses", json::array())) {
-    if (response.contains("response_range"))
+    if (response.contains("response_range") && !key_read) {
+      key_read = true;
       if (auto found = first_of(response["response_range"])) result.current = *found;
+    } else if (response.contains("response_range")) {
+      for (const auto& kv : response["response_range"].value("kvs", json::array())) result.read.push_back(key_value_of(kv));
+    }
     if (response.contains("response_put") && response["response_put"].contains("prev_kv"))
       result.previous_record = etcd_unbase64(response["response_put"]["prev_kv"].value("value", ""), "prev_kv.value");
   }

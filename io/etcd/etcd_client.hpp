@@ -56,12 +56,14 @@ struct etcd_create_result {
   bool created = false;
   etcd_key_value current;
   std::string previous_record;  ///< the record key's value before a successful create ("" if none)
+  std::vector<etcd_key_value> read;  ///< the keys under `read_prefixes`, after the attempt
 };
 
-/// What else a successful `create` does, in its transaction.
+/// What else `create` does, in its transaction.
 struct etcd_create_extras {
-  std::string record_key;           ///< also put the value here, with no lease ("": none)
-  std::vector<std::string> remove;  ///< keys deleted
+  std::string record_key;           ///< when created, also put the value here, with no lease ("": none)
+  std::vector<std::string> remove;  ///< when created, keys deleted
+  std::vector<std::string> read_prefixes;  ///< either way, every key under each is read
 };
 
 class etcd_client {
@@ -76,7 +78,8 @@ class etcd_client {
   int64_t keep_alive(int64_t lease);
   /// Seconds the lease has left; -1 when it is gone.
   int64_t time_to_live(int64_t lease);
-  /// Revokes the lease and deletes its keys; a lease already gone is not an error.
+  /// Revokes the lease and deletes its keys; a lease already gone is not an error. One request
+  /// when the lease lives.
   void revoke_lease(int64_t lease);
 
   std::optional<etcd_key_value> get(const std::string& key);

@@ -132,6 +132,44 @@ TEST_F(head_lease_test, a_holder_cut_off_from_etcd_stops_before_anyone_else_can_
   EXPECT_EQ(current_head(etcd, "/troupe/job/head")->holder, "b:4100");
 }
 
+// A head that hears from no majority of its members (it may be the cut-off side of a split)
+// keeps the role while etcd confirms its lease, and stops at once when etcd does not: long
+// before the lease's own deadline, so the others may revoke the lease on a majority's word.
+TEST_F(head_lease_test, a_holder_hearing_no_majority_stops_at_once_unless_etcd_confirms_its_lease) {
+  std::atomic<int64_t> lost_at{0};
+  std::string why;
+  auto s = settings("a:4100");
+  s.ttl_seconds = 5;
+  auto a = head_lease::try_take(s, [&](const std::string& reason) {
+    why = reason;
+    lost_at = clock::now().time_since_epoch().count();
+  });
+  ASSERT_TRUE(a);
+  std::atomic<bool> heard{true};
+  std::atomic<int> asked{0};
+  a->watch_majority(
+      [&] {
+        ++asked;
+        return heard.load();
+      },
+      std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_GE(asked.load(), 5) << "asked every " << majority_check_period.count() << " ms";
+  heard = false;  // etcd answers: confirmed, again and again
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(a->held());
+  server_->stop();  // now nothing confirms it
+  const auto cut_at = clock::now();
+  const auto deadline = clock::now() + std::chrono::seconds(3);
+  while (lost_at.load() == 0 && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(lost_at.load(), 0) << "the holder never stopped";
+  const clock::time_point stopped{clock::duration(lost_at.load())};
+  // The next check comes at most 300 ms after the last confirmation, and then 300 ms to confirm.
+  EXPECT_LE(stopped - cut_at, std::chrono::milliseconds(1200));
+  EXPECT_LE(stopped + std::chrono::seconds(2), a->deadline()) << "long before the lease's own deadline";
+  EXPECT_NE(why.find("no majority"), std::string::npos) << why;
+}
+
 // A node started again without being told so (a Kubernetes pod) is a restart exactly when the
 // job has begun: a holder of its role whose stored state is past the first plan; with no holder
 // and such a state, a takeover may be under way (the node waits to see).

@@ -182,10 +182,10 @@ TEST_F(failover_e2e, the_old_head_restarted_rejoins_as_a_worker) {
 }
 
 // A frozen head (nodes started by hand: no launcher sees the stop and kills it) keeps its
-// connections open: the others hear no heartbeat reply, wait for its lease to run out (nobody
-// revokes the lease of a process that may still live), and one of them takes the role. When the
-// frozen head is woken, its lease is long gone: it stops coordinating and ends, and never writes
-// again (no split brain).
+// connections open: the others hear no heartbeat reply and vote it silent in etcd; the two of
+// three members are a majority, so one of them revokes its lease (without the votes they would
+// wait for the lease to run out) and one takes the role. When the frozen head is woken, its
+// lease is long gone: it stops coordinating and ends, and never writes again (no split brain).
 TEST_F(failover_e2e, a_frozen_head_loses_its_role_and_stops_when_it_wakes) {
   const auto config = write_config(30, false, 0.1);
   ASSERT_EQ(train(config, "failover-frozen-reference").status, 0);
@@ -206,13 +206,18 @@ TEST_F(failover_e2e, a_frozen_head_loses_its_role_and_stops_when_it_wakes) {
   EXPECT_NE(result.output.find("a-status=1"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("node a lost the head's role"), std::string::npos) << result.output;
   expect_same_curve_by_step(read_metrics("failover-frozen-reference"), read_metrics(name), "the head frozen", 2);
-  int moves = 0, silent = 0;
+  int moves = 0, silent = 0, voted = 0;
   for (const auto& e : events_of(name)) {
     moves += e.value("event", "") == "head_moved" ? 1 : 0;
     silent += e.value("event", "") == "head_silent" ? 1 : 0;
+    if (e.value("event", "") == "head_voted_silent") {
+      ++voted;
+      EXPECT_EQ(e.value("votes", ""), "2 of 3 members") << e.dump();
+    }
   }
   EXPECT_EQ(moves, 1);
   EXPECT_GE(silent, 1);
+  EXPECT_GE(voted, 1) << "a voter revoked the lease";
 }
 
 }  // namespace

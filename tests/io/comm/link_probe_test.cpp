@@ -51,15 +51,18 @@ TEST(link_probe, a_closed_port_is_refused_at_once_another_token_is_silent_a_resp
   EXPECT_EQ(probe_host("no-such-host.invalid", closed, 7, 300ms, 50ms), probe_outcome::silent);
 }
 
-TEST(link_probe, hears_the_head_is_answered_only_while_the_responders_process_does) {
+TEST(link_probe, hears_the_head_is_answered_yes_only_while_the_responders_process_does) {
   link_probe_responder responder(7);
   const auto asks = [&] { return probe_link("127.0.0.1", responder.port(), 7, 200ms, 20ms, probe_question::hears_head); };
+  const auto outcome = [&] { return probe_host("127.0.0.1", responder.port(), 7, 200ms, 20ms, probe_question::hears_head); };
   EXPECT_FALSE(asks()) << "nothing said yet";
+  EXPECT_EQ(outcome(), probe_outcome::silent) << "nothing said yet: no answer at all";
   std::atomic<bool> heard{true};
   responder.answer_head_queries([&heard] { return heard.load(); });
   EXPECT_TRUE(asks());
   heard = false;
   EXPECT_FALSE(asks());
+  EXPECT_EQ(outcome(), probe_outcome::denied) << "an explicit no, not silence";
   EXPECT_TRUE(probe_link("127.0.0.1", responder.port(), 7, 200ms)) << "the host itself is still there";
 }
 

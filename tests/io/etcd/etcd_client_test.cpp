@@ -46,6 +46,30 @@ TEST_F(etcd_client_test, a_key_is_created_once_and_the_loser_learns_who_made_it)
   EXPECT_EQ(a.endpoint(), server_->endpoint());
 }
 
+// A create may read prefixes in the same transaction, whether it creates or not: one request
+// where a vote and its count, or a take and the state it goes on from, would be two.
+TEST_F(etcd_client_test, a_create_reads_prefixes_in_its_transaction_either_way) {
+  etcd_client etcd(settings());
+  ASSERT_TRUE(etcd.create("/job/votes/a", "a", 0).created);
+  ASSERT_TRUE(etcd.create("/job/state", "s", 0).created);
+  ASSERT_TRUE(etcd.create("/job/state-by", "a", 0).created);
+  ASSERT_TRUE(etcd.create("/job/zzz", "not read", 0).created);
+  const etcd_create_extras reads{"", {}, {"/job/votes/", "/job/state"}};
+  const auto keys_of = [](const etcd_create_result& result) {
+    std::vector<std::string> keys;
+    for (const auto& kv : result.read) keys.push_back(kv.key);
+    return keys;
+  };
+  const auto made = etcd.create("/job/votes/b", "b", 0, reads);
+  ASSERT_TRUE(made.created);
+  EXPECT_EQ(made.current.value, "b");
+  EXPECT_EQ(keys_of(made), (std::vector<std::string>{"/job/votes/a", "/job/votes/b", "/job/state", "/job/state-by"}));
+  const auto again = etcd.create("/job/votes/b", "b again", 0, reads);
+  EXPECT_FALSE(again.created);
+  EXPECT_EQ(again.current.value, "b");
+  EXPECT_EQ(keys_of(again), keys_of(made));
+}
+
 TEST_F(etcd_client_test, a_guarded_write_lands_only_while_its_guard_stands_as_it_was) {
   etcd_client etcd(settings());
   const auto lease = etcd.grant_lease(5);

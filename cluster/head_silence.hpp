@@ -1,0 +1,74 @@
+#pragma once
+/// The other nodes' word, in etcd, that the head has gone silent (docs/faults.md#head-failover).
+///
+/// A head whose process ended is known gone (its connection closed, its port refuses beats), and
+/// the node that sees it revokes its lease at once. A head that falls silent may be frozen, or
+/// its host cut off — or it is this node's own link that broke. One node cannot tell which; a
+/// majority can. So the node votes, and the role moves once a majority agrees, instead of only
+/// when the lease runs out (`failover.lease_s`, 5 s by default).
+///
+/// Protocol.
+///  1. A node whose heartbeats the head of term T left unanswered for `timeouts.heartbeat_ms`
+///     (and whose witnesses hear it no better, actors/node_heartbeats.hpp) puts
+///     `<prefix>/silent/<T>/<node>` under a lease of its own of `failover.lease_s`: a vote
+///     lives no longer than that, so votes from unrelated moments never add up.
+///  2. It counts the votes for T from members of the state the head last wrote. When more than
+///     half of those members (the head among them: it never votes) have voted, and the head has
+///     had time to fence itself (`silence_revoke_delay`, below), it revokes the head's lease;
+///     the role then moves as for a head whose process ended.
+///  3. A node alone in hearing nothing (its own link cut), or the smaller side of a split, never
+///     gathers a majority: there the head keeps the role, or loses it when its lease runs out.
+///
+/// Why the head stops first. A head cut off from a majority of its members notices within
+/// `head_silence_notice` (it hears from no majority of them) and stops acting as head unless
+/// etcd confirms its lease within `head_confirm_within` (cluster/head_lease.hpp,
+/// watch_majority): a head cut off from etcd too has stopped before any vote can be complete.
+/// A head that still reaches etcd is not stopped by its own silence, but once a majority
+/// revokes its lease it can write nothing more (every decision is written first, guarded by its
+/// term), and it stops at its next write or keep-alive.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "cluster/head_record.hpp"
+
+namespace troupe::cluster {
+
+/// How long the head waits, hearing from no majority of its members, before it asks etcd to
+/// confirm its lease: a third of `heartbeat` (five beats at the default 1.5 s and 100 ms).
+std::chrono::milliseconds head_silence_notice(std::chrono::milliseconds heartbeat);
+/// How long etcd has to confirm it: a third of `heartbeat`.
+std::chrono::milliseconds head_confirm_within(std::chrono::milliseconds heartbeat);
+/// How long a voter waits, after its own silence was declared (`heartbeat` after its first
+/// unanswered beat), before it revokes: 0 unless `heartbeat` is short. The head has fenced by
+/// notice + check period + confirmation after the last beats it heard, and a voter's first
+/// unanswered beat may precede the head's last heard one by up to two beat periods (an echo
+/// lost on the way back); 100 ms more for the fence to act.
+std::chrono::milliseconds silence_revoke_delay(std::chrono::milliseconds heartbeat,
+                                               std::chrono::milliseconds heartbeat_period);
+
+/// One node's vote on the silence of one term's head, and the count of all votes.
+class silence_ballot {
+ public:
+  silence_ballot(head_record_keys keys, int64_t term, std::string node, int64_t ttl_seconds);
+  /// Puts this node's vote (the first time), then counts: true once more than half of the members
+  /// of the state the head last wrote have voted. False without a stored state. Throws
+  /// io::etcd_unavailable.
+  bool majority(io::etcd_client& etcd);
+  /// "N of M members", for messages (after majority()).
+  std::string tally() const;
+
+ private:
+  head_record_keys keys_;
+  int64_t term_;
+  std::string node_;
+  int64_t ttl_seconds_;
+  bool voted_ = false;
+  std::optional<std::set<std::string>> members_;
+  std::size_t votes_ = 0;
+};
+
+}  // namespace troupe::cluster
