@@ -10,7 +10,7 @@
 ///   2. while the key still names the lost head, revokes that lease once — at once when the
 ///      process that held it has ended (no keep-alive comes; waiting would only cost the lease's
 ///      TTL), or when a majority of the head's members voted it silent (cluster/head_silence.hpp;
-///      without one the lease runs out by itself) — and reads again;
+///      without one the lease runs out by itself, and the key is read again until it is free);
 ///   3. when the key is free, tries to create it (one node wins: an etcd transaction, which also
 ///      records the winner in taken-by and hands back the one before): the winner reads the state
 ///      the lost head last wrote, starts a coordinator that goes on from it (the lost head's node
@@ -71,7 +71,7 @@ class lost_head_revocation {
         process_ended_(process_ended),
         keys_(std::move(keys)),
         lease_s_(m.failover.lease_s),
-        revoke_from_(clock::now() + cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period)),
+        revoke_delay_(cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period)),
         events_(std::move(events)) {}
 
   /// Whether to revoke the lease of `term` (the lost head's, the term this node followed) now.
@@ -82,8 +82,12 @@ class lost_head_revocation {
                    term.lease);
       return true;
     }
-    if (!ballot_) ballot_.emplace(keys_, term.revision, node_, lease_s_);
-    if (!ballot_->majority(etcd) || clock::now() < revoke_from_) return false;
+    if (!ballot_) ballot_.emplace(keys_, term.revision, lost_, node_, lease_s_);
+    if (!ballot_->majority(etcd)) return false;
+    // The delay runs from the moment the majority is complete: the head's fence is bounded
+    // from the last beat it heard from the last of those voters.
+    if (!majority_seen_at_) majority_seen_at_ = clock::now();
+    if (clock::now() < *majority_seen_at_ + revoke_delay_) return false;
     spdlog::warn("node {}: {} hear no head (node {}); revoking its lease {} in etcd", node_, ballot_->tally(), lost_,
                  term.lease);
     record_event(events_, {{"event", "head_voted_silent"}, {"node", node_}, {"head", lost_}, {"votes", ballot_->tally()}});
@@ -96,7 +100,8 @@ class lost_head_revocation {
   bool process_ended_;
   cluster::head_record_keys keys_;
   int64_t lease_s_;
-  clock::time_point revoke_from_;
+  std::chrono::milliseconds revoke_delay_;
+  std::optional<clock::time_point> majority_seen_at_;
   std::filesystem::path events_;
   std::optional<cluster::silence_ballot> ballot_;
 };
@@ -356,7 +361,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
       spdlog::warn("node {}: the new head, node {} at {}, does not answer; asking etcd again", node_.name, holder.node,
                    holder.address());
       lost = holder.node;
-      process_ended = false;  // no evidence: its lease must run out
+      process_ended = false;  // no evidence its process ended: the others' votes, or its lease, decide
     }
   }
   head_silent_->store(false);

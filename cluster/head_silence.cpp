@@ -18,10 +18,17 @@ std::chrono::milliseconds silence_revoke_delay(std::chrono::milliseconds heartbe
   return std::max(std::chrono::milliseconds(0), head_fenced_by - voter_silent_by);
 }
 
-silence_ballot::silence_ballot(head_record_keys keys, int64_t term, std::string node, int64_t ttl_seconds)
-    : keys_(std::move(keys)), term_(term), node_(std::move(node)), ttl_seconds_(ttl_seconds) {}
+silence_ballot::silence_ballot(head_record_keys keys, int64_t term, std::string head, std::string node,
+                               int64_t ttl_seconds)
+    : keys_(std::move(keys)), term_(term), head_(std::move(head)), node_(std::move(node)), ttl_seconds_(ttl_seconds) {}
 
-// The vote, the votes so far and the head's last state in one transaction; later, the votes.
+std::optional<std::set<std::string>> silence_ballot::members_of(const std::optional<stored_membership>& stored) const {
+  if (!stored || stored->written_by != head_) return std::nullopt;
+  return stored->state.members;
+}
+
+// The vote, the votes so far and the head's last state in one transaction; later, the votes and
+// the state again.
 bool silence_ballot::majority(io::etcd_client& etcd) {
   const auto prefix = keys_.silent + std::to_string(term_) + "/";
   std::vector<io::etcd_key_value> read;
@@ -30,15 +37,13 @@ bool silence_ballot::majority(io::etcd_client& etcd) {
     // An earlier vote of this node may stand (not created again): as good.
     read = etcd.create(prefix + node_, node_, lease.id, {"", {}, {prefix, keys_.state}}).read;
     voted_ = true;
-    if (const auto stored = membership_of(read, keys_)) members_ = stored->state.members;
+    members_ = members_of(membership_of(read, keys_));
   } else {
     read = etcd.get_prefix(prefix);
+    // The head may have written since (if it reaches etcd, it still decides).
+    members_ = members_of(read_membership(etcd, keys_));
   }
-  if (!members_) {
-    const auto stored = read_membership(etcd, keys_);
-    if (!stored) return false;
-    members_ = stored->state.members;
-  }
+  if (!members_) return false;
   votes_ = 0;
   for (const auto& vote : read)
     if (vote.key.rfind(prefix, 0) == 0 && members_->count(vote.key.substr(prefix.size())) != 0) ++votes_;

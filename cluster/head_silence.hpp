@@ -10,12 +10,14 @@
 /// Protocol.
 ///  1. A node whose heartbeats the head of term T left unanswered for `timeouts.heartbeat_ms`
 ///     (and whose witnesses hear it no better, actors/node_heartbeats.hpp) puts
-///     `<prefix>/silent/<T>/<node>` under a lease of its own of `failover.lease_s`: a vote
-///     lives no longer than that, so votes from unrelated moments never add up.
+///     `<prefix>/silent/<T>/<node>` under a lease of its own of `failover.lease_s` (a node that
+///     cannot reach a new holder of the role votes on its term the same way): a vote lives no
+///     longer than that, so only silences within `lease_s` of each other add up.
 ///  2. It counts the votes for T from members of the state the head last wrote. When more than
-///     half of those members (the head among them: it never votes) have voted, and the head has
-///     had time to fence itself (`silence_revoke_delay`, below), it revokes the head's lease;
-///     the role then moves as for a head whose process ended.
+///     half of those members (the head among them: it never votes) have voted, and, from the
+///     moment it saw them complete, the head has had time to fence itself
+///     (`silence_revoke_delay`, below), it revokes the head's lease; the role then moves as for
+///     a head whose process ended.
 ///  3. A node alone in hearing nothing (its own link cut), or the smaller side of a split, never
 ///     gathers a majority: there the head keeps the role, or loses it when its lease runs out.
 ///
@@ -53,17 +55,22 @@ std::chrono::milliseconds silence_revoke_delay(std::chrono::milliseconds heartbe
 /// One node's vote on the silence of one term's head, and the count of all votes.
 class silence_ballot {
  public:
-  silence_ballot(head_record_keys keys, int64_t term, std::string node, int64_t ttl_seconds);
+  /// `head`: the node that holds the role in `term`; `node`: this one.
+  silence_ballot(head_record_keys keys, int64_t term, std::string head, std::string node, int64_t ttl_seconds);
   /// Puts this node's vote (the first time), then counts: true once more than half of the members
-  /// of the state the head last wrote have voted. False without a stored state. Throws
-  /// io::etcd_unavailable.
+  /// of the state the head last wrote (read again at each call) have voted. False without a
+  /// stored state, or when another node wrote it (the role has moved on, or the head took it
+  /// and was lost before its first write: its lease runs out). Throws io::etcd_unavailable.
   bool majority(io::etcd_client& etcd);
   /// "N of M members", for messages (after majority()).
   std::string tally() const;
 
  private:
+  std::optional<std::set<std::string>> members_of(const std::optional<stored_membership>& stored) const;
+
   head_record_keys keys_;
   int64_t term_;
+  std::string head_;
   std::string node_;
   int64_t ttl_seconds_;
   bool voted_ = false;

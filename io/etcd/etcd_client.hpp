@@ -12,7 +12,9 @@
 ///
 /// etcd's gateway sends its errors with HTTP trailers, which cpp-httplib 0.11 reads as a broken
 /// response: an error answer counts as that endpoint not answering. So the calls are made not to
-/// need one: a missing key or lease is asked about (range, time-to-live), not provoked.
+/// need one: a missing key is asked about (range), not provoked. The one exception is revoking a
+/// lease: asking first would cost every revocation a request, so a revocation that no endpoint
+/// answers asks afterwards whether the lease is gone.
 
 #include <chrono>
 #include <cstdint>

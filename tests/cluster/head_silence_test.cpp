@@ -32,7 +32,7 @@ TEST(head_silence, a_majority_of_the_last_states_members_moves_the_role_and_vote
   ASSERT_TRUE(head);
   const auto term = head->term().revision;
   const auto ballot = [&](const std::string& node, int64_t of_term = 0) {
-    return silence_ballot(keys, of_term == 0 ? term : of_term, node, 2);
+    return silence_ballot(keys, of_term == 0 ? term : of_term, "a", node, 2);
   };
   EXPECT_FALSE(ballot("b").majority(etcd)) << "no state: nobody to count";
   membership_state state;
@@ -48,6 +48,10 @@ TEST(head_silence, a_majority_of_the_last_states_members_moves_the_role_and_vote
   EXPECT_TRUE(e.majority(etcd));
   EXPECT_EQ(e.tally(), "3 of 5 members");
   EXPECT_TRUE(b.majority(etcd)) << "every voter sees the majority";
+  // A state another node wrote (the role moved on) is not the silent head's: no count against it.
+  ASSERT_TRUE(membership_writer(settings, keys, term, "z").write(state));
+  EXPECT_FALSE(b.majority(etcd));
+  ASSERT_TRUE(membership_writer(settings, keys, term, "a").write(state));
   // The votes' leases (2 s, etcd's floor) run out: later silence starts a count of its own.
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   auto d = ballot("d");

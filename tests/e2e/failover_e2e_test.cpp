@@ -198,7 +198,7 @@ TEST_F(failover_e2e, a_frozen_head_loses_its_role_and_stops_when_it_wakes) {
       "sh -c '" + node + " --node a > " + run + ".a.log 2>&1 & a=$!; " + node + " --node b > " + run +
       ".b.log 2>&1 & b=$!; TROUPE_INJECT=slow:100:c@1 " + node + " --node c > " + run + ".c.log 2>&1 & c=$!; " +
       "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
-      "kill -STOP $a; wait $b; echo b-status=$?; wait $c; echo c-status=$?; kill -CONT $a; wait $a; echo a-status=$?; " +
+      "kill -STOP $a; echo stopped-at=$(date +%s.%N); wait $b; echo b-status=$?; wait $c; echo c-status=$?; kill -CONT $a; wait $a; echo a-status=$?; " +
       "cat " + run + ".a.log'";
   const auto result = run_command(script, 300);
   EXPECT_NE(result.output.find("b-status=0"), std::string::npos) << result.output;
@@ -218,6 +218,18 @@ TEST_F(failover_e2e, a_frozen_head_loses_its_role_and_stops_when_it_wakes) {
   EXPECT_EQ(moves, 1);
   EXPECT_GE(silent, 1);
   EXPECT_GE(voted, 1) << "a voter revoked the lease";
+  // Reported, not judged: how soon the role moved and the next generation's plan went out.
+  const auto stopped_at = result.output.find("stopped-at=");
+  ASSERT_NE(stopped_at, std::string::npos) << result.output;
+  const double frozen = std::stod(result.output.substr(stopped_at + 11));
+  double moved = -1, planned = -1;
+  for (const auto& e : events_of(name)) {
+    const auto at = e.value("unix_s", 0.0) - frozen;
+    if (e.value("event", "") == "head_moved") moved = at;
+    if (e.value("event", "") == "generation" && at > 0 && planned < 0) planned = at;
+  }
+  std::printf("head frozen: the role moved %.2f s after the SIGSTOP; the next generation's plan went out %.2f s after\n",
+              moved, planned);
 }
 
 }  // namespace
