@@ -141,10 +141,11 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
   if (head_lease_) {
     settings.record = std::make_shared<cluster::membership_writer>(failover_etcd(), failover_keys(),
                                                                    head_lease_->term().revision, node_.name);
-    // Cut off from its members and etcd alike, the head stops before they revoke its lease.
+    // Cut off from a majority of its members and from etcd, the head stops before they revoke its
+    // lease; hearing half of them, it cannot be voted out, and its lease decides.
     head_lease_->watch_majority(
         [heartbeats, recently = cluster::head_silence_notice(m.timeouts.heartbeat)] {
-          return heartbeats->majority_heard_within(recently);
+          return heartbeats->half_heard_within(recently);
         },
         cluster::head_confirm_within(m.timeouts.heartbeat));
   }

@@ -145,7 +145,7 @@ void head_lease::check_majority(std::unique_lock<std::mutex>& lock) {
   if (heard || lost_already_ || stopping_) return;
   const auto now = clock::now();
   confirmation_ = confirmation{now, now + majority_->confirm_within};
-  spdlog::warn("head lease: this head hears from no majority of its members; etcd must confirm its lease within {} ms",
+  spdlog::warn("head lease: this head hears from fewer than half of its members; etcd must confirm its lease within {} ms",
                majority_->confirm_within.count());
   changed_.notify_all();
 }
@@ -168,7 +168,7 @@ void head_lease::watchdog_loop() {
       why = "no keep-alive reached etcd in time: the lease may run out in " + std::to_string(settings_.margin.count()) +
             " ms";
     } else if (confirmation_ && now >= confirmation_->by) {
-      why = "it hears from no majority of its members and etcd did not confirm its lease within " +
+      why = "it hears from fewer than half of its members and etcd did not confirm its lease within " +
             std::to_string(majority_->confirm_within.count()) + " ms: this side of a network split is cut off";
     }
     if (!why.empty()) {

@@ -26,8 +26,8 @@
 ///
 /// A holder cut off from the other nodes and from etcd alike would hold the role until its
 /// deadline, while the others may revoke its lease sooner on a majority's word
-/// (cluster/head_silence.hpp). So the holder also watches whether it hears from a majority of
-/// its members (`watch_majority`): when it does not, a keep-alive and a read of the key go out
+/// (cluster/head_silence.hpp). So the holder also watches whether the members it does not hear
+/// are a majority (`watch_majority`): when they are, a keep-alive and a read of the key go out
 /// at once (the read needs a majority of etcd's members: a cut-off etcd leader still answers
 /// keep-alives), and unless both succeed within `confirm_within` it stops acting as head. The others
 /// revoke only after the bound this sets (docs/faults.md#head-failover says why it holds).
@@ -87,7 +87,8 @@ class head_lease {
   /// The lease's deadline as this process counts it (before etcd's expiry).
   std::chrono::steady_clock::time_point deadline() const;
   /// From now on `hears_majority` is asked every `majority_check_period` (on the watchdog's
-  /// thread, without this lease's lock); when it says no, etcd must confirm the lease within
+  /// thread, without this lease's lock) whether the holder hears enough of its members that the
+  /// others are no majority (at least half); when it says no, etcd must confirm the lease within
   /// `confirm_within` or the role is lost. After a confirmation it is asked again only
   /// `confirm_within` later.
   void watch_majority(std::function<bool()> hears_majority, std::chrono::milliseconds confirm_within);

@@ -18,11 +18,12 @@
 ///     moment it saw them complete, the head has had time to fence itself
 ///     (`silence_revoke_delay`, below), it revokes the head's lease; the role then moves as for
 ///     a head whose process ended.
-///  3. A node alone in hearing nothing (its own link cut), or the smaller side of a split, never
-///     gathers a majority: there the head keeps the role, or loses it when its lease runs out.
+///  3. A node alone in hearing nothing (its own link cut), or a side of a split holding no more
+///     than half of the members, never gathers a majority: there the head keeps the role, or
+///     loses it when its lease runs out (etcd decides the split, as without votes).
 ///
 /// Why the head stops first. A head cut off from a majority of its members notices within
-/// `head_silence_notice` (it hears from no majority of them) and stops acting as head unless
+/// `head_silence_notice` (it hears from fewer than half of them) and stops acting as head unless
 /// etcd confirms its lease within `head_confirm_within` (cluster/head_lease.hpp,
 /// watch_majority): a head cut off from etcd too has stopped before any vote can be complete.
 /// A head that still reaches etcd is not stopped by its own silence, but once a majority
@@ -39,7 +40,7 @@
 
 namespace troupe::cluster {
 
-/// How long the head waits, hearing from no majority of its members, before it asks etcd to
+/// How long the head waits, hearing from fewer than half of its members, before it asks etcd to
 /// confirm its lease: a third of `heartbeat` (five beats at the default 1.5 s and 100 ms).
 std::chrono::milliseconds head_silence_notice(std::chrono::milliseconds heartbeat);
 /// How long etcd has to confirm it: a third of `heartbeat`.

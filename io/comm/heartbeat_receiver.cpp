@@ -169,7 +169,7 @@ std::vector<std::optional<heartbeat_receiver::clock::time_point>> heartbeat_rece
   return heard;
 }
 
-bool heartbeat_receiver::majority_heard_within(clock::duration recently) const {
+bool heartbeat_receiver::half_heard_within(clock::duration recently) const {
   const auto now = clock::now();
   const std::lock_guard lock(impl_->mutex);
   std::size_t admitted = 0;
@@ -179,7 +179,7 @@ bool heartbeat_receiver::majority_heard_within(clock::duration recently) const {
     ++admitted;
     if (now - node.heard <= recently) ++heard;
   }
-  return admitted == 0 || 2 * heard > admitted;
+  return 2 * heard >= admitted;
 }
 
 bool heartbeat_receiver::serviced_within(clock::duration recently) const {

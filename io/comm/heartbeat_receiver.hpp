@@ -48,10 +48,11 @@ class heartbeat_receiver {
   std::optional<clock::time_point> last_heard(std::size_t node) const;
   /// last_heard of every node, by manifest index, read at once.
   std::vector<std::optional<clock::time_point>> last_heard_all() const;
-  /// Whether more than half of the admitted processes were heard from within `recently` (true
-  /// when none is admitted): what the head asks to learn that it may be the side of a network
-  /// split that is cut off (cluster/head_lease.hpp, watch_majority).
-  bool majority_heard_within(clock::duration recently) const;
+  /// Whether at least half of the admitted processes were heard from within `recently` (true
+  /// when none is admitted): when not, the silent ones are a majority that may vote the head out,
+  /// and it may be the side of a network split that is cut off (cluster/head_lease.hpp,
+  /// watch_majority).
+  bool half_heard_within(clock::duration recently) const;
   /// Whether the receiving thread has been awake within `recently` (it wakes at least every 50 ms).
   bool serviced_within(clock::duration recently) const;
 

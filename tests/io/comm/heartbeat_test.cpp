@@ -106,6 +106,24 @@ TEST(heartbeats, a_member_is_heard_and_measures_its_round_trips) {
   EXPECT_TRUE(receiver.serviced_within(200ms));
 }
 
+// The head asks whether it hears at least half of its members: fewer, and the silent ones are a
+// majority that may vote it out (cluster/head_silence.hpp); an even split is not.
+TEST(heartbeats, the_head_knows_whether_it_hears_half_of_its_members) {
+  heartbeat_receiver receiver(0, "127.0.0.1", token, 4);
+  EXPECT_TRUE(receiver.half_heard_within(200ms)) << "nobody admitted: nobody silent";
+  for (std::uint32_t node = 0; node < 4; ++node) receiver.admit(node, 7);  // admitted: heard now
+  EXPECT_TRUE(receiver.half_heard_within(200ms));
+  loss_record loss0, loss1;
+  const heartbeat_sender beats0(settings_for(receiver, 0, 7), loss0.handler());
+  const heartbeat_sender beats1(settings_for(receiver, 1, 7), loss1.handler());
+  std::this_thread::sleep_for(300ms);  // nodes 2 and 3 silent since their admission
+  EXPECT_TRUE(receiver.half_heard_within(200ms)) << "two of four: an even split";
+  receiver.fence(1, 1);
+  receiver.admit(1, 8);  // another process of node 1, which does not beat
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(receiver.half_heard_within(200ms)) << "one of four";
+}
+
 TEST(heartbeats, a_process_not_yet_admitted_hears_the_head_alive_but_counts_for_nothing) {
   heartbeat_receiver receiver(0, "", token, 2);
   loss_record loss;
