@@ -71,10 +71,10 @@ clock::time_point head_lease::deadline() const {
   return deadline_;
 }
 
-void head_lease::watch_majority(std::function<bool()> hears_majority, std::chrono::milliseconds confirm_within) {
+void head_lease::watch_majority(std::function<bool()> hears_half, std::chrono::milliseconds confirm_within) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    majority_ = majority_watch{std::move(hears_majority), confirm_within, clock::now()};
+    majority_ = majority_watch{std::move(hears_half), confirm_within, clock::now()};
   }
   changed_.notify_all();
 }
@@ -138,9 +138,9 @@ bool head_lease::confirm_role(io::etcd_client& etcd) {
 void head_lease::check_majority(std::unique_lock<std::mutex>& lock) {
   if (!majority_ || confirmation_ || clock::now() < majority_->next_check) return;
   majority_->next_check = clock::now() + majority_check_period;
-  const auto hears_majority = majority_->hears_majority;
+  const auto hears_half = majority_->hears_half;
   lock.unlock();
-  const bool heard = hears_majority();
+  const bool heard = hears_half();
   lock.lock();
   if (heard || lost_already_ || stopping_) return;
   const auto now = clock::now();

@@ -86,12 +86,12 @@ class head_lease {
   bool held() const;
   /// The lease's deadline as this process counts it (before etcd's expiry).
   std::chrono::steady_clock::time_point deadline() const;
-  /// From now on `hears_majority` is asked every `majority_check_period` (on the watchdog's
+  /// From now on `hears_half` is asked every `majority_check_period` (on the watchdog's
   /// thread, without this lease's lock) whether the holder hears enough of its members that the
   /// others are no majority (at least half); when it says no, etcd must confirm the lease within
   /// `confirm_within` or the role is lost. After a confirmation it is asked again only
   /// `confirm_within` later.
-  void watch_majority(std::function<bool()> hears_majority, std::chrono::milliseconds confirm_within);
+  void watch_majority(std::function<bool()> hears_half, std::chrono::milliseconds confirm_within);
 
  private:
   head_lease(const head_lease_settings& settings, head_term term, int64_t ttl_seconds,
@@ -112,7 +112,7 @@ class head_lease {
     bool sent = false;                         ///< the keeper sent a keep-alive for it
   };
   struct majority_watch {
-    std::function<bool()> hears_majority;
+    std::function<bool()> hears_half;
     std::chrono::milliseconds confirm_within;
     std::chrono::steady_clock::time_point next_check;
   };
