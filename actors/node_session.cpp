@@ -167,18 +167,22 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
   }
 }
 
-// A head busy accepting many connections may refuse some, and a new head publishes its
-// coordinator a moment after it took the role: tried again after 25 ms, doubling up to 200 ms.
+// A new head publishes its coordinator a moment after it took the role (tens of milliseconds),
+// and a node that lost the race to take it learns of the holder at once: tried again every 20 ms
+// for the first half second, then after twice as long each time up to 200 ms (a head busy
+// accepting many connections may refuse some).
 caf::actor cluster_membership::reach_coordinator_at(const std::string& host, int64_t port,
                                                     std::chrono::milliseconds limit, std::string* last_error) {
-  const auto deadline = clock::now() + limit;
-  auto pause = std::chrono::milliseconds(25);
+  const auto started = clock::now();
+  const auto deadline = started + limit;
+  auto pause = std::chrono::milliseconds(20);
   while (clock::now() < deadline) {
     auto coordinator = system_->middleman().remote_actor(host, static_cast<uint16_t>(port));
     if (coordinator) return *coordinator;
     if (last_error) *last_error = system_->render(coordinator.error());
     std::this_thread::sleep_for(pause);
-    pause = std::min(2 * pause, std::chrono::milliseconds(200));
+    if (clock::now() - started >= std::chrono::milliseconds(500))
+      pause = std::min(2 * pause, std::chrono::milliseconds(200));
   }
   return {};
 }

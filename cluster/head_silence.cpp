@@ -39,9 +39,10 @@ bool silence_ballot::majority(io::etcd_client& etcd) {
     voted_ = true;
     members_ = members_of(membership_of(read, keys_));
   } else {
-    read = etcd.get_prefix(prefix);
-    // The head may have written since (if it reaches etcd, it still decides).
-    members_ = members_of(read_membership(etcd, keys_));
+    // The votes and the state in one request: the head may have written since (if it reaches
+    // etcd, it still decides).
+    read = etcd.get_prefixes({prefix, keys_.state});
+    members_ = members_of(membership_of(read, keys_));
   }
   if (!members_) return false;
   votes_ = 0;

@@ -81,11 +81,11 @@ def majority(side, members):
 
 
 def cut_pairs(faults, side, other, *port):
-    # The undo first: a cut that fails halfway leaves none of the others in place.
+    # The undo first: a cut that fails halfway leaves none of the others in place. One command
+    # per host of SIDE cuts it from all of OTHER at once.
     faults.undo_with(lambda: [faults.netcluster("heal", host) for host in side])
     for host in side:
-        for peer in other:
-            faults.netcluster("cut", host, peer, *port)
+        faults.netcluster("cut", host, *other, *port)
 
 
 def inject(faults, kind):
@@ -136,18 +136,22 @@ def inject(faults, kind):
 
 
 def outcome(events, fault, until):
-    """What the job did about FAULT: the nodes it lost, and the seconds after it that the role
-    moved and that the old head fenced itself (None where it did not)."""
+    """What the job did about FAULT: the nodes it lost, and the seconds after the injection was
+    all in place (a partition takes a netcluster command per side; the head's lookup and etcd's
+    leader's come first) that the role moved and that the old head fenced itself (None where it
+    did not; before the end of a partition's injection, negative)."""
     begin, end = fault["unix_s"] - 1, min(until, fault["healed_unix_s"] + OUTCOME_AFTER_S)
     inside = [e for e in events if begin <= e.get("unix_s", 0) < end]
+    origin = fault.get("injected_unix_s", fault["unix_s"])
 
     def first(kind, **fields):
         at = [e["unix_s"] for e in inside if e.get("event") == kind and all(e.get(k) == v for k, v in fields.items())]
-        return round(at[0] - fault["unix_s"], 3) if at else None
+        return round(at[0] - origin, 3) if at else None
 
     return {"lost": sorted({e["node"] for e in inside if e.get("event") == "node_lost"}),
             "reconnected": sorted({e["node"] for e in inside if e.get("event") == "control_reconnected"}),
-            "head_moved_s": first("head_moved"), "head_fenced_s": first("head_fenced", node=fault["host"])}
+            "head_moved_s": first("head_moved"), "head_fenced_s": first("head_fenced", node=fault["host"]),
+            "inject_s": round(origin - fault["unix_s"], 3)}
 
 
 def judge(events, faults):

@@ -45,14 +45,22 @@ def apply_filters(host):
     run("ip", "netns", "exec", host["name"], "nft", "-f", "-", input_text=text)
 
 
-def cut_between(host, peer, port=None):
-    """Drops what HOST and PEER send each other (on PORT only, when given), both ways."""
-    for one, other in ((host, peer), (peer, host)):
+def cut_between(host, peers, port=None):
+    """Drops what HOST and each of PEERS send each other (on PORT only, when given), both ways:
+    HOST's rules are written once, then each peer's, so a partition is in place within one
+    command's few nft calls rather than one command per pair."""
+    def add(one, other):
         entry = other["address"] + (f":{port}" if port else "")
         one.setdefault("cut_peers", [])
         if entry not in one["cut_peers"]:
             one["cut_peers"].append(entry)
-        apply_filters(one)
+
+    for peer in peers:
+        add(host, peer)
+    apply_filters(host)
+    for peer in peers:
+        add(peer, host)
+        apply_filters(peer)
 
 
 def cut(host, drop):

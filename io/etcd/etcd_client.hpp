@@ -87,6 +87,8 @@ class etcd_client {
   std::optional<etcd_key_value> get(const std::string& key);
   /// Every key starting with `prefix`, in key order.
   std::vector<etcd_key_value> get_prefix(const std::string& prefix);
+  /// Every key under each of `prefixes`, in one request (a transaction of reads: one revision).
+  std::vector<etcd_key_value> get_prefixes(const std::vector<std::string>& prefixes);
   /// Creates `key` holding `value` (under `lease` unless 0) only if it does not exist, and then,
   /// in the same transaction, does `extras`.
   etcd_create_result create(const std::string& key, const std::string& value, int64_t lease,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/netcluster, from the outside (ctest `netcluster`, label net): up, ssh, exec, the hosts'
-isolation, rate, loss, cut (link, drop, pair, one port), heal, a down that leaves nothing behind, also
-after the script was killed halfway, and the reaping of clusters whose --owner has exited. Needs root; exits 77 (ctest: skipped) with the reason elsewhere.
+isolation, rate, loss, cut (link, drop, pair, one port, a partition in one command), heal, a down
+that leaves nothing behind, also after the script was killed halfway, and the reaping of clusters
+whose --owner has exited. Needs root; exits 77 (ctest: skipped) with the reason elsewhere.
 """
 import json
 import os
@@ -122,6 +123,17 @@ class netcluster_test(unittest.TestCase):
         self.assertTrue(reaches(self.a["name"], self.b["address"], 2380))  # another port passes
         netcluster("heal", self.a["name"])
         self.assertTrue(reaches(self.a["name"], self.b["address"]))
+
+    def test_a_partition_in_one_command(self):
+        netcluster("down")
+        a, b, c = json.loads(netcluster("up", "3").stdout)["hosts"]
+        netcluster("cut", a["name"], b["name"], c["name"])  # {a} | {b, c}
+        for one, other in ((a, b), (a, c), (b, a), (c, a)):
+            self.assertFalse(reaches(one["name"], other["address"]), f"{one['name']} -> {other['name']}")
+        self.assertTrue(reaches(b["name"], c["address"]))
+        netcluster("heal", a["name"])
+        for one, other in ((a, b), (a, c), (c, a)):
+            self.assertTrue(reaches(one["name"], other["address"]), f"{one['name']} -> {other['name']}")
 
     def test_an_etcd_member_killed_and_started_again_rejoins_its_cluster(self):
         if not pathlib.Path("/usr/bin/etcd").exists():

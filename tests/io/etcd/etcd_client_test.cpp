@@ -111,6 +111,12 @@ TEST_F(etcd_client_test, keys_under_a_prefix_come_in_key_order) {
   ASSERT_EQ(found.size(), 3u);
   EXPECT_EQ(found[0].key, "/job/nodes/a");
   EXPECT_EQ(found[2].value, "/job/nodes/c");
+  // Several prefixes in one request: each one's keys in order, a prefix with none adds nothing.
+  const auto both = etcd.get_prefixes({"/job/other", "/job/none/", "/job/nodes/"});
+  ASSERT_EQ(both.size(), 4u);
+  EXPECT_EQ(both[0].key, "/job/other");
+  EXPECT_EQ(both[1].key, "/job/nodes/a");
+  EXPECT_EQ(both[3].key, "/job/nodes/c");
 }
 
 TEST_F(etcd_client_test, the_next_endpoint_answers_when_one_is_down_and_none_answering_is_said) {
