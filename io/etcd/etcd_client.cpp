@@ -37,6 +37,11 @@ std::optional<etcd_key_value> first_of(const json& range) {
   return key_value_of(range["kvs"][0]);
 }
 
+/// Every key of a range answer, appended to `into`.
+void append_all(const json& range, std::vector<etcd_key_value>& into) {
+  for (const auto& kv : range.value("kvs", json::array())) into.push_back(key_value_of(kv));
+}
+
 /// The key just past every key starting with `prefix` (etcd's range end for a prefix).
 std::string prefix_end(std::string prefix) {
   while (!prefix.empty()) {
@@ -244,7 +249,7 @@ std::optional<etcd_key_value> etcd_client::get(const std::string& key) {
 std::vector<etcd_key_value> etcd_client::get_prefix(const std::string& prefix) {
   const auto answer = connections_->post_ok("/v3/kv/range", prefix_range_operation(prefix)["request_range"]);
   std::vector<etcd_key_value> found;
-  for (const auto& kv : answer.value("kvs", json::array())) found.push_back(key_value_of(kv));
+  append_all(answer, found);
   return found;
 }
 
@@ -256,8 +261,7 @@ std::vector<etcd_key_value> etcd_client::get_prefixes(const std::vector<std::str
   const auto answer = connections_->post_ok("/v3/kv/txn", txn);
   std::vector<etcd_key_value> found;
   for (const auto& response : answer.value("responses", json::array()))
-    for (const auto& kv : response.value("response_range", json::object()).value("kvs", json::array()))
-      found.push_back(key_value_of(kv));
+    append_all(response.value("response_range", json::object()), found);
   return found;
 }
 
@@ -288,7 +292,7 @@ etcd_create_result etcd_client::create(const std::string& key, const std::string
       key_read = true;
       if (auto found = first_of(response["response_range"])) result.current = *found;
     } else if (response.contains("response_range")) {
-      for (const auto& kv : response["response_range"].value("kvs", json::array())) result.read.push_back(key_value_of(kv));
+      append_all(response["response_range"], result.read);
     }
     if (response.contains("response_put") && response["response_put"].contains("prev_kv"))
       result.previous_record = etcd_unbase64(response["response_put"]["prev_kv"].value("value", ""), "prev_kv.value");
