@@ -16,6 +16,7 @@
 #include "compute/distillation_forward.hpp"
 #include "compute/flat_parameters.hpp"
 #include "compute/held_parameters.hpp"
+#include "compute/intra_op_threads.hpp"
 #include "compute/lr_schedule.hpp"
 #include "compute/named_tensors.hpp"
 #include "compute/optimizer.hpp"
@@ -64,7 +65,7 @@ std::shared_ptr<masked_lm_impl> load_teacher(const teacher_setup& setup, c10::De
 
 mlm_trainer::mlm_trainer(const trainer_options& options)
     : options_(options), device_(options.device) {
-  at::set_num_threads(static_cast<int>(options.threads));
+  set_intra_op_threads(options.threads);  // LibTorch's and the BLAS library's pools: the bits follow the config
   if (device_.is_cuda()) use_deterministic_cuda_kernels(device_);  // reruns repeat every bit
   build_models(options);
   // Keyed by sample, not by rank: every replica draws a sample's masks alike (docs/architecture.md#contracts).

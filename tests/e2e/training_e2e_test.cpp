@@ -128,6 +128,32 @@ TEST_F(training_e2e, loss_falls_and_runs_are_bitwise_identical) {
   EXPECT_GT(result["unigram_top5_accuracy"].get<double>(), 0.0) << "the toy grammar's commonest words are masked too";
 }
 
+// The bits follow the config, not the environment: OpenBLAS sizes its own thread pool from
+// OPENBLAS_NUM_THREADS or the host's cores, and a matrix product split over more threads rounds
+// differently; troupe sizes it from `runtime.threads` (compute/intra_op_threads.hpp). Before,
+// these two runs differed from the second window on.
+TEST_F(training_e2e, the_bits_follow_the_config_not_the_blas_threads_of_the_environment) {
+  auto c = config();
+  c["bf16"]["enabled"] = false;  // fp32: every linear layer a BLAS product
+  const auto path = write_config(c, "blas-threads.json");
+  std::vector<json> runs;
+  for (const char* blas_threads : {"1", "2"}) {
+    const auto run = *dir_ / (std::string("blas-threads-") + blas_threads);
+    auto result = run_command("env OPENBLAS_NUM_THREADS=" + std::string(blas_threads) + " " + troupe_binary() +
+                              " train --config " + path + " --run-dir " + run.string() + " --steps 4");
+    ASSERT_EQ(result.status, 0) << result.output;
+    json windows = json::array();
+    std::ifstream metrics(run / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const auto window = json::parse(line);
+      windows.push_back({window["loss"], window["grad_norm"], window["parameter_hash"]});
+    }
+    runs.push_back(windows);
+  }
+  ASSERT_EQ(runs[0].size(), 4u);
+  EXPECT_EQ(runs[0], runs[1]) << "OPENBLAS_NUM_THREADS=1 and =2 trained different bits";
+}
+
 // A run several times as long as the window timeout finishes: the timeout bounds each window.
 // Windows take ~0.5 s each here, so 15 of them outlast a 3 s timeout twice over.
 TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
