@@ -14,27 +14,6 @@ const join_request& join_of(const step_context& context) {
   return std::get<restarted_join_event>(context.event).join;
 }
 
-/// The node an event is about.
-std::string subject(const step_context& context) {
-  return std::visit(
-      [](const auto& event) -> std::string {
-        using event_type = std::decay_t<decltype(event)>;
-        if constexpr (std::is_same_v<event_type, join_event> || std::is_same_v<event_type, restarted_join_event>)
-          return event.join.node;
-        else if constexpr (std::is_same_v<event_type, link_suspicion_event>)
-          return event.reporter;
-        else if constexpr (std::is_same_v<event_type, standby_event>)
-          return event.report.node;
-        else if constexpr (std::is_same_v<event_type, control_reconnect_event>)
-          return event.join.node;
-        else if constexpr (std::is_same_v<event_type, join_deadline_event> ||
-                           std::is_same_v<event_type, release_deadline_event>)
-          return "";
-        else
-          return event.node;
-      },
-      context.event);
-}
 
 /// What is wrong with the join of the event, or "" when it fits the manifest and the state.
 std::string join_problem(const step_context& context) {
@@ -265,6 +244,27 @@ void drop_sending_plans(step_context& context, const std::string& node, const st
 
 }  // namespace
 
+std::string subject(const step_context& context) {
+  return std::visit(
+      [](const auto& event) -> std::string {
+        using event_type = std::decay_t<decltype(event)>;
+        if constexpr (std::is_same_v<event_type, join_event> || std::is_same_v<event_type, restarted_join_event>)
+          return event.join.node;
+        else if constexpr (std::is_same_v<event_type, link_suspicion_event>)
+          return event.reporter;
+        else if constexpr (std::is_same_v<event_type, standby_event>)
+          return event.report.node;
+        else if constexpr (std::is_same_v<event_type, control_reconnect_event>)
+          return event.join.node;
+        else if constexpr (std::is_same_v<event_type, join_deadline_event> ||
+                           std::is_same_v<event_type, release_deadline_event>)
+          return "";
+        else
+          return event.node;
+      },
+      context.event);
+}
+
 // Guards.
 
 bool join_fits(const step_context& context) { return join_problem(context).empty(); }
@@ -277,14 +277,7 @@ bool unknown_node(const step_context& context) { return manifest_node(context, s
 
 bool not_a_member(const step_context& context) { return context.state.members.count(subject(context)) == 0; }
 
-bool finished_member(const step_context& context) { return context.state.finished.count(subject(context)) != 0; }
 
-bool last_departure(const step_context& context) {
-  const auto& departed = context.state.departed;
-  const auto after = departed.size() + (departed.count(subject(context)) == 0 ? 1 : 0);
-  // The head's own node never departs: the coordinator runs in its process.
-  return finished_member(context) && after + 1 >= context.state.members.size();
-}
 
 bool loss_ends_job(const step_context& context) {
   const auto node = lost_node(context);
@@ -301,15 +294,8 @@ bool survivable_loss_completing_generation(const step_context& context) {
   return joins > 0 && joins == state.members.size() - 1;
 }
 
-bool stale_finish(const step_context& context) {
-  const auto& event = std::get<finished_event>(context.event);
-  return event.generation != context.state.generation || context.state.members.count(event.node) == 0;
-}
 
-bool last_to_finish(const step_context& context) {
-  const auto& finished = context.state.finished;
-  return finished.size() + (finished.count(subject(context)) == 0 ? 1 : 0) == context.state.members.size();
-}
+
 
 bool moot_suspicion(const step_context& context) { return !suspected(context).has_value(); }
 
@@ -449,25 +435,6 @@ void stop_for_missing_joins(step_context& context) {
        "");
 }
 
-void note_finished(step_context& context) { context.state.finished.insert(subject(context)); }
-
-/// Every member finished: all are released together (none exits while another may still need
-/// it), and the coordinator quits once they have disconnected or the release deadline passed.
-void release_all(step_context& context) {
-  note_finished(context);
-  const auto& members = context.state.members;
-  context.effects.push_back(release_members{{members.begin(), members.end()}});
-  context.effects.push_back(arm_release_deadline{});
-}
-
-void note_departure(step_context& context) { context.state.departed.insert(subject(context)); }
-
-void end_after_last_departure(step_context& context) {
-  note_departure(context);
-  context.effects.push_back(end_job{});
-}
-
-void end_job_now(step_context& context) { context.effects.push_back(end_job{}); }
 
 /// A new head goes on from the state its predecessor wrote: the lost head's node leaves, and
 /// every survivor joins the next generation here (the nodes follow the role through etcd; this

@@ -24,6 +24,8 @@ struct step_context {
 };
 
 // Helpers of the actions (in more than one file).
+/// The node an event is about ("" for the deadlines).
+std::string subject(const step_context& context);
 /// The manifest's node called `node`, or null.
 const node_spec* manifest_node(const step_context& context, const std::string& node);
 /// "node NAME (HOST)", for messages.
@@ -35,17 +37,19 @@ bool join_completes_generation(const step_context& context);
 bool join_fits(const step_context& context);
 bool unknown_node(const step_context& context);
 bool not_a_member(const step_context& context);
-bool finished_member(const step_context& context);
-bool last_departure(const step_context& context);
 bool loss_ends_job(const step_context& context);
 bool survivable_loss_completing_generation(const step_context& context);
 bool survivable_loss(const step_context& context);
-bool stale_finish(const step_context& context);
-bool last_to_finish(const step_context& context);
 bool moot_suspicion(const step_context& context);
 bool for_this_generation(const step_context& context);
 bool standby_for_every_survivor(const step_context& context);
 bool standby_fits(const step_context& context);
+// cluster/membership_finish.cpp
+bool finished_member(const step_context& context);
+bool last_departure(const step_context& context);
+bool stale_finish(const step_context& context);
+bool last_to_finish(const step_context& context);
+bool last_to_finish_none_to_wait_for(const step_context& context);
 
 // Actions.
 void ignore(step_context& context);
@@ -61,12 +65,14 @@ void take_standby(step_context& context);
 void stop_for_loss(step_context& context);
 void stop_for_error(step_context& context);
 void stop_for_missing_joins(step_context& context);
+void take_over_from_lost_head(step_context& context);
+// cluster/membership_finish.cpp
 void note_finished(step_context& context);
 void release_all(step_context& context);
+void release_all_and_end(step_context& context);
 void note_departure(step_context& context);
 void end_after_last_departure(step_context& context);
 void end_job_now(step_context& context);
-void take_over_from_lost_head(step_context& context);
 // cluster/membership_reconnect.cpp
 void refuse_reconnect(step_context& context);
 void take_back_while_forming(step_context& context);

@@ -19,6 +19,10 @@ records `expect_lost` (the nodes the job must lose, no more, no fewer) and `expe
                          flows): etcd elects another leader; the job loses no one, the head stays
   kill_etcd_leader_host  the host of etcd's leader dies: its link down, its etcd member and its
                          node killed; that node is lost, and the role moves when it was the head's
+  kill_head_etcd_leader  the same on the head's host, etcd's leadership moved there first (etcd's
+                         own transfer): the worst case, the survivors' votes waiting for etcd to
+                         elect a leader before the role can move (needs an etcd member on the
+                         head's host: first in a schedule, the head is on the first host)
   reset_control          a worker host's TCP connections to the head's port reset (ss -K) while
                          every datagram flows: the node reconnects, no one is lost, the role stays
                          (docs/faults.md#a-control-connection-that-breaks)
@@ -29,14 +33,17 @@ the launcher restarts the nodes that ended, and the next fault comes once every 
 import json
 import os
 import signal
+import time
 import urllib.request
 
 from bench_across_hosts import node_processes
 from chaos_faults import fault_target_missing
 
-KINDS = ("split_etcd", "kill_etcd_leader_host", "drop_head", "partition_head", "partition_head_one", "reset_control")
+KINDS = ("split_etcd", "kill_etcd_leader_host", "kill_head_etcd_leader", "drop_head", "partition_head",
+         "partition_head_one", "reset_control")
 DURATION_S = {"drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
-              "kill_etcd_leader_host": 10, "reset_control": 0}
+              "kill_etcd_leader_host": 10, "kill_head_etcd_leader": 10, "reset_control": 0}
+LEADER_MOVE_S = 10  # how long etcd may take to hand its leadership over
 HEAD_PORT = 29500  # netcluster's manifest's head.port: every head's, the role moving or not
 ETCD_PEER_PORT = 2380
 # Events counted as a fault's outcome: from a second before its start (the clock is read just
@@ -67,6 +74,38 @@ def etcd_leader(faults):
     if leader not in ids:
         raise fault_target_missing(f"no etcd member names a leader it can be matched with ({leader})")
     return ids[leader]
+
+
+def move_etcd_leader(faults, host):
+    """Makes HOST's etcd member the leader (etcd's MoveLeader, asked of the leader), and waits until
+    the members say so."""
+    leader = etcd_leader(faults)
+    if leader == host:
+        return
+    target = etcd_status(faults.address[host])
+    if not target:
+        raise fault_target_missing(f"the etcd member on {host} does not answer")
+    request = urllib.request.Request(f"http://{faults.address[leader]}:2379/v3/maintenance/transfer-leadership",
+                                     data=json.dumps({"targetID": target[0]}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=LEADER_MOVE_S):
+        pass
+    deadline = time.monotonic() + LEADER_MOVE_S
+    while etcd_leader(faults) != host:
+        if time.monotonic() > deadline:
+            raise fault_target_missing(f"etcd's leadership did not move to {host} within {LEADER_MOVE_S} s")
+        time.sleep(0.1)
+
+
+def kill_host_with_etcd_member(faults, host):
+    """HOST dies: its link cut, its etcd member and its node killed (undone: healed, member started)."""
+    pid = node_processes(faults.run_dir).get(host)
+    if not pid:
+        raise fault_target_missing(f"no node process runs on {host}")
+    faults.undo_with(lambda: (faults.netcluster("heal", host), faults.netcluster("etcd", "start", host)))
+    faults.netcluster("cut", host)
+    faults.netcluster("etcd", "kill", host)
+    os.kill(pid, signal.SIGKILL)
 
 
 def head_host(faults):
@@ -119,18 +158,18 @@ def inject(faults, kind):
         host = faults.rng.choice(workers)
         faults.netcluster("reset", host, "--port", HEAD_PORT)
         return {"host": host, "expect_lost": [], "expect_head_moves": False, "expect_reconnected": [host]}
+    if kind == "kill_head_etcd_leader":
+        if head not in faults.etcd_members:
+            raise fault_target_missing(f"the head's host {head} has no etcd member")
+        move_etcd_leader(faults, head)
+        kill_host_with_etcd_member(faults, head)
+        return {"host": head, "expect_lost": [head], "expect_head_moves": True}
     leader = etcd_leader(faults)
     if kind == "split_etcd":
         cut_pairs(faults, [leader], [h for h in faults.etcd_members if h != leader], "--port", ETCD_PEER_PORT)
         return {"host": leader, "expect_lost": [], "expect_head_moves": False}
     if kind == "kill_etcd_leader_host":
-        pid = node_processes(faults.run_dir).get(leader)
-        if not pid:
-            raise fault_target_missing(f"no node process runs on {leader}, etcd's leader's host")
-        faults.undo_with(lambda: (faults.netcluster("heal", leader), faults.netcluster("etcd", "start", leader)))
-        faults.netcluster("cut", leader)
-        faults.netcluster("etcd", "kill", leader)
-        os.kill(pid, signal.SIGKILL)
+        kill_host_with_etcd_member(faults, leader)
         return {"host": leader, "expect_lost": [leader], "expect_head_moves": leader == head}
     raise ValueError(f"not a drill fault: {kind}")
 

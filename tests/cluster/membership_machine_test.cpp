@@ -319,7 +319,7 @@ std::vector<row_case> training_cases() {
        }},
       {"an older generation's finish is ignored", [] { job j; j.training_without_c(); return j; },
        finished_event{"a", 0}, "ignore", phase::training},
-      {"the only member's finish releases it",
+      {"the finish of the head's node alone releases it and ends the job",
        [] {
          job j;
          j.training_without_c();
@@ -327,7 +327,12 @@ std::vector<row_case> training_cases() {
          j.join({"a"}, 2);
          return j;
        },
-       finished_event{"a", 2}, "release_all", phase::released},
+       finished_event{"a", 2}, "release_all_and_end", phase::ended,
+       [](const job&, const auto& effects) {
+         EXPECT_EQ(effects_of<release_members>(effects).at(0).to, (std::vector<std::string>{"a"}));
+         EXPECT_EQ(effects_of<end_job>(effects).size(), 1u);
+         EXPECT_TRUE(effects_of<arm_release_deadline>(effects).empty()) << "nobody else to wait for";
+       }},
       {"a first finish", [] { job j; j.training(); return j; }, finished_event{"b", 0}, "note_finished",
        phase::finishing},
       {"a lost node's connection is ignored", [] { job j; j.training_without_c(); return j; },
@@ -489,6 +494,17 @@ std::vector<row_case> finishing_cases() {
          EXPECT_EQ(effects_of<release_members>(effects).at(0).to, (std::vector<std::string>{"a", "b", "c"}));
          EXPECT_EQ(effects_of<arm_release_deadline>(effects).size(), 1u);
        }},
+      {"the last finish after the others departed ends the job",
+       [] {
+         job j;
+         j.finishing();
+         j.on(finished_event{"c", 0});
+         j.on(connection_lost_event{"b", "done"});
+         j.on(connection_lost_event{"c", "done"});
+         return j;
+       },
+       finished_event{"a", 0}, "release_all_and_end", phase::ended,
+       [](const job&, const auto& effects) { EXPECT_EQ(effects_of<end_job>(effects).size(), 1u); }},
       {"another finish", finishing, finished_event{"c", 0}, "note_finished", phase::finishing},
       {"an unknown node's connection is ignored", finishing, connection_lost_event{"z", "?"}, "ignore",
        phase::finishing},

@@ -4,10 +4,11 @@
   chaos_soak_test.py          ctest `chaos_soak`: five minutes of tools/chaos on 5 netcluster hosts
                               with head failover and a 3-member etcd, a fault every 30 s on average
                               drawn from every kind
-  chaos_soak_test.py drill    ctest `failover_drill`: the failover drill on 4 hosts — etcd split,
-                              etcd's leader's host lost, the head's host dropping every packet, the
-                              partitions {head} | {rest} and {head, one} | {two others} — each
-                              judged against the outcome it must have (tools/chaos_drill.py)
+  chaos_soak_test.py drill    ctest `failover_drill`: the failover drill on 4 hosts — the head's
+                              host lost with etcd's leader on it, etcd split, etcd's leader's host
+                              lost, the head's host dropping every packet, the partitions {head} |
+                              {rest} and {head, one} | {two others}, a control connection reset —
+                              each judged against the outcome it must have (tools/chaos_drill.py)
 
 Both with --check: the job ends on its own stop, no committed window lost, no node lost that no
 fault explains, the losses and final parameters those of a fault-free replay on the same worlds,
@@ -22,7 +23,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DRILL = "split_etcd,kill_etcd_leader_host,drop_head,partition_head,partition_head_one,reset_control"
+DRILL = "kill_head_etcd_leader,split_etcd,kill_etcd_leader_host,drop_head,partition_head,partition_head_one,reset_control"
 
 
 def main():
