@@ -7,6 +7,22 @@
 #include "cluster/membership_transitions.hpp"
 
 namespace troupe::cluster::transitions {
+namespace {
+
+/// Whether, with `departed` members gone, no member is left to disconnect: the head's own node
+/// never departs (the coordinator runs in its process).
+bool none_left_to_depart(const membership_state& state, std::size_t departed) {
+  return departed + 1 >= state.members.size();
+}
+
+/// The last finish noted, and every member released together.
+void release_everyone(step_context& context) {
+  note_finished(context);
+  const auto& members = context.state.members;
+  context.effects.push_back(release_members{{members.begin(), members.end()}});
+}
+
+}  // namespace
 
 // Guards.
 
@@ -15,8 +31,7 @@ bool finished_member(const step_context& context) { return context.state.finishe
 bool last_departure(const step_context& context) {
   const auto& departed = context.state.departed;
   const auto after = departed.size() + (departed.count(subject(context)) == 0 ? 1 : 0);
-  // The head's own node never departs: the coordinator runs in its process.
-  return finished_member(context) && after + 1 >= context.state.members.size();
+  return finished_member(context) && none_left_to_depart(context.state, after);
 }
 
 bool stale_finish(const step_context& context) {
@@ -30,26 +45,15 @@ bool last_to_finish(const step_context& context) {
 }
 
 /// The last to finish, and no other member left to disconnect after the release: a job of the
-/// head's node alone, or one whose others all departed after finishing. The head's own node never
-/// departs (it runs the coordinator), so without this the release waited its whole deadline.
+/// head's node alone, or one whose others all departed after finishing (without this the release
+/// waited its whole deadline for the head's own node).
 bool last_to_finish_none_to_wait_for(const step_context& context) {
-  const auto& state = context.state;
-  return last_to_finish(context) && state.departed.size() + 1 >= state.members.size();
+  return last_to_finish(context) && none_left_to_depart(context.state, context.state.departed.size());
 }
 
 // Actions.
 
 void note_finished(step_context& context) { context.state.finished.insert(subject(context)); }
-
-namespace {
-
-void release_everyone(step_context& context) {
-  note_finished(context);
-  const auto& members = context.state.members;
-  context.effects.push_back(release_members{{members.begin(), members.end()}});
-}
-
-}  // namespace
 
 /// Every member finished: all are released together (none exits while another may still need
 /// it), and the coordinator quits once they have disconnected or the release deadline passed.
