@@ -6,16 +6,11 @@
 /// value names the holder's node and coordinator address (cluster/head_record.hpp). The job's
 /// first head takes it before it coordinates. When a node sees the coordinator it follows go
 /// down (its process ended: the connection closed) or fall silent (no heartbeat echo), it
-///   1. reads the key: a holder other than the lost one is the new head, followed at once;
-///   2. while the key still names the lost head, revokes that lease once — at once when the
-///      process that held it has ended (no keep-alive comes; waiting would only cost the lease's
-///      TTL), or when a majority of the head's members voted it silent (cluster/head_silence.hpp;
-///      without one the lease runs out by itself, and the key is read again until it is free);
-///   3. when the key is free, tries to create it (one node wins: an etcd transaction, which also
-///      records the winner in taken-by and hands back the one before): the winner reads the state
-///      the lost head last wrote, starts a coordinator that goes on from it (the lost head's node
-///      leaves, and so does a holder taken-by named after it, which died before it wrote
-///      anything; a new generation forms) and publishes it;
+///   1. follows the role in etcd until some node holds it again (cluster/head_succession.hpp:
+///      the lost head's electors revoke its lease and race for the key; the others read it);
+///   2. if it took the role, reads the state the lost head last wrote, starts a coordinator that
+///      goes on from it (the lost head's node leaves, and so does a holder taken-by named after
+///      it, which died before it wrote anything; a new generation forms) and publishes it;
 /// then every survivor connects to the holder, asks which generation it forms, and joins it with
 /// its standby transports and the steps it completed; the plan goes out when all have joined.
 
@@ -33,6 +28,7 @@
 #include "cluster/head_lease.hpp"
 #include "cluster/head_record.hpp"
 #include "cluster/head_silence.hpp"
+#include "cluster/head_succession.hpp"
 #include "io/os/local_port.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
@@ -57,54 +53,6 @@ void end_if_job_over(const cluster::stored_membership& stored, const std::string
                  stopped);
 }
 
-/// When a node revokes the lease of the head it lost, instead of letting it run out: at once
-/// when that head's process ended (its connection closed: no keep-alive comes), or once a
-/// majority of its members votes it silent (cluster/head_silence.hpp) and it has had time to
-/// fence itself. A silent head may be frozen or cut off (then it stops before the others
-/// revoke), or it is this node's own link that broke (then no majority forms).
-class lost_head_revocation {
- public:
-  lost_head_revocation(std::string node, std::string lost, bool process_ended, cluster::head_record_keys keys,
-                       const cluster::cluster_manifest& m, std::filesystem::path events)
-      : node_(std::move(node)),
-        lost_(std::move(lost)),
-        process_ended_(process_ended),
-        keys_(std::move(keys)),
-        lease_s_(m.failover.lease_s),
-        revoke_delay_(cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period)),
-        events_(std::move(events)) {}
-
-  /// Whether to revoke the lease of `term` (the lost head's, the term this node followed) now.
-  /// Throws io::etcd_unavailable.
-  bool due(io::etcd_client& etcd, const cluster::head_term& term) {
-    if (process_ended_) {
-      spdlog::warn("node {}: the head's process on node {} has ended; revoking its lease {} in etcd", node_, lost_,
-                   term.lease);
-      return true;
-    }
-    if (!ballot_) ballot_.emplace(keys_, term.revision, lost_, node_, lease_s_);
-    if (!ballot_->majority(etcd)) return false;
-    // The delay runs from the moment the majority is complete: the head's fence is bounded
-    // from the last beat it heard from the last of those voters.
-    if (!majority_seen_at_) majority_seen_at_ = clock::now();
-    if (clock::now() < *majority_seen_at_ + revoke_delay_) return false;
-    spdlog::warn("node {}: {} hear no head (node {}); revoking its lease {} in etcd", node_, ballot_->tally(), lost_,
-                 term.lease);
-    record_event(events_, {{"event", "head_voted_silent"}, {"node", node_}, {"head", lost_}, {"votes", ballot_->tally()}});
-    return true;
-  }
-
- private:
-  std::string node_;
-  std::string lost_;
-  bool process_ended_;
-  cluster::head_record_keys keys_;
-  int64_t lease_s_;
-  std::chrono::milliseconds revoke_delay_;
-  std::optional<clock::time_point> majority_seen_at_;
-  std::filesystem::path events_;
-  std::optional<cluster::silence_ballot> ballot_;
-};
 
 }  // namespace
 
@@ -277,51 +225,25 @@ bool cluster_membership::try_take_head_role(const std::string& why, cluster::hea
 cluster::head_holder cluster_membership::holder_after_loss(const std::string& lost, bool process_ended,
                                                            const std::string& why) {
   const auto& m = node_.manifest;
-  const auto keys = failover_keys();
   io::etcd_client etcd(failover_etcd());
-  const auto limit = std::chrono::seconds(2 * m.failover.lease_s + 5);
-  const auto deadline = clock::now() + limit;
-  lost_head_revocation revocation{node_.name, lost, process_ended, keys, m, events_};
-  bool revoked = false;
-  bool key_free = false;  // this node just revoked the lease: the key went with it
-  // The survivors fall silent within a few tens of milliseconds of each other, and each vote may
-  // just miss the others': etcd is asked again after 10 ms, then twice as long up to 50 ms.
-  auto pause = std::chrono::milliseconds(10);
-  std::string last_error;
-  while (clock::now() < deadline) {
-    try {
-      const auto term = key_free ? std::nullopt : cluster::current_head(etcd, keys.head);
-      key_free = false;
-      etcd_answered_ = etcd.endpoint();
-      if (term) {
-        const auto holder = cluster::decode_holder(term->holder, keys.head);
-        if (holder.node != lost) {
-          followed_term_ = term->revision;
-          return holder;
-        }
-        const bool same_term = followed_term_ == 0 || term->revision == followed_term_;
-        if (!revoked && same_term && revocation.due(etcd, *term)) {
-          etcd.revoke_lease(term->lease);
-          revoked = key_free = true;
-          continue;
-        }
-      } else {
-        cluster::head_term other;
-        if (try_take_head_role(why, &other)) return {node_.name, m.head_host, m.head_port};
-        const auto holder = cluster::decode_holder(other.holder, keys.head);
-        if (holder.node != lost) {  // it took the role first
-          followed_term_ = other.revision;
-          return holder;
-        }
-      }
-    } catch (const io::etcd_unavailable& e) {
-      last_error = std::string(": ") + e.what();
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(2 * pause, std::chrono::milliseconds(50));
-  }
-  throw make_error("node ", node_.name, ": the head (node ", lost, ") is gone and no node took its role within ",
-                   limit.count(), " s", last_error);
+  cluster::succession_settings settings{failover_keys(),
+                                        node_.name,
+                                        lost,
+                                        process_ended,
+                                        m.failover.lease_s,
+                                        cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period),
+                                        std::chrono::seconds(2 * m.failover.lease_s + 5),
+                                        followed_term_};
+  cluster::succession_callbacks callbacks;
+  callbacks.try_take = [&](cluster::head_term* other) { return try_take_head_role(why, other); };
+  callbacks.on_voted_silent = [&](const std::string& tally) {
+    record_event(events_, {{"event", "head_voted_silent"}, {"node", node_.name}, {"head", lost}, {"votes", tally}});
+  };
+  const auto result = cluster::follow_succession(etcd, settings, callbacks);
+  etcd_answered_ = etcd.endpoint();
+  if (!result.holder) return {node_.name, m.head_host, m.head_port};  // try_take_head_role set the term
+  followed_term_ = result.term;
+  return *result.holder;
 }
 
 uint64_t cluster_membership::forming_generation() {

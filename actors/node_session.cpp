@@ -139,13 +139,17 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
   settings.metrics_hub = hub_.actor;
   settings.heartbeats = heartbeats;
   if (head_lease_) {
-    settings.record = std::make_shared<cluster::membership_writer>(failover_etcd(), failover_keys(),
-                                                                   head_lease_->term().revision, node_.name);
-    // Cut off from a majority of its members and from etcd, the head stops before they revoke its
-    // lease; hearing half of them, it cannot be voted out, and its lease decides.
+    auto record = std::make_shared<cluster::membership_writer>(
+        failover_etcd(), failover_keys(), head_lease_->term().revision, node_.name, cluster::electorate_rule_of(m));
+    settings.record = record;
+    // Cut off from a majority of its electorate and from etcd, the head stops before the electors
+    // revoke its lease; hearing half of it, it cannot be voted out, and its lease decides. Before
+    // its first write, every member counts.
     head_lease_->watch_majority(
-        [heartbeats, recently = cluster::head_silence_notice(m.timeouts.heartbeat)] {
-          return heartbeats->half_heard_within(recently);
+        [heartbeats, record, nodes = m.nodes, recently = cluster::head_silence_notice(m.timeouts.heartbeat)] {
+          const auto electorate = record->written_electorate();
+          return heartbeats->half_heard_within(
+              recently, electorate ? cluster::manifest_indices(*electorate, nodes) : std::vector<std::size_t>{});
         },
         cluster::head_confirm_within(m.timeouts.heartbeat));
   }

@@ -16,7 +16,8 @@ head_record_keys head_keys(const failover_spec& failover, uint64_t job_token) {
     prefix = hex.str();
   }
   while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
-  return {prefix + "/head", prefix + "/state", prefix + "/state-by", prefix + "/taken-by", prefix + "/silent/"};
+  return {prefix + "/head",     prefix + "/state",   prefix + "/state-by",
+          prefix + "/taken-by", prefix + "/silent/", prefix + "/electorate"};
 }
 
 head_record_keys head_keys(const cluster_manifest& manifest, uint64_t config_hash) {
@@ -71,11 +72,33 @@ job_progress progress_of_job(io::etcd_client& etcd, const head_record_keys& keys
   return job_is_over(*stored) ? job_progress::not_begun : job_progress::between_heads;
 }
 
-membership_writer::membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node)
-    : etcd_(std::move(etcd)), keys_(std::move(keys)), term_(term), node_(std::move(node)) {}
+membership_state as_stored(membership_state state) {
+  state.joins.clear();
+  return state;
+}
+
+electorate_rule electorate_rule_of(const cluster_manifest& manifest) {
+  return {manifest.nodes, manifest.failover.electors};
+}
+
+membership_writer::membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node,
+                                     electorate_rule rule)
+    : etcd_(std::move(etcd)), keys_(std::move(keys)), term_(term), node_(std::move(node)), rule_(std::move(rule)) {}
 
 bool membership_writer::write(const membership_state& state) {
-  return etcd_.put_while({{keys_.state, encode_membership_state(state)}, {keys_.state_by, node_}}, keys_.head, term_);
+  auto chosen = choose_electorate(state.members, node_, rule_.nodes, rule_.electors);
+  std::vector<std::pair<std::string, std::string>> puts{{keys_.state, encode_membership_state(as_stored(state))},
+                                                        {keys_.state_by, node_}};
+  if (!keys_.electorate.empty()) puts.emplace_back(keys_.electorate, encode_electorate(chosen));
+  if (!etcd_.put_while(puts, keys_.head, term_)) return false;
+  const std::lock_guard lock(mutex_);
+  written_ = std::move(chosen);
+  return true;
+}
+
+std::optional<electorate> membership_writer::written_electorate() const {
+  const std::lock_guard lock(mutex_);
+  return written_;
 }
 
 }  // namespace troupe::cluster

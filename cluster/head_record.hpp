@@ -12,14 +12,19 @@
 ///                      still known to the next)
 ///   <prefix>/silent/   the other nodes' votes that a term's head fell silent
 ///                      (cluster/head_silence.hpp)
-/// The holder writes state and state-by in one transaction guarded by its term (the head key's
+///   <prefix>/electorate  who may vote: the writer of the state and a few of its members
+///                      (cluster/electorate.hpp), put with the state
+/// The holder writes state, state-by and electorate in one transaction guarded by its term (the head key's
 /// create revision), *before* it tells any node what the new state means (write-ahead): a plan
 /// that reached a node is in etcd, and a holder that lost the role writes nothing more.
 
 #include <cstdint>
+#include <limits>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "cluster/electorate.hpp"
 #include "cluster/head_lease.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/membership_state.hpp"
@@ -29,6 +34,7 @@ namespace troupe::cluster {
 
 struct head_record_keys {
   std::string head, state, state_by, taken_by, silent;
+  std::string electorate;  ///< empty: not written
 };
 
 /// The keys of the job whose nodes share `job_token` (cluster/job_token.hpp).
@@ -75,19 +81,39 @@ enum class job_progress {
 /// Throws io::etcd_unavailable when no endpoint answers.
 job_progress progress_of_job(io::etcd_client& etcd, const head_record_keys& keys);
 
+/// What etcd keeps of a coordinator's state: all of it but this generation's joins, which a
+/// successor clears (every survivor joins it again: head_takeover in membership_transitions);
+/// with their transports' addresses they were about a kilobyte a member, a megabyte of every
+/// write at a thousand members (etcd refuses requests over 1.5 MiB by default).
+membership_state as_stored(membership_state state);
+
+/// How a holder chooses the electorate it writes beside each state (cluster/electorate.hpp).
+struct electorate_rule {
+  std::vector<node_spec> nodes;                              ///< the manifest's
+  int64_t electors = std::numeric_limits<int64_t>::max();    ///< failover.electors
+};
+/// The manifest's rule.
+electorate_rule electorate_rule_of(const cluster_manifest& manifest);
+
 /// The holder's writes: each lands only while `term` still holds the role.
 class membership_writer {
  public:
-  membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node);
+  membership_writer(io::etcd_settings etcd, head_record_keys keys, int64_t term, std::string node,
+                    electorate_rule rule = {});
   /// False when the role is no longer this term's (nothing was written). Throws
   /// io::etcd_unavailable when no etcd endpoint answers.
   bool write(const membership_state& state);
+  /// The electorate of the last state written; none before the first. Any thread.
+  std::optional<electorate> written_electorate() const;
 
  private:
   io::etcd_client etcd_;
   head_record_keys keys_;
   int64_t term_;
   std::string node_;
+  electorate_rule rule_;
+  mutable std::mutex mutex_;
+  std::optional<electorate> written_;
 };
 
 }  // namespace troupe::cluster

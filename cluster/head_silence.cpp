@@ -22,37 +22,62 @@ silence_ballot::silence_ballot(head_record_keys keys, int64_t term, std::string 
                                int64_t ttl_seconds)
     : keys_(std::move(keys)), term_(term), head_(std::move(head)), node_(std::move(node)), ttl_seconds_(ttl_seconds) {}
 
-std::optional<std::set<std::string>> silence_ballot::members_of(const std::optional<stored_membership>& stored) const {
-  if (!stored || stored->written_by != head_) return std::nullopt;
-  return stored->state.members;
+namespace {
+
+std::optional<electorate> electorate_of(const std::vector<io::etcd_key_value>& read, const head_record_keys& keys,
+                                        const std::string& head) {
+  for (const auto& kv : read)
+    if (kv.key == keys.electorate) {
+      auto stored = decode_electorate(kv.value, "etcd's " + keys.electorate);
+      if (stored.head == head) return stored;
+    }
+  return std::nullopt;
 }
 
-// The vote, the votes so far and the head's last state in one transaction; later, the votes and
-// the state again.
+}  // namespace
+
+std::optional<bool> elector_of(io::etcd_client& etcd, const head_record_keys& keys, const std::string& head,
+                               const std::string& node) {
+  const auto read = etcd.get(keys.electorate);
+  const auto stored = read ? electorate_of({*read}, keys, head) : std::nullopt;
+  if (!stored) return std::nullopt;
+  return stored->is_elector(node);
+}
+
+void silence_ballot::count(const std::vector<io::etcd_key_value>& read, const std::string& prefix) {
+  electorate_ = electorate_of(read, keys_, head_);
+  votes_ = 0;
+  if (!electorate_) return;
+  for (const auto& vote : read)
+    if (vote.key.rfind(prefix, 0) == 0 && electorate_->is_elector(vote.key.substr(prefix.size()))) ++votes_;
+}
+
+bool silence_ballot::elector(io::etcd_client& etcd) {
+  if (!elector_) elector_ = elector_of(etcd, keys_, head_, node_);
+  return elector_.value_or(true);  // not known yet: asked again next time
+}
+
+// An elector's vote, the votes so far and the electorate in one transaction; later, the votes
+// and the electorate again (if the head still reaches etcd, it still writes, and decides).
 bool silence_ballot::majority(io::etcd_client& etcd) {
   const auto prefix = keys_.silent + std::to_string(term_) + "/";
+  const std::vector<std::string> reads{prefix, keys_.electorate};
+  if (!voted_ && !elector(etcd)) return false;
   std::vector<io::etcd_key_value> read;
-  if (!voted_) {
+  if (!voted_ && elector_.value_or(false)) {
     const auto lease = etcd.grant_lease(ttl_seconds_);
     // An earlier vote of this node may stand (not created again): as good.
-    read = etcd.create(prefix + node_, node_, lease.id, {"", {}, {prefix, keys_.state}}).read;
+    read = etcd.create(prefix + node_, node_, lease.id, {"", {}, reads}).read;
     voted_ = true;
-    members_ = members_of(membership_of(read, keys_));
   } else {
-    // The votes and the state in one request: the head may have written since (if it reaches
-    // etcd, it still decides).
-    read = etcd.get_prefixes({prefix, keys_.state});
-    members_ = members_of(membership_of(read, keys_));
+    read = etcd.get_prefixes(reads);
   }
-  if (!members_) return false;
-  votes_ = 0;
-  for (const auto& vote : read)
-    if (vote.key.rfind(prefix, 0) == 0 && members_->count(vote.key.substr(prefix.size())) != 0) ++votes_;
-  return 2 * votes_ > members_->size();
+  count(read, prefix);
+  return electorate_ && votes_ >= electorate_->majority();
 }
 
 std::string silence_ballot::tally() const {
-  return detail::concat(votes_, " of ", members_ ? members_->size() : 0, " members");
+  return detail::concat(votes_, " of ", electorate_ ? electorate_->size() : 0, " in the electorate");
 }
 
 }  // namespace troupe::cluster

@@ -210,6 +210,7 @@ void parse_failover(io::json_fields& root, cluster_manifest& m) {
     m.failover.etcd.push_back(url.get<std::string>());
   }
   m.failover.lease_s = failover.integer("lease_s", m.failover.lease_s, 1, 60);
+  m.failover.electors = failover.integer("electors", m.failover.electors, 2, 1000);
   m.failover.prefix = failover.string("prefix", "");
   if (!m.failover.prefix.empty() && m.failover.prefix.front() != '/')
     failover.fail("prefix", "an etcd key prefix starting with '/'");

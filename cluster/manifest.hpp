@@ -84,6 +84,8 @@ struct metrics_spec {
 struct failover_spec {
   std::vector<std::string> etcd;  ///< etcd client URLs ("http://host:2379"); empty: no failover
   int64_t lease_s = 5;            ///< the head's lease: rides out an etcd leader election (docs/faults.md)
+  /// Members besides the head whose votes can move a silent head's role (cluster/electorate.hpp).
+  int64_t electors = 6;
   /// etcd keys start with this; empty: "/troupe/<job token>" (cluster/job_token.hpp), one per job.
   std::string prefix;
 

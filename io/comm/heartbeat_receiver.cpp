@@ -169,15 +169,23 @@ std::vector<std::optional<heartbeat_receiver::clock::time_point>> heartbeat_rece
   return heard;
 }
 
-bool heartbeat_receiver::half_heard_within(clock::duration recently) const {
+bool heartbeat_receiver::half_heard_within(clock::duration recently) const { return half_heard_within(recently, {}); }
+
+bool heartbeat_receiver::half_heard_within(clock::duration recently, const std::vector<std::size_t>& among) const {
   const auto now = clock::now();
   const std::lock_guard lock(impl_->mutex);
   std::size_t admitted = 0;
   std::size_t heard = 0;
-  for (const auto& node : impl_->nodes) {
-    if (!node.member) continue;
+  const auto consider = [&](const auto& node) {
+    if (!node.member) return;
     ++admitted;
     if (now - node.heard <= recently) ++heard;
+  };
+  if (among.empty()) {
+    for (const auto& node : impl_->nodes) consider(node);
+  } else {
+    for (const auto index : among)
+      if (index < impl_->nodes.size()) consider(impl_->nodes[index]);
   }
   return 2 * heard >= admitted;
 }

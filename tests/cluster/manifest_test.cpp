@@ -239,6 +239,11 @@ TEST(manifest, the_failover_block_names_etcd_and_needs_elastic_and_two_nodes) {
   expect_error(m, {"failover.etcd", "entry 0 is \"http://etcd-a\""});
   m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"lease_s", 0}};
   expect_error(m, {"failover.lease_s", "an integer in [1, 60]"});
+  EXPECT_EQ(manifest.failover.electors, 6) << "the default";
+  m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"electors", 2}};
+  EXPECT_EQ(parse_manifest(m, "m.json").failover.electors, 2);
+  m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"electors", 1}};
+  expect_error(m, {"failover.electors", "an integer in [2, 1000]"});
   m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"prefix", "jobs"}};
   expect_error(m, {"failover.prefix", "starting with '/'"});
   m["failover"] = {{"etcd", {"http://etcd-a:2379"}}, {"lease", 2}};

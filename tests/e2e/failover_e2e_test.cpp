@@ -182,37 +182,54 @@ TEST_F(failover_e2e, the_old_head_restarted_rejoins_as_a_worker) {
 }
 
 // A frozen head (nodes started by hand: no launcher sees the stop and kills it) keeps its
-// connections open: the others hear no heartbeat reply and vote it silent in etcd; the two of
-// three members are a majority, so one of them revokes its lease (without the votes they would
-// wait for the lease to run out) and one takes the role. When the frozen head is woken, its
+// connections open: the others hear no heartbeat reply. Of four members with
+// `failover.electors` 2, the electorate is the head, b and c (cluster/electorate.hpp): those two
+// vote it silent in etcd, a majority of the three, so one of them revokes its lease (without the
+// votes they would wait for the lease to run out) and one takes the role; d, outside the
+// electorate, neither votes nor takes the role, and follows. When the frozen head is woken, its
 // lease is long gone: it stops coordinating and ends, and never writes again (no split brain).
-TEST_F(failover_e2e, a_frozen_head_loses_its_role_and_stops_when_it_wakes) {
-  const auto config = write_config(30, false, 0.1);
+TEST_F(failover_e2e, a_frozen_head_loses_its_role_to_its_electors_and_stops_when_it_wakes) {
+  auto c = json::parse(io_text(write_config(30, false, 0.1)));
+  c["train_batch_size"] = 24;  // 4 and 3 nodes (and one process) split it evenly
+  const auto config = (*dir_ / "config-30-batch-24.json").string();
+  testing::write_text(config, c.dump(2));
   ASSERT_EQ(train(config, "failover-frozen-reference").status, 0);
   const std::string name = "failover-frozen-head";
-  const auto manifest = failover_manifest(name + ".json");
+  const auto manifest = failover_manifest(name + ".json", 0, 4);
+  {
+    std::ifstream in(manifest);
+    json m = json::parse(in);
+    m["failover"]["electors"] = 2;
+    testing::write_text(manifest, m.dump(2));
+  }
   const auto run = (*dir_ / name).string();
   const auto node = troupe_binary() + " node --manifest " + manifest + " --config " + config + " --run-dir " + run;
+  const auto start = [&](const std::string& n, const std::string& env) {
+    return env + node + " --node " + n + " > " + run + "." + n + ".log 2>&1 & " + n + "=$!; ";
+  };
   // c sleeps 100 ms per micro-batch, so the job outlives the freeze and the takeover.
   const std::string script =
-      "sh -c '" + node + " --node a > " + run + ".a.log 2>&1 & a=$!; " + node + " --node b > " + run +
-      ".b.log 2>&1 & b=$!; TROUPE_INJECT=slow:100:c@1 " + node + " --node c > " + run + ".c.log 2>&1 & c=$!; " +
+      "sh -c '" + start("a", "") + start("b", "") + start("c", "TROUPE_INJECT=slow:100:c@1 ") + start("d", "") +
       "i=0; while [ $i -lt 600 ] && [ $(cat " + run + "/metrics.jsonl 2>/dev/null | wc -l) -lt 2 ]; do sleep 0.1; i=$((i+1)); done; " +
-      "kill -STOP $a; echo stopped-at=$(date +%s.%N); wait $b; echo b-status=$?; wait $c; echo c-status=$?; kill -CONT $a; wait $a; echo a-status=$?; " +
-      "cat " + run + ".a.log'";
+      "kill -STOP $a; echo stopped-at=$(date +%s.%N); wait $b; echo b-status=$?; wait $c; echo c-status=$?; " +
+      "wait $d; echo d-status=$?; kill -CONT $a; wait $a; echo a-status=$?; cat " + run + ".a.log'";
   const auto result = run_command(script, 300);
-  EXPECT_NE(result.output.find("b-status=0"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("c-status=0"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("a-status=1"), std::string::npos) << result.output;
+  for (const std::string status : {"b-status=0", "c-status=0", "d-status=0", "a-status=1"})
+    EXPECT_NE(result.output.find(status), std::string::npos) << status << "\n" << result.output;
   EXPECT_NE(result.output.find("node a lost the head's role"), std::string::npos) << result.output;
   expect_same_curve_by_step(read_metrics("failover-frozen-reference"), read_metrics(name), "the head frozen", 2);
   int moves = 0, silent = 0, voted = 0;
+  const std::set<std::string> electors{"b", "c"};
   for (const auto& e : events_of(name)) {
-    moves += e.value("event", "") == "head_moved" ? 1 : 0;
+    if (e.value("event", "") == "head_moved") {
+      ++moves;
+      EXPECT_EQ(electors.count(e.value("node", "")), 1u) << "an elector takes the role: " << e.dump();
+    }
     silent += e.value("event", "") == "head_silent" ? 1 : 0;
     if (e.value("event", "") == "head_voted_silent") {
       ++voted;
-      EXPECT_EQ(e.value("votes", ""), "2 of 3 members") << e.dump();
+      EXPECT_EQ(e.value("votes", ""), "2 of 3 in the electorate") << e.dump();
+      EXPECT_EQ(electors.count(e.value("node", "")), 1u) << "only an elector revokes: " << e.dump();
     }
   }
   EXPECT_EQ(moves, 1);

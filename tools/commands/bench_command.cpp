@@ -23,6 +23,7 @@
 #include "tools/commands/bench_dashboard.hpp"
 #include "tools/commands/bench_job.hpp"
 #include "tools/commands/bench_membership.hpp"
+#include "tools/commands/bench_succession.hpp"
 #include "tools/commands/bench_metrics.hpp"
 #include "tools/commands/bench_recovery.hpp"
 #include "tools/commands/commands.hpp"
@@ -168,6 +169,7 @@ void add_bench_command(CLI::App& app) {
   });
   add_bench_allreduce(bench);
   add_bench_membership(bench);
+  add_bench_succession(bench);
   add_bench_metrics(bench);
 
   auto dashboard_args = std::make_shared<dashboard_bench>();

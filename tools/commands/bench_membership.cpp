@@ -31,6 +31,7 @@
 #include "io/os/local_port.hpp"
 #include "io/os/scratch_directory.hpp"
 #include "messages/error.hpp"
+#include "tools/commands/bench_percentiles.hpp"
 #include "tools/commands/membership_members.hpp"
 
 namespace troupe::tools {
@@ -116,15 +117,6 @@ double event_at(const std::filesystem::path& events, const std::string& name, co
       return event.value("unix_s", 0.0);
   }
   return 0;
-}
-
-json percentiles(std::vector<double> values) {
-  if (values.empty()) return nullptr;
-  std::sort(values.begin(), values.end());
-  const auto at = [&](double q) {
-    return values[std::min(values.size() - 1, static_cast<std::size_t>(q * static_cast<double>(values.size())))];
-  };
-  return {{"p50", at(0.5)}, {"p99", at(0.99)}, {"max", values.back()}, {"count", values.size()}};
 }
 
 /// One N: the head (the real coordinator, published on the manifest's port) in this process,

@@ -122,6 +122,11 @@ TEST(heartbeats, the_head_knows_whether_it_hears_half_of_its_members) {
   receiver.admit(1, 8);  // another process of node 1, which does not beat
   std::this_thread::sleep_for(300ms);
   EXPECT_FALSE(receiver.half_heard_within(200ms)) << "one of four";
+  // Among an electorate (cluster/electorate.hpp) only: the head's node 0 and electors 1 and 2.
+  EXPECT_FALSE(receiver.half_heard_within(200ms, {0, 1, 2})) << "one of three";
+  EXPECT_TRUE(receiver.half_heard_within(200ms, {0, 2})) << "one of two: an even split";
+  EXPECT_TRUE(receiver.half_heard_within(200ms, {0})) << "node 0 beats";
+  EXPECT_FALSE(receiver.half_heard_within(200ms, {2, 3})) << "none of two";
 }
 
 TEST(heartbeats, a_process_not_yet_admitted_hears_the_head_alive_but_counts_for_nothing) {

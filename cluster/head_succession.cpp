@@ -1,0 +1,109 @@
+#include "cluster/head_succession.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "cluster/head_silence.hpp"
+#include "messages/error.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// When a node revokes the lease of the head it lost, instead of letting it run out: at once
+/// when that head's process ended, or once a majority of its electorate votes it silent and it
+/// has had time to fence itself; only its electors do. A silent head may be frozen or cut off
+/// (then it stops before the others revoke), or it is this node's own link that broke (then no
+/// majority forms).
+class lost_head_revocation {
+ public:
+  lost_head_revocation(const succession_settings& settings, const succession_callbacks& callbacks)
+      : settings_(settings), callbacks_(callbacks) {}
+
+  /// Until an electorate of the lost head is read, every node counts as one (as before there
+  /// were electorates). Throws io::etcd_unavailable.
+  bool elector(io::etcd_client& etcd) {
+    if (!elector_) elector_ = elector_of(etcd, settings_.keys, settings_.lost, settings_.node);
+    return elector_.value_or(true);
+  }
+
+  /// Whether to revoke the lease of `term` (the lost head's, the term this node followed) now.
+  /// Throws io::etcd_unavailable.
+  bool due(io::etcd_client& etcd, const head_term& term) {
+    if (!elector(etcd)) return false;  // the electors revoke it, or it runs out
+    if (settings_.process_ended) {
+      spdlog::warn("node {}: the head's process on node {} has ended; revoking its lease {} in etcd", settings_.node,
+                   settings_.lost, term.lease);
+      return true;
+    }
+    if (!ballot_) ballot_.emplace(settings_.keys, term.revision, settings_.lost, settings_.node, settings_.lease_s);
+    if (!ballot_->majority(etcd)) return false;
+    // The delay runs from the moment the majority is complete: the head's fence is bounded
+    // from the last beat it heard from the last of those voters.
+    if (!majority_seen_at_) majority_seen_at_ = clock::now();
+    if (clock::now() < *majority_seen_at_ + settings_.revoke_delay) return false;
+    spdlog::warn("node {}: {} hear no head (node {}); revoking its lease {} in etcd", settings_.node, ballot_->tally(),
+                 settings_.lost, term.lease);
+    if (callbacks_.on_voted_silent) callbacks_.on_voted_silent(ballot_->tally());
+    return true;
+  }
+
+ private:
+  const succession_settings& settings_;
+  const succession_callbacks& callbacks_;
+  std::optional<clock::time_point> majority_seen_at_;
+  std::optional<silence_ballot> ballot_;
+  std::optional<bool> elector_;
+};
+
+}  // namespace
+
+succession_result follow_succession(io::etcd_client& etcd, const succession_settings& settings,
+                                    const succession_callbacks& callbacks) {
+  const auto deadline = clock::now() + settings.limit;
+  lost_head_revocation revocation{settings, callbacks};
+  bool revoked = false;
+  bool key_free = false;  // this node just revoked the lease: the key went with it
+  bool elector = true;    // of the lost head's electorate (or none of it is stored)
+  auto free_since = clock::time_point::max();
+  auto pause = std::chrono::milliseconds(10);
+  std::string last_error;
+  while (clock::now() < deadline) {
+    try {
+      const auto term = key_free ? std::nullopt : current_head(etcd, settings.keys.head);
+      key_free = false;
+      elector = revocation.elector(etcd);
+      if (term) {
+        free_since = clock::time_point::max();
+        const auto holder = decode_holder(term->holder, settings.keys.head);
+        if (holder.node != settings.lost) return {holder, term->revision, elector};
+        const bool same_term = settings.followed_term == 0 || term->revision == settings.followed_term;
+        if (!revoked && same_term && revocation.due(etcd, *term)) {
+          etcd.revoke_lease(term->lease);
+          revoked = key_free = true;
+          continue;
+        }
+      } else if (free_since == clock::time_point::max()) {
+        free_since = clock::now();
+      }
+      if (!term && (elector || clock::now() - free_since >= non_elector_takes_after)) {
+        head_term other;
+        if (callbacks.try_take(&other)) return {std::nullopt, 0, elector};
+        const auto holder = decode_holder(other.holder, settings.keys.head);
+        if (holder.node != settings.lost) return {holder, other.revision, elector};  // it took the role first
+      }
+    } catch (const io::etcd_unavailable& e) {
+      last_error = std::string(": ") + e.what();
+    }
+    // At a thousand members, the others' reads are most of etcd's load: every 100 ms.
+    std::this_thread::sleep_for(elector ? pause : std::chrono::milliseconds(100));
+    pause = std::min(2 * pause, std::chrono::milliseconds(50));
+  }
+  throw make_error("node ", settings.node, ": the head (node ", settings.lost, ") is gone and no node took its role within ",
+                   settings.limit.count(), " s", last_error);
+}
+
+}  // namespace troupe::cluster
