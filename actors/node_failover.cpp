@@ -235,7 +235,12 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
                                         std::chrono::seconds(2 * m.failover.lease_s + 5),
                                         followed_term_};
   cluster::succession_callbacks callbacks;
-  callbacks.try_take = [&](cluster::head_term* other) { return try_take_head_role(why, other); };
+  callbacks.try_take = [&](cluster::head_term* other) {
+    // The endpoint that just answered goes first for the clients the new head opens (its
+    // lease, its writes): the one that answered before the loss may be on the lost head's host.
+    etcd_answered_ = etcd.endpoint();
+    return try_take_head_role(why, other);
+  };
   callbacks.on_voted_silent = [&](const std::string& tally) {
     record_event(events_, {{"event", "head_voted_silent"}, {"node", node_.name}, {"head", lost}, {"votes", tally}});
   };

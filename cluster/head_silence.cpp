@@ -19,8 +19,13 @@ std::chrono::milliseconds silence_revoke_delay(std::chrono::milliseconds heartbe
 }
 
 silence_ballot::silence_ballot(head_record_keys keys, int64_t term, std::string head, std::string node,
-                               int64_t ttl_seconds)
-    : keys_(std::move(keys)), term_(term), head_(std::move(head)), node_(std::move(node)), ttl_seconds_(ttl_seconds) {}
+                               int64_t ttl_seconds, std::optional<bool> elector)
+    : keys_(std::move(keys)),
+      term_(term),
+      head_(std::move(head)),
+      node_(std::move(node)),
+      ttl_seconds_(ttl_seconds),
+      elector_(elector) {}
 
 namespace {
 
@@ -36,12 +41,18 @@ std::optional<electorate> electorate_of(const std::vector<io::etcd_key_value>& r
 
 }  // namespace
 
+std::optional<bool> elector_of(const std::vector<io::etcd_key_value>& read, const head_record_keys& keys,
+                               const std::string& head, const std::string& node) {
+  const auto stored = electorate_of(read, keys, head);
+  if (!stored) return std::nullopt;
+  return stored->is_elector(node);
+}
+
 std::optional<bool> elector_of(io::etcd_client& etcd, const head_record_keys& keys, const std::string& head,
                                const std::string& node) {
   const auto read = etcd.get(keys.electorate);
-  const auto stored = read ? electorate_of({*read}, keys, head) : std::nullopt;
-  if (!stored) return std::nullopt;
-  return stored->is_elector(node);
+  if (!read) return std::nullopt;
+  return elector_of(std::vector<io::etcd_key_value>{*read}, keys, head, node);
 }
 
 void silence_ballot::count(const std::vector<io::etcd_key_value>& read, const std::string& prefix) {

@@ -60,12 +60,17 @@ std::chrono::milliseconds silence_revoke_delay(std::chrono::milliseconds heartbe
 /// io::etcd_unavailable, and troupe::error when the key holds something else.
 std::optional<bool> elector_of(io::etcd_client& etcd, const head_record_keys& keys, const std::string& head,
                                const std::string& node);
+/// The same from keys already read (none when `keys.electorate` is not among them).
+std::optional<bool> elector_of(const std::vector<io::etcd_key_value>& read, const head_record_keys& keys,
+                               const std::string& head, const std::string& node);
 
 /// One node's vote on the silence of one term's head, and the count of all votes.
 class silence_ballot {
  public:
-  /// `head`: the node that holds the role in `term`; `node`: this one.
-  silence_ballot(head_record_keys keys, int64_t term, std::string head, std::string node, int64_t ttl_seconds);
+  /// `head`: the node that holds the role in `term`; `node`: this one; `elector`: whether it is
+  /// one of `head`'s electors, when already known (elector_of), else read at the first count.
+  silence_ballot(head_record_keys keys, int64_t term, std::string head, std::string node, int64_t ttl_seconds,
+                 std::optional<bool> elector = std::nullopt);
   /// Whether this node votes: it is one of the electors the head of the term wrote, or no
   /// electorate of that head is stored (then every node acts as an elector: nothing says who
   /// else would). Read once, when it names this node or another. Throws io::etcd_unavailable.
