@@ -41,18 +41,12 @@ std::optional<electorate> electorate_of(const std::vector<io::etcd_key_value>& r
 
 }  // namespace
 
-std::optional<bool> elector_of(const std::vector<io::etcd_key_value>& read, const head_record_keys& keys,
-                               const std::string& head, const std::string& node) {
-  const auto stored = electorate_of(read, keys, head);
-  if (!stored) return std::nullopt;
-  return stored->is_elector(node);
-}
-
 std::optional<bool> elector_of(io::etcd_client& etcd, const head_record_keys& keys, const std::string& head,
                                const std::string& node) {
   const auto read = etcd.get(keys.electorate);
-  if (!read) return std::nullopt;
-  return elector_of(std::vector<io::etcd_key_value>{*read}, keys, head, node);
+  const auto stored = read ? electorate_of({*read}, keys, head) : std::nullopt;
+  if (!stored) return std::nullopt;
+  return stored->is_elector(node);
 }
 
 void silence_ballot::count(const std::vector<io::etcd_key_value>& read, const std::string& prefix) {

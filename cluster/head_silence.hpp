@@ -60,9 +60,6 @@ std::chrono::milliseconds silence_revoke_delay(std::chrono::milliseconds heartbe
 /// io::etcd_unavailable, and troupe::error when the key holds something else.
 std::optional<bool> elector_of(io::etcd_client& etcd, const head_record_keys& keys, const std::string& head,
                                const std::string& node);
-/// The same from keys already read (none when `keys.electorate` is not among them).
-std::optional<bool> elector_of(const std::vector<io::etcd_key_value>& read, const head_record_keys& keys,
-                               const std::string& head, const std::string& node);
 
 /// One node's vote on the silence of one term's head, and the count of all votes.
 class silence_ballot {

@@ -23,11 +23,11 @@ class lost_head_revocation {
   lost_head_revocation(const succession_settings& settings, const succession_callbacks& callbacks)
       : settings_(settings), callbacks_(callbacks) {}
 
-  /// Whether this node is one of the lost head's electors, from keys read with the head's key.
-  /// Until an electorate of the lost head is read, every node counts as one (as before there
-  /// were electorates).
-  bool elector(const std::vector<io::etcd_key_value>& read) {
-    if (!elector_) elector_ = elector_of(read, settings_.keys, settings_.lost, settings_.node);
+  /// Whether this node is one of the lost head's electors: read until an electorate of the lost
+  /// head is found, and until then every node counts as one (as before there were
+  /// electorates). Throws io::etcd_unavailable.
+  bool elector(io::etcd_client& etcd) {
+    if (!elector_) elector_ = elector_of(etcd, settings_.keys, settings_.lost, settings_.node);
     return elector_.value_or(true);
   }
 
@@ -61,13 +61,6 @@ class lost_head_revocation {
   std::optional<bool> elector_;
 };
 
-/// The key's holder, and the keys read with it.
-std::optional<head_term> holder_in(const std::vector<io::etcd_key_value>& read, const std::string& key) {
-  for (const auto& kv : read)
-    if (kv.key == key) return head_term{kv.create_revision, kv.value, kv.lease, "", {}};
-  return std::nullopt;
-}
-
 }  // namespace
 
 succession_result follow_succession(io::etcd_client& etcd, const succession_settings& settings,
@@ -79,17 +72,14 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
   bool elector = true;    // of the lost head's electorate (or none of it is stored)
   auto free_since = clock::time_point::max();
   auto pause = std::chrono::milliseconds(10);
-  std::vector<std::string> reads{settings.keys.head};
-  if (!settings.keys.electorate.empty()) reads.push_back(settings.keys.electorate);
   std::string last_error;
   while (clock::now() < deadline) {
     try {
-      // The key and the electorate in one request: a node learns whether it is an elector with
-      // its first read, which, with etcd's leader lost with the head, may wait for the election.
-      const auto read = key_free ? std::vector<io::etcd_key_value>{} : etcd.get_prefixes(reads);
-      const auto term = holder_in(read, settings.keys.head);
+      // Plain reads: at a thousand members a transaction of two ranges for each of the others'
+      // reads cost etcd twice the CPU (tools/bench-succession).
+      const auto term = key_free ? std::nullopt : current_head(etcd, settings.keys.head);
       key_free = false;
-      elector = revocation.elector(read);
+      elector = revocation.elector(etcd);
       if (term) {
         free_since = clock::time_point::max();
         const auto holder = decode_holder(term->holder, settings.keys.head);
