@@ -76,7 +76,7 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
   while (clock::now() < deadline) {
     try {
       // Plain reads: at a thousand members a transaction of two ranges for each of the others'
-      // reads cost etcd twice the CPU (tools/bench-succession).
+      // reads cost etcd more CPU (docs/benchmarks.md#a-heads-loss-at-scale-issue-55).
       const auto term = key_free ? std::nullopt : current_head(etcd, settings.keys.head);
       key_free = false;
       elector = revocation.elector(etcd);
