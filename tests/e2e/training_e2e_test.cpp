@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include <fstream>
@@ -155,15 +157,23 @@ TEST_F(training_e2e, the_bits_follow_the_config_not_the_blas_threads_of_the_envi
 }
 
 // A run several times as long as the window timeout finishes: the timeout bounds each window.
-// Windows take ~0.5 s each here, so 15 of them outlast a 3 s timeout twice over.
+// How long a window takes depends on the machine (0.03 to 0.5 s seen here), so two short runs
+// measure it first (short runs overstate it: the first windows are slower), and the run gets
+// the windows to outlast a 3 s timeout twice over.
 TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
   const auto timeout = std::chrono::seconds(3);
-  const auto options = quiet_run("run-timeout", 15, timeout);
-  const auto start = std::chrono::steady_clock::now();
-  auto summary = actors::run_training(io::parse_job_config(config(), "e2e.json"), options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("15 windows in %.1f s with a 3 s window timeout\n", seconds);
-  EXPECT_EQ(summary.windows, 15);
+  const auto seconds_for = [&](const std::string& run, int64_t steps) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto summary = actors::run_training(io::parse_job_config(config(), "e2e.json"), quiet_run(run, steps, timeout));
+    EXPECT_EQ(summary.windows, steps) << run;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const double window_s = std::max(1e-3, (seconds_for("run-timeout-8", 8) - seconds_for("run-timeout-2", 2)) / 6);
+  const double wanted_s = 4.0 * static_cast<double>(timeout.count());  // the later windows are faster
+  const auto steps = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(wanted_s / window_s)) + 2, 8, 5000);
+  const double seconds = seconds_for("run-timeout", steps);
+  std::printf("%lld windows of ~%.3f s in %.1f s with a 3 s window timeout\n", static_cast<long long>(steps), window_s,
+              seconds);
   EXPECT_GT(seconds, 2.0 * static_cast<double>(timeout.count())) << "the run was too short to outlast the timeout";
 }
 
