@@ -53,7 +53,6 @@ void end_if_job_over(const cluster::stored_membership& stored, const std::string
                  stopped);
 }
 
-
 }  // namespace
 
 // The endpoint that answered this process last goes first, and a member on the followed head's

@@ -20,7 +20,7 @@
 ///     them complete, the head has had time to fence itself (`silence_revoke_delay`, below), it
 ///     revokes the head's lease; the role then moves as for a head whose process ended. A member
 ///     outside the electorate does not vote: it waits for the electors to move the role, or for
-///     the lease to run out (actors/node_failover.cpp).
+///     the lease to run out (cluster/head_succession.hpp).
 ///  3. A node alone in hearing nothing (its own link cut), or a side of a split holding no more
 ///     than half of the electorate, never gathers a majority: there the head keeps the role, or
 ///     loses it when its lease runs out (etcd decides the split, as without votes).

@@ -7,7 +7,6 @@
 
 #include <condition_variable>
 #include <cstdio>
-#include <future>
 #include <mutex>
 #include <sstream>
 #include <thread>
