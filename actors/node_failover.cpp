@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "actors/event_log.hpp"
+#include "actors/followed_head_watch.hpp"
 #include "actors/node_heartbeats.hpp"
 #include "actors/shutdown_watchdog.hpp"
 #include "cluster/head_lease.hpp"
@@ -182,6 +183,20 @@ void cluster_membership::follow_holder_at_start() {
                    m.timeouts.join.count(), " s (timeouts.join_s): ", last_error);
 }
 
+void cluster_membership::join_following_the_role(bool restarted, startup_timeline* startup) {
+  for (;;) {
+    try {
+      join(0, 0, restarted, startup);
+      return;
+    } catch (const head_role_moved& moved) {
+      spdlog::warn("{}; following the role through etcd again", moved.what());
+      coordinator_ = nullptr;
+      follow_holder_at_start();
+      start_heartbeats();
+    }
+  }
+}
+
 bool cluster_membership::try_take_head_role(const std::string& why, cluster::head_term* holder) {
   auto& m = node_.manifest;
   const auto keys = failover_keys();
@@ -296,7 +311,11 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   }
   head_silent_->store(false);
   start_heartbeats();
-  join(forming_generation(), committed_steps, false);
+  try {
+    join(forming_generation(), committed_steps, false);
+  } catch (const head_role_moved& moved) {  // the new head lost the role in turn while this node joined
+    follow_head_role(committed_steps, moved.what());
+  }
 }
 
 }  // namespace troupe::actors

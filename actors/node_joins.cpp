@@ -10,8 +10,10 @@
 #include <cstdlib>
 
 #include "actors/event_log.hpp"
+#include "actors/followed_head_watch.hpp"
 #include "actors/node_heartbeats.hpp"
 #include "actors/node_startup.hpp"
+#include "cluster/head_record.hpp"
 #include "cluster/plan.hpp"
 #include "io/comm/link_probe.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
@@ -151,7 +153,8 @@ cluster::join_request cluster_membership::join_request_for(uint64_t generation, 
 }
 
 /// Sends the join (as a reconnection when `reconnecting`) and waits (timeouts.join and some) for
-/// the coordinator's plan.
+/// the coordinator's plan. With failover, a head found through etcd is watched meanwhile: its
+/// losing the role abandons the join (head_role_moved; actors/followed_head_watch.hpp).
 cluster::cluster_plan cluster_membership::request_plan(const cluster::join_request& join, bool reconnecting) {
   const auto& m = node_.manifest;
   std::string plan_bytes, failure;
@@ -159,12 +162,21 @@ cluster::cluster_plan cluster_membership::request_plan(const cluster::join_reque
   auto request = reconnecting
                      ? (*self_)->request(coordinator_, wait, messages::reconnect_atom::value, cluster::encode_join(join))
                      : (*self_)->request(coordinator_, wait, messages::join_atom::value, cluster::encode_join(join));
+  std::unique_ptr<followed_head_watch> watch;
+  if (m.failover.enabled() && followed_term_ != 0 && !is_head_)
+    watch = std::make_unique<followed_head_watch>(
+        followed_head_watch_settings{failover_etcd(), failover_keys().head, followed_term_},
+        caf::actor_cast<caf::strong_actor_ptr>(*self_), request.id());
   std::move(request).receive(
       [&](const std::string& bytes) { plan_bytes = bytes; },
       [&](caf::error& e) {
         failure = std::string(reconnecting ? "reconnecting to" : "joining") + " the head at " + m.head_address() + ": " +
                   system_->render(e);
       });
+  if (watch) watch->stop();
+  if (const auto moved = watch ? watch->moved() : std::string(); !moved.empty() && !failure.empty())
+    throw head_role_moved("node " + node_.name + " " + (reconnecting ? "reconnecting to" : "joining") + " node " +
+                          m.head_node + " at " + m.head_address() + ": " + moved);
   if (!failure.empty()) throw error(failure);
   return cluster::decode_plan(plan_bytes, "the head at " + m.head_address());
 }

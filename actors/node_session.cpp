@@ -106,7 +106,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   // Heartbeats start before the join: the head counts them from the moment a node has joined,
   // while it waits for the others.
   start_heartbeats();
-  join(0, 0, node.restarted, &startup);
+  join_following_the_role(node.restarted, &startup);
   startup.wired_cpu = io::process_cpu_seconds();
   startup.record(events, spec.name);
 }

@@ -115,6 +115,9 @@ class cluster_membership {
   /// A restarted node: the manifest's head becomes the holder etcd names, and coordinator_ its
   /// coordinator (etcd asked again while a holder does not answer, until timeouts.join).
   void follow_holder_at_start();
+  /// The first join; a restarted node's, with failover, made again to the role's next holder
+  /// while the head it joined loses the role (actors/followed_head_watch.hpp).
+  void join_following_the_role(bool restarted, startup_timeline* startup);
   /// Who holds the role after `lost`, the head this node followed, was lost; this node when it
   /// took it. `process_ended`: the head's connection closed (its lease may be revoked).
   cluster::head_holder holder_after_loss(const std::string& lost, bool process_ended, const std::string& why);

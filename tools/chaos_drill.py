@@ -7,6 +7,11 @@ members can renew (or take) the head's lease, so it keeps or takes the role and 
 side's nodes; the other side's nodes can write nothing, hear no head, and stop. Each fault below
 records `expect_lost` (the nodes the job must lose, no more, no fewer) and `expect_head_moves`:
 
+  freeze_head            the head's process stopped (SIGSTOP), woken after the fault's length: its
+                         electors vote it silent and one takes the role; woken, it finds its lease
+                         gone, stops, and is restarted as a worker
+  cut_head               the head's host's link down (carrier lost): the head fences itself, its
+                         electors vote it silent, one takes the role
   drop_head              the head's host drops every packet, its link up (no carrier lost): the
                          head's lease lapses, it stops within it, another node takes the role
   partition_head         {the head's host} | {every other}: the same, though each side still
@@ -39,9 +44,9 @@ import urllib.request
 from bench_across_hosts import node_processes
 from chaos_faults import fault_target_missing
 
-KINDS = ("split_etcd", "kill_etcd_leader_host", "kill_head_etcd_leader", "drop_head", "partition_head",
+KINDS = ("freeze_head", "cut_head", "split_etcd", "kill_etcd_leader_host", "kill_head_etcd_leader", "drop_head", "partition_head",
          "partition_head_one", "reset_control")
-DURATION_S = {"drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
+DURATION_S = {"freeze_head": 8, "cut_head": 8, "drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
               "kill_etcd_leader_host": 10, "kill_head_etcd_leader": 10, "reset_control": 0}
 LEADER_MOVE_S = 10  # how long etcd may take to hand its leadership over
 HEAD_PORT = 29500  # netcluster's manifest's head.port: every head's, the role moving or not
@@ -131,6 +136,17 @@ def inject(faults, kind):
     """Injects the drill fault KIND through FAULTS (chaos_faults.cluster_faults); what it hit and
     what the job must do about it."""
     head = head_host(faults)
+    if kind == "freeze_head":
+        pid = node_processes(faults.run_dir).get(head)
+        if not pid:
+            raise fault_target_missing(f"the head {head} has no process")
+        faults.undo_with(lambda: faults.wake(pid))
+        os.kill(pid, signal.SIGSTOP)
+        return {"host": head, "expect_lost": [head], "expect_head_moves": True}
+    if kind == "cut_head":
+        faults.undo_with(lambda: faults.netcluster("heal", head))
+        faults.netcluster("cut", head)
+        return {"host": head, "expect_lost": [head], "expect_head_moves": True}
     if kind == "drop_head":
         faults.undo_with(lambda: faults.netcluster("heal", head))
         faults.netcluster("cut", head, "--drop")
@@ -177,32 +193,40 @@ def inject(faults, kind):
 def outcome(events, fault, until):
     """What the job did about FAULT: the nodes it lost, and the seconds after the injection was
     all in place (a partition takes a netcluster command per side; the head's lookup and etcd's
-    leader's come first) that the role moved and that the old head fenced itself (None where it
-    did not; before the end of a partition's injection, negative)."""
+    leader's come first) that the role moved, that the old head fenced itself (None where it
+    did not; before the end of a partition's injection, negative), and that the generation the
+    job decided on formed (its plan sent: the next window training)."""
     begin, end = fault["unix_s"] - 1, min(until, fault["healed_unix_s"] + OUTCOME_AFTER_S)
     inside = [e for e in events if begin <= e.get("unix_s", 0) < end]
     origin = fault.get("injected_unix_s", fault["unix_s"])
 
-    def first(kind, **fields):
-        at = [e["unix_s"] for e in inside if e.get("event") == kind and all(e.get(k) == v for k, v in fields.items())]
-        return round(at[0] - origin, 3) if at else None
+    def first(kind, since=begin, **fields):
+        at = [e["unix_s"] for e in inside
+              if e.get("event") == kind and e["unix_s"] >= since and all(e.get(k) == v for k, v in fields.items())]
+        return at[0] if at else None
 
+    def after_injection(at):
+        return None if at is None else round(at - origin, 3)
+
+    decided = min((e["unix_s"] for e in inside if e.get("event") in ("head_moved", "node_lost")), default=None)
     return {"lost": sorted({e["node"] for e in inside if e.get("event") == "node_lost"}),
             "reconnected": sorted({e["node"] for e in inside if e.get("event") == "control_reconnected"}),
-            "head_moved_s": first("head_moved"), "head_fenced_s": first("head_fenced", node=fault["host"]),
+            "head_moved_s": after_injection(first("head_moved")),
+            "head_fenced_s": after_injection(first("head_fenced", node=fault.get("host", fault.get("node")))),
+            "generation_s": after_injection(decided and first("generation", since=decided)),
             "inject_s": round(origin - fault["unix_s"], 3)}
 
 
 def judge(events, faults):
-    """Each drill fault's outcome (added to it as "outcome") beside what it expected; the
-    failures, in words. Timings are reported, not judged; the one order that is judged is the
+    """Each fault's outcome (added to it as "outcome"), a drill fault's beside what it expected;
+    the failures, in words. Timings are reported, not judged; the one order that is judged is the
     safety rule's: a cut-off head stops before another node takes its role."""
     failures = []
     for index, fault in enumerate(faults):
-        if "expect_lost" not in fault:
-            continue
         until = faults[index + 1]["unix_s"] if index + 1 < len(faults) else float("inf")
         seen = fault["outcome"] = outcome(events, fault, until)
+        if "expect_lost" not in fault:
+            continue
         what = f"{fault['kind']} on {fault['host']}"
         moved = seen["head_moved_s"] is not None
         if seen["lost"] != fault["expect_lost"]:
@@ -212,7 +236,7 @@ def judge(events, faults):
         if moved != fault["expect_head_moves"]:
             failures.append(f"{what}: the head's role {'moved' if moved else 'stayed'}, expected it to "
                             f"{'move' if fault['expect_head_moves'] else 'stay'}")
-        cut_off_head = fault["kind"] in ("drop_head", "partition_head") or (
+        cut_off_head = fault["kind"] in ("cut_head", "drop_head", "partition_head") or (
             fault["kind"] == "partition_head_one" and fault["expect_head_moves"])
         if cut_off_head and moved and (seen["head_fenced_s"] is None or seen["head_fenced_s"] >= seen["head_moved_s"]):
             failures.append(f"{what}: the cut-off head fenced itself at {seen['head_fenced_s']} s, not before another "

@@ -82,7 +82,7 @@ class cluster_faults:
             node, pid = self.worker_process()
             os.kill(pid, signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
             if kind == "freeze":
-                self._undo = lambda: self._wake(pid)
+                self._undo = lambda: self.wake(pid)
             return {"node": node}
         if kind == "kill_head":
             head = self.head_of()
@@ -130,7 +130,7 @@ class cluster_faults:
             undo()
 
     @staticmethod
-    def _wake(pid):
+    def wake(pid):
         try:
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
