@@ -146,10 +146,8 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
     // revoke its lease; hearing half of it, it cannot be voted out, and its lease decides. Before
     // its first write, every member counts.
     head_lease_->watch_majority(
-        [heartbeats, record, nodes = m.nodes, recently = cluster::head_silence_notice(m.timeouts.heartbeat)] {
-          const auto electorate = record->written_electorate();
-          return heartbeats->half_heard_within(
-              recently, electorate ? cluster::manifest_indices(*electorate, nodes) : std::vector<std::size_t>{});
+        [heartbeats, record, recently = cluster::head_silence_notice(m.timeouts.heartbeat)] {
+          return heartbeats->half_heard_within(recently, record->written_electorate_indices());
         },
         cluster::head_confirm_within(m.timeouts.heartbeat));
   }

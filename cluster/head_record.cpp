@@ -91,14 +91,21 @@ bool membership_writer::write(const membership_state& state) {
                                                         {keys_.state_by, node_}};
   if (!keys_.electorate.empty()) puts.emplace_back(keys_.electorate, encode_electorate(chosen));
   if (!etcd_.put_while(puts, keys_.head, term_)) return false;
+  auto indices = manifest_indices(chosen, rule_.nodes);
   const std::lock_guard lock(mutex_);
   written_ = std::move(chosen);
+  written_indices_ = std::move(indices);
   return true;
 }
 
 std::optional<electorate> membership_writer::written_electorate() const {
   const std::lock_guard lock(mutex_);
   return written_;
+}
+
+std::vector<std::size_t> membership_writer::written_electorate_indices() const {
+  const std::lock_guard lock(mutex_);
+  return written_indices_;
 }
 
 }  // namespace troupe::cluster

@@ -105,6 +105,9 @@ class membership_writer {
   bool write(const membership_state& state);
   /// The electorate of the last state written; none before the first. Any thread.
   std::optional<electorate> written_electorate() const;
+  /// Its members' manifest indices (manifest_indices, computed once a write); empty before the
+  /// first write. Any thread: the head's majority watch asks every majority_check_period.
+  std::vector<std::size_t> written_electorate_indices() const;
 
  private:
   io::etcd_client etcd_;
@@ -114,6 +117,7 @@ class membership_writer {
   electorate_rule rule_;
   mutable std::mutex mutex_;
   std::optional<electorate> written_;
+  std::vector<std::size_t> written_indices_;
 };
 
 }  // namespace troupe::cluster

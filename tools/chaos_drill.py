@@ -137,9 +137,7 @@ def inject(faults, kind):
     what the job must do about it."""
     head = head_host(faults)
     if kind == "freeze_head":
-        pid = node_processes(faults.run_dir).get(head)
-        if not pid:
-            raise fault_target_missing(f"the head {head} has no process")
+        _, pid = faults.head_process()
         faults.undo_with(lambda: faults.wake(pid))
         os.kill(pid, signal.SIGSTOP)
         return {"host": head, "expect_lost": [head], "expect_head_moves": True}

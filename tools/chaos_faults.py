@@ -75,6 +75,14 @@ class cluster_faults:
             raise fault_target_missing("no worker process runs")
         return self.rng.choice(running)
 
+    def head_process(self):
+        """(node, pid) of the process holding the head's role."""
+        head = self.head_of()
+        pid = node_processes(self.run_dir).get(head)
+        if pid is None:
+            raise fault_target_missing(f"the head {head} has no process")
+        return head, pid
+
     def inject(self, kind):
         """Injects a fault of KIND; returns what it hit ({"node"} or {"host"}, {"peer"})."""
         seconds = DURATION_S[kind]
@@ -85,10 +93,7 @@ class cluster_faults:
                 self._undo = lambda: self.wake(pid)
             return {"node": node}
         if kind == "kill_head":
-            head = self.head_of()
-            pid = node_processes(self.run_dir).get(head)
-            if pid is None:
-                raise fault_target_missing(f"the head {head} has no process")
+            head, pid = self.head_process()
             os.kill(pid, signal.SIGKILL)
             return {"node": head}
         host = self.rng.choice(self.hosts)

@@ -169,8 +169,6 @@ std::vector<std::optional<heartbeat_receiver::clock::time_point>> heartbeat_rece
   return heard;
 }
 
-bool heartbeat_receiver::half_heard_within(clock::duration recently) const { return half_heard_within(recently, {}); }
-
 bool heartbeat_receiver::half_heard_within(clock::duration recently, const std::vector<std::size_t>& among) const {
   const auto now = clock::now();
   const std::lock_guard lock(impl_->mutex);

@@ -52,10 +52,9 @@ class heartbeat_receiver {
   /// when none is admitted): when not, the silent ones are a majority that may vote the head out,
   /// and it may be the side of a network split that is cut off (cluster/head_lease.hpp,
   /// watch_majority).
-  bool half_heard_within(clock::duration recently) const;
-  /// The same among the nodes of these manifest indices only (the head's electorate,
-  /// cluster/electorate.hpp); empty: among all.
-  bool half_heard_within(clock::duration recently, const std::vector<std::size_t>& among) const;
+  /// `among`: the manifest indices of the nodes counted (the head's electorate,
+  /// cluster/electorate.hpp); empty: every node.
+  bool half_heard_within(clock::duration recently, const std::vector<std::size_t>& among = {}) const;
   /// Whether the receiving thread has been awake within `recently` (it wakes at least every 50 ms).
   bool serviced_within(clock::duration recently) const;
 

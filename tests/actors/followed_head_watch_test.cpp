@@ -26,7 +26,7 @@ caf::behavior never_answers(caf::event_based_actor* self) {
 class followed_head_watch_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
     server_ = std::make_unique<testing::etcd_server>();
     etcd_settings_ = {{server_->endpoint()}, milliseconds(300)};
     io::etcd_client etcd(etcd_settings_);

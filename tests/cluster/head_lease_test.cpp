@@ -19,7 +19,7 @@ using clock = std::chrono::steady_clock;
 class head_lease_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
     server_ = std::make_unique<testing::etcd_server>();
   }
   head_lease_settings settings(const std::string& holder) const {

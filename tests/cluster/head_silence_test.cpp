@@ -22,7 +22,7 @@ TEST(head_silence, the_head_has_fenced_before_any_voter_may_revoke) {
 }
 
 TEST(head_silence, a_majority_of_the_electorate_moves_the_role_and_votes_expire) {
-  if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+  if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
   testing::etcd_server server;
   const io::etcd_settings settings{{server.endpoint()}, milliseconds(300)};
   io::etcd_client etcd(settings);
@@ -63,7 +63,7 @@ TEST(head_silence, a_majority_of_the_electorate_moves_the_role_and_votes_expire)
 // Beyond `failover.electors`, only the electors vote: here the head and 2 of 6 members, so two
 // votes move the role, and the others' silence adds nothing (they never write a vote).
 TEST(head_silence, only_the_electorate_counts_in_a_large_job) {
-  if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+  if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
   testing::etcd_server server;
   const io::etcd_settings settings{{server.endpoint()}, milliseconds(300)};
   io::etcd_client etcd(settings);
@@ -77,9 +77,11 @@ TEST(head_silence, only_the_electorate_counts_in_a_large_job) {
   state.members = {"a", "b", "c", "d", "e", "f"};
   EXPECT_EQ(elector_of(etcd, keys, "a", "b"), std::nullopt) << "nothing written yet";
   membership_writer writer(settings, keys, term, "a", {nodes, 2});
+  EXPECT_TRUE(writer.written_electorate_indices().empty()) << "before the first write: every member counts";
   ASSERT_TRUE(writer.write(state));
   ASSERT_TRUE(writer.written_electorate());
   EXPECT_EQ(writer.written_electorate()->electors, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(writer.written_electorate_indices(), (std::vector<std::size_t>{0, 1, 2}));
   EXPECT_EQ(elector_of(etcd, keys, "a", "b"), std::optional<bool>(true));
   EXPECT_EQ(elector_of(etcd, keys, "a", "d"), std::optional<bool>(false));
   EXPECT_EQ(elector_of(etcd, keys, "z", "b"), std::nullopt) << "another head's electorate";
@@ -103,6 +105,7 @@ TEST(head_silence, only_the_electorate_counts_in_a_large_job) {
   state.members.erase("b");
   ASSERT_TRUE(writer.write(state));
   EXPECT_EQ(writer.written_electorate()->electors, (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(writer.written_electorate_indices(), (std::vector<std::size_t>{0, 2, 3}));
   EXPECT_FALSE(c.majority(etcd));
   EXPECT_EQ(c.tally(), "1 of 3 in the electorate");
 

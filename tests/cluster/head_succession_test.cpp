@@ -20,7 +20,7 @@ using std::chrono::milliseconds;
 class head_succession_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
     server_ = std::make_unique<testing::etcd_server>();
     settings_ = {{server_->endpoint()}, milliseconds(300)};
     keys_ = head_keys(failover_spec{{server_->endpoint()}, 2, 2, "/troupe/succession"}, 0);

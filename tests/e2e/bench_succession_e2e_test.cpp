@@ -16,7 +16,7 @@ using testing::run_command;
 using testing::troupe_binary;
 
 TEST(bench_succession, ten_members_lose_their_head_and_every_survivor_learns_the_new_holder) {
-  if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+  if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
   testing::etcd_server etcd;
   const auto bench = run_command("sh -c '" + troupe_binary() + " bench succession --members 10 --losses 1 --etcd " +
                                      etcd.endpoint() + " --json 2>/dev/null'",

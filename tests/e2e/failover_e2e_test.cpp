@@ -17,7 +17,7 @@ namespace {
 class failover_e2e : public cluster_job_test {
  protected:
   void SetUp() override {
-    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
     etcd_ = std::make_unique<testing::etcd_server>();
   }
   /// write_manifest's nodes (three by default) with a failover block on this test's etcd.

@@ -52,5 +52,7 @@ class etcd_server {
 
 /// Whether Debian's etcd-server is installed (tools/install-deps installs it with the test tools).
 inline bool have_etcd() { return std::system("test -x /usr/bin/etcd") == 0; }
+/// Why a test that needs etcd is skipped without it: `GTEST_SKIP() << etcd_missing`.
+inline constexpr const char* etcd_missing = "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
 
 }  // namespace troupe::testing

@@ -14,7 +14,7 @@ namespace {
 class etcd_client_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::have_etcd()) GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server; tools/install-deps installs it)";
+    if (!testing::have_etcd()) GTEST_SKIP() << testing::etcd_missing;
     server_ = std::make_unique<testing::etcd_server>();
   }
   etcd_settings settings() const { return {{server_->endpoint()}, std::chrono::milliseconds(500)}; }
