@@ -122,9 +122,10 @@ class transport {
   virtual void progress() = 0;
 
   /// Cancels every posted request and gives the cancellations a moment to complete, so the
-  /// transport writes into none of its caller's buffers afterwards (the transport stays usable
-  /// for teardown). Call it from the thread that drives the transport before freeing buffers
-  /// that posted requests point into, when the transport itself outlives them.
+  /// transport reads and writes none of its caller's buffers afterwards. Call it from the thread
+  /// that drives the transport before freeing buffers that posted requests point into, when the
+  /// transport itself outlives them. A transport where a message was still under way is never
+  /// driven again (UCX: every later call throws transport_error; destroy it).
   virtual void cancel_pending() noexcept {}
 
   /// Fault injection (`--inject partition`): from now on, sends to `peer` are dropped — posted

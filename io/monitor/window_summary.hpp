@@ -77,7 +77,9 @@ window_summary window_from_json(const nlohmann::json& line);
 
 /// Rewrites a metrics.jsonl without its lines of step `from` and later (a resumed run reports
 /// those windows again; TensorBoard purges orphaned steps the same way). Lines that are not
-/// JSON with a step are kept. Atomic (temporary file, rename); returns how many were dropped.
+/// JSON with a step are kept, except a last line cut short (no newline, not JSON: its writer
+/// died mid-line, as a head killed before its role moved); a whole last line missing only its
+/// newline gets one. Atomic (temporary file, rename); returns how many lines were dropped.
 std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
 
 /// A rank's seconds in window_phases[phase].

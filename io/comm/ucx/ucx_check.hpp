@@ -6,8 +6,10 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "io/comm/ucx/ucx_transport.hpp"
 #include "messages/error.hpp"
@@ -32,6 +34,9 @@ struct ucx_context::impl {
   std::mutex closing_mutex;
   std::condition_variable all_closed;
   int closing = 0;
+  /// Transports stranded mid-message (ucx_transport.cpp), kept untouched while the process
+  /// lives; with any, the context is left to the process's end too.
+  std::vector<std::shared_ptr<void>> set_aside;
 };
 
 /// Runs `close` (a transport's shut-down) on a thread of its own, counted in `owner` until it
@@ -39,5 +44,8 @@ struct ucx_context::impl {
 /// blocking message, and to a host cut off with a full socket buffer that send waits until TCP
 /// gives up (minutes), which must not hold up the node's next generation.
 void close_in_background(ucx_context::impl& owner, std::function<void()> close);
+
+/// Keeps a stranded transport's state in `owner`, never driven nor destroyed.
+void set_aside(ucx_context::impl& owner, std::shared_ptr<void> transport);
 
 }  // namespace troupe::io

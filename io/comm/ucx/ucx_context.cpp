@@ -95,6 +95,11 @@ void close_in_background(ucx_context::impl& owner, std::function<void()> close) 
   }).detach();
 }
 
+void set_aside(ucx_context::impl& owner, std::shared_ptr<void> transport) {
+  std::lock_guard<std::mutex> lock(owner.closing_mutex);
+  owner.set_aside.push_back(std::move(transport));
+}
+
 /// Waits a while for transports still closing in the background; one that does not finish
 /// (stuck sending to a host cut off) keeps the context, which is then left to the process's end.
 ucx_context::~ucx_context() {
@@ -102,6 +107,11 @@ ucx_context::~ucx_context() {
   if (!impl_->all_closed.wait_for(lock, std::chrono::seconds(10), [this] { return impl_->closing == 0; })) {
     std::fprintf(stderr, "ucx: %d transport(s) still closing towards a peer cut off; UCX is left to the process's end\n",
                  impl_->closing);
+    lock.unlock();
+    static_cast<void>(impl_.release());
+    return;
+  }
+  if (!impl_->set_aside.empty()) {  // their workers still live on this context
     lock.unlock();
     static_cast<void>(impl_.release());
     return;

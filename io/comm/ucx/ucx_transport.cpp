@@ -20,14 +20,19 @@
 #include "io/comm/idle_backoff.hpp"
 #include "io/comm/ucx/ucx_check.hpp"
 #include "io/comm/ucx/ucx_lanes.hpp"
+#include "io/comm/ucx/ucx_transport_state.hpp"
 #include "io/os/wall_clock.hpp"
 
 namespace troupe::io {
 namespace {
 
+using ucx_detail::max_rank;
+using ucx_detail::peer_state;
+using ucx_detail::pending_request;
+using ucx_detail::seconds_text;
+
 constexpr int sender_shift = transport_tag_bits;
 constexpr std::uint64_t user_tag_limit = std::uint64_t{1} << transport_tag_bits;
-constexpr int max_rank = (1 << (64 - transport_tag_bits)) - 1;
 constexpr ucp_tag_t match_all_bits = ~ucp_tag_t{0};
 
 // A wait polls ucp_worker_progress. While nothing arrives it gives its core away in one of two
@@ -53,30 +58,10 @@ constexpr std::chrono::microseconds block_after{10};
 constexpr std::chrono::milliseconds longest_block{5};
 // The clock is read every this many rounds while making progress (for the deadline).
 constexpr unsigned clock_check_rounds = 64;
-// How long the destructor lets cancelled requests complete before it force-closes their peers.
-constexpr auto cancel_timeout = std::chrono::milliseconds(100);
 
 ucp_tag_t wire_tag(int sender, std::uint64_t tag) {
   return (static_cast<ucp_tag_t>(sender) << sender_shift) | tag;
 }
-
-std::string seconds_text(std::chrono::steady_clock::duration duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", std::chrono::duration<double>(duration).count());
-  return text;
-}
-
-struct peer_state {
-  int rank = -1;
-  bool over_network = false;  // no lane of the endpoint is shared memory (known lanes only)
-  ucp_ep_h endpoint = nullptr;
-  ucs_status_t failure = UCS_OK;  // set by the endpoint error handler
-  link_route route;               // the endpoint's lanes, as UCX describes them
-  wall_clock_mean sends_posted;   // since the last take_link_timing
-  wall_clock_mean receives_done;  // set by on_receive_done
-  wall_clock_mean receives_posted;  // set by post_receive
-  std::chrono::steady_clock::time_point last_heard{};  // a message from or to it completed (stall watch)
-};
 
 /// UCX's completion callback of a receive: when the bytes are in place (user_data: the sender).
 void on_receive_done(void*, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
@@ -99,15 +84,6 @@ link_route endpoint_route(ucp_ep_h endpoint) {
   return parse_ucx_lanes(description);
 }
 
-struct pending_request {
-  void* handle = nullptr;  // the UCX request; nullptr when a send completed when posted
-  int peer = -1;
-  bool receive = false;
-  bool dropped = false;  // a send to a peer cut off by drop_sends_to: never completes
-  std::size_t bytes = 0;
-  ucp_tag_recv_info_t info{};  // filled by ucp_tag_recv_request_test for receives
-};
-
 void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<peer_state*>(arg);
   // Debug only: every wait on a request to or from the peer fails with this status (and a peer
@@ -120,115 +96,6 @@ void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
 
 }  // namespace
 
-struct ucx_transport::impl {
-  using request_map = std::unordered_map<transport_request, pending_request>;
-
-  ucp_context_h context = nullptr;
-  ucx_context::impl* owner = nullptr;  ///< where a background close is counted
-  int rank = -1;
-  ucp_worker_h worker = nullptr;
-  transport_address address;
-  std::vector<std::unique_ptr<peer_state>> peers;  // indexed by rank; null when not connected
-  request_map requests;
-  transport_request next_request = 1;
-
-  peer_state* find_peer(int peer) {
-    return peer >= 0 && static_cast<std::size_t>(peer) < peers.size() ? peers[peer].get() : nullptr;
-  }
-
-  void check_rank(int peer, const char* operation) const {
-    if (peer < 0 || peer > max_rank)
-      throw transport_error(peer, concat(operation, ": rank ", peer, " is outside 0 … ", max_rank));
-  }
-
-  void check_not_failed(const peer_state* peer, const char* operation) const {
-    if (peer != nullptr && peer->failure != UCS_OK)
-      throw transport_error(peer->rank, concat(operation, ": rank ", peer->rank, " failed earlier: ",
-                                               ucs_status_string(peer->failure)));
-  }
-
-  request_map::iterator find_request(transport_request request) {
-    auto it = requests.find(request);
-    if (it == requests.end())
-      throw transport_error(-1, concat("unknown transport request ", request, " (already completed?)"));
-    return it;
-  }
-
-  /// True when the request completed (it is then forgotten); throws when it failed or when its
-  /// peer failed while it was still pending. `what` prefixes the message when given.
-  bool finish(request_map::iterator it, const std::string* what) {
-    pending_request& r = it->second;
-    if (r.dropped) return false;
-    ucs_status_t status = UCS_OK;
-    if (r.handle != nullptr)
-      status = r.receive ? ucp_tag_recv_request_test(r.handle, &r.info) : ucp_request_check_status(r.handle);
-    if (status == UCS_INPROGRESS) {
-      const peer_state* peer = find_peer(r.peer);
-      if (peer == nullptr || peer->failure == UCS_OK) return false;
-      throw transport_error(r.peer, concat(what != nullptr ? *what + ": " : std::string(),
-                                           r.receive ? "receive from" : "send to", " rank ", r.peer,
-                                           " abandoned: rank ", r.peer, " failed: ",
-                                           ucs_status_string(peer->failure)));
-    }
-    if (r.handle != nullptr) ucp_request_free(r.handle);
-    const pending_request done = r;
-    requests.erase(it);
-    if (peer_state* peer = find_peer(done.peer); peer != nullptr && status == UCS_OK)
-      peer->last_heard = std::chrono::steady_clock::now();
-    if (status == UCS_OK && (!done.receive || done.info.length == done.bytes)) return true;
-    const std::string prefix = what != nullptr ? *what + ": " : std::string();
-    const char* direction = done.receive ? "receive from" : "send to";
-    if (status != UCS_OK)
-      throw transport_error(done.peer, concat(prefix, direction, " rank ", done.peer, " failed (",
-                                              done.receive ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx",
-                                              "): ", ucs_status_string(status)));
-    if (done.receive && done.info.length != done.bytes)
-      throw transport_error(done.peer, concat(prefix, "receive from rank ", done.peer, " got ", done.info.length,
-                                              " bytes, expected ", done.bytes));
-    return true;
-  }
-
-  /// Progresses until every request in `handles` left UCS_INPROGRESS or `timeout` passed;
-  /// returns the ones still in progress.
-  std::vector<std::pair<void*, int>> drain(std::vector<std::pair<void*, int>> handles,
-                                           std::chrono::steady_clock::duration timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      std::vector<std::pair<void*, int>> pending;
-      for (auto& entry : handles) {
-        if (ucp_request_check_status(entry.first) == UCS_INPROGRESS)
-          pending.push_back(entry);
-        else
-          ucp_request_free(entry.first);
-      }
-      handles = std::move(pending);
-      if (handles.empty() || std::chrono::steady_clock::now() >= deadline) return handles;
-      if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
-    }
-  }
-
-  void cancel_pending() noexcept;
-  void shut_down() noexcept;
-
-  std::set<int> dropped_peers;   ///< drop_sends_to (fault injection)
-  int event_fd = -1;  ///< the worker's wake-up descriptor; -1 where no transport offers one
-
-  bool over_network(int peer) {
-    const peer_state* state = find_peer(peer);
-    return state != nullptr && state->over_network;
-  }
-
-  /// Sleeps until the worker's descriptor is ready or `timeout` passes. Returns whether the
-  /// descriptor woke it (false: it timed out, or events were pending and it did not sleep). The
-  /// caller has progressed until idle.
-  bool block_until_event(std::chrono::nanoseconds timeout) {
-    if (ucp_worker_arm(worker) != UCS_OK) return false;
-    pollfd watched{event_fd, POLLIN, 0};
-    const timespec limit{static_cast<time_t>(timeout.count() / 1'000'000'000),
-                         static_cast<long>(timeout.count() % 1'000'000'000)};
-    return ::ppoll(&watched, 1, &limit, nullptr) > 0;
-  }
-};
 
 ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::make_unique<impl>()) {
   impl_->check_rank(my_rank, "ucx_transport");
@@ -254,62 +121,7 @@ ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::mak
   ucp_worker_release_address(impl_->worker, address);
 }
 
-// Teardown: (1) cancel every posted request and give the cancellations a moment, so UCX stops
-// writing into the caller's buffers; (2) close every endpoint in force mode; (3) destroy the
-// worker. Force mode for healthy peers too: a flush waits for the peer's acknowledgement, which
-// comes only while its worker is driven, and at a job's end none is (each close took the whole
-// timeout). Nothing is lost: a transport goes when the job finished everywhere or its generation
-// was abandoned; an aborted one closes in the background (close_in_background, ucx_check.hpp).
-void ucx_transport::impl::cancel_pending() noexcept {
-  std::vector<std::pair<void*, int>> cancelled;
-  for (auto& [id, r] : requests) {
-    if (r.handle == nullptr) continue;
-    ucp_request_cancel(worker, r.handle);
-    cancelled.emplace_back(r.handle, r.peer);
-  }
-  requests.clear();
-  for (auto& [handle, peer] : drain(std::move(cancelled), cancel_timeout))
-    ucp_request_free(handle);  // released by UCX when the force close in shut_down completes it
-}
 
-void ucx_transport::impl::shut_down() noexcept {
-  cancel_pending();
-  std::vector<std::pair<void*, int>> closing;
-  for (auto& peer : peers) {
-    if (peer == nullptr) continue;
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    const ucs_status_ptr_t result = ucp_ep_close_nbx(peer->endpoint, &param);
-    if (UCS_PTR_IS_ERR(result))
-      spdlog::debug("ucx transport: ucp_ep_close_nbx (rank {}) : {}", peer->rank,
-                    ucs_status_string(UCS_PTR_STATUS(result)));
-    else if (result != nullptr)
-      closing.emplace_back(result, peer->rank);
-  }
-  for (auto& [handle, peer] : drain(std::move(closing), cancel_timeout)) {
-    spdlog::debug("ucx transport: closing the endpoint to rank {} did not finish within {} s", peer,
-                  seconds_text(cancel_timeout));
-    ucp_request_free(handle);
-  }
-  // A force close completes the endpoint's requests from the worker's progress, so give it a
-  // few rounds before the worker goes (else UCX warns about requests not returned to its pool).
-  const auto settle_deadline = std::chrono::steady_clock::now() + cancel_timeout;
-  while (ucp_worker_progress(worker) != 0 && std::chrono::steady_clock::now() < settle_deadline) {
-  }
-  peers.clear();
-  ucp_worker_destroy(worker);
-}
-
-ucx_transport::~ucx_transport() {
-  std::shared_ptr<impl> closing = std::move(impl_);
-  if (aborted())  // its ring was aborted: a peer may be cut off (close_in_background)
-    close_in_background(*closing->owner, [closing] { closing->shut_down(); });
-  else
-    closing->shut_down();
-}
-
-void ucx_transport::cancel_pending() noexcept { impl_->cancel_pending(); }
 
 void ucx_transport::drop_sends_to(int peer) { impl_->dropped_peers.insert(peer); }
 
@@ -379,6 +191,7 @@ void check_tag(int peer, std::uint64_t tag, const char* operation) {
 }  // namespace
 
 transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes) {
+  impl_->check_not_stranded("post_send");
   peer_state* state = impl_->find_peer(peer);
   if (state == nullptr) throw transport_error(peer, concat("post_send: rank ", peer, " is not connected"));
   impl_->check_not_failed(state, "post_send");
@@ -407,6 +220,7 @@ transport_request ucx_transport::post_send(int peer, std::uint64_t tag, const vo
 }
 
 transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void* data, std::size_t bytes) {
+  impl_->check_not_stranded("post_receive");
   impl_->check_rank(peer, "post_receive");
   peer_state* state = impl_->find_peer(peer);  // null for a peer never connected: not timed
   impl_->check_not_failed(state, "post_receive");
@@ -437,6 +251,7 @@ transport_request ucx_transport::post_receive(int peer, std::uint64_t tag, void*
 }
 
 bool ucx_transport::test(transport_request request) {
+  impl_->check_not_stranded("test");
   const auto it = impl_->find_request(request);
   if (impl_->finish(it, nullptr)) return true;
   ucp_worker_progress(impl_->worker);
@@ -444,6 +259,7 @@ bool ucx_transport::test(transport_request request) {
 }
 
 void ucx_transport::wait(transport_request request, clock::time_point deadline, const std::string& what) {
+  impl_->check_not_stranded("wait");
   const auto it = impl_->find_request(request);
   const int peer = it->second.peer;
   const auto start = clock::now();
@@ -493,7 +309,10 @@ void ucx_transport::check_stall(int peer, clock::time_point wait_start, const st
                         true);
 }
 
-void ucx_transport::progress() { ucp_worker_progress(impl_->worker); }
+void ucx_transport::progress() {
+  impl_->check_not_stranded("progress");
+  ucp_worker_progress(impl_->worker);
+}
 
 std::string ucx_version() { return ucp_get_version_string(); }
 

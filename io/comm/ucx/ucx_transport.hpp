@@ -68,8 +68,10 @@ class ucx_transport : public transport {
   /// Creates the worker. `my_rank` (0 … 65535) goes into the sender bits of every tag sent.
   ucx_transport(ucx_context& context, int my_rank);
 
-  /// Cancels requests still posted, closes the endpoints in force mode (no waiting for peers:
-  /// see ucx_transport.cpp) and destroys the worker. Never throws.
+  /// Cancels requests still posted, closes the endpoints in force mode (no waiting for peers)
+  /// and destroys the worker; after an abort(), on a thread of its own. A transport where a
+  /// message was still under way after its cancellation is set aside untouched until the
+  /// process ends instead (ucx_teardown.cpp). Never throws.
   ~ucx_transport() override;
 
   ucx_transport(const ucx_transport&) = delete;

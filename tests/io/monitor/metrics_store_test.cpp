@@ -260,6 +260,26 @@ TEST(metrics_store, a_resumed_runs_repeated_steps_are_dropped_from_metrics_jsonl
   EXPECT_EQ(drop_windows_from(dir / "absent.jsonl", 1), 0u);
 }
 
+TEST(metrics_store, a_line_cut_short_by_a_killed_writer_goes_before_the_next_is_appended) {
+  scratch_directory dir("torn");
+  const auto jsonl = dir / "metrics.jsonl";
+  const auto text_of = [&] {
+    std::ifstream in(jsonl);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::ofstream(jsonl) << "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"lo";
+  EXPECT_EQ(drop_windows_from(jsonl, 2), 1u);
+  EXPECT_EQ(text_of(), "{\"step\": 1, \"loss\": 1}\n");
+
+  std::ofstream(jsonl) << "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"lo";
+  EXPECT_EQ(drop_windows_from(jsonl, 5), 1u) << "a torn line goes whatever its step";
+  EXPECT_EQ(text_of(), "{\"step\": 1, \"loss\": 1}\n");
+
+  std::ofstream(jsonl) << "{\"step\": 1, \"loss\": 1}";
+  EXPECT_EQ(drop_windows_from(jsonl, 5), 0u);
+  EXPECT_EQ(text_of(), "{\"step\": 1, \"loss\": 1}\n") << "a whole line missing its newline gets one";
+}
+
 // Prometheus's own checker (Debian's prometheus package), when it is installed.
 TEST(metrics_store, prometheus_exposition_passes_promtool) {
   auto store = two_rank_store();
