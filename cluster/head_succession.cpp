@@ -13,6 +13,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+/// Between a non-elector's reads when etcd would not watch the key.
+constexpr std::chrono::milliseconds non_elector_pause{100};
+
 /// When a node revokes the lease of the head it lost, instead of letting it run out: at once
 /// when that head's process ended, or once a majority of its electorate votes it silent and it
 /// has had time to fence itself; only its electors do. A silent head may be frozen or cut off
@@ -61,6 +64,16 @@ class lost_head_revocation {
   std::optional<bool> elector_;
 };
 
+/// How long a member outside the electorate waits for the key's next write: until it may try
+/// to take a key it saw free itself, else a second at a time (a deletion ends no wait: the
+/// electors write the key within milliseconds of it, and the whole electorate woken at once by
+/// it slowed their write at 256 members and more), within the deadline.
+std::chrono::milliseconds non_elector_wait(clock::time_point free_since, clock::time_point deadline) {
+  auto until = std::min(deadline, clock::now() + std::chrono::seconds(1));
+  if (free_since != clock::time_point::max()) until = std::min(until, free_since + non_elector_takes_after);
+  return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()));
+}
+
 }  // namespace
 
 succession_result follow_succession(io::etcd_client& etcd, const succession_settings& settings,
@@ -73,11 +86,13 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
   auto free_since = clock::time_point::max();
   auto pause = std::chrono::milliseconds(10);
   std::string last_error;
+  int64_t read_at = 0;  // etcd's revision at this node's last read of the key
   while (clock::now() < deadline) {
     try {
       // Plain reads: at a thousand members a transaction of two ranges for each of the others'
       // reads cost etcd more CPU (docs/benchmarks.md#a-heads-loss-at-scale-issue-55).
       const auto term = key_free ? std::nullopt : current_head(etcd, settings.keys.head);
+      if (!key_free) read_at = etcd.revision();
       key_free = false;
       elector = revocation.elector(etcd);
       if (term) {
@@ -99,11 +114,18 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
         const auto holder = decode_holder(other.holder, settings.keys.head);
         if (holder.node != settings.lost) return {holder, other.revision, elector};  // it took the role first
       }
+      if (!elector) {  // the key's next write, as etcd commits it, in place of the next reads
+        const auto change = etcd.next_change(settings.keys.head, read_at + 1, non_elector_wait(free_since, deadline),
+                                             io::etcd_client::changes::writes_only);
+        if (!change || change->what != io::etcd_key_event::kind::put) continue;  // read the key again
+        const auto holder = decode_holder(change->key.value, settings.keys.head);
+        if (holder.node != settings.lost) return {holder, change->key.create_revision, elector};
+        continue;
+      }
     } catch (const io::etcd_unavailable& e) {
       last_error = std::string(": ") + e.what();
     }
-    // At a thousand members, the others' reads are most of etcd's load: every 100 ms.
-    std::this_thread::sleep_for(elector ? pause : std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(elector ? pause : non_elector_pause);
     pause = std::min(2 * pause, std::chrono::milliseconds(50));
   }
   throw make_error("node ", settings.node, ": the head (node ", settings.lost, ") is gone and no node took its role within ",

@@ -12,9 +12,12 @@
 ///      has ended (no keep-alive comes; waiting would only cost the lease's TTL), or when a
 ///      majority of the head's electorate voted it silent (cluster/head_silence.hpp) and the head
 ///      has had time to fence itself (`revoke_delay`); without either the lease runs out by
-///      itself. The other members only read the key, every 100 ms;
-///   3. when the key is free, an elector tries to create it (the others only once it has stood
-///      free for `non_elector_takes_after`: no elector is left). One node wins (an etcd
+///      itself. The other members only follow the key: after a read, they wait on etcd's watch
+///      of its next write from the revision they read (io/etcd/etcd_watch.hpp), so they learn
+///      of the new holder as it commits, with one request each (reading every 100 ms where etcd
+///      would not watch), and read the key again after a second without one;
+///   3. when the key is free, an elector tries to create it (the others only once they have seen
+///      it free for `non_elector_takes_after`: no elector is left). One node wins (an etcd
 ///      transaction, which also records the winner in taken-by and hands back the one before).
 /// An elector reads the key again after 10 ms, then twice as long up to 50 ms: the survivors
 /// fall silent within a few tens of milliseconds of each other, and each vote may just miss the

@@ -7,39 +7,23 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "io/etcd/etcd_json.hpp"
+#include "io/etcd/etcd_watch.hpp"
+
 namespace troupe::io {
 namespace {
 
 using json = nlohmann::json;
 
-/// etcd's gateway writes 64-bit numbers as strings and leaves out fields that are zero.
-int64_t number_field(const json& object, const char* name) {
-  if (!object.is_object() || !object.contains(name)) return 0;
-  const auto& field = object[name];
-  if (field.is_number_integer()) return field.get<int64_t>();
-  if (field.is_string()) return std::stoll(field.get<std::string>());
-  return 0;
-}
-
-etcd_key_value key_value_of(const json& kv) {
-  etcd_key_value result;
-  result.key = etcd_unbase64(kv.value("key", ""), "etcd's key");
-  result.value = etcd_unbase64(kv.value("value", ""), "etcd's value of " + result.key);
-  result.create_revision = number_field(kv, "create_revision");
-  result.mod_revision = number_field(kv, "mod_revision");
-  result.lease = number_field(kv, "lease");
-  return result;
-}
-
 /// The first key of a range response, if any.
 std::optional<etcd_key_value> first_of(const json& range) {
   if (!range.contains("kvs") || range["kvs"].empty()) return std::nullopt;
-  return key_value_of(range["kvs"][0]);
+  return etcd_key_value_of(range["kvs"][0]);
 }
 
 /// Every key of a range answer, appended to `into`.
 void append_all(const json& range, std::vector<etcd_key_value>& into) {
-  for (const auto& kv : range.value("kvs", json::array())) into.push_back(key_value_of(kv));
+  for (const auto& kv : range.value("kvs", json::array())) into.push_back(etcd_key_value_of(kv));
 }
 
 /// The key just past every key starting with `prefix` (etcd's range end for a prefix).
@@ -99,12 +83,31 @@ std::string etcd_unbase64(const std::string& text, const std::string& what) {
   return bytes;
 }
 
+int64_t etcd_number_field(const nlohmann::json& object, const char* name) {
+  if (!object.is_object() || !object.contains(name)) return 0;
+  const auto& field = object[name];
+  if (field.is_number_integer()) return field.get<int64_t>();
+  if (field.is_string()) return std::stoll(field.get<std::string>());
+  return 0;
+}
+
+etcd_key_value etcd_key_value_of(const nlohmann::json& kv) {
+  etcd_key_value result;
+  result.key = etcd_unbase64(kv.value("key", ""), "etcd's key");
+  result.value = etcd_unbase64(kv.value("value", ""), "etcd's value of " + result.key);
+  result.create_revision = etcd_number_field(kv, "create_revision");
+  result.mod_revision = etcd_number_field(kv, "mod_revision");
+  result.lease = etcd_number_field(kv, "lease");
+  return result;
+}
+
 /// One keep-alive HTTP connection per endpoint; the one that answered last is tried first.
 struct etcd_client::connections {
   etcd_settings settings;
   std::vector<std::unique_ptr<httplib::Client>> clients;
   std::size_t current = 0;
   std::string answered;
+  int64_t revision = 0;  ///< the store's revision in the last answer's header
 
   explicit connections(etcd_settings s) : settings(std::move(s)) {
     if (settings.endpoints.empty()) throw make_error("etcd: no endpoints (failover.etcd lists none)");
@@ -156,11 +159,11 @@ struct etcd_client::connections {
       // A stream's error (keep-alive) comes as {"error": {"grpc_code": …, "message": …}}.
       if (answer.contains("error") && answer["error"].is_object()) {
         const auto& nested = answer["error"];
-        answer["code"] = number_field(nested, "grpc_code");
+        answer["code"] = etcd_number_field(nested, "grpc_code");
         answer["message"] = nested.value("message", std::string("no message"));
       }
       if (response->status != 200 || answer.contains("code")) {
-        const auto code = number_field(answer, "code");
+        const auto code = etcd_number_field(answer, "code");
         const auto message = answer.value("message", answer.value("error", std::string("no message")));
         if (worth_another_endpoint(code)) {
           failures += " " + endpoint + ": " + message + ";";
@@ -170,6 +173,7 @@ struct etcd_client::connections {
       }
       current = index;
       answered = endpoint;
+      if (answer.contains("header")) revision = std::max(revision, etcd_number_field(answer["header"], "revision"));
       return answer;
     }
     throw etcd_unavailable("etcd: no endpoint answered " + path + " within " +
@@ -195,9 +199,27 @@ etcd_client::~etcd_client() = default;
 
 const std::string& etcd_client::endpoint() const { return connections_->answered; }
 
+int64_t etcd_client::revision() const { return connections_->revision; }
+
+std::optional<etcd_key_event> etcd_client::next_change(const std::string& key, int64_t from,
+                                                      std::chrono::milliseconds timeout, changes reported) {
+  auto& c = *connections_;
+  const auto connect_timeout = std::min(c.settings.request_timeout, std::chrono::milliseconds(200));
+  for (std::size_t attempt = 0; attempt < c.settings.endpoints.size(); ++attempt) {
+    const auto index = (c.current + attempt) % c.settings.endpoints.size();
+    auto watched = watch_key(c.settings.endpoints[index], key, from, reported == changes::writes_only, timeout,
+                             connect_timeout);
+    if (watched.outcome == watch_outcome::unreachable) continue;
+    c.current = index;
+    if (watched.outcome == watch_outcome::quiet) return std::nullopt;
+    return std::move(watched.event);
+  }
+  throw etcd_unavailable("etcd: no endpoint would watch " + key);
+}
+
 etcd_lease etcd_client::grant_lease(int64_t ttl_seconds) {
   const auto answer = connections_->post_ok("/v3/lease/grant", {{"TTL", std::to_string(ttl_seconds)}});
-  etcd_lease lease{number_field(answer, "ID"), number_field(answer, "TTL")};
+  etcd_lease lease{etcd_number_field(answer, "ID"), etcd_number_field(answer, "TTL")};
   if (lease.id == 0 || lease.ttl_seconds <= 0)
     throw make_error("etcd at ", endpoint(), " granted no lease: ", answer.value("error", answer.dump()));
   return lease;
@@ -207,19 +229,19 @@ int64_t etcd_client::keep_alive(int64_t lease) {
   // A stream in gRPC; the gateway answers one request with one message: {"result": {...}}.
   const auto answer = connections_->post("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}, true);
   if (answer.contains("troupe_error")) {
-    if (number_field(answer["troupe_error"], "code") == 5) return 0;  // not found: gone
+    if (etcd_number_field(answer["troupe_error"], "code") == 5) return 0;  // not found: gone
     throw etcd_unavailable("etcd at " + endpoint() + " did not keep lease " + std::to_string(lease) +
                            " alive: " + answer["troupe_error"]["message"].get<std::string>());
   }
   // An expired lease is answered with a result whose TTL is left out (0).
   if (!answer.contains("result"))
     throw etcd_unavailable("etcd at " + endpoint() + " answered a keep-alive without a result: " + answer.dump());
-  return number_field(answer["result"], "TTL");
+  return etcd_number_field(answer["result"], "TTL");
 }
 
 int64_t etcd_client::time_to_live(int64_t lease) {
   const auto answer = connections_->post_ok("/v3/lease/timetolive", {{"ID", std::to_string(lease)}});
-  const auto left = number_field(answer, "TTL");
+  const auto left = etcd_number_field(answer, "TTL");
   return left < 0 ? -1 : left;
 }
 
@@ -311,7 +333,7 @@ bool etcd_client::put_while(const std::vector<std::pair<std::string, std::string
 
 bool etcd_client::remove(const std::string& key) {
   const auto answer = connections_->post_ok("/v3/kv/deleterange", {{"key", etcd_base64(key)}});
-  return number_field(answer, "deleted") > 0;
+  return etcd_number_field(answer, "deleted") > 0;
 }
 
 }  // namespace troupe::io

@@ -6,9 +6,10 @@
 ///
 /// Only what the head's lease and the coordinator's state need: leases (grant, keep alive,
 /// revoke), a key created only where none exists, a write that holds only while another key
-/// has a given create revision (the fencing token), reads and deletes. Each call tries the
-/// endpoints in turn, starting from the last one that answered, and throws `etcd_unavailable`
-/// when none answers within the request timeout. Not thread-safe: one client per thread.
+/// has a given create revision (the fencing token), reads, deletes, and a wait for a key's next
+/// change. Each call tries the endpoints in turn, starting from the last one that answered, and
+/// throws `etcd_unavailable` when none answers within the request timeout. Not thread-safe: one
+/// client per thread.
 ///
 /// etcd's gateway sends its errors with HTTP trailers, which cpp-httplib 0.11 reads as a broken
 /// response: an error answer counts as that endpoint not answering. So the calls are made not to
@@ -46,6 +47,17 @@ struct etcd_key_value {
   int64_t create_revision = 0;  ///< etcd's revision when the key was created: unique per creation
   int64_t mod_revision = 0;
   int64_t lease = 0;            ///< the lease it lives under; 0: none
+};
+
+/// A change of a watched key, as etcd reports it.
+struct etcd_key_event {
+  enum class kind {
+    put,        ///< written: `key` as it now is (value, revisions, lease)
+    deleted,    ///< deleted (or its lease ended): `key.key` and `key.mod_revision` only
+    compacted,  ///< the revision asked for is gone from etcd's history: read the key again
+  };
+  kind what = kind::put;
+  etcd_key_value key;
 };
 
 struct etcd_lease {
@@ -101,8 +113,19 @@ class etcd_client {
   /// Deletes `key`; false when there was none.
   bool remove(const std::string& key);
 
+  /// Which changes next_change reports.
+  enum class changes { every, writes_only };
+  /// The first change of `key` at revision `from` or later (one made since `from` is reported
+  /// at once), waited for at most `timeout`: none when the key stayed as it was (or, writes
+  /// only, was not written). One watch request (io/etcd/etcd_watch.hpp) at the endpoint that
+  /// answered last, the next ones if it cannot be reached; throws etcd_unavailable when none can.
+  std::optional<etcd_key_event> next_change(const std::string& key, int64_t from, std::chrono::milliseconds timeout,
+                                            changes reported = changes::every);
   /// The endpoint that answered last ("" before any call).
   const std::string& endpoint() const;
+  /// etcd's revision of its store as of the last answer (0 before any): what a read saw, so
+  /// that next_change(key, revision() + 1, …) misses no change made after it.
+  int64_t revision() const;
 
  private:
   struct connections;

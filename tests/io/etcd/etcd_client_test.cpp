@@ -119,6 +119,67 @@ TEST_F(etcd_client_test, keys_under_a_prefix_come_in_key_order) {
   EXPECT_EQ(both[3].key, "/job/nodes/c");
 }
 
+TEST_F(etcd_client_test, a_watch_reports_the_keys_next_change_as_it_commits_and_nothing_before) {
+  using namespace std::chrono_literals;
+  using clock = std::chrono::steady_clock;
+  etcd_client watcher(settings()), writer(settings());
+  ASSERT_FALSE(watcher.get("/job/head").has_value());
+  const int64_t read_at = watcher.revision();
+  ASSERT_GT(read_at, 0) << "a read reports etcd's revision";
+
+  // Quiet: the wait lasts its timeout. Another key's change is no news.
+  writer.create("/job/other", "x", 0);
+  auto start = clock::now();
+  EXPECT_FALSE(watcher.next_change("/job/head", read_at + 1, 300ms).has_value());
+  EXPECT_GE(clock::now() - start, 290ms);
+
+  // A write while the wait goes on ends it at once, with the key as written.
+  std::thread creates([&] {
+    std::this_thread::sleep_for(200ms);
+    writer.create("/job/head", "node b", 0);
+  });
+  start = clock::now();
+  const auto created = watcher.next_change("/job/head", read_at + 1, 5000ms);
+  const auto waited = clock::now() - start;
+  creates.join();
+  ASSERT_TRUE(created.has_value());
+  EXPECT_GE(waited, 150ms);
+  EXPECT_LT(waited, 2000ms) << "the change did not end the wait";
+  EXPECT_EQ(created->what, etcd_key_event::kind::put);
+  EXPECT_EQ(created->key.value, "node b");
+  EXPECT_EQ(created->key.create_revision, writer.get("/job/head")->create_revision);
+
+  // A change made since the revision asked for comes at once: nothing between a read and the
+  // wait is missed. A deletion is a change too.
+  writer.remove("/job/head");
+  const auto deleted_at = writer.revision();  // the deletion's own revision
+  start = clock::now();
+  const auto first = watcher.next_change("/job/head", read_at + 1, 5000ms);
+  EXPECT_LT(clock::now() - start, 1000ms);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->key.value, "node b") << "the first change after the revision comes first";
+  const auto deletion = watcher.next_change("/job/head", first->key.mod_revision + 1, 5000ms);
+  ASSERT_TRUE(deletion.has_value());
+  EXPECT_EQ(deletion->what, etcd_key_event::kind::deleted);
+  EXPECT_EQ(deletion->key.mod_revision, deleted_at);
+  EXPECT_FALSE(watcher.next_change("/job/head", deleted_at + 1, 200ms).has_value());
+  // Writes only: the deletion is left out, the next write is not.
+  EXPECT_FALSE(watcher.next_change("/job/head", deleted_at, 200ms, etcd_client::changes::writes_only).has_value());
+  writer.create("/job/head", "node c", 0);
+  const auto rewritten = watcher.next_change("/job/head", deleted_at, 2000ms, etcd_client::changes::writes_only);
+  ASSERT_TRUE(rewritten.has_value());
+  EXPECT_EQ(rewritten->key.value, "node c");
+}
+
+TEST_F(etcd_client_test, a_watch_tries_the_next_endpoint_and_says_when_none_answers) {
+  using namespace std::chrono_literals;
+  const auto dead = "http://127.0.0.1:" + std::to_string(free_local_port());
+  etcd_client etcd({{dead, server_->endpoint()}, std::chrono::milliseconds(300)});
+  EXPECT_FALSE(etcd.next_change("/job/head", 0, 200ms).has_value());
+  server_->stop();
+  EXPECT_THROW(etcd.next_change("/job/head", 0, 200ms), etcd_unavailable);
+}
+
 TEST_F(etcd_client_test, the_next_endpoint_answers_when_one_is_down_and_none_answering_is_said) {
   const auto dead = "http://127.0.0.1:" + std::to_string(free_local_port());
   etcd_client etcd({{dead, server_->endpoint()}, std::chrono::milliseconds(300)});
