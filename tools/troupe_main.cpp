@@ -9,6 +9,7 @@
 
 #include "actors/warning_log.hpp"
 #include "compute/host_memory.hpp"
+#include "io/os/open_file_limit.hpp"
 #include "messages/error.hpp"
 #include "tools/build_info.hpp"
 #include "tools/commands/commands.hpp"
@@ -66,6 +67,7 @@ int run_command_line(int argc, char** argv) {
 // process and matter to nobody: the process ends without running them, as after a fatal
 // signal, once standard output, standard error and the log are flushed (docs/architecture.md).
 int main(int argc, char** argv) {
+  troupe::io::raise_open_file_limit();
   const int status = run_command_line(argc, argv);
   spdlog::shutdown();
   std::fflush(nullptr);
