@@ -286,6 +286,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   if (is_head_)  // this process's own coordinator stopped: it lost the role, and others take it
     throw make_error("node ", node_.name, " held the head's role and its coordinator stopped (", why, ")");
   spdlog::warn("node {}: {}", node_.name, why);
+  const double following = unix_seconds();  // its generation stopped: from here on, the role
   steps_at_head_loss_ = committed_steps;
   heartbeats_->record_round_trips(role_.generation);
   heartbeats_.reset();
@@ -293,8 +294,10 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   coordinator_ = nullptr;
   auto lost = node_.manifest.head_node;
   bool process_ended = !head_silent_->load();
+  double holder_known = 0;
   for (int tries = 1; !coordinator_; ++tries) {
     const auto holder = holder_after_loss(lost, process_ended, why);
+    holder_known = unix_seconds();
     follow(holder);
     if (is_head_) break;
     coordinator_ = reach_coordinator_at(holder.host, holder.port, std::chrono::seconds(5), nullptr);
@@ -309,13 +312,22 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
       process_ended = false;  // no evidence its process ended: the others' votes, or its lease, decide
     }
   }
+  const double reached = unix_seconds();
   head_silent_->store(false);
   start_heartbeats();
+  startup_timeline rejoin;
   try {
-    join(forming_generation(), committed_steps, false);
+    join(forming_generation(), committed_steps, false, &rejoin);
   } catch (const head_role_moved& moved) {  // the new head lost the role in turn while this node joined
     follow_head_role(committed_steps, moved.what());
+    return;
   }
+  // Where a survivor's time went between its generation's stop and its new plan (the plan's
+  // time to every survivor: docs/faults.md#the-drill-on-16-32-and-64-hosts).
+  record_event(events_, {{"event", "head_followed"}, {"node", node_.name}, {"holder", node_.manifest.head_node},
+                         {"following_unix_s", following}, {"holder_known_unix_s", holder_known},
+                         {"reached_unix_s", reached}, {"join_sent_unix_s", rejoin.join_sent},
+                         {"planned_unix_s", rejoin.planned}, {"wired_unix_s", rejoin.wired}});
 }
 
 }  // namespace troupe::actors

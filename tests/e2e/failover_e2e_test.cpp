@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -235,6 +236,24 @@ TEST_F(failover_e2e, a_frozen_head_loses_its_role_to_its_electors_and_stops_when
   EXPECT_EQ(moves, 1);
   EXPECT_GE(silent, 1);
   EXPECT_GE(voted, 1) << "a voter revoked the lease";
+  // Every survivor followed the role (d, outside the electorate, through etcd's watch; the taker
+  // to its own coordinator), each step after the one before.
+  std::string taker;
+  for (const auto& e : events_of(name))
+    if (e.value("event", "") == "head_moved") taker = e.value("node", "");
+  int followed = 0;
+  std::string followers;
+  for (const auto& e : events_of(name)) {
+    if (e.value("event", "") != "head_followed") continue;
+    ++followed;
+    followers += e.dump() + "\n";
+    EXPECT_EQ(e.value("holder", ""), taker) << e.dump();
+    const char* steps[] = {"following_unix_s", "holder_known_unix_s", "reached_unix_s", "join_sent_unix_s",
+                           "planned_unix_s", "wired_unix_s"};
+    for (std::size_t i = 1; i < std::size(steps); ++i)
+      EXPECT_LE(e.value(steps[i - 1], 0.0), e.value(steps[i], -1.0)) << steps[i] << " before " << steps[i - 1] << ": " << e.dump();
+  }
+  EXPECT_EQ(followed, 3) << followers;
   // Reported, not judged: how soon the role moved and the next generation's plan went out.
   const auto stopped_at = result.output.find("stopped-at=");
   ASSERT_NE(stopped_at, std::string::npos) << result.output;
