@@ -204,10 +204,14 @@ int64_t etcd_client::revision() const { return connections_->revision; }
 std::optional<etcd_key_event> etcd_client::next_change(const std::string& key, int64_t from,
                                                       std::chrono::milliseconds timeout, changes reported) {
   auto& c = *connections_;
-  const auto connect_timeout = std::min(c.settings.request_timeout, std::chrono::milliseconds(200));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (std::size_t attempt = 0; attempt < c.settings.endpoints.size(); ++attempt) {
     const auto index = (c.current + attempt) % c.settings.endpoints.size();
-    auto watched = watch_key(c.settings.endpoints[index], key, from, reported == changes::writes_only, timeout,
+    // Every endpoint tried shares the one timeout.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= std::chrono::milliseconds(0)) break;
+    const auto connect_timeout = std::min({c.settings.request_timeout, std::chrono::milliseconds(200), left});
+    auto watched = watch_key(c.settings.endpoints[index], key, from, reported == changes::writes_only, left,
                              connect_timeout);
     if (watched.outcome == watch_outcome::unreachable) continue;
     c.current = index;

@@ -26,23 +26,42 @@ class watch_stream {
     for (auto end = pending_.find('\n'); end != std::string::npos; end = pending_.find('\n')) {
       const auto message = json::parse(pending_.substr(0, end), nullptr, false);
       pending_.erase(0, end + 1);
-      if (!read(message)) return false;
+      try {
+        if (!read(message)) return false;
+      } catch (const std::exception&) {  // a field of the wrong type, a key not in base64
+        failed_ = true;
+        return false;
+      }
     }
-    return clock::now() < deadline_;
+    if (clock::now() < deadline_) return true;
+    timed_out_ = true;
+    return false;
   }
 
   bool created() const { return created_; }
   bool changed() const { return changed_; }
+  /// etcd said the stream failed, or sent what could not be read.
+  bool failed() const { return failed_; }
+  /// Ended by the deadline, seen as bytes arrived.
+  bool timed_out() const { return timed_out_; }
   const etcd_key_event& event() const { return event_; }
 
  private:
   bool read(const json& message) {
     if (message.is_discarded() || !message.is_object()) return true;
-    if (message.contains("error")) return false;  // the stream failed: as if unreachable
+    if (message.contains("error")) {
+      failed_ = true;
+      return false;
+    }
     const auto result = message.value("result", json::object());
     if (result.value("created", false)) created_ = true;
-    // A cancelled watcher (its revision compacted) is news too: the caller reads the key again.
     if (result.value("canceled", false)) {
+      // Its revision compacted away is news too (the caller reads the key again); any other
+      // reason is a failure of this endpoint's watch.
+      if (etcd_number_field(result, "compact_revision") == 0) {
+        failed_ = true;
+        return false;
+      }
       event_.what = etcd_key_event::kind::compacted;
       changed_ = created_ = true;
       return false;
@@ -60,6 +79,8 @@ class watch_stream {
   std::string pending_;
   bool created_ = false;
   bool changed_ = false;
+  bool failed_ = false;
+  bool timed_out_ = false;
   etcd_key_event event_;
 };
 
@@ -91,7 +112,12 @@ watch_result watch_key(const std::string& endpoint, const std::string& key, int6
   httplib::Error error = httplib::Error::Success;
   client.send(request, response, error);
   if (stream.changed()) return {watch_outcome::changed, stream.event()};
-  return {stream.created() ? watch_outcome::quiet : watch_outcome::unreachable, {}};
+  // Quiet only when the wait ran its time on a made watcher: a read timed out, or the deadline
+  // passed as bytes came. A stream etcd ended or failed early is as good as no answer, so that
+  // the caller tries another endpoint or pauses, rather than watching again at once.
+  const bool ran_its_time = stream.timed_out() || error == httplib::Error::Read;
+  return {stream.created() && !stream.failed() && ran_its_time ? watch_outcome::quiet : watch_outcome::unreachable,
+          {}};
 }
 
 }  // namespace troupe::io

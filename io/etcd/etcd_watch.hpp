@@ -22,7 +22,7 @@ namespace troupe::io {
 enum class watch_outcome {
   changed,      ///< the key was written or deleted at the revision asked for or later
   quiet,        ///< no change within the timeout
-  unreachable,  ///< no connection, or the stream broke before etcd said the watcher was made
+  unreachable,  ///< no connection, or the stream failed or ended before its time
 };
 
 struct watch_result {

@@ -32,7 +32,9 @@ using ucx_detail::seconds_text;
 // still sending, which UCX 1.13 answered with an assertion failure in the sender
 // (tests/io/comm/ucx_abandon_test.cpp). So a stranded transport is set aside untouched until
 // the process ends (set_aside, ucx_check.hpp): its peers see a receiver that stopped reading,
-// as if it hung, until their own rings give up on it.
+// as if it hung, until their own rings give up on it. This holds where data lands only within
+// the receiver's own progress calls, as over TCP and shared memory (what troupe's hosts use);
+// over RDMA a peer's rendezvous put lands without them, and nothing here stops it.
 void ucx_transport::impl::cancel_pending() noexcept {
   std::vector<std::pair<void*, int>> cancelled;
   for (auto& [id, r] : requests) {

@@ -139,6 +139,7 @@ void ucx_transport::assign_rank(int my_rank) {
 std::size_t ucx_transport::outstanding() const { return impl_->requests.size(); }
 
 void ucx_transport::connect(int peer, const transport_address& address) {
+  impl_->check_not_stranded("connect");
   impl_->check_rank(peer, "connect");
   if (impl_->find_peer(peer) != nullptr) return;
   if (address.empty()) throw transport_error(peer, concat("connect: empty address for rank ", peer));

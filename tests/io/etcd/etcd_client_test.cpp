@@ -5,6 +5,11 @@
 
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "tests/support/error_text.hpp"
 #include "tests/support/etcd_server.hpp"
 
@@ -178,6 +183,32 @@ TEST_F(etcd_client_test, a_watch_tries_the_next_endpoint_and_says_when_none_answ
   EXPECT_FALSE(etcd.next_change("/job/head", 0, 200ms).has_value());
   server_->stop();
   EXPECT_THROW(etcd.next_change("/job/head", 0, 200ms), etcd_unavailable);
+}
+
+TEST_F(etcd_client_test, a_watch_keeps_to_its_timeout_across_an_endpoint_that_never_answers) {
+  using namespace std::chrono_literals;
+  // A port that takes connections (the kernel's backlog) and never answers: a member hung.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(silent, 8), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const auto hung = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+
+  etcd_client etcd({{hung, server_->endpoint()}, std::chrono::milliseconds(300)});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    etcd.next_change("/job/head", 0, 400ms);
+  } catch (const etcd_unavailable&) {
+    // the hung member took the whole wait: no endpoint watched within it
+  }
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ::close(silent);
+  EXPECT_LT(waited, 700ms) << "the endpoints tried each took the whole timeout";
 }
 
 TEST_F(etcd_client_test, the_next_endpoint_answers_when_one_is_down_and_none_answering_is_said) {
