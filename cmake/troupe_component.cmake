@@ -29,3 +29,18 @@ function(troupe_add_test name)
                        ENVIRONMENT "OPENBLAS_NUM_THREADS=1;TROUPE_BINARY=$<TARGET_FILE:troupe>;TROUPE_SKIP_LOG=${PROJECT_BINARY_DIR}/skipped-tests.log"
                        LABELS "${ARG_LABELS}")
 endfunction()
+
+# Sharing the machine's cores (tools/check): under `ctest --resource-spec-file` every test of
+# this directory takes one of the machine's cores (a resource named `cores`, as many as nproc),
+# except the tests named WAITING_ON_LINKS, which mostly wait on network links and so run beside
+# as many others as there are cores (ctest's -j one higher). Alone, as RUN_SERIAL had them, they
+# left the machine idle for minutes. Plain ctest, with no resource spec, ignores the groups.
+function(troupe_share_cores)
+  cmake_parse_arguments(ARG "" "" "WAITING_ON_LINKS" ${ARGN})
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    if(NOT test IN_LIST ARG_WAITING_ON_LINKS)
+      set_property(TEST ${test} PROPERTY RESOURCE_GROUPS "cores:1")
+    endif()
+  endforeach()
+endfunction()

@@ -28,7 +28,12 @@ inline void ucx_check(ucs_status_t status, const char* call, int peer) {
 }
 
 struct ucx_context::impl {
+  std::string tls;  ///< as the context was made with, for a renewal (create_worker)
+  /// The UCP context new workers are made on, and those it replaced, which the workers made
+  /// before still use (all cleaned up with the ucx_context).
+  std::mutex context_mutex;
   ucp_context_h context = nullptr;
+  std::vector<ucp_context_h> replaced;
   /// Transports closing on threads of their own (close_in_background); the context waits for
   /// them before it goes.
   std::mutex closing_mutex;
@@ -38,6 +43,14 @@ struct ucx_context::impl {
   /// lives; with any, the context is left to the process's end too.
   std::vector<std::shared_ptr<void>> set_aside;
 };
+
+/// A worker (UCS_THREAD_MODE_SINGLE) on `owner`'s UCP context. UCX lists the host's network
+/// devices once, in ucp_init, and opens each of them again for every worker: when one of them
+/// is gone since (a container's veth on a Docker or Kubernetes host, a VPN's tun, a test's
+/// netcluster host), ucp_worker_create fails with "No such device" on that context for good.
+/// Then the context is made again, listing the devices there are now, and the worker made on
+/// the new one; transports already made keep the old one. Throws transport_error otherwise.
+ucp_worker_h create_worker(ucx_context::impl& owner);
 
 /// Runs `close` (a transport's shut-down) on a thread of its own, counted in `owner` until it
 /// returns. For a transport whose ring was aborted: UCX's TCP endpoint close sends the peer a

@@ -1,5 +1,7 @@
 #include <ucp/api/ucp.h>
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,19 +37,8 @@ bool shared_memory_allowed(const std::string& tls) {
   return excluding ? !all_named : some_named;
 }
 
-}  // namespace
-
-ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>()) {
-  // UCX 1.13 opens a TCP endpoint with a blocking connect (UCX_TCP_CONN_NB defaults to n):
-  // ucp_ep_create towards a peer whose host is cut off waits out TCP's connect timeout (about
-  // two minutes), and a node wiring a new generation hears nothing of its head meanwhile — the
-  // next generation's news included (docs/faults.md#the-failover-drill). Non-blocking, the
-  // endpoint is made at once, and a peer that never answers fails the ring's wait as any silent
-  // peer does. Through the environment, before UCX reads it: ucp_config_modify("TCP_CONN_NB")
-  // is accepted but does not reach the TCP transport's settings in UCX 1.13 (tried). Whoever
-  // sets the variable decides for themselves. A context is made on the main thread before the
-  // threads that read the environment (CAF's, the reducers') start.
-  ::setenv(tcp_nonblocking_connect_env, "y", /*overwrite=*/0);
+/// A UCP context as ucx_context's comment says, made with `tls` (or UCX_TLS when empty).
+ucp_context_h make_ucp_context(const std::string& tls) {
   ucp_config_t* config = nullptr;
   ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read", -1);
   const auto modify = [&](const char* name, const std::string& value) {
@@ -77,9 +68,56 @@ ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>(
   // Each reducer thread creates, drives and destroys its own worker on this context.
   params.mt_workers_shared = 1;
   params.name = "troupe";
-  const ucs_status_t status = ucp_init(&params, config, &impl_->context);
+  ucp_context_h context = nullptr;
+  const ucs_status_t status = ucp_init(&params, config, &context);
   ucp_config_release(config);
   ucx_check(status, "ucp_init", -1);
+  return context;
+}
+
+}  // namespace
+
+ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>()) {
+  // UCX 1.13 opens a TCP endpoint with a blocking connect (UCX_TCP_CONN_NB defaults to n):
+  // ucp_ep_create towards a peer whose host is cut off waits out TCP's connect timeout (about
+  // two minutes), and a node wiring a new generation hears nothing of its head meanwhile — the
+  // next generation's news included (docs/faults.md#the-failover-drill). Non-blocking, the
+  // endpoint is made at once, and a peer that never answers fails the ring's wait as any silent
+  // peer does. Through the environment, before UCX reads it: ucp_config_modify("TCP_CONN_NB")
+  // is accepted but does not reach the TCP transport's settings in UCX 1.13 (tried). Whoever
+  // sets the variable decides for themselves. A context is made on the main thread before the
+  // threads that read the environment (CAF's, the reducers') start.
+  ::setenv(tcp_nonblocking_connect_env, "y", /*overwrite=*/0);
+  impl_->tls = tls;
+  impl_->context = make_ucp_context(tls);
+}
+
+ucp_worker_h create_worker(ucx_context::impl& owner) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  constexpr int attempts = 3;  // a device may go again between a renewal and the next try
+  for (int attempt = 1;; ++attempt) {
+    ucp_context_h context = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(owner.context_mutex);
+      context = owner.context;
+    }
+    ucp_worker_h worker = nullptr;
+    const ucs_status_t status = ucp_worker_create(context, &params, &worker);
+    if (status != UCS_ERR_NO_DEVICE || attempt == attempts) {
+      ucx_check(status, "ucp_worker_create", -1);
+      return worker;
+    }
+    std::lock_guard<std::mutex> lock(owner.context_mutex);
+    if (owner.context != context) continue;  // another thread renewed it meanwhile
+    spdlog::info("ucx: a network device listed when UCX started is gone (ucp_worker_create: {}); "
+                 "UCX lists the host's devices again",
+                 ucs_status_string(status));
+    ucp_context_h renewed = make_ucp_context(owner.tls);
+    owner.replaced.push_back(owner.context);
+    owner.context = renewed;
+  }
 }
 
 void close_in_background(ucx_context::impl& owner, std::function<void()> close) {
@@ -117,6 +155,7 @@ ucx_context::~ucx_context() {
     return;
   }
   lock.unlock();
+  for (ucp_context_h replaced : impl_->replaced) ucp_cleanup(replaced);
   if (impl_->context != nullptr) ucp_cleanup(impl_->context);
 }
 

@@ -99,14 +99,9 @@ void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
 
 ucx_transport::ucx_transport(ucx_context& context, int my_rank) : impl_(std::make_unique<impl>()) {
   impl_->check_rank(my_rank, "ucx_transport");
-  impl_->context = context.impl_->context;
   impl_->owner = context.impl_.get();
   impl_->rank = my_rank;
-
-  ucp_worker_params_t params{};
-  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  params.thread_mode = UCS_THREAD_MODE_SINGLE;
-  ucx_check(ucp_worker_create(impl_->context, &params, &impl_->worker), "ucp_worker_create", -1);
+  impl_->worker = create_worker(*impl_->owner);
   if (ucp_worker_get_efd(impl_->worker, &impl_->event_fd) != UCS_OK) impl_->event_fd = -1;
 
   ucp_address_t* address = nullptr;

@@ -64,7 +64,6 @@ struct ucx_transport::impl {
 
   using request_map = std::unordered_map<transport_request, pending_request>;
 
-  ucp_context_h context = nullptr;
   ucx_context::impl* owner = nullptr;  ///< where a background close is counted
   int rank = -1;
   ucp_worker_h worker = nullptr;
