@@ -89,9 +89,11 @@ void write_due(self_pointer self, const metrics_hub_settings& settings, bool for
     // checkpoint on again: the lines an earlier run wrote for them go first.
     s.resumed_lines_dropped = true;
     s.jsonl.close();
-    if (const auto dropped = io::drop_windows_from(settings.jsonl, due.front().step))
-      spdlog::info("metrics.jsonl: replaced {} line(s) of step {} and later (the run goes on from step {})", dropped,
-                   due.front().step, due.front().step - 1);
+    const auto dropped = io::drop_windows_from(settings.jsonl, due.front().step);
+    if (dropped.windows > 0)
+      spdlog::info("metrics.jsonl: replaced {} line(s) of step {} and later (the run goes on from step {})",
+                   dropped.windows, due.front().step, due.front().step - 1);
+    if (dropped.torn) spdlog::info("metrics.jsonl: dropped its last line, cut short by a writer that ended mid-line");
     s.jsonl.open(settings.jsonl, std::ios::app);
   }
   for (const auto& window : due) {

@@ -269,28 +269,28 @@ window_summary window_from_json(const nlohmann::json& line) {
   return window;
 }
 
-std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from) {
+dropped_lines drop_windows_from(const std::filesystem::path& jsonl, int64_t from) {
   std::ifstream in(jsonl);
-  if (!in) return 0;
+  if (!in) return {};
   std::string kept, line;
-  std::size_t dropped = 0;
+  dropped_lines dropped;
   bool rewrite = false;
   while (std::getline(in, line)) {
     const bool terminated = !in.eof();  // getline stopped at a newline, not at the file's end
     const auto parsed = nlohmann::json::parse(line, nullptr, false);
     if (!terminated) rewrite = true;  // the next line must not be appended to this one
     if (!terminated && parsed.is_discarded()) {
-      ++dropped;  // torn: its writer died mid-line (a head killed while it wrote)
+      dropped.torn = true;  // its writer died mid-line (a head killed while it wrote)
       continue;
     }
     if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("step") && parsed["step"].is_number_integer() &&
         parsed["step"].get<int64_t>() >= from) {
-      ++dropped;
+      ++dropped.windows;
       continue;
     }
     kept += line + '\n';
   }
-  if (dropped > 0 || rewrite) write_file_atomically(jsonl, kept);
+  if (dropped.windows > 0 || rewrite) write_file_atomically(jsonl, kept);
   return dropped;
 }
 

@@ -79,8 +79,12 @@ window_summary window_from_json(const nlohmann::json& line);
 /// those windows again; TensorBoard purges orphaned steps the same way). Lines that are not
 /// JSON with a step are kept, except a last line cut short (no newline, not JSON: its writer
 /// died mid-line, as a head killed before its role moved); a whole last line missing only its
-/// newline gets one. Atomic (temporary file, rename); returns how many lines were dropped.
-std::size_t drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
+/// newline gets one. Atomic (temporary file, rename); returns what it dropped.
+struct dropped_lines {
+  std::size_t windows = 0;  ///< lines of step `from` and later
+  bool torn = false;        ///< the last line, cut short
+};
+dropped_lines drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
 
 /// A rank's seconds in window_phases[phase].
 double phase_seconds(const messages::window_report& report, std::size_t phase);

@@ -252,12 +252,12 @@ TEST(metrics_store, a_resumed_runs_repeated_steps_are_dropped_from_metrics_jsonl
     for (int step = 1; step <= 5; ++step) out << R"({"step": )" << step << R"(, "loss": 1})" << '\n';
     out << "not json, kept\n";
   }
-  EXPECT_EQ(drop_windows_from(dir / "metrics.jsonl", 4), 2u);
+  EXPECT_EQ(drop_windows_from(dir / "metrics.jsonl", 4).windows, 2u);
   std::ifstream in(dir / "metrics.jsonl");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"loss\": 1}\n{\"step\": 3, \"loss\": 1}\nnot json, kept\n");
-  EXPECT_EQ(drop_windows_from(dir / "metrics.jsonl", 4), 0u);
-  EXPECT_EQ(drop_windows_from(dir / "absent.jsonl", 1), 0u);
+  EXPECT_EQ(drop_windows_from(dir / "metrics.jsonl", 4).windows, 0u);
+  EXPECT_EQ(drop_windows_from(dir / "absent.jsonl", 1).windows, 0u);
 }
 
 TEST(metrics_store, a_line_cut_short_by_a_killed_writer_goes_before_the_next_is_appended) {
@@ -268,15 +268,21 @@ TEST(metrics_store, a_line_cut_short_by_a_killed_writer_goes_before_the_next_is_
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
   std::ofstream(jsonl) << "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"lo";
-  EXPECT_EQ(drop_windows_from(jsonl, 2), 1u);
+  auto dropped = drop_windows_from(jsonl, 2);
+  EXPECT_EQ(dropped.windows, 0u);
+  EXPECT_TRUE(dropped.torn);
   EXPECT_EQ(text_of(), "{\"step\": 1, \"loss\": 1}\n");
 
   std::ofstream(jsonl) << "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"lo";
-  EXPECT_EQ(drop_windows_from(jsonl, 5), 1u) << "a torn line goes whatever its step";
+  dropped = drop_windows_from(jsonl, 5);
+  EXPECT_TRUE(dropped.torn) << "a torn line goes whatever its step";
+  EXPECT_EQ(dropped.windows, 0u);
   EXPECT_EQ(text_of(), "{\"step\": 1, \"loss\": 1}\n");
 
   std::ofstream(jsonl) << "{\"step\": 1, \"loss\": 1}";
-  EXPECT_EQ(drop_windows_from(jsonl, 5), 0u);
+  dropped = drop_windows_from(jsonl, 5);
+  EXPECT_FALSE(dropped.torn);
+  EXPECT_EQ(dropped.windows, 0u);
   EXPECT_EQ(text_of(), "{\"step\": 1, \"loss\": 1}\n") << "a whole line missing its newline gets one";
 }
 
