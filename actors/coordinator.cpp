@@ -175,6 +175,14 @@ caf::result<std::string> coordinator_state::on_join(const std::string& bytes) {
     return cluster_failure("node " + join.node + ": the head refused the join: it did not carry this job's secret (" +
                            cluster::job_secret_variable + ", which troupe launch gives its nodes)");
   }
+  if (join.to_forming) {  // it followed the head's role here: the generation this head forms
+    const auto& membership = membership_state();
+    if (membership.phase != cluster::coordinator_phase::forming)
+      return cluster_failure("node " + join.node + " followed the head's role here, but this head forms no generation: it is " +
+                             cluster::phase_name(membership.phase));
+    join.generation = membership.generation;
+    join.to_forming = false;
+  }
   const auto node = join.node;
   const auto incarnation = join.incarnation;
   const bool restarted = join.restarted;
@@ -412,12 +420,6 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       },
       [self](join_deadline_atom, uint64_t generation) { self->state.apply(cluster::join_deadline_event{generation}); },
       [self](release_deadline_atom) { self->state.apply(cluster::release_deadline_event{}); },
-      [self](messages::forming_atom) -> caf::result<caf::message> {
-        const auto& membership = self->state.membership_state();
-        if (membership.phase != cluster::coordinator_phase::forming)
-          return cluster_failure(std::string("the head forms no generation: it is ") + cluster::phase_name(membership.phase));
-        return caf::make_message(membership.generation);
-      },
       [self](messages::metrics_atom, std::string& bytes) -> caf::result<caf::message> {
         const auto& hub = self->state.settings.metrics_hub;
         if (!hub) return caf::make_message(caf::unit);

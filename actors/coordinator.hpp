@@ -141,7 +141,8 @@ struct coordinator_state {
 ///   ← (join_atom, JoinRequest bytes) → ClusterPlan bytes, once every member of the generation
 ///     has joined (checked: the job's secret, then known node, a member, this generation, not
 ///     yet joined, same manifest and config hashes, as many workers and rings as the manifest
-///     says); a bad join is refused with an error naming it. A join marked `restarted` (the
+///     says); a bad join is refused with an error naming it. A join `to_forming` (a node that
+///     followed the head's role here) is one to the generation being formed, refused when none is. A join marked `restarted` (the
 ///     launcher restarted a lost node) makes the node a member of the next generation, and the
 ///     running members are told as for a loss.
 ///   ← (standby_atom, join bytes) from a member that took a plan from the news: the standby
@@ -173,8 +174,6 @@ struct coordinator_state {
 ///     has timeouts.heartbeat_ms to send (reconnect_atom, JoinRequest bytes) from a new actor →
 ///     ClusterPlan bytes as for a join (a reconnect event: every member goes on as the next
 ///     generation, and this is its join of it), or is lost then.
-///   ← (forming_atom) → the generation being formed (a node that followed the head's role here
-///     asks it which generation to join); an error when none is being formed
 ///   ← (metrics_atom, MetricsBatch bytes) → delegated to the metrics hub, which answers unit
 ///     (one published actor per job: the nodes reach the hub through the coordinator)
 ///   Heartbeats are not messages to this actor: each node's process sends datagrams to the

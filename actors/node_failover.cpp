@@ -265,22 +265,6 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
   return *result.holder;
 }
 
-uint64_t cluster_membership::forming_generation() {
-  const auto& m = node_.manifest;
-  const auto deadline = clock::now() + m.timeouts.join;
-  std::string failure;
-  while (clock::now() < deadline) {
-    uint64_t generation = 0;
-    failure.clear();
-    (*self_)->request(coordinator_, std::chrono::seconds(5), messages::forming_atom::value)
-        .receive([&](uint64_t forming) { generation = forming; },
-                 [&](caf::error& e) { failure = system_->render(e); });
-    if (failure.empty()) return generation;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  throw make_error("node ", node_.name, ": the new head at ", m.head_address(), " forms no generation: ", failure);
-}
-
 // A holder that does not answer (it took the role and died) is lost in turn: etcd is asked again.
 void cluster_membership::follow_head_role(int64_t committed_steps, const std::string& why) {
   if (is_head_)  // this process's own coordinator stopped: it lost the role, and others take it
@@ -292,6 +276,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   heartbeats_.reset();
   role_.transports.clear();
   coordinator_ = nullptr;
+  open_standby_ahead();  // while the role settles, which takes a heartbeat timeout or more
   auto lost = node_.manifest.head_node;
   bool process_ended = !head_silent_->load();
   double holder_known = 0;
@@ -317,7 +302,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   start_heartbeats();
   startup_timeline rejoin;
   try {
-    join(forming_generation(), committed_steps, false, &rejoin);
+    join(std::nullopt, committed_steps, false, &rejoin);  // whichever generation the new head forms
   } catch (const head_role_moved& moved) {  // the new head lost the role in turn while this node joined
     follow_head_role(committed_steps, moved.what());
     return;

@@ -73,26 +73,35 @@ cluster_membership::local_transports cluster_membership::take_standby() {
 }
 
 cluster::worker_endpoints cluster_membership::open_standby() {
-  const auto& m = node_.manifest;
-  const auto workers = static_cast<std::size_t>(m.nodes[m.node_index(node_.name)].workers);
-  cluster::worker_endpoints addresses(workers);
-  standby_.assign(workers, {});
-  for (std::size_t local = 0; local < workers; ++local)
-    for (int64_t ring = 0; ring < m.rings.count; ++ring) {
-      standby_[local].push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
-      addresses[local].push_back(standby_[local].back()->local_address());
-    }
-  return addresses;
+  standby_ = standby_ahead_.valid() ? standby_ahead_.get() : open_transports();
+  return addresses_of(standby_);
 }
 
-void cluster_membership::join(uint64_t generation, int64_t committed_steps, bool restarted,
+cluster_membership::local_transports cluster_membership::open_transports() const {
+  const auto& m = node_.manifest;
+  const auto workers = static_cast<std::size_t>(m.nodes[m.node_index(node_.name)].workers);
+  local_transports opened(workers);
+  for (std::size_t local = 0; local < workers; ++local)
+    for (int64_t ring = 0; ring < m.rings.count; ++ring)
+      opened[local].push_back(std::make_shared<io::ucx_transport>(*ucx_, static_cast<int>(local)));
+  return opened;
+}
+
+// UCX's context is shared between threads (io/comm/ucx/ucx_context.cpp), so a worker can be made
+// on another; each transport is used by one thread at a time, this one's once get() returns.
+void cluster_membership::open_standby_ahead() {
+  if (node_.manifest.transport == "nccl" || standby_ahead_.valid()) return;
+  standby_ahead_ = std::async(std::launch::async, [this] { return open_transports(); });
+}
+
+void cluster_membership::join(std::optional<uint64_t> generation, int64_t committed_steps, bool restarted,
                               startup_timeline* startup) {
   local_transports transports;
   auto request = join_request_for(generation, committed_steps, restarted, transports);
   if (startup) startup->join_sent = unix_seconds();
   const auto plan = request_plan(request);
   if (startup) startup->planned = unix_seconds();
-  check_plan_answers(plan, generation);
+  check_plan_answers(plan, generation.value_or(0));
   take_place_in(plan, transports);
   if (startup) startup->wired = unix_seconds();
 }
@@ -106,7 +115,7 @@ void cluster_membership::check_plan_answers(const cluster::cluster_plan& plan, u
                      " workers");
 }
 
-cluster::join_request cluster_membership::join_basics(uint64_t generation, int64_t committed_steps,
+cluster::join_request cluster_membership::join_basics(std::optional<uint64_t> generation, int64_t committed_steps,
                                                      bool restarted) const {
   const auto& m = node_.manifest;
   const auto& spec = m.nodes[m.node_index(node_.name)];
@@ -114,7 +123,8 @@ cluster::join_request cluster_membership::join_basics(uint64_t generation, int64
   join.node = spec.name;
   join.manifest_hash = m.file_hash;
   join.config_hash = job_hash_;
-  join.generation = generation;
+  join.generation = generation.value_or(0);
+  join.to_forming = !generation;
   join.committed_steps = committed_steps;
   join.restarted = restarted;
   if (const char* secret = std::getenv(cluster::job_secret_variable)) join.secret = secret;
@@ -125,10 +135,11 @@ cluster::join_request cluster_membership::join_basics(uint64_t generation, int64
 
 /// One transport per local worker per ring: the standby ones (opened now when this node has
 /// none yet); their addresses go to the head with the join, and so do those of the next standby
-/// transports this opens. Under NCCL, which finds its peers itself, none: each worker's
+/// transports (opened now, or ahead). Under NCCL, which finds its peers itself, none: each worker's
 /// "address" names its device, and the node makes its rings' communicator ids.
-cluster::join_request cluster_membership::join_request_for(uint64_t generation, int64_t committed_steps,
-                                                           bool restarted, local_transports& transports) {
+cluster::join_request cluster_membership::join_request_for(std::optional<uint64_t> generation,
+                                                           int64_t committed_steps, bool restarted,
+                                                           local_transports& transports) {
   const auto& m = node_.manifest;
   const auto& spec = m.nodes[m.node_index(node_.name)];
   auto join = join_basics(generation, committed_steps, restarted);

@@ -6,8 +6,10 @@
 #include <caf/scoped_actor.hpp>
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "actors/metrics_hub.hpp"
@@ -129,16 +131,16 @@ class cluster_membership {
   /// What the head's lease calls when the role is lost: the coordinator is killed, the process
   /// ends 3 s later (head_fenced in events.jsonl).
   std::function<void(const std::string&)> head_role_lost_handler() const;
-  /// The generation the (new) head forms, asked until timeouts.join.
-  uint64_t forming_generation();
   /// Opens this node's transports, joins the coordinator with their addresses and takes its
-  /// place in the plan it answers with; stamps the steps in `startup` when given.
-  void join(uint64_t generation, int64_t committed_steps, bool restarted, startup_timeline* startup = nullptr);
+  /// place in the plan it answers with; stamps the steps in `startup` when given. `generation`
+  /// none: whichever the head forms (a node that followed the head's role to a new holder).
+  void join(std::optional<uint64_t> generation, int64_t committed_steps, bool restarted,
+            startup_timeline* startup = nullptr);
   /// transports[w][r]: local worker w's transport for ring r.
   using local_transports = std::vector<std::vector<std::shared_ptr<io::ucx_transport>>>;
-  /// A join's fields but the transports' addresses.
-  cluster::join_request join_basics(uint64_t generation, int64_t committed_steps, bool restarted) const;
-  cluster::join_request join_request_for(uint64_t generation, int64_t committed_steps, bool restarted,
+  /// A join's fields but the transports' addresses (`generation` as for join()).
+  cluster::join_request join_basics(std::optional<uint64_t> generation, int64_t committed_steps, bool restarted) const;
+  cluster::join_request join_request_for(std::optional<uint64_t> generation, int64_t committed_steps, bool restarted,
                                          local_transports& transports);
   cluster::cluster_plan request_plan(const cluster::join_request& join, bool reconnecting = false);
   /// Throws unless `plan` answers a join of `generation` (or later) with this node's workers.
@@ -148,8 +150,14 @@ class cluster_membership {
   void take_announced_plan(uint64_t generation, int64_t committed_steps, const std::string& plan_bytes);
   /// The standby transports, leaving none.
   local_transports take_standby();
-  /// Opens transports for the generation after the next plan; returns their addresses.
+  /// Opens transports for the generation after the next plan (or takes those opened ahead);
+  /// returns their addresses.
   cluster::worker_endpoints open_standby();
+  /// One transport per local worker per ring, newly opened.
+  local_transports open_transports() const;
+  /// Starts opening, on a thread of its own, the standby set the next join will carry, while this
+  /// node waits for the head's role to settle (the join then does not wait for UCX's workers).
+  void open_standby_ahead();
   void take_place_in(const cluster::cluster_plan& plan, local_transports& transports);
   void report_links(const cluster::cluster_plan& plan);
   void watch_for_cut_links(const cluster::cluster_plan& plan);
@@ -191,6 +199,8 @@ class cluster_membership {
   cluster_role role_;
   /// Transports opened for the next generation, their addresses already with the coordinator.
   local_transports standby_;
+  /// The set after standby_, being opened ahead (open_standby_ahead), or none.
+  std::future<local_transports> standby_ahead_;
   /// An actor that runs until told to stop (a timer loop); declared after the actor system, so
   /// it is stopped first, before the system (which waits for every actor) goes, even when the
   /// constructor throws.

@@ -15,9 +15,11 @@ constexpr std::size_t max_nodes = 65536;
 
 bool same_join(const join_request& a, const join_request& b) {
   return std::tie(a.protocol_version, a.node, a.manifest_hash, a.config_hash, a.workers, a.generation,
-                  a.committed_steps, a.restarted, a.secret, a.nccl_ids, a.probe_port, a.incarnation, a.standby) ==
+                  a.committed_steps, a.restarted, a.secret, a.nccl_ids, a.probe_port, a.incarnation, a.standby,
+                  a.to_forming) ==
          std::tie(b.protocol_version, b.node, b.manifest_hash, b.config_hash, b.workers, b.generation,
-                  b.committed_steps, b.restarted, b.secret, b.nccl_ids, b.probe_port, b.incarnation, b.standby);
+                  b.committed_steps, b.restarted, b.secret, b.nccl_ids, b.probe_port, b.incarnation, b.standby,
+                  b.to_forming);
 }
 
 bool same_member(const plan_member& a, const plan_member& b) {

@@ -166,6 +166,7 @@ std::string encode_join(const join_request& join) {
   out.setSecret(kj::arrayPtr(reinterpret_cast<const kj::byte*>(join.secret.data()), join.secret.size()));
   set_nccl_ids(out.initNcclIds(join.nccl_ids.size()), join.nccl_ids);
   set_endpoints(out.initStandby(join.standby.size()), join.standby);
+  out.setToForming(join.to_forming);
   return messages::flat_message_bytes<std::string>(message);
 }
 
@@ -197,6 +198,7 @@ join_request decode_join(const std::string& bytes, const std::string& sender) {
       throw make_error("join request from ", sender, ": standby transports for ", in.getStandby().size(),
                        " workers, ", in.getWorkers().size(), " workers (expected as many, or none)");
     join.standby = get_endpoints(in.getStandby(), rings, "join request from " + sender + ", its standby transports");
+    join.to_forming = in.getToForming();
     if (join.committed_steps < 0)
       throw make_error("join request from ", sender, ": ", join.committed_steps, " committed steps (expected ≥ 0)");
     return join;

@@ -14,8 +14,9 @@
 namespace troupe::cluster {
 
 /// 2: generations and members; 3: heartbeats as datagrams, joins carry the process's incarnation;
-/// 4: standby transports, and plans that come with the news of a loss
-inline constexpr uint32_t cluster_protocol_version = 4;
+/// 4: standby transports, and plans that come with the news of a loss; 5: joins to whichever
+/// generation a new head forms (join_request::to_forming)
+inline constexpr uint32_t cluster_protocol_version = 5;
 
 /// endpoints[w][r]: worker w's reducer address for ring r.
 using worker_endpoints = std::vector<std::vector<io::transport_address>>;
@@ -39,6 +40,10 @@ struct join_request {
   /// as `workers`), so that the head can send the survivors their next plan with the news of a
   /// loss instead of waiting for them to join again; empty when it has none (transport "nccl").
   worker_endpoints standby;
+  /// A node that followed the head's role to a new holder joins whichever generation that holder
+  /// forms (it cannot know which: the holder read it from etcd), without asking first; the head
+  /// then sets `generation` (0 on the wire) to it before its state machine sees the join.
+  bool to_forming = false;
 };
 
 /// TROUPE_JOB_SECRET: a random value `troupe launch` generates per job and hands its nodes in

@@ -34,9 +34,6 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 /// node's heartbeats → its session: (head_lost_atom, head address, reason) when the head stopped
 /// answering and the manifest configures failover: the session follows the head's role.
 using head_lost_atom = caf::atom_constant<caf::atom("headlost")>;
-/// node → coordinator: (forming_atom) → the generation the coordinator is forming (after the
-/// head's role moved, the survivors ask the new head which generation to join).
-using forming_atom = caf::atom_constant<caf::atom("forming")>;
 /// node → coordinator: (reconnect_atom, JoinRequest bytes) from a member whose control connection
 /// closed while the head still echoed its heartbeats → the generation to join (actors/coordinator.hpp).
 using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;

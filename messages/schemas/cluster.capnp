@@ -30,6 +30,8 @@ struct JoinRequest {
                                # (as workers), or empty; also what a member sends alone, with its
                                # committed steps, after it took a plan that came with the news of
                                # a loss (docs/faults.md#membership-generations)
+  toForming @13 :Bool;         # a node that followed the head's role to a new holder: it joins
+                               # the generation that holder forms, whichever it is (generation 0)
 }
 
 struct RingOrder {

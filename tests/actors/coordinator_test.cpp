@@ -205,6 +205,37 @@ TEST_F(coordinator_test, a_lost_member_starts_the_next_generation_and_older_news
   }
 }
 
+// A node that followed the head's role to a new holder joins without knowing the generation
+// that holder forms (actors/node_failover.cpp): its join says so, and is that generation's.
+TEST_F(coordinator_test, a_join_to_the_forming_generation_is_that_generation_s_and_refused_when_none_forms) {
+  start(three_nodes());
+  join_all({"a", "b", "c"}, 0);
+  nodes_.erase("c");
+  ASSERT_EQ(membership_news("a"), 1u);
+  auto to_forming = join_of("a", 0, 3);
+  to_forming.to_forming = true;
+  std::map<std::string, std::string> answers;
+  auto a = node("a")->request(coordinator_, 10s, messages::join_atom::value, cluster::encode_join(to_forming));
+  auto b = node("b")->request(coordinator_, 10s, messages::join_atom::value, join_bytes("b", 1, 2));
+  a.receive([&](const std::string& plan) { answers["a"] = plan; },
+            [&](caf::error& e) { answers["a"] = "error: " + system_->render(e); });
+  b.receive([&](const std::string& plan) { answers["b"] = plan; }, [](caf::error&) {});
+  ASSERT_EQ(answers.size(), 2u);
+  ASSERT_EQ(answers["a"].rfind("error", 0), std::string::npos) << answers["a"];
+  const auto plan = cluster::decode_plan(answers["a"], "the head");
+  EXPECT_EQ(plan.generation, 1u);
+  EXPECT_EQ(plan.world, 2);
+  EXPECT_EQ(plan.start_steps, 3);
+
+  // Generation 1 trains: no generation is being formed to join.
+  std::string refused;
+  node("a")->request(coordinator_, 5s, messages::join_atom::value, cluster::encode_join(to_forming))
+      .receive([](const std::string&) {}, [&](caf::error& e) { refused = system_->render(e); });
+  EXPECT_NE(refused.find("node a followed the head's role here, but this head forms no generation: it is training"),
+            std::string::npos)
+      << refused;
+}
+
 TEST_F(coordinator_test, survivors_with_standby_transports_get_their_plans_with_the_news_and_report_back) {
   start(three_nodes());
   join_all_with_standby_then_lose_c();

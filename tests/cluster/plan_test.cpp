@@ -142,6 +142,9 @@ TEST(plan, encodes_and_decodes_and_refuses_garbage) {
   EXPECT_EQ(rejoin.committed_steps, 17);
   EXPECT_TRUE(rejoin.restarted);
   EXPECT_EQ(rejoin.secret, "s3cr3t");
+  EXPECT_FALSE(rejoin.to_forming);
+  join.to_forming = true;
+  EXPECT_TRUE(decode_join(encode_join(join), "b").to_forming);
   join.workers = {{{1}, {}}};
   expect_error([&] { decode_join(encode_join(join), "b"); },
                "join request from b: a transport address of 0 bytes (expected 1..65536)");
