@@ -381,11 +381,16 @@ TEST_F(net_test, a_node_cut_off_from_the_head_alone_for_three_seconds_is_kept) {
 // node goes on as the next generation, and the job keeps one process's losses
 // (docs/faults.md#a-control-connection-that-breaks).
 TEST_F(net_test, a_control_connection_reset_reconnects_and_loses_nobody) {
-  const int64_t steps = 200;  // ~15 s: each reset lands well before the end
+  // Each reset must land while the job trains, though `netcluster reset` itself takes 0.5-3 s
+  // on a loaded machine. The job's speed is the machine's: 200 windows took 12 s on these 2
+  // idle cores but 3 s beside two busy loops (fewer idle cores to wake). At 100 Mbit/s each
+  // window's gradients (~0.6 MB a rank, two rings) take ~60 ms on the links whatever the cores
+  // do, so the 100 windows after the second reset last at least ~6 s.
+  const int64_t steps = 200;
   const auto config = write_config(steps, false, 0.1);
   auto single = run_command(troupe_binary() + " train --config " + config + " --run-dir " + (*dir_ / "one-reset").string(), 300);
   ASSERT_EQ(single.status, 0) << single.output;
-  net_cluster cluster(3, "1gbit");
+  net_cluster cluster(3, "100mbit");
   const auto manifest = write_net_manifest(cluster, "reset.json");
   const auto head_port = json::parse(io_text(manifest))["head"]["port"].get<int>();
   const auto run = *dir_ / "reset";
