@@ -209,6 +209,7 @@ bool cluster_membership::try_take_head_role(const std::string& why, cluster::hea
   settings.on_take.read_prefixes = {keys.state};  // the state it goes on from, in the same request
   auto lease = cluster::head_lease::try_take(settings, head_role_lost_handler(), holder);
   if (!lease) return false;
+  role_taken_unix_s_ = unix_seconds();
   auto stored = cluster::membership_of(lease->term().read_at_take, keys);
   if (!stored)
     throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state,
@@ -280,6 +281,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   auto lost = node_.manifest.head_node;
   bool process_ended = !head_silent_->load();
   double holder_known = 0;
+  role_taken_unix_s_ = 0;
   for (int tries = 1; !coordinator_; ++tries) {
     const auto holder = holder_after_loss(lost, process_ended, why);
     holder_known = unix_seconds();
@@ -311,6 +313,7 @@ void cluster_membership::follow_head_role(int64_t committed_steps, const std::st
   // time to every survivor: docs/faults.md#the-drill-on-16-32-and-64-hosts).
   record_event(events_, {{"event", "head_followed"}, {"node", node_.name}, {"holder", node_.manifest.head_node},
                          {"following_unix_s", following}, {"holder_known_unix_s", holder_known},
+                         {"role_taken_unix_s", role_taken_unix_s_},
                          {"reached_unix_s", reached}, {"join_sent_unix_s", rejoin.join_sent},
                          {"planned_unix_s", rejoin.planned}, {"wired_unix_s", rejoin.wired}});
 }

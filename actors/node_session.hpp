@@ -188,6 +188,7 @@ class cluster_membership {
   int64_t steps_at_head_loss_ = 0;    ///< the committed steps when this node last followed a lost head
   int64_t takeover_kill_window_ = 0;  ///< an injected kill:NODE@W:takeover (0: none)
   std::string etcd_answered_;  ///< the etcd endpoint that answered last (asked first next time)
+  double role_taken_unix_s_ = 0;  ///< when this node's take of the head's role was answered (0: it took none)
   bool finished_ = false;  ///< finish() returned: the job ended well here (the teardown watchdog's exit status)
   std::unique_ptr<io::ucx_context> ucx_;
   /// Answers the other nodes' link probes (io/comm/link_probe.hpp) for as long as the node runs.

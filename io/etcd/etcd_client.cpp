@@ -6,6 +6,7 @@
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "io/etcd/etcd_json.hpp"
 #include "io/etcd/etcd_watch.hpp"
@@ -60,6 +61,15 @@ json prefix_range_operation(const std::string& prefix) {
 /// deadline exceeded (a minority member's request timed out), unknown (etcdserver's
 /// "request timed out" and "leader changed").
 bool worth_another_endpoint(int64_t code) { return code == 14 || code == 4 || code == 2; }
+
+/// A call that took this long is told in the node's log, with each endpoint's share: the
+/// head's role waits on such calls when it moves (docs/faults.md#head-failover).
+constexpr std::chrono::milliseconds slow_call{250};
+
+/// Milliseconds since `start`.
+int64_t ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace
 
@@ -139,18 +149,22 @@ struct etcd_client::connections {
   /// that endpoint first from now on.
   json post(const std::string& path, const json& body, bool close_after = false, bool stop_at_unreadable = false) {
     const auto text = body.dump();
+    const auto started = std::chrono::steady_clock::now();
     std::string failures;
     for (std::size_t attempt = 0; attempt < clients.size(); ++attempt) {
       const auto index = (current + attempt) % clients.size();
       const auto& endpoint = settings.endpoints[index];
       const httplib::Headers headers = close_after ? httplib::Headers{{"Connection", "close"}} : httplib::Headers{};
+      const auto tried = std::chrono::steady_clock::now();
       auto response = clients[index]->Post(path, headers, text, "application/json");
       if (!response && stop_at_unreadable && response.error() == httplib::Error::Read) {
         current = index;
+        tell_if_slow(path, started, endpoint + " unreadable", failures);
         return {{"troupe_unreadable", endpoint}};
       }
       if (!response) {
-        failures += " " + endpoint + ": " + httplib::to_string(response.error()) + ";";
+        failures += " " + endpoint + ": " + httplib::to_string(response.error()) + " after " +
+                    std::to_string(ms_since(tried)) + " ms;";
         continue;
       }
       auto answer = json::parse(response->body, nullptr, false);
@@ -174,10 +188,20 @@ struct etcd_client::connections {
       current = index;
       answered = endpoint;
       if (answer.contains("header")) revision = std::max(revision, etcd_number_field(answer["header"], "revision"));
+      tell_if_slow(path, started, endpoint, failures);
       return answer;
     }
     throw etcd_unavailable("etcd: no endpoint answered " + path + " within " +
                            std::to_string(settings.request_timeout.count()) + " ms:" + failures);
+  }
+
+  /// A call that took `slow_call` or more, in the log: who answered, and what each endpoint tried before cost.
+  static void tell_if_slow(const std::string& path, std::chrono::steady_clock::time_point started,
+                           const std::string& answered_by, const std::string& failures) {
+    const auto took = ms_since(started);
+    if (took < slow_call.count()) return;
+    spdlog::info("etcd: {} took {} ms, answered by {}{}", path, took, answered_by,
+                 failures.empty() ? "" : " (before:" + failures + ")");
   }
 
   /// As post(), throwing any error etcd gave.

@@ -252,6 +252,14 @@ TEST_F(failover_e2e, a_frozen_head_loses_its_role_to_its_electors_and_stops_when
                            "planned_unix_s", "wired_unix_s"};
     for (std::size_t i = 1; i < std::size(steps); ++i)
       EXPECT_LE(e.value(steps[i - 1], 0.0), e.value(steps[i], -1.0)) << steps[i] << " before " << steps[i - 1] << ": " << e.dump();
+    // The taker's take answered between its generation's stop and its knowing itself the holder.
+    const double taken = e.value("role_taken_unix_s", -1.0);
+    if (e.value("node", "") == taker) {
+      EXPECT_LE(e.value("following_unix_s", 0.0), taken) << e.dump();
+      EXPECT_LE(taken, e.value("holder_known_unix_s", -1.0)) << e.dump();
+    } else {
+      EXPECT_EQ(taken, 0.0) << e.dump();
+    }
   }
   EXPECT_EQ(followed, 3) << followers;
   // Reported, not judged: how soon the role moved and the next generation's plan went out.
