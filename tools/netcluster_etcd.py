@@ -2,7 +2,8 @@
 
 One etcd member (Debian's etcd-server 3.4) runs in each of the first N hosts' network namespaces
 (default 3), named like its host, listening for clients on ADDRESS:2379 and for its peers on
-ADDRESS:2380, with etcd's default timings (heartbeat 100 ms, election 1 s) and pre-vote on (etcd
+ADDRESS:2380, at `nice -10` (etcd's leader, starved of the shared cores, was late with its
+heartbeats), with etcd's default timings (heartbeat 100 ms, election 1 s) and pre-vote on (etcd
 3.5's default; 3.4's is off): a member that was cut off, or lost packets, and comes back does
 not call an election that unseats a working leader — which, with leases of 2 s, cost a head its
 role in the chaos soak (docs/faults.md#head-failover). Its data, log and pid
@@ -24,6 +25,7 @@ import urllib.request
 from netcluster_state import ClusterError
 
 ETCD = "/usr/bin/etcd"
+ETCD_NICE = -10
 
 
 def etcd_dir(state_dir):
@@ -54,7 +56,11 @@ def start_member(directory, host, cluster_hosts, cluster_state="new"):
     member.mkdir(parents=True, exist_ok=True)
     peer = peer_url(host)
     initial_cluster = ",".join(f"{h['name']}={peer_url(h)}" for h in cluster_hosts)
-    argv = ["ip", "netns", "exec", host["name"], ETCD, "--name", host["name"], "--data-dir", str(member / "data"),
+    # At a raised CPU priority, as etcd's deployments beside busy processes run it: it shares the
+    # machine's cores with every host's training process, and a leader starved for half a second
+    # missed its heartbeats and kept a moving head's requests waiting (docs/faults.md#head-failover).
+    argv = ["nice", "-n", str(ETCD_NICE), "ip", "netns", "exec", host["name"],
+            ETCD, "--name", host["name"], "--data-dir", str(member / "data"),
             "--listen-client-urls", client_url(host), "--advertise-client-urls", client_url(host),
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", initial_cluster, "--initial-cluster-state", cluster_state,
