@@ -277,7 +277,10 @@ void coordinator_state::check_heartbeats() {
   const auto now = std::chrono::steady_clock::now();
   const auto heard_all = settings.heartbeats->last_heard_all();
   for (const auto& name : state.members) {
-    const auto& heard = heard_all.at(node_indices.at(name));
+    // A member a new head has never heard from is silent since the takeover: a node lost with
+    // the old head (two machines of a rack) is dropped like any silent one, not awaited until
+    // timeouts.join_s. Any other member is silent only once heard (its join decides before).
+    const auto heard = heard_all.at(node_indices.at(name)) ? heard_all.at(node_indices.at(name)) : took_over_at;
     if (!heard || state.finished.count(name) != 0) continue;
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - *heard);
     if (!silent_too_long(name, silent)) continue;
@@ -391,6 +394,7 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   const cluster::membership_rules rules{state.settings.manifest, state.settings.config_hash};
   if (auto& takeover = state.settings.takeover) {
     // A new head: the lost head's node leaves and the survivors join it (head_takeover).
+    state.took_over_at = std::chrono::steady_clock::now();
     state.membership = std::make_unique<cluster::membership_machine>(rules, takeover->state);
     state.apply(cluster::head_takeover_event{takeover->written_by, rules.manifest.head_node, state.settings.takeover_why,
                                              takeover->lost_since_written});

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -73,6 +74,9 @@ struct coordinator_state {
   /// Each node's probe agent and the incarnation of the process it belongs to (actors/indirect_probes.hpp).
   std::map<std::string, std::pair<caf::actor, uint64_t>> probers;
   std::map<std::string, suspicion> suspicions;  ///< members silent for half of timeouts.heartbeat_ms
+  /// A new head's: when it took the role over. A member it has not heard from since counts as
+  /// heard then, so that one lost with the old head is found silent, not awaited.
+  std::optional<std::chrono::steady_clock::time_point> took_over_at;
   /// Members whose connection closed while their process may live (actors/coordinator_reconnect.cpp).
   struct disconnection {
     std::chrono::steady_clock::time_point since;

@@ -28,6 +28,12 @@ records `expect_lost` (the nodes the job must lose, no more, no fewer) and `expe
                          own transfer): the worst case, the survivors' votes waiting for etcd to
                          elect a leader before the role can move (needs an etcd member on the
                          head's host: first in a schedule, the head is on the first host)
+  kill_head_and_one      two faults at once, as a rack's power would take two machines: the
+                         head's process and a worker's SIGKILLed in the same instant; both are
+                         lost, the role moves (a survivor may race the dead worker for it)
+  cut_head_and_one       the head's host's link and another host's down at once (a rack's switch),
+                         the other chosen so that etcd keeps its majority: both are lost, the head
+                         fences itself before the role moves
   reset_control          a worker host's TCP connections to the head's port reset (ss -K) while
                          every datagram flows: the node reconnects, no one is lost, the role stays
                          (docs/faults.md#a-control-connection-that-breaks)
@@ -45,9 +51,10 @@ from bench_across_hosts import node_processes
 from chaos_faults import fault_target_missing
 
 KINDS = ("freeze_head", "cut_head", "split_etcd", "kill_etcd_leader_host", "kill_head_etcd_leader", "drop_head", "partition_head",
-         "partition_head_one", "reset_control")
+         "partition_head_one", "reset_control", "kill_head_and_one", "cut_head_and_one")
 DURATION_S = {"freeze_head": 8, "cut_head": 8, "drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
-              "kill_etcd_leader_host": 10, "kill_head_etcd_leader": 10, "reset_control": 0}
+              "kill_etcd_leader_host": 10, "kill_head_etcd_leader": 10, "reset_control": 0, "kill_head_and_one": 0,
+              "cut_head_and_one": 8}
 LEADER_MOVE_S = 10  # how long etcd may take to hand its leadership over
 HEAD_PORT = 29500  # netcluster's manifest's head.port: every head's, the role moving or not
 ETCD_PEER_PORT = 2380
@@ -132,10 +139,32 @@ def cut_pairs(faults, side, other, *port):
         faults.netcluster("cut", host, *other, *port)
 
 
+def head_and_one(faults, kind, head):
+    """The two-at-once faults: the head's node and one other's, killed or cut off together."""
+    if kind == "kill_head_and_one":
+        _, head_pid = faults.head_process()
+        running = node_processes(faults.run_dir)
+        others = sorted(n for n in running if n != head)
+        if not others:
+            raise fault_target_missing("no worker node runs")
+        other = faults.rng.choice(others)
+        os.kill(head_pid, signal.SIGKILL)
+        os.kill(running[other], signal.SIGKILL)
+    else:  # cut_head_and_one: never two etcd members of three
+        others = [h for h in faults.hosts if h != head and not (head in faults.etcd_members and h in faults.etcd_members)]
+        other = faults.rng.choice(others)
+        faults.undo_with(lambda: [faults.netcluster("heal", h) for h in (head, other)])
+        faults.netcluster("cut", head)
+        faults.netcluster("cut", other)
+    return {"host": head, "other": other, "expect_lost": sorted([head, other]), "expect_head_moves": True}
+
+
 def inject(faults, kind):
     """Injects the drill fault KIND through FAULTS (chaos_faults.cluster_faults); what it hit and
     what the job must do about it."""
     head = head_host(faults)
+    if kind in ("kill_head_and_one", "cut_head_and_one"):
+        return head_and_one(faults, kind, head)
     if kind == "freeze_head":
         _, pid = faults.head_process()
         faults.undo_with(lambda: faults.wake(pid))
@@ -234,7 +263,7 @@ def judge(events, faults):
         if moved != fault["expect_head_moves"]:
             failures.append(f"{what}: the head's role {'moved' if moved else 'stayed'}, expected it to "
                             f"{'move' if fault['expect_head_moves'] else 'stay'}")
-        cut_off_head = fault["kind"] in ("cut_head", "drop_head", "partition_head") or (
+        cut_off_head = fault["kind"] in ("cut_head", "drop_head", "partition_head", "cut_head_and_one") or (
             fault["kind"] == "partition_head_one" and fault["expect_head_moves"])
         if cut_off_head and moved and (seen["head_fenced_s"] is None or seen["head_fenced_s"] >= seen["head_moved_s"]):
             failures.append(f"{what}: the cut-off head fenced itself at {seen['head_fenced_s']} s, not before another "

@@ -65,11 +65,13 @@ constexpr uint64_t heartbeat_token = 77;
 
 class coordinator_test : public ::testing::Test {
  protected:
-  void start(const json& manifest) {
+  /// `takeover`: the coordinator of a node that took the head's role over, going on from it.
+  void start(const json& manifest, std::optional<cluster::stored_membership> takeover = std::nullopt) {
     messages::register_types(config_);
     system_ = std::make_unique<caf::actor_system>(config_);
     coordinator_settings settings;
     settings.manifest = cluster::parse_manifest(manifest, "m.json");
+    settings.takeover = std::move(takeover);
     heartbeats_ = std::make_shared<io::heartbeat_receiver>(0, "127.0.0.1", heartbeat_token, 3);
     settings.heartbeats = heartbeats_;
     coordinator_ = system_->spawn(coordinator, settings);
@@ -234,6 +236,26 @@ TEST_F(coordinator_test, a_join_to_the_forming_generation_is_that_generation_s_a
   EXPECT_NE(refused.find("node a followed the head's role here, but this head forms no generation: it is training"),
             std::string::npos)
       << refused;
+}
+
+// Two machines of a rack lost at once, the head's (a) and c: b takes the role over, and its
+// coordinator has never heard from c. c is silent from the takeover on and dropped like any
+// silent member, and b goes on alone within about timeouts.heartbeat_ms, not timeouts.join_s.
+TEST_F(coordinator_test, a_new_head_drops_a_member_lost_with_the_old_head_instead_of_awaiting_it) {
+  auto manifest = three_nodes(/*join_s=*/30, /*heartbeat_ms=*/300);
+  manifest["head"]["node"] = "b";
+  cluster::stored_membership stored;
+  stored.state.phase = cluster::coordinator_phase::training;
+  stored.state.members = {"a", "b", "c"};
+  stored.written_by = "a";
+  start(manifest, stored);
+  const auto beats = beat("b");
+  const auto answers = join_all({"b"}, 1, 4);  // within 10 s: before join_s ends the job
+  ASSERT_EQ(answers.at("b").rfind("error", 0), std::string::npos) << answers.at("b");
+  const auto plan = cluster::decode_plan(answers.at("b"), "the head");
+  EXPECT_EQ(plan.world, 1);
+  EXPECT_EQ(plan.start_steps, 4);
+  EXPECT_GT(plan.generation, 1u) << "c's loss is a generation of its own";
 }
 
 TEST_F(coordinator_test, survivors_with_standby_transports_get_their_plans_with_the_news_and_report_back) {
