@@ -280,7 +280,8 @@ void coordinator_state::check_heartbeats() {
     // A member a new head has never heard from is silent since the takeover: a node lost with
     // the old head (two machines of a rack) is dropped like any silent one, not awaited until
     // timeouts.join_s. Any other member is silent only once heard (its join decides before).
-    const auto heard = heard_all.at(node_indices.at(name)) ? heard_all.at(node_indices.at(name)) : took_over_at;
+    auto heard = heard_all.at(node_indices.at(name));
+    if (!heard) heard = took_over_at;
     if (!heard || state.finished.count(name) != 0) continue;
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - *heard);
     if (!silent_too_long(name, silent)) continue;

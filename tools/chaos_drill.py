@@ -143,13 +143,9 @@ def head_and_one(faults, kind, head):
     """The two-at-once faults: the head's node and one other's, killed or cut off together."""
     if kind == "kill_head_and_one":
         _, head_pid = faults.head_process()
-        running = node_processes(faults.run_dir)
-        others = sorted(n for n in running if n != head)
-        if not others:
-            raise fault_target_missing("no worker node runs")
-        other = faults.rng.choice(others)
+        other, other_pid = faults.worker_process()
         os.kill(head_pid, signal.SIGKILL)
-        os.kill(running[other], signal.SIGKILL)
+        os.kill(other_pid, signal.SIGKILL)
     else:  # cut_head_and_one: never two etcd members of three
         others = [h for h in faults.hosts if h != head and not (head in faults.etcd_members and h in faults.etcd_members)]
         other = faults.rng.choice(others)
