@@ -279,7 +279,9 @@ void coordinator_state::check_heartbeats() {
   for (const auto& name : state.members) {
     // A member a new head has never heard from is silent since the takeover: a node lost with
     // the old head (two machines of a rack) is dropped like any silent one, not awaited until
-    // timeouts.join_s. Any other member is silent only once heard (its join decides before).
+    // timeouts.join_s, while a survivor still finding the new holder answers the probes at the
+    // port of the last plan and is kept. Any other member is silent only once heard (its join
+    // decides before).
     auto heard = heard_all.at(node_indices.at(name));
     if (!heard) heard = took_over_at;
     if (!heard || state.finished.count(name) != 0) continue;
@@ -326,10 +328,9 @@ caf::actor coordinator_state::prober_of(const std::string& node) const {
 // and have an agent; each answer is counted into the round, which is complete when all are in.
 void coordinator_state::start_probe_round(const std::string& node) {
   const auto& members = membership_state().members;
-  const auto join = membership_state().joins.find(node);
-  if (join == membership_state().joins.end() || join->second.probe_port == 0) return;
+  const auto port = static_cast<int32_t>(probe_port_of(node));
+  if (port == 0) return;
   const auto host = settings.manifest.nodes[node_indices.at(node)].host;
-  const auto port = static_cast<int32_t>(join->second.probe_port);
   const auto budget = probe_budget(settings.manifest.timeouts.heartbeat);
   std::vector<std::pair<std::string, caf::actor>> asked;
   auto at = members.upper_bound(node);
@@ -359,6 +360,16 @@ void coordinator_state::start_probe_round(const std::string& node) {
                   static_cast<int64_t>(budget.count()))
         .then([answered, by = name](bool reached) { answered(by, reached); },
               [answered, by = name](caf::error&) { answered(by, false); });
+}
+
+// A new head clears the joins (its survivors join it anew) but keeps its predecessor's last
+// plan: a survivor still finding the new holder is probed at the port it planned with.
+uint16_t coordinator_state::probe_port_of(const std::string& node) const {
+  const auto& state = membership_state();
+  if (const auto join = state.joins.find(node); join != state.joins.end()) return join->second.probe_port;
+  for (const auto& member : state.plan)
+    if (member.node == node) return member.probe_port;
+  return 0;
 }
 
 bool coordinator_state::from_manager_of(const std::string& node) const {

@@ -116,6 +116,9 @@ struct coordinator_state {
   bool silent_too_long(const std::string& node, std::chrono::milliseconds silent);
   /// Asks up to probers_per_round other members' agents to probe `node`.
   void start_probe_round(const std::string& node);
+  /// Where `node` answers link probes: its join's port, else (a member a new head has not heard
+  /// from yet) the last plan's, which the lost head wrote; 0 when neither names one.
+  uint16_t probe_port_of(const std::string& node) const;
   /// `node`'s agent while it belongs to the node's current member process; none otherwise.
   caf::actor prober_of(const std::string& node) const;
   /// The last plan's members still heard from within half of timeouts.heartbeat_ms, but `except`.

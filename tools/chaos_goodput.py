@@ -110,11 +110,11 @@ def recoveries(windows, events, faults):
 
 def explains(fault, lost):
     """Whether FAULT explains the node_lost event LOST: a drill fault (tools/chaos_drill.py) the
-    nodes it expected lost, within the span its outcome is judged over; any other the node it
+    nodes it expected lost (or allowed), within the span its outcome is judged over; any other the node it
     killed, froze or cut off, or either end of a cut link, up to 15 s after it ended."""
     if "expect_lost" in fault:
         return (fault["unix_s"] - 1 <= lost["unix_s"] <= fault["healed_unix_s"] + OUTCOME_AFTER_S
-                and lost.get("node") in fault["expect_lost"])
+                and lost.get("node") in fault["expect_lost"] + fault.get("may_lose", []))
     hit = lost.get("node") in (fault.get("node"), fault.get("host"), fault.get("peer")) or fault["kind"] == "kill_head"
     return (fault["unix_s"] - 1 <= lost["unix_s"] <= fault["unix_s"] + fault["seconds"] + 15 and hit
             and (fault["kind"] in KILLING or fault["kind"] == "cut_link"))

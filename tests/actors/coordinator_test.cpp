@@ -17,8 +17,10 @@
 #include <optional>
 #include <string>
 
+#include "actors/indirect_probes.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
 #include "io/comm/heartbeat_sender.hpp"
+#include "io/comm/link_probe.hpp"
 #include "messages/atoms.hpp"
 #include "messages/type_registration.hpp"
 
@@ -78,7 +80,14 @@ class coordinator_test : public ::testing::Test {
     for (const char* name : {"a", "b", "c"}) nodes_.emplace(name, std::make_unique<caf::scoped_actor>(*system_));
   }
   void TearDown() override {
+    for (const auto& agent : agents_) caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
     if (coordinator_) caf::anon_send_exit(coordinator_, caf::exit_reason::user_shutdown);
+  }
+
+  /// `name`'s probe agent, probing with `token` (its process's incarnation is its letter).
+  void start_probe_agent(const std::string& name, uint64_t token) {
+    agents_.push_back(system_->spawn(probe_agent, probe_agent_settings{name, static_cast<uint64_t>(name[0]), token,
+                                                                       coordinator_}));
   }
 
   caf::scoped_actor& node(const std::string& name) { return *nodes_.at(name); }
@@ -150,6 +159,7 @@ class coordinator_test : public ::testing::Test {
   std::unique_ptr<caf::actor_system> system_;
   caf::actor coordinator_;
   std::map<std::string, std::unique_ptr<caf::scoped_actor>> nodes_;
+  std::vector<caf::actor> agents_;
 };
 
 TEST_F(coordinator_test, every_member_gets_one_plan_once_all_have_joined) {
@@ -256,6 +266,41 @@ TEST_F(coordinator_test, a_new_head_drops_a_member_lost_with_the_old_head_instea
   EXPECT_EQ(plan.world, 1);
   EXPECT_EQ(plan.start_steps, 4);
   EXPECT_GT(plan.generation, 1u) << "c's loss is a generation of its own";
+}
+
+// The same takeover, but c is alive, only slow to find the new holder (a loaded host): b's probe
+// agent reaches it at the link-probe port of the plan the lost head wrote, so b's coordinator
+// keeps it past timeouts.heartbeat_ms (up to three times that) and it joins the generation b forms.
+TEST_F(coordinator_test, a_new_head_keeps_a_survivor_its_probes_reach_while_it_finds_the_holder) {
+  auto manifest = three_nodes(/*join_s=*/30, /*heartbeat_ms=*/300);
+  manifest["head"]["node"] = "b";
+  constexpr uint64_t probe_token = 5;
+  const io::link_probe_responder c_answers(probe_token);
+  cluster::stored_membership stored;
+  stored.state.phase = cluster::coordinator_phase::training;
+  stored.state.members = {"a", "b", "c"};
+  stored.state.plan = {{"a", 0, 1, 0}, {"b", 1, 1, 0}, {"c", 2, 1, c_answers.port()}};
+  stored.written_by = "a";
+  start(manifest, stored);
+  start_probe_agent("b", probe_token);
+  const auto b_beats = beat("b");
+  auto b_join = node("b")->request(coordinator_, 10s, messages::join_atom::value, join_bytes("b", 1, 4));
+  std::this_thread::sleep_for(600ms);  // past heartbeat_ms, within three times it
+  auto c_join = join_of("c", 0, 4);
+  c_join.to_forming = true;
+  auto c_joined = node("c")->request(coordinator_, 10s, messages::join_atom::value, cluster::encode_join(c_join));
+  const auto c_beats = beat("c");
+  std::map<std::string, std::string> answers;
+  b_join.receive([&](const std::string& plan) { answers["b"] = plan; },
+                 [&](caf::error& e) { answers["b"] = "error: " + system_->render(e); });
+  c_joined.receive([&](const std::string& plan) { answers["c"] = plan; },
+                   [&](caf::error& e) { answers["c"] = "error: " + system_->render(e); });
+  for (const char* name : {"b", "c"}) {
+    ASSERT_EQ(answers.at(name).rfind("error", 0), std::string::npos) << name << ": " << answers.at(name);
+    const auto plan = cluster::decode_plan(answers.at(name), "the head");
+    EXPECT_EQ(plan.world, 2) << name << ": c was dropped";
+    EXPECT_EQ(plan.generation, 1u) << name;
+  }
 }
 
 TEST_F(coordinator_test, survivors_with_standby_transports_get_their_plans_with_the_news_and_report_back) {
