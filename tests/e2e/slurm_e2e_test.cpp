@@ -255,7 +255,7 @@ TEST_F(slurm_test, under_restart_a_node_set_down_leaves_the_job_resuming_on_the_
 // Its host lost: --no-kill keeps the job, the head's role moves through etcd, and the job
 // completes on the other two nodes with one process's losses.
 TEST_F(slurm_test, with_failover_the_heads_host_lost_leaves_the_job_training_on_the_others) {
-  const int64_t steps = 150;
+  const int64_t steps = 400;  // the job outlives the host's loss: 150 windows ended first on CI (~0.03 s each)
   const auto config = config_with_reference(*this, steps);
   ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
   const failover_etcd etcd;
@@ -290,8 +290,8 @@ TEST_F(slurm_test, with_failover_the_heads_host_lost_leaves_the_job_training_on_
 // the job FAILED once it hears from the host again (here: when its link is back). Its checkpoints
 // stay valid, and sbatch again with --resume latest goes on from the last with one process's losses.
 TEST_F(slurm_test, the_batch_hosts_loss_ends_the_job_and_a_new_sbatch_resumes_from_its_checkpoint) {
-  const int64_t steps = 150;
-  const auto config = checkpointing_config_with_reference(*this, steps, "config-150-checkpoint-every-10.json");
+  const int64_t steps = 400;  // as above
+  const auto config = checkpointing_config_with_reference(*this, steps, "config-400-checkpoint-every-10.json");
   ASSERT_FALSE(::testing::Test::HasFailure()) << "the one-process reference run failed";
   const failover_etcd etcd;
   ASSERT_FALSE(::testing::Test::HasFailure());

@@ -170,8 +170,14 @@ TEST_F(training_e2e, the_timeout_bounds_each_window_not_the_whole_run) {
   };
   const double window_s = std::max(1e-3, (seconds_for("run-timeout-8", 8) - seconds_for("run-timeout-2", 2)) / 6);
   const double wanted_s = 4.0 * static_cast<double>(timeout.count());  // the later windows are faster
-  const auto steps = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(wanted_s / window_s)) + 2, 8, 5000);
-  const double seconds = seconds_for("run-timeout", steps);
+  auto steps = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(wanted_s / window_s)) + 2, 8, 5000);
+  double seconds = seconds_for("run-timeout", steps);
+  // A machine busier during the short runs than during this one (CI's other tests) made it too
+  // short (206 windows in 4.1 s): then again, with the windows this run measured.
+  for (int again = 1; again <= 2 && seconds <= 2.0 * static_cast<double>(timeout.count()); ++again) {
+    steps = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(wanted_s * static_cast<double>(steps) / seconds)), 8, 20000);
+    seconds = seconds_for("run-timeout-" + std::to_string(again), steps);
+  }
   std::printf("%lld windows of ~%.3f s in %.1f s with a 3 s window timeout\n", static_cast<long long>(steps), window_s,
               seconds);
   EXPECT_GT(seconds, 2.0 * static_cast<double>(timeout.count())) << "the run was too short to outlast the timeout";
