@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <limits>
+
 #include "actors/event_log.hpp"
 #include "cluster/job_secret.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
@@ -438,7 +440,7 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
       [self](release_deadline_atom) { self->state.apply(cluster::release_deadline_event{}); },
       [self](messages::metrics_atom, std::string& bytes) -> caf::result<caf::message> {
         const auto& hub = self->state.settings.metrics_hub;
-        if (!hub) return caf::make_message(caf::unit);
+        if (!hub) return caf::make_message(std::numeric_limits<int64_t>::max());  // no lines to wait for
         return self->delegate(hub, messages::metrics_atom::value, std::move(bytes));
       },
       [self](heartbeat_check_atom) { self->state.check_heartbeats(); },

@@ -181,7 +181,8 @@ struct coordinator_state {
 ///     has timeouts.heartbeat_ms to send (reconnect_atom, JoinRequest bytes) from a new actor →
 ///     ClusterPlan bytes as for a join (a reconnect event: every member goes on as the next
 ///     generation, and this is its join of it), or is lost then.
-///   ← (metrics_atom, MetricsBatch bytes) → delegated to the metrics hub, which answers unit
+///   ← (metrics_atom, MetricsBatch bytes) → delegated to the metrics hub, which answers the last
+///     step it wrote (no hub: int64_t's largest, nothing to keep for one)
 ///     (one published actor per job: the nodes reach the hub through the coordinator)
 ///   Heartbeats are not messages to this actor: each node's process sends datagrams to the
 ///     heartbeat receiver on head.port (UDP), which the join's incarnation admits; a process

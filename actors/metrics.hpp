@@ -1,6 +1,7 @@
 #pragma once
 /// A node's metrics actor: collects what the node's workers and checkpointer report and
-/// forwards it in batches to the head's metrics hub (actors/metrics_hub.hpp).
+/// forwards it in batches to the head's metrics hub (actors/metrics_hub.hpp), keeping each
+/// window until the hub says it wrote its line, so that a head lost with its hub costs no line.
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
@@ -33,11 +34,19 @@ struct metrics_settings {
   std::vector<messages::ring_link> links;  ///< this node's ring links (cluster_role::links), in every batch
   /// The node's heartbeats' round trips since the last call, in every batch (none: not sent).
   std::function<messages::heartbeat_round_trips()> heartbeat_round_trips;
+  /// Sent first, as one batch marked `resent`: the windows an earlier generation's actor left
+  /// in `unwritten` (oldest first).
+  std::vector<messages::window_report> resend;
+  /// Where the actor leaves, when it stops, every window it holds that no hub confirmed
+  /// writing (for the next generation's `resend`); none: they go with it.
+  std::shared_ptr<std::vector<messages::window_report>> unwritten;
 };
 
 struct metrics_state {
   static inline const char* name = "metrics";
-  std::deque<messages::window_report> windows;
+  std::deque<messages::window_report> windows;  ///< not sent yet
+  std::deque<messages::window_report> resend;   ///< an earlier generation's, not sent yet
+  std::deque<messages::window_report> sent;     ///< sent; the hub has not said it wrote them
   std::deque<messages::checkpoint_report> checkpoints;
   std::map<int64_t, int> reported;  ///< step → local workers that reported it (not yet sent)
   int64_t dropped = 0;
@@ -50,7 +59,13 @@ struct metrics_state {
 
 /// Never blocks a producer: reports wait in a bounded queue (the oldest dropped and counted
 /// when it is full) and at most one batch is in flight to the hub, so a slow hub costs queue
-/// space, never a worker's time. Protocol:
+/// space, never a worker's time. The hub answers each batch with the last step whose line it
+/// wrote; the windows sent up to it are let go, the later ones kept (at most queue_limit) and,
+/// when the actor stops, left in settings.unwritten: a head lost before its hub wrote a window
+/// every rank finished would otherwise leave that window without a line (docs/monitoring.md).
+/// Protocol:
+///   → (metrics_atom, MetricsBatch bytes) → int64_t   to settings.route; first settings.resend
+///                                        (marked resent), then what the node reports
 ///   ← (window_atom, window_report)       queued; a batch leaves once every local worker reported
 ///                                        the window (or after `period`)
 ///   ← (saved_atom, checkpoint_report)    queued; a batch leaves

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "actors/event_log.hpp"
@@ -106,6 +107,25 @@ void write_due(self_pointer self, const metrics_hub_settings& settings, bool for
   if (!due.empty() && s.jsonl.is_open()) s.jsonl.flush();
 }
 
+int64_t last_written_step(metrics_hub_state& s) {
+  std::lock_guard lock(s.shared->mutex);
+  return s.shared->store.last_written_step();
+}
+
+// A resent batch (actors/metrics.hpp) brings windows an earlier generation reported to a hub
+// that may have died before writing them: those with a line already (in metrics.jsonl when this
+// hub started, or written by it) are let go; a resent window never replaces a line.
+void keep_unwritten(metrics_hub_state& s, messages::metrics_batch& batch) {
+  const int64_t written = std::max(s.lines_through_at_start, s.shared->store.last_written_step());
+  auto& windows = batch.windows;
+  windows.erase(std::remove_if(windows.begin(), windows.end(),
+                               [written](const messages::window_report& w) { return w.step <= written; }),
+                windows.end());
+  if (!windows.empty())
+    spdlog::info("metrics hub: node {} resent {} report(s) of step(s) {}–{} that no hub had written", batch.node,
+                 windows.size(), windows.front().step, windows.back().step);
+}
+
 // A node about to write a checkpoint of step S waits until S's line is written: at once when
 // every rank reported it, else when the rest arrive, or after half a second with the ranks it has
 // (a node that died mid-window would otherwise hold the checkpoint back).
@@ -114,15 +134,11 @@ void answer_syncs(self_pointer self, const metrics_hub_settings& settings) {
   const auto now = std::chrono::steady_clock::now();
   for (const auto& sync : s.syncs)
     if (now >= sync.deadline) write_due(self, settings, false, sync.step);
-  int64_t written;
-  {
-    std::lock_guard lock(s.shared->mutex);
-    written = s.shared->store.last_written_step();
-  }
+  const int64_t written = last_written_step(s);
   auto waiting = s.syncs.begin();
   for (auto& sync : s.syncs) {
     if (written >= sync.step)
-      sync.reply.deliver(caf::unit);
+      sync.reply.deliver(written);
     else
       *waiting++ = std::move(sync);
   }
@@ -190,6 +206,7 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
   try {
     if (!settings.jsonl.empty()) {
       std::filesystem::create_directories(settings.jsonl.parent_path());  // on a head that is not rank 0's node
+      s.lines_through_at_start = io::last_window_step(settings.jsonl);  // a new head's: its predecessor's lines
       s.jsonl.open(settings.jsonl, std::ios::app);
       if (!s.jsonl) throw std::runtime_error("cannot open " + settings.jsonl.string());
     }
@@ -207,9 +224,10 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
         auto reply = self->make_response_promise();
         int64_t through = 0;
         try {
-          const auto batch = messages::decode_metrics_batch(bytes);
+          auto batch = messages::decode_metrics_batch(bytes);
           through = batch.written_through;
           std::lock_guard lock(s.shared->mutex);
+          if (batch.resent) keep_unwritten(s, batch);
           s.shared->store.add_batch(batch, unix_seconds());
         } catch (const std::exception& e) {
           spdlog::warn("metrics hub: dropped a malformed batch ({} bytes): {}", bytes.size(), e.what());
@@ -220,7 +238,7 @@ caf::behavior metrics_hub(caf::stateful_actor<metrics_hub_state>* self, metrics_
         if (through > 0)
           s.syncs.push_back({through, std::chrono::steady_clock::now() + std::chrono::milliseconds(500), reply});
         else
-          reply.deliver(caf::unit);
+          reply.deliver(last_written_step(s));
         answer_syncs(self, settings);
         return reply;
       },

@@ -63,6 +63,7 @@ struct metrics_hub_state {
   int64_t first_step = -1;
   bool tty = false, line_open = false;
   bool resumed_lines_dropped = false;  ///< a resumed run's repeated steps are gone from metrics.jsonl
+  int64_t lines_through_at_start = 0;  ///< metrics.jsonl's last window's step when the hub started
   /// Nodes waiting for a window's line before their checkpoint (MetricsBatch.writtenThrough).
   struct pending_sync {
     int64_t step;
@@ -73,11 +74,13 @@ struct metrics_hub_state {
 };
 
 /// Protocol:
-///   ← (metrics_atom, MetricsBatch bytes) → unit   a node's batch (malformed: dropped, counted
-///                                                 and logged, still answered); with
-///                                                 writtenThrough S, answered once window S's
+///   ← (metrics_atom, MetricsBatch bytes) → int64_t   a node's batch, answered with the last
+///                                                 step whose line is written (malformed:
+///                                                 dropped, counted and logged, still answered);
+///                                                 with writtenThrough S, answered once window S's
 ///                                                 line is written (at most half a second later:
-///                                                 then with the ranks that reported)
+///                                                 then with the ranks that reported); resent:
+///                                                 only its windows without a line are taken
 ///   ← (flush_atom) → unit                         every window it holds is written
 ///   ← (finished_atom) → unit                      the job ended: write everything, tell the
 ///                                                 page (its streams end), keep serving until

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <utility>
 
 #include "actors/checkpointer.hpp"
 #include "actors/metrics.hpp"
@@ -86,6 +87,11 @@ void training_run::spawn_reporters() {
   metric_options.generation = role_.generation;
   metric_options.links = role_.links;
   metric_options.heartbeat_round_trips = role_.heartbeat_round_trips;
+  if (carried_) {  // a cluster job: windows outlive the generation (and the head) that saw them
+    metric_options.resend = std::exchange(carried_->unwritten_windows, {});
+    unwritten_windows_ = std::make_shared<std::vector<messages::window_report>>();
+    metric_options.unwritten = unwritten_windows_;
+  }
   metrics_actor_ = system_.spawn(metrics, metric_options);
   if (writes_checkpoints_) checkpoint_actor_ = system_.spawn<caf::detached>(checkpointer, options_.run_dir, faults_, metrics_actor_);
 }

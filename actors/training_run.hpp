@@ -126,6 +126,8 @@ class training_run {
   int64_t run_start_steps_ = 0;  ///< the step this process's run began at (before any generation)
   int64_t windows_ = 0;
   caf::actor metrics_actor_, checkpoint_actor_;
+  /// Where this generation's metrics actor leaves the windows no hub confirmed writing.
+  std::shared_ptr<std::vector<messages::window_report>> unwritten_windows_;
   caf::actor hub_;  ///< a single-process run's own metrics hub (a cluster's is on the head)
   std::vector<caf::actor> spawned_;  ///< every actor of the run: monitored, and stopped at the end
   std::vector<std::shared_ptr<std::shared_ptr<compute::mlm_trainer>>> handoffs_;  ///< by local worker

@@ -178,6 +178,7 @@ void training_run::hand_over() {
                                                        static_cast<uint64_t>(config_.train_batch_size);
   carried_->losses = losses_;
   carried_->run_start_steps = run_start_steps_;
+  if (unwritten_windows_) carried_->unwritten_windows = std::move(*unwritten_windows_);  // the actor is gone
 }
 
 /// Makes every wait on this process's ring transports fail now, naming `reason`.

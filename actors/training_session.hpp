@@ -138,6 +138,9 @@ struct carried_state {
   int64_t windows_done = 0;      ///< windows finished in this process, all generations
   int64_t run_start_steps = 0;   ///< the step this process's run began at (injected faults count from it)
   std::vector<double> losses;    ///< the generation that ended: its windows' losses
+  /// Windows this node reported that no hub confirmed writing (actors/metrics.hpp): the next
+  /// generation's metrics actor resends them, so a head lost with its hub costs no line.
+  std::vector<messages::window_report> unwritten_windows;
 };
 
 /// How one generation ended: with the run's summary, or with the coordinator's new generation.

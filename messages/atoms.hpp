@@ -62,8 +62,9 @@ using suspect_atom = caf::atom_constant<caf::atom("suspect")>;
 /// probe responder answered (actors/indirect_probes.hpp).
 using prober_atom = caf::atom_constant<caf::atom("prober")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
-/// node's metrics actor → coordinator → metrics hub: (metrics_atom, MetricsBatch bytes) → unit
-/// once the hub has taken the batch (the coordinator delegates; one batch in flight per node).
+/// node's metrics actor → coordinator → metrics hub: (metrics_atom, MetricsBatch bytes) → int64_t,
+/// the last step whose line the hub wrote, once it has taken the batch (the coordinator
+/// delegates; one batch in flight per node).
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 /// checkpointer, worker → metrics: (saved_atom, checkpoint_report) for each checkpoint written
 /// or skipped.

@@ -62,6 +62,9 @@ struct metrics_batch {
   std::vector<ring_link> links;
   /// The node's heartbeats echoed since its previous batch (a node of a cluster job).
   heartbeat_round_trips heartbeats;
+  /// Only windows an earlier generation reported and no hub confirmed writing (a head lost
+  /// before its hub wrote them): the hub writes those it has no line for, never replaces one.
+  bool resent = false;
 };
 
 }  // namespace troupe::messages

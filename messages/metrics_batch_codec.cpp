@@ -80,6 +80,7 @@ std::string encode_metrics_batch(const metrics_batch& batch) {
   out.setDropped(batch.dropped);
   out.setFinal(batch.final);
   out.setWrittenThrough(batch.written_through);
+  out.setResent(batch.resent);
   auto windows = out.initWindows(static_cast<unsigned>(batch.windows.size()));
   for (unsigned i = 0; i < windows.size(); ++i) write_window(windows[i], batch.windows[i]);
   auto checkpoints = out.initCheckpoints(static_cast<unsigned>(batch.checkpoints.size()));
@@ -126,6 +127,7 @@ metrics_batch decode_metrics_batch(const std::string& bytes) {
     batch.dropped = in.getDropped();
     batch.final = in.getFinal();
     batch.written_through = in.getWrittenThrough();
+    batch.resent = in.getResent();
     check_count("windows", in.getWindows().size(), max_windows);
     check_count("checkpoints", in.getCheckpoints().size(), max_checkpoints);
     check_count("log", in.getLog().size(), max_log_lines);

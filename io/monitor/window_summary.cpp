@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string_view>
 
 #include "io/monitor/link_times.hpp"
 #include "io/os/file_util.hpp"
@@ -292,6 +294,47 @@ dropped_lines drop_windows_from(const std::filesystem::path& jsonl, int64_t from
   }
   if (dropped.windows > 0 || rewrite) write_file_atomically(jsonl, kept);
   return dropped;
+}
+
+namespace {
+
+// The step of one line, when it is a window's.
+std::optional<int64_t> step_of(std::string_view line) {
+  const auto parsed = nlohmann::json::parse(line, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
+  const auto step = parsed.find("step");
+  if (step == parsed.end() || !step->is_number_integer()) return std::nullopt;
+  return step->get<int64_t>();
+}
+
+}  // namespace
+
+// Reads backwards a chunk at a time: `tail` holds the file from `position` on, less the lines
+// already looked at. A last line missing its newline counts when it is whole (as for
+// drop_windows_from), not when it was cut short.
+int64_t last_window_step(const std::filesystem::path& jsonl) {
+  std::ifstream in(jsonl, std::ios::binary | std::ios::ate);
+  if (!in) return 0;
+  constexpr int64_t chunk = 64 * 1024;
+  int64_t position = in.tellg();
+  std::string tail;
+  while (position > 0) {
+    const int64_t take = std::min(chunk, position);
+    position -= take;
+    std::string piece(static_cast<std::size_t>(take), '\0');
+    in.seekg(position);
+    in.read(piece.data(), take);
+    tail = piece + tail;
+    while (!tail.empty()) {  // the lines that begin in `tail`, from the last
+      const std::size_t end = tail.back() == '\n' ? tail.size() - 1 : tail.size();
+      const auto previous = end == 0 ? std::string::npos : tail.rfind('\n', end - 1);
+      if (previous == std::string::npos && position > 0) break;  // it begins before what was read
+      const std::size_t begin = previous == std::string::npos ? 0 : previous + 1;
+      if (const auto step = step_of(std::string_view(tail).substr(begin, end - begin))) return *step;
+      tail.resize(begin);
+    }
+  }
+  return 0;
 }
 
 }  // namespace troupe::io

@@ -86,6 +86,10 @@ struct dropped_lines {
 };
 dropped_lines drop_windows_from(const std::filesystem::path& jsonl, int64_t from);
 
+/// The step of a metrics.jsonl's last window line (read from the file's end; a last line cut
+/// short does not count); 0 for a file that is absent or has none.
+int64_t last_window_step(const std::filesystem::path& jsonl);
+
 /// A rank's seconds in window_phases[phase].
 double phase_seconds(const messages::window_report& report, std::size_t phase);
 /// `amount` per second of `seconds` (0 for no time).

@@ -105,6 +105,9 @@ struct MetricsBatch {
                                # (waiting briefly for missing ranks) before answering; 0: none
   links @11 :List(RingLink);   # the node's ring links in its current generation
   heartbeats @12 :HeartbeatRoundTrips;  # the node's heartbeats echoed since its previous batch
+  resent @13 :Bool;            # windows an earlier generation's metrics actor reported and no hub
+                               # confirmed writing (a head lost before its hub wrote them): the hub
+                               # writes those it has no line for, never replaces one
 }
 
 # Round trips of a node's heartbeat datagrams to the head (docs/cluster.md#heartbeats).

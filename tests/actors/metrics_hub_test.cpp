@@ -31,12 +31,21 @@ messages::window_report report(int64_t step, int32_t rank) {
   return r;
 }
 
-std::string batch(const std::string& node, std::vector<messages::window_report> windows, int64_t written_through = 0) {
+std::string batch(const std::string& node, std::vector<messages::window_report> windows, int64_t written_through = 0,
+                  bool resent = false) {
   messages::metrics_batch b;
   b.node = node;
   b.windows = std::move(windows);
   b.written_through = written_through;
+  b.resent = resent;
   return messages::encode_metrics_batch(b);
+}
+
+std::vector<nlohmann::json> lines_of(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
 }
 
 std::size_t lines_in(const std::filesystem::path& file) {
@@ -61,11 +70,17 @@ class metrics_hub_test : public ::testing::Test {
     if (hub_) caf::anon_send_exit(hub_, caf::exit_reason::user_shutdown);
   }
 
-  /// Sends a batch as the coordinator's delegation does; true once the hub answered.
+  /// Sends a batch as the coordinator's delegation does; true once the hub answered (the last
+  /// step it wrote then in written_).
   bool send(caf::scoped_actor& self, const std::string& bytes, std::chrono::milliseconds timeout = 5000ms) {
     bool answered = false;
     self->request(hub_, timeout, messages::metrics_atom::value, bytes)
-        .receive([&] { answered = true; }, [](caf::error&) {});
+        .receive(
+            [&](int64_t written) {
+              answered = true;
+              written_ = written;
+            },
+            [](caf::error&) {});
     return answered;
   }
 
@@ -74,6 +89,7 @@ class metrics_hub_test : public ::testing::Test {
   std::unique_ptr<caf::actor_system> system_;
   metrics_hub_settings settings_;
   caf::actor hub_;
+  int64_t written_ = -1;
 };
 
 TEST_F(metrics_hub_test, writes_a_window_once_every_rank_reported_it) {
@@ -84,6 +100,43 @@ TEST_F(metrics_hub_test, writes_a_window_once_every_rank_reported_it) {
   ASSERT_TRUE(send(self, batch("b", {report(1, 1)})));
   EXPECT_EQ(lines_in(settings_.jsonl), 1u);
   EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "job.json"));
+}
+
+TEST_F(metrics_hub_test, each_batch_is_answered_with_the_last_step_written) {
+  hub_ = start_metrics_hub(*system_, settings_).actor;
+  caf::scoped_actor self{*system_};
+  ASSERT_TRUE(send(self, batch("a", {report(1, 0), report(2, 0)})));
+  EXPECT_EQ(written_, 0) << "both windows wait for rank 1";
+  ASSERT_TRUE(send(self, batch("b", {report(1, 1)})));
+  EXPECT_EQ(written_, 1);
+}
+
+// A head was lost before its hub wrote window 5, which both ranks had finished; its successor's
+// hub finds metrics.jsonl's lines up to 4 (and a fifth cut short as the head died writing it).
+// The survivors resend what the lost hub never confirmed: window 3 keeps its line, window 5 gets
+// one, and the job's next windows follow.
+TEST_F(metrics_hub_test, a_resent_window_gets_the_line_a_lost_hub_did_not_write_and_replaces_none) {
+  std::filesystem::create_directories(settings_.jsonl.parent_path());
+  {
+    std::ofstream earlier(settings_.jsonl);
+    for (int step = 1; step <= 4; ++step) earlier << R"({"step": )" << step << R"(, "by": "the lost head"})" << "\n";
+    earlier << R"({"step": 5, "lo)";
+  }
+  hub_ = start_metrics_hub(*system_, settings_).actor;
+  caf::scoped_actor self{*system_};
+  ASSERT_TRUE(send(self, batch("b", {report(3, 1), report(4, 1), report(5, 1)}, 0, /*resent=*/true)));
+  ASSERT_TRUE(send(self, batch("c", {report(5, 0)}, 0, /*resent=*/true)));
+  EXPECT_EQ(written_, 5) << "window 5 complete: written at once";
+  ASSERT_TRUE(send(self, batch("b", {report(3, 1)}, 0, /*resent=*/true)));  // late: below a line
+  ASSERT_TRUE(send(self, batch("b", {report(6, 1)})));
+  ASSERT_TRUE(send(self, batch("c", {report(6, 0)})));
+  EXPECT_EQ(written_, 6);
+  const auto lines = lines_of(settings_.jsonl);
+  ASSERT_EQ(lines.size(), 6u);
+  for (std::size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["step"], static_cast<int64_t>(i) + 1);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(lines[i].value("by", ""), "the lost head") << "step " << i + 1;
+  EXPECT_EQ(lines[4]["loss"], 3.0);
+  EXPECT_EQ(lines[4]["ranks"].size(), 2u);
 }
 
 TEST_F(metrics_hub_test, a_malformed_batch_is_answered_counted_and_dropped) {

@@ -55,7 +55,7 @@ class metrics_test : public ::testing::Test {
         [&](messages::metrics_atom, const std::string& bytes) {
           batch = messages::decode_metrics_batch(bytes);
           held_ = (*hub_)->make_response_promise();
-          if (answer) held_.deliver(caf::unit);
+          if (answer) held_.deliver(written_);
         },
         caf::after(wait) >> [] {});
     return batch;
@@ -65,8 +65,23 @@ class metrics_test : public ::testing::Test {
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<caf::scoped_actor> hub_;
   metrics_settings settings_;
+  /// Stops the actor and waits until it is gone.
+  void stop() {
+    caf::scoped_actor watcher(*system_);
+    watcher->monitor(metrics_);
+    caf::anon_send_exit(metrics_, caf::exit_reason::user_shutdown);
+    watcher->receive([](caf::down_msg&) {}, caf::after(5s) >> [] { ADD_FAILURE() << "the metrics actor did not stop"; });
+    metrics_ = nullptr;
+  }
+  static std::vector<int64_t> steps_of(const std::vector<messages::window_report>& windows) {
+    std::vector<int64_t> steps;
+    for (const auto& w : windows) steps.push_back(w.step);
+    return steps;
+  }
+
   caf::actor metrics_;
   caf::response_promise held_;
+  int64_t written_ = 0;  ///< what the test's hub answers: the last step it wrote
 };
 
 TEST_F(metrics_test, a_batch_leaves_once_every_local_worker_reported_the_window) {
@@ -113,7 +128,7 @@ TEST_F(metrics_test, a_queue_full_of_checkpoint_reports_drops_the_incoming_windo
   caf::anon_send(metrics_, messages::window_atom::value, window(2, 0));
   caf::anon_send(metrics_, messages::window_atom::value, window(3, 0));
   std::this_thread::sleep_for(200ms);  // all four queued behind the batch in flight
-  held_.deliver(caf::unit);
+  held_.deliver(int64_t{0});
   const auto next = next_batch(3000ms);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->checkpoints.size(), 2u);
@@ -146,6 +161,51 @@ TEST_F(metrics_test, a_flush_pending_when_the_actor_stops_is_answered_with_an_er
   flush.receive([] {}, [&](caf::error& e) { failure = system_->render(e); });
   EXPECT_NE(failure.find("the metrics actor stopped before the hub answered"), std::string::npos) << failure;
   metrics_ = nullptr;
+}
+
+// A window stays with the node until the hub says its line is written; when the actor stops (its
+// generation ended) the ones the hub never confirmed are left for the next generation.
+TEST_F(metrics_test, a_window_is_kept_until_the_hub_wrote_it_and_left_behind_when_the_actor_stops) {
+  settings_.local_workers = 1;
+  settings_.unwritten = std::make_shared<std::vector<messages::window_report>>();
+  start();
+  for (int64_t step : {1, 2, 3}) {
+    written_ = step - 1;  // the hub writes each window once the next one comes
+    caf::anon_send(metrics_, messages::window_atom::value, window(step, 0));
+    const auto batch = next_batch(3000ms);
+    ASSERT_TRUE(batch);
+    EXPECT_FALSE(batch->resent);
+  }
+  caf::anon_send(metrics_, messages::window_atom::value, window(4, 0));
+  ASSERT_TRUE(next_batch(3000ms, /*answer=*/false));  // in flight when the generation ends
+  caf::anon_send(metrics_, messages::window_atom::value, window(5, 0));  // queued behind it
+  std::this_thread::sleep_for(100ms);
+  stop();
+  EXPECT_EQ(steps_of(*settings_.unwritten), (std::vector<int64_t>{3, 4, 5}))
+      << "written through 2: window 3 sent, 4 in flight, 5 not sent";
+}
+
+// The next generation's actor sends the earlier one's windows first, alone and marked resent;
+// they stay kept like any other until the hub confirms them.
+TEST_F(metrics_test, an_earlier_generations_windows_go_first_marked_resent) {
+  settings_.local_workers = 1;
+  settings_.resend = {window(3, 0), window(4, 0)};
+  settings_.unwritten = std::make_shared<std::vector<messages::window_report>>();
+  start();
+  const auto resent = next_batch(3000ms);
+  ASSERT_TRUE(resent);
+  EXPECT_TRUE(resent->resent);
+  EXPECT_EQ(steps_of(resent->windows), (std::vector<int64_t>{3, 4}));
+  caf::anon_send(metrics_, messages::window_atom::value, window(5, 0));
+  const auto fresh = next_batch(3000ms);
+  ASSERT_TRUE(fresh);
+  EXPECT_FALSE(fresh->resent);
+  EXPECT_EQ(steps_of(fresh->windows), (std::vector<int64_t>{5}));
+  written_ = 3;  // the next answer: the hub wrote 3, not 4 (its last rank is missing) nor 5
+  caf::anon_send(metrics_, messages::window_atom::value, window(6, 0));
+  ASSERT_TRUE(next_batch(3000ms));
+  stop();
+  EXPECT_EQ(steps_of(*settings_.unwritten), (std::vector<int64_t>{4, 5, 6}));
 }
 
 }  // namespace

@@ -55,11 +55,14 @@ TEST_F(failover_e2e, the_heads_node_killed_mid_window_hands_its_role_on_and_the_
       << result.output;
   EXPECT_NE(result.output.find("takes the head's role over from node a"), std::string::npos) << result.output;
 
-  // The same losses as one process: window 3, in flight when a died, redone by b and c. The
-  // first head's hub may have died before writing window 2's line (its ranks had reported it
-  // there), so one window may be missing; every reported one matches.
+  // The same losses as one process: window 3, in flight when a died, redone by b and c. Every
+  // window has its line: should the first head's hub have died before writing window 2's, b and
+  // c resend their reports of it to the new head's hub (actors/metrics.hpp).
   const auto windows = read_metrics(run);
-  expect_same_curve_by_step(reference, windows, "head a killed at window 3", 1);
+  expect_same_curve_by_step(reference, windows, "head a killed at window 3", 0);
+  const bool resent = result.output.find("that no hub had written") != std::string::npos;
+  std::printf("%s\n", resent ? "the new head's hub wrote a window the lost one had not, from the survivors' reports"
+                             : "the lost head's hub had written every window the survivors finished");
   for (const auto& w : windows) EXPECT_EQ(w.world_size, w.step < 3 ? 3 : 2) << "step " << w.step;
   ASSERT_FALSE(windows.empty());
   EXPECT_EQ(windows.back().step, 8);
@@ -132,7 +135,7 @@ TEST_F(failover_e2e, a_new_head_lost_before_its_first_write_is_dropped_by_the_ne
   EXPECT_EQ(lost, (std::set<std::string>{"a", lost_taker})) << result.output;
   EXPECT_NE(result.output.find("and node " + lost_taker + ", which took it after"), std::string::npos) << result.output;
   const auto windows = read_metrics(run);
-  expect_same_curve_by_step(read_metrics("takeover-reference"), windows, "a and the first new head lost", 1);
+  expect_same_curve_by_step(read_metrics("takeover-reference"), windows, "a and the first new head lost", 0);
   ASSERT_FALSE(windows.empty());
   EXPECT_EQ(windows.back().step, 8);
   EXPECT_EQ(windows.back().world_size, 2);
@@ -151,7 +154,7 @@ TEST_F(failover_e2e, the_heads_node_killed_mid_checkpoint_leaves_a_checkpoint_th
   auto result = launch(failover_manifest(std::string(run) + ".json"), config, run, "--inject kill:a@4:checkpoint", 300);
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("takes the head's role over from node a"), std::string::npos) << result.output;
-  expect_same_curve_by_step(read_metrics("failover-ckpt-reference"), read_metrics(run), "head a killed mid-checkpoint", 1);
+  expect_same_curve_by_step(read_metrics("failover-ckpt-reference"), read_metrics(run), "head a killed mid-checkpoint", 0);
   auto verified = run_command(troupe_binary() + " ckpt verify " + (*dir_ / run).string(), 60);
   EXPECT_EQ(verified.status, 0) << verified.output;
   EXPECT_NE(verified.output.find("(step 8,"), std::string::npos) << verified.output;

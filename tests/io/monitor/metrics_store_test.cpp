@@ -286,6 +286,29 @@ TEST(metrics_store, a_line_cut_short_by_a_killed_writer_goes_before_the_next_is_
   EXPECT_EQ(text_of(), "{\"step\": 1, \"loss\": 1}\n") << "a whole line missing its newline gets one";
 }
 
+// A new head's hub reads where its predecessor's lines end (actors/metrics_hub.hpp): from the
+// file's end, over chunk boundaries, past lines that are not windows and a line cut short.
+TEST(metrics_store, the_last_window_line_is_read_from_the_files_end) {
+  scratch_directory dir("last-step");
+  const auto jsonl = dir / "metrics.jsonl";
+  EXPECT_EQ(last_window_step(jsonl), 0) << "absent";
+  std::ofstream(jsonl) << "";
+  EXPECT_EQ(last_window_step(jsonl), 0) << "empty";
+  std::ofstream(jsonl) << "{\"step\": 1}\n{\"step\": 2, \"loss\": 1}\nnot json\n\n{\"step\": 3, \"lo";
+  EXPECT_EQ(last_window_step(jsonl), 2) << "a line cut short, an empty line and one that is not JSON do not count";
+  std::ofstream(jsonl) << "{\"step\": 1}\n{\"step\": 2}";
+  EXPECT_EQ(last_window_step(jsonl), 2) << "a whole last line missing its newline counts";
+  {
+    std::ofstream out(jsonl);  // lines longer than the 64 KiB the reader takes at a time
+    for (int step = 1; step <= 4; ++step)
+      out << R"({"step": )" << step << R"(, "pad": ")" << std::string(50'000, 'x') << "\"}\n";
+    out << "{\"step\": 5, \"pad\": \"" << std::string(100'000, 'y');  // cut short
+  }
+  EXPECT_EQ(last_window_step(jsonl), 4);
+  std::ofstream(jsonl) << "\n\n{\"step\": 7}\n" << std::string(70'000, '\n');
+  EXPECT_EQ(last_window_step(jsonl), 7);
+}
+
 // Prometheus's own checker (Debian's prometheus package), when it is installed.
 TEST(metrics_store, prometheus_exposition_passes_promtool) {
   auto store = two_rank_store();
