@@ -35,13 +35,15 @@ def apply_filters(host):
         # In hundredths of a percent, so that 0.5 works too.
         rules.append(f"meta iifname != \"lo\" numgen random mod 10000 < {round(host['loss'] * 100)} drop")
     output_rules = [r.replace("iifname", "oifname").replace("saddr", "daddr") for r in rules]
-    in_host(host, "nft", "delete", "table", "inet", "netcluster", check=False)
-    if not rules:
-        return
-    text = ("table inet netcluster {\n"
-            "  chain input { type filter hook input priority -10; policy accept;\n    " + "\n    ".join(rules) + "\n  }\n"
-            "  chain output { type filter hook output priority -10; policy accept;\n    " + "\n    ".join(output_rules) +
-            "\n  }\n}\n")
+    # One nft transaction: the table made if absent, dropped, and written anew (when there are
+    # rules), so the host's rules change at once and with one process on a loaded machine.
+    text = "table inet netcluster\ndelete table inet netcluster\n"
+    if rules:
+        text += ("table inet netcluster {\n"
+                 "  chain input { type filter hook input priority -10; policy accept;\n    " + "\n    ".join(rules) +
+                 "\n  }\n"
+                 "  chain output { type filter hook output priority -10; policy accept;\n    " +
+                 "\n    ".join(output_rules) + "\n  }\n}\n")
     run("ip", "netns", "exec", host["name"], "nft", "-f", "-", input_text=text)
 
 
@@ -74,15 +76,18 @@ def cut(host, drop):
 
 
 def heal(state, host):
-    """Undoes cut and loss on HOST, and cuts naming HOST on its peers; its rate stays."""
+    """Undoes cut and loss on HOST, and cuts naming HOST on its peers; its rate stays. Only the hosts
+    whose rules change are rewritten (HOST first), so a heal lands within a few nft calls."""
     run("ip", "link", "set", host["veth"], "up")
-    host.update(link_down=False, drop_all=False, loss=0)
+    host.update(link_down=False, drop_all=False, loss=0, cut_peers=[])
+    apply_filters(host)
     for other in state["hosts"]:
         if other is host:
-            other["cut_peers"] = []
-        else:
-            other["cut_peers"] = [e for e in other.get("cut_peers", []) if e.partition(":")[0] != host["address"]]
-        apply_filters(other)
+            continue
+        kept = [e for e in other.get("cut_peers", []) if e.partition(":")[0] != host["address"]]
+        if kept != other.get("cut_peers", []):
+            other["cut_peers"] = kept
+            apply_filters(other)
 
 
 def set_loss(host, percent):
