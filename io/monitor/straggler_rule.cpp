@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -26,25 +27,50 @@ double median(std::vector<double> values) {
   return (*middle + *std::max_element(values.begin(), middle)) / 2;
 }
 
-/// How much slower a rank's links are than the others: the median time of the links it is an end
-/// of less the fastest of the links it is not, for every rank that has both.
-/// In O(links × log links): a rank is an end of a few links (two per ring), so the fastest link it
-/// is not an end of is among the first few of all links by time.
+/// The k-th smallest (from 0) of `sorted` less the values `removed` (ascending, each one of
+/// `sorted`'s), in O(removed): each removed value at or below the position moves it up one.
+double kth_without(const std::vector<double>& sorted, const std::vector<double>& removed, std::size_t k) {
+  std::size_t at = k;
+  for (const double value : removed)
+    if (at < sorted.size() && value <= sorted[at]) ++at;
+  return sorted[std::min(at, sorted.size() - 1)];
+}
+
+/// The median of `sorted` less the values `removed`; fewer than one left: none.
+std::optional<double> median_without(const std::vector<double>& sorted, const std::vector<double>& removed) {
+  if (sorted.size() <= removed.size()) return std::nullopt;
+  const std::size_t left = sorted.size() - removed.size();
+  if (left % 2 == 1) return kth_without(sorted, removed, left / 2);
+  return (kth_without(sorted, removed, left / 2 - 1) + kth_without(sorted, removed, left / 2)) / 2;
+}
+
+/// How much slower a rank's links are than the others: the slower direction is not enough, both
+/// must be slow — the median time of the links it sends on and the median of those it receives
+/// on, the lesser of the two, less the median time of the links it is not an end of — for every
+/// rank that has all three. A host whose network interface is slow slows both; a receiver slow
+/// to take its chunks (a process starved of CPU) looks slow on its incoming links only, and a
+/// neighbour of a slow host on the links it shares with it, which one direction at least does
+/// not all share (measured on 64 hosts: docs/benchmarks.md#stragglers-among-many-hosts-issue-54).
+/// In O(links × log links): a rank is an end of a few links (two per ring).
 std::map<int32_t, double> link_scores(const std::vector<link_time>& times) {
-  std::map<int32_t, std::vector<double>> its;
+  std::map<int32_t, std::vector<double>> sends, receives, its;
+  std::vector<double> sorted;
   for (const auto& t : times) {
+    sends[t.from].push_back(t.seconds);
+    receives[t.to].push_back(t.seconds);
     its[t.from].push_back(t.seconds);
     if (t.to != t.from) its[t.to].push_back(t.seconds);
+    sorted.push_back(t.seconds);
   }
-  std::vector<const link_time*> fastest_first;
-  for (const auto& t : times) fastest_first.push_back(&t);
-  std::sort(fastest_first.begin(), fastest_first.end(),
-            [](const link_time* a, const link_time* b) { return a->seconds < b->seconds; });
+  std::sort(sorted.begin(), sorted.end());
   std::map<int32_t, double> scores;
-  for (const auto& [rank, seconds] : its) {
-    const auto other = std::find_if(fastest_first.begin(), fastest_first.end(),
-                                     [rank = rank](const link_time* t) { return t->from != rank && t->to != rank; });
-    if (other != fastest_first.end()) scores[rank] = median(seconds) - (*other)->seconds;
+  for (auto& [rank, own] : its) {
+    const auto sent = sends.find(rank);
+    const auto received = receives.find(rank);
+    if (sent == sends.end() || received == receives.end()) continue;
+    std::sort(own.begin(), own.end());
+    if (const auto others = median_without(sorted, own))
+      scores[rank] = std::min(median(sent->second), median(received->second)) - *others;
   }
   return scores;
 }

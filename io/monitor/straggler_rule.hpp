@@ -5,12 +5,17 @@
 ///   compute  the rank that entered the allreduce last (window statistics), when it did so
 ///            later than `share` of the window after the first rank, and at least `min_seconds`;
 ///   link     the rank whose ring links (to its successors and from its predecessors, in every
-///            ring) took longer than the others: the median time of its links less the fastest of
-///            the links it is not an end of, by at least `share` of the window and `min_seconds`,
-///            and by half as much more than any other rank's (io/monitor/link_times.hpp). A slow host
-///            slows every link through its own network interface; a slow link between two fast
-///            hosts scores both ends alike and names nobody; the median keeps one of its links'
-///            noisy window from deciding (measured on 3 hosts: one of a slow host's four links now
+///            ring) took longer than the others in both directions: the lesser of the median time
+///            of the links it sends on and that of the links it receives on, less the median time
+///            of the links it is not an end of, by at least `share` of the window and
+///            `min_seconds`, and by half as much more than any other rank's
+///            (io/monitor/link_times.hpp). A slow host slows every link through its own network
+///            interface, both ways; a slow link between two fast hosts is one end's sending and
+///            the other's receiving and names nobody; so does a receiver slow to take its chunks
+///            (starved of CPU: its incoming links alone look slow), and a slow host's neighbour
+///            is held back by what it shares with it (measured on 64 hosts, where the median of
+///            all four of a rank's links named such ranks). The medians keep one of a slow host's
+///            links' noisy window from deciding (measured on 3 hosts: one of its four links now
 ///            and then looked fast, and a fast link slow). Needs three ranks or more: with two,
 ///            both links touch both ranks.
 /// The link measure wins when both have a candidate (a slow link also delays what follows it).

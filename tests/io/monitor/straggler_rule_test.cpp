@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "io/monitor/link_times.hpp"
 
 namespace troupe::io {
@@ -31,6 +33,31 @@ window_summary ring_window(int64_t step, const std::vector<double>& latency, dou
     const int32_t predecessor = (r + world - 1) % world;
     w.ring_receive_done_unix = {posted + latency[static_cast<std::size_t>(predecessor)]};
     rank.links = {{0, r, (r + 1) % world, "tcp", "eth0"}};
+    window.ranks.push_back(rank);
+  }
+  return window;
+}
+
+/// A window of `world` ranks over two rings, ring 0 in rank order and ring 1 against it (as the
+/// manifest's rings lay them out), `window_seconds` long; each link's chunks had a mean latency
+/// of latency(from, to).
+window_summary two_ring_window(int64_t step, int32_t world, const std::function<double(int32_t, int32_t)>& latency,
+                               double window_seconds) {
+  window_summary window;
+  window.step = step;
+  const double posted = 1.8e9 + static_cast<double>(step);
+  for (int32_t r = 0; r < world; ++r) {
+    rank_report rank;
+    auto& w = rank.report;
+    w.step = step;
+    w.rank = r;
+    w.world_size = world;
+    w.window_seconds = window_seconds;
+    w.ring_link_units = {4, 4};
+    w.ring_send_posted_unix = {posted, posted};
+    const int32_t before = (r + world - 1) % world, after = (r + 1) % world;  // ring 0's predecessor, ring 1's
+    w.ring_receive_done_unix = {posted + latency(before, r), posted + latency(after, r)};
+    rank.links = {{0, r, after, "tcp", "eth0"}, {1, r, before, "tcp", "eth0"}};
     window.ranks.push_back(rank);
   }
   return window;
@@ -81,6 +108,32 @@ TEST(straggler_rule, names_the_rank_whose_links_are_all_slow_after_three_windows
 TEST(straggler_rule, a_slow_link_between_two_fast_hosts_names_nobody) {
   straggler_rule rule({0.25, 1, 0.25});
   EXPECT_FALSE(rule.observe(ring_window(1, {0.2, 0.005, 0.005})));  // only 0 → 1: ranks 0 and 1 each have a fast link
+}
+
+// 16 ranks, two rings: each link's estimate is 60 × its latency (2 × 2(n − 1)); 1 ms is 0.06 s.
+// Rank 9 is slow to take its chunks (a process starved of CPU): both links into it look slow,
+// both out of it do not. It holds nobody back through its network, so the links name nobody
+// (the median of all four of its links did, measured on 64 hosts).
+TEST(straggler_rule, a_receiver_slow_to_take_its_chunks_is_not_named_for_its_links) {
+  straggler_rule rule({0.25, 1, 0.25});
+  const auto starved = [](int32_t, int32_t to) { return to == 9 ? 0.05 : 0.001; };
+  EXPECT_FALSE(rule.observe(two_ring_window(1, 16, starved, 4.0)));
+}
+
+// Rank 5's network is slow: its four links take 3 s. Its neighbour 6 also receives late from 7
+// (waiting on what it shares with 5): three of 6's four links look slow, and their median was
+// within 0.3 s of rank 5's, short of the lead. Both directions tell them apart.
+TEST(straggler_rule, a_slow_hosts_neighbour_does_not_hide_it) {
+  straggler_rule rule({0.25, 1, 0.25});
+  const auto slow_host = [](int32_t from, int32_t to) {
+    if (from == 5 || to == 5) return 0.05;
+    return from == 7 && to == 6 ? 0.04 : 0.001;
+  };
+  const auto named = rule.observe(two_ring_window(1, 16, slow_host, 4.0));
+  ASSERT_TRUE(named);
+  EXPECT_EQ(named->rank, 5);
+  EXPECT_EQ(named->reason, "link");
+  EXPECT_NEAR(named->seconds, 60 * (0.05 - 0.001), 1e-3);
 }
 
 TEST(straggler_rule, lateness_below_the_floor_or_the_share_is_noise) {
