@@ -51,26 +51,26 @@ std::optional<double> median_without(const std::vector<double>& sorted, const st
 /// to take its chunks (a process starved of CPU) looks slow on its incoming links only, and a
 /// neighbour of a slow host on the links it shares with it, which one direction at least does
 /// not all share (measured on 64 hosts: docs/benchmarks.md#stragglers-among-many-hosts-issue-54).
-/// In O(links × log links): a rank is an end of a few links (two per ring).
+/// In O(links × log links): a rank is an end of a few links (two per ring). Rings of three or
+/// more ranks (link_candidate's): no link from a rank to itself.
 std::map<int32_t, double> link_scores(const std::vector<link_time>& times) {
-  std::map<int32_t, std::vector<double>> sends, receives, its;
+  std::map<int32_t, std::vector<double>> sends, receives;
   std::vector<double> sorted;
   for (const auto& t : times) {
     sends[t.from].push_back(t.seconds);
     receives[t.to].push_back(t.seconds);
-    its[t.from].push_back(t.seconds);
-    if (t.to != t.from) its[t.to].push_back(t.seconds);
     sorted.push_back(t.seconds);
   }
   std::sort(sorted.begin(), sorted.end());
   std::map<int32_t, double> scores;
-  for (auto& [rank, own] : its) {
-    const auto sent = sends.find(rank);
+  for (const auto& [rank, sent] : sends) {
     const auto received = receives.find(rank);
-    if (sent == sends.end() || received == receives.end()) continue;
+    if (received == receives.end()) continue;
+    std::vector<double> own = sent;  // every link it is an end of
+    own.insert(own.end(), received->second.begin(), received->second.end());
     std::sort(own.begin(), own.end());
     if (const auto others = median_without(sorted, own))
-      scores[rank] = std::min(median(sent->second), median(received->second)) - *others;
+      scores[rank] = std::min(median(sent), median(received->second)) - *others;
   }
   return scores;
 }
