@@ -59,6 +59,10 @@ class netcluster_test(unittest.TestCase):
         self.assertTrue(self.a["address"].startswith("198.18.") and self.b["address"].startswith("198.18."))
         self.assertEqual(self.ssh(self.a["name"], "hostname").stdout.strip(), self.a["name"])
         self.assertEqual(self.ssh(self.b["address"], "hostname").stdout.strip(), self.b["name"])
+        # Sessions start as on a fresh machine: a HOME of the host's own, not this machine's root's
+        # (whose start-up files once made every session wait 60 s on a stale pyenv lock).
+        self.assertEqual(self.ssh(self.a["name"], "echo $HOME").stdout.strip(),
+                         f"/run/netcluster/{PREFIX}/home/{self.a['name']}")
         out = netcluster("exec", self.b["name"], "--", "hostname").stdout.strip()
         self.assertEqual(out, self.b["name"])
         # Shared memory does not cross hosts: /dev/shm is each host's own.
