@@ -37,5 +37,5 @@ bench_troupe() {
 
 # bench_free_port: a TCP port on 127.0.0.1 that the OS says is free now.
 bench_free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The measuring half of tools/bench-prepare (which installs, builds and records): writes the
 input, runs `troupe prepare` and the HF peer on it, prints one JSON object. Standard library only."""
 import argparse, json, os, pathlib, re, shutil, subprocess, sys, tempfile

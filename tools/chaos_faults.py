@@ -64,7 +64,7 @@ class cluster_faults:
 
     def exec_in(self, host, code, *args):
         """python3 -c CODE ARGS inside HOST, in the background; the process."""
-        return subprocess.Popen([str(NETCLUSTER), "exec", "--name", self.name, host, "--", "python3", "-c", code,
+        return subprocess.Popen([str(NETCLUSTER), "exec", "--name", self.name, host, "--", sys.executable, "-c", code,
                                  *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def worker_process(self):

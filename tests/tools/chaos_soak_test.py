@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """tools/chaos in CI (label net; issue 55, docs/faults.md#chaos-soak).
 
   chaos_soak_test.py          ctest `chaos_soak`: five minutes of tools/chaos on 5 netcluster hosts

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """`troupe prepare` gives the token ids HuggingFace's tokenizers give (issue 56): the repository's
 own docs (English prose, tables, code, arrows, accents) and a few lines that exercise the
 normalizer (accents, CJK, control characters, long words), one document per line in JSON Lines

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """configs/k8s/*.yaml pass tools/k8s/validate (the Kubernetes API schemas, then what troupe's
 environment path needs, with failover too), and manifests with a flaw each fail, naming it.
 

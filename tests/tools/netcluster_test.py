@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """tools/netcluster, from the outside (ctest `netcluster`, label net): up, ssh, exec, the hosts'
 isolation, rate, loss, cut (link, drop, pair, one port, a partition in one command), heal, a down
 that leaves nothing behind, also after the script was killed halfway, and the reaping of clusters
@@ -118,7 +118,7 @@ class netcluster_test(unittest.TestCase):
         netcluster("cut", self.a["name"], self.b["name"], "--port", "22")  # that port only, both ways
         self.assertFalse(reaches(self.a["name"], self.b["address"]))
         self.assertFalse(reaches(self.b["name"], self.a["address"]))
-        listener = subprocess.Popen(["ip", "netns", "exec", self.b["name"], "python3", "-c",
+        listener = subprocess.Popen(["ip", "netns", "exec", self.b["name"], sys.executable, "-c",
                                      "import socket,time;s=socket.create_server(('0.0.0.0',2380));time.sleep(30)"])
         self.addCleanup(listener.kill)
         deadline = time.monotonic() + 5

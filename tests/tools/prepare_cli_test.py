@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """`troupe prepare` as a user runs it (issue 56): flags it cannot use are refused before any work,
 naming the flag; Ctrl-C in the middle of a preparation says how far it got, exits non-zero and
 leaves neither the output nor its temporary directory behind; a whole run logs its summary.
