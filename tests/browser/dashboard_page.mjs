@@ -45,13 +45,26 @@ await withPage("dashboard_page", { width: 1400, height: 1700 }, async (page) => 
   if (status.trim() !== "running") throw new Error(`#job-status says "${status}" while the job runs`);
 
   if (stragglerRank !== "-") {
-    await page.waitForSelector(`#workers-table[data-straggler="${stragglerRank}"]`, { timeout: 60000 });
-    const row = page.locator(`#workers-table tr[data-rank="${stragglerRank}"]`);
-    const rowClass = (await row.getAttribute("class")) || "";
-    if (!rowClass.split(/\s+/).includes("straggler"))
-      throw new Error(`rank ${stragglerRank}'s row has class "${rowClass}", not "straggler"`);
-    const others = await page.locator("#workers-table tr.straggler").count();
-    if (others !== 1) throw new Error(`${others} rows are highlighted as stragglers, expected 1`);
+    // One look at the table per check, never two reads: the page redraws it every window, and the
+    // straggler rule may un-name a rank for a window when load on the machine hides its slowdown.
+    const highlight = (rank) => {
+      const table = document.querySelector("#workers-table");
+      const row = table?.querySelector(`tr[data-rank="${rank}"]`);
+      return { named: table?.dataset.straggler ?? "", rowClass: row?.className ?? "(no row)",
+               highlighted: table ? table.querySelectorAll("tr.straggler").length : 0 };
+    };
+    try {
+      await page.waitForFunction((rank) => {
+        const table = document.querySelector("#workers-table");
+        const row = table?.querySelector(`tr[data-rank="${rank}"]`);
+        return table?.dataset.straggler === rank && row?.classList.contains("straggler") &&
+               table.querySelectorAll("tr.straggler").length === 1;
+      }, stragglerRank, { timeout: 60000 });
+    } catch {
+      const seen = await page.evaluate(highlight, stragglerRank);
+      throw new Error(`rank ${stragglerRank} was not highlighted alone as the straggler within 60 s; last seen: ` +
+                      `named "${seen.named}", its row's class "${seen.rowClass}", ${seen.highlighted} rows highlighted`);
+    }
     console.log(`straggler highlighted: rank ${stragglerRank}`);
   }
 
