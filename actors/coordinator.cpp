@@ -33,7 +33,7 @@ bool coordinator_state::apply(const cluster::membership_event& event, std::strin
   std::vector<cluster::membership_effect> effects;
   const auto generation = membership_state().generation;
   const auto phase = membership_state().phase;
-  const auto before = membership_state();
+  const auto before = cluster::decision_marks_of(membership_state());
   try {
     effects = membership->step(event);
   } catch (const error& e) {
@@ -54,23 +54,8 @@ bool coordinator_state::apply(const cluster::membership_event& event, std::strin
   return true;
 }
 
-namespace {
-
-/// Whether two states differ in what a successor head must know: not in the joins of a
-/// generation being formed (its nodes join the successor again), only in its decisions.
-bool same_decisions(const cluster::membership_state& a, const cluster::membership_state& b) {
-  const auto same_member = [](const cluster::plan_member& x, const cluster::plan_member& y) {
-    return x.node == y.node && x.first_rank == y.first_rank && x.workers == y.workers;
-  };
-  return a.phase == b.phase && a.generation == b.generation && a.members == b.members &&
-         a.start_steps == b.start_steps && a.finished == b.finished && a.plan.size() == b.plan.size() &&
-         std::equal(a.plan.begin(), a.plan.end(), b.plan.begin(), same_member);
-}
-
-}  // namespace
-
-bool coordinator_state::record_decision(const cluster::membership_state& before) {
-  if (!settings.record || same_decisions(before, membership_state())) return true;
+bool coordinator_state::record_decision(const cluster::decision_marks& before) {
+  if (!settings.record || before == cluster::decision_marks_of(membership_state())) return true;
   std::string failure;
   try {
     if (settings.record->write(membership_state())) return true;

@@ -133,7 +133,7 @@ struct coordinator_state {
   bool apply(const cluster::membership_event& event, std::string* refusal = nullptr);
   /// With failover: writes the state to etcd when a decision changed (write-ahead). False when
   /// this head may no longer decide: it lost its role, or etcd did not answer; it then quits.
-  bool record_decision(const cluster::membership_state& before);
+  bool record_decision(const cluster::decision_marks& before);
   void carry_out(const cluster::membership_effect& effect);
   /// Lost members' processes are fenced at the heartbeat receiver; replies no generation waits for are dropped.
   void forget_departed_members();

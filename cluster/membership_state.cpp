@@ -61,6 +61,25 @@ const char* phase_name(coordinator_phase phase) {
   return "unknown";
 }
 
+bool same_decisions(const membership_state& a, const membership_state& b) {
+  const auto same_member = [](const plan_member& x, const plan_member& y) {
+    return x.node == y.node && x.first_rank == y.first_rank && x.workers == y.workers;
+  };
+  return a.phase == b.phase && a.generation == b.generation && a.members == b.members &&
+         a.start_steps == b.start_steps && a.finished == b.finished && a.plan.size() == b.plan.size() &&
+         std::equal(a.plan.begin(), a.plan.end(), b.plan.begin(), same_member);
+}
+
+decision_marks decision_marks_of(const membership_state& state) {
+  return {state.phase, state.generation, state.start_steps, state.members.size(), state.finished.size(),
+          state.plan.size()};
+}
+
+bool operator==(const decision_marks& a, const decision_marks& b) {
+  return a.phase == b.phase && a.generation == b.generation && a.start_steps == b.start_steps &&
+         a.members == b.members && a.finished == b.finished && a.plan == b.plan;
+}
+
 bool operator==(const membership_state& a, const membership_state& b) {
   const auto same_joins = a.joins.size() == b.joins.size() &&
                           std::equal(a.joins.begin(), a.joins.end(), b.joins.begin(), [](const auto& x, const auto& y) {

@@ -50,6 +50,27 @@ struct membership_state {
 bool operator==(const membership_state& a, const membership_state& b);
 inline bool operator!=(const membership_state& a, const membership_state& b) { return !(a == b); }
 
+/// Whether two states differ in what a successor head must know (what the head writes to etcd
+/// before acting: docs/faults.md#head-failover): not in the joins of a generation being formed
+/// (its nodes join the successor again), only in its decisions.
+bool same_decisions(const membership_state& a, const membership_state& b);
+
+/// A state's decisions in marks that cost nothing to take before every event, where a copy of
+/// the state costs the joins of every member (at a thousand members, a copy per standby report
+/// was the head's largest cost in a new generation: docs/benchmarks.md#membership-at-scale-issue-54).
+/// Equal marks mean equal decisions because the transition table changes the members and the
+/// plan only with the generation or the phase or by adding a member, and `finished` only grows
+/// within a generation (tests/cluster/membership_machine_test.cpp checks it on every event).
+struct decision_marks {
+  coordinator_phase phase = coordinator_phase::forming;
+  uint64_t generation = 0;
+  int64_t start_steps = 0;
+  std::size_t members = 0, finished = 0, plan = 0;
+};
+decision_marks decision_marks_of(const membership_state& state);
+bool operator==(const decision_marks& a, const decision_marks& b);
+inline bool operator!=(const decision_marks& a, const decision_marks& b) { return !(a == b); }
+
 std::string encode_membership_state(const membership_state& state);
 /// Throws troupe::error naming `source` when the bytes are not a well-formed state (an unknown
 /// phase, a malformed join, a join or finish of a node that is not a member, …).

@@ -50,7 +50,7 @@ class heartbeat_sender {
 
   /// Starts beating at once. Throws troupe::error when the head's host does not resolve.
   heartbeat_sender(heartbeat_sender_settings settings, loss_handler on_loss);
-  /// Stops the thread (within about 50 ms); `on_loss` is not called after this returns.
+  /// Stops the thread at once; `on_loss` is not called after this returns.
   ~heartbeat_sender();
   heartbeat_sender(const heartbeat_sender&) = delete;
   heartbeat_sender& operator=(const heartbeat_sender&) = delete;

@@ -70,7 +70,15 @@ struct job {
   membership_machine machine;
   explicit job(membership_rules r = rules()) : machine(std::move(r)) {}
 
-  std::vector<membership_effect> on(const membership_event& event) { return machine.step(event); }
+  /// Steps the machine, checking that the decisions' marks change whenever the decisions do
+  /// (the head writes etcd on the marks alone: cluster/membership_state.hpp).
+  std::vector<membership_effect> on(const membership_event& event) {
+    const auto before = machine.state();
+    auto effects = machine.step(event);
+    if (decision_marks_of(before) == decision_marks_of(machine.state()))
+      EXPECT_TRUE(same_decisions(before, machine.state())) << "decisions changed with the same marks";
+    return effects;
+  }
   void join(const std::vector<std::string>& nodes, uint64_t generation, int64_t steps = 0) {
     for (const auto& node : nodes) on(join_event{join_of(node, generation, machine.rules(), steps)});
   }
