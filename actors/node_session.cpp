@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/actor_system_setup.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/event_log.hpp"
 #include "actors/node_heartbeats.hpp"

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/actor_system_setup.hpp"
 #include "actors/training_run.hpp"
 #include "io/checkpoint/resume_compatibility.hpp"
 #include "messages/error.hpp"
@@ -67,16 +68,6 @@ resumed_run resume_trainers(const io::job_config& config, const session_options&
   spdlog::info("resuming from {} (step {}, data position {})", dir.string(), contents.state.optimizer_steps,
                contents.state.next_position);
   return run;
-}
-
-void configure_actor_system(caf::actor_system_config& config) {
-  messages::register_types(config);
-  config.set("scheduler.max-threads", 2);
-  // Work sharing: an idle scheduler thread sleeps on a condition variable, where CAF's default
-  // work stealing polls with 50 µs sleeps after every message (docs/architecture.md#threads:
-  // measured, and why the scheduled actors left do not need stealing's low latency).
-  config.set("scheduler.policy", caf::atom("sharing"));
-  config.set("logger.verbosity", caf::atom("quiet"));
 }
 
 training_summary run_training(io::job_config config, const session_options& options) {

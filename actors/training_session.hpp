@@ -171,7 +171,5 @@ generation_outcome run_generation(caf::actor_system& system, caf::scoped_actor& 
 /// A single-process run with its own actor system.
 training_summary run_training(io::job_config config, const session_options& options);
 
-/// The CAF settings every troupe process uses (scheduler threads, quiet logger, message types).
-void configure_actor_system(caf::actor_system_config& config);
 
 }  // namespace troupe::actors

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "tests/support/test_corpus.hpp"
 
 namespace troupe {
@@ -35,6 +37,20 @@ TEST(bench_membership, four_members_join_one_dies_and_the_three_others_hold_the_
   EXPECT_EQ(run["detect_s"]["count"], 1);
   EXPECT_EQ(run["new_generation_s"]["count"], 1);
   EXPECT_GE(run["new_generation_s"]["max"].get<double>(), 0.0);
+}
+
+// The members are a program of their own beside troupe, without LibTorch, whose start would cost
+// each member process ~0.9 s of CPU (tools/members_main.cpp).
+TEST(bench_membership, the_members_program_loads_no_libtorch) {
+  const auto members = std::filesystem::path(troupe_binary()).parent_path() / "troupe-members";
+  ASSERT_TRUE(std::filesystem::exists(members)) << members;
+  const auto libraries = run_command("ldd " + members.string() + " 2>&1", 60);
+  ASSERT_EQ(libraries.status, 0) << libraries.output;
+  EXPECT_NE(libraries.output.find("libcaf_io"), std::string::npos) << libraries.output;
+  EXPECT_EQ(libraries.output.find("libtorch"), std::string::npos) << libraries.output;
+  const auto usage = run_command(members.string() + " --first 0 2>&1", 60);
+  EXPECT_NE(usage.status, 0);
+  EXPECT_NE(usage.output.find("--manifest is required"), std::string::npos) << usage.output;
 }
 
 TEST(bench_membership, fewer_than_three_members_is_refused_naming_the_flag) {

@@ -20,9 +20,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/actor_system_setup.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/event_log.hpp"
-#include "actors/training_session.hpp"
 #include "cluster/job_token.hpp"
 #include "cluster/manifest.hpp"
 #include "io/comm/heartbeat_receiver.hpp"
@@ -32,7 +32,6 @@
 #include "io/os/scratch_directory.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/bench_percentiles.hpp"
-#include "tools/commands/membership_members.hpp"
 
 namespace troupe::tools {
 namespace {
@@ -178,11 +177,14 @@ class membership_run {
   }
 
   void start_members() {
-    const auto binary = io::current_executable().string();
+    // Beside troupe, built with it (tools/members_main.cpp: why a program of its own).
+    const auto binary = (io::current_executable().parent_path() / "troupe-members").string();
+    if (!std::filesystem::exists(binary))
+      throw make_error("bench membership: ", binary, " not found (it is built with troupe: cmake --build)");
     for (int64_t first = 0; first < members_; first += options_.per_process) {
       const int64_t count = std::min(options_.per_process, members_ - first);
       children_.push_back(std::make_unique<io::child_process>(std::vector<std::string>{
-          binary, "bench", "membership-members", "--manifest", (scratch_ / "manifest.json").string(), "--first",
+          binary, "--manifest", (scratch_ / "manifest.json").string(), "--first",
           std::to_string(first), "--count", std::to_string(count)}));
       readers_.emplace_back([this, child = children_.back().get(), index = children_.size() - 1] {
         try {
@@ -369,14 +371,6 @@ void add_bench_membership(CLI::App* bench) {
     const auto result = bench_membership(*options);
     std::printf("%s\n", options->json ? result.dump().c_str() : result.dump(2).c_str());
   });
-
-  auto members = std::make_shared<membership_members_options>();
-  auto* part = bench->add_subcommand("membership-members", "simulated members of bench membership (started by it)");
-  part->group("");  // hidden from --help
-  part->add_option("--manifest", members->manifest)->required();
-  part->add_option("--first", members->first)->required();
-  part->add_option("--count", members->count)->required();
-  part->callback([members] { run_membership_members(*members); });
 }
 
 }  // namespace troupe::tools

@@ -38,7 +38,7 @@ struct membership_bench_options {
 
 nlohmann::json bench_membership(const membership_bench_options& options);
 
-/// `bench membership` and the hidden `bench membership-members` it starts.
+/// `bench membership` (its members are the troupe-members program beside troupe).
 void add_bench_membership(CLI::App* bench);
 
 }  // namespace troupe::tools

@@ -13,13 +13,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/event_log.hpp"
-#include "actors/training_session.hpp"
+#include "actors/actor_system_setup.hpp"
 #include "cluster/job_token.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/plan.hpp"
 #include "io/comm/heartbeat_sender.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
+#include "io/os/wall_clock.hpp"
 #include "messages/atoms.hpp"
 #include "messages/error.hpp"
 
@@ -45,7 +45,7 @@ struct member_settings {
   line_writer* out = nullptr;
 };
 
-std::string unix_now() { return std::to_string(actors::unix_seconds()); }
+std::string unix_now() { return std::to_string(io::unix_seconds()); }
 
 void say_plan(const member_settings& s, const std::string& bytes) {
   const auto plan = cluster::decode_plan(bytes, "the head");

@@ -1,5 +1,6 @@
 #pragma once
-/// One process of `troupe bench membership`'s simulated members (tools/commands/bench_membership.hpp).
+/// One process of `troupe bench membership`'s simulated members (tools/commands/bench_membership.hpp),
+/// the program troupe-members (tools/members_main.cpp).
 ///
 /// Each member is a node of the benchmark's manifest without workers' compute: an actor system
 /// of its own (so its own connection to the head, as a real node has), whose member actor

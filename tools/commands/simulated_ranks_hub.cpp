@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "actors/actor_system_setup.hpp"
 #include "actors/metrics_hub.hpp"
-#include "actors/training_session.hpp"
 #include "io/os/wall_clock.hpp"
 #include "messages/atoms.hpp"
 #include "tools/commands/simulated_ranks.hpp"
