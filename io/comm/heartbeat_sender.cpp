@@ -230,7 +230,6 @@ struct heartbeat_sender::impl {
       sleep_until(wake);
     }
   }
-
 };
 
 heartbeat_sender::heartbeat_sender(heartbeat_sender_settings settings, loss_handler on_loss)
