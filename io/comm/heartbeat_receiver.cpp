@@ -122,7 +122,8 @@ heartbeat_receiver::heartbeat_receiver(std::uint16_t port, const std::string& bi
   impl_->socket = bind_heartbeat_socket(bind_host, port);
   impl_->port = bound_port(impl_->socket.get());
   const timeval wake_every{0, 50000};  // the serving thread's longest sleep
-  ::setsockopt(impl_->socket.get(), SOL_SOCKET, SO_RCVTIMEO, &wake_every, sizeof wake_every);
+  if (::setsockopt(impl_->socket.get(), SOL_SOCKET, SO_RCVTIMEO, &wake_every, sizeof wake_every) != 0)
+    throw make_error("heartbeats: a receive timeout on UDP port ", impl_->port, ": ", std::strerror(errno));
   impl_->awake.store(clock::now().time_since_epoch().count());
   impl_->thread = std::thread([this] { impl_->serve(); });
 }

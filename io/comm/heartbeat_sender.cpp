@@ -96,13 +96,15 @@ clock::time_point arrival_of(const msghdr& message) {
 /// the thread had woken for every echo. At a thousand members on one host that is a quarter of
 /// the wakes (measured: 4 a beat before; docs/cluster.md#heartbeats). It still wakes at once for
 /// a refused beat (the socket's error) and for the destructor (an eventfd). Callers that ask
-/// whether the head was heard read what has arrived themselves, under the same lock.
+/// whether the head was heard read what has arrived themselves, under the same lock. An echo
+/// saying `fenced` is acted on at the next wake, at most a period after it came (or at once
+/// when a caller read it).
 struct heartbeat_sender::impl {
   heartbeat_sender_settings settings;
   loss_handler on_loss;
   unique_fd socket;
   std::atomic<bool> stop{false};
-  unique_fd stop_event;  ///< an eventfd the destructor writes, to wake the thread
+  unique_fd wake_event;  ///< an eventfd that wakes the thread (to stop; a `fenced` read by a caller)
   std::atomic<clock::rep> last_echo{0};  ///< steady clock ticks of the newest echo's arrival (0: none yet)
   std::atomic<clock::rep> last_refusal{0};  ///< steady clock ticks of the last refused beat (0: none)
   std::atomic<bool> fenced{false};
@@ -134,12 +136,16 @@ struct heartbeat_sender::impl {
     if (echo.status == heartbeat_status::fenced) {
       fenced_before.store(echo.generation);
       fenced.store(true);
+      wake_thread();  // read by a caller: the thread acts on it now, not at its next beat
       return;
     }
+    // Never before the beat went out (a real-time clock stepped between arrival and read).
+    const auto sent = clock::time_point(std::chrono::nanoseconds(echo.sent_ns));
+    const auto now = clock::now();
+    arrived = std::clamp(arrived, std::min(sent, now), now);
     const auto ticks = arrived.time_since_epoch().count();
     for (auto last = last_echo.load(); last < ticks && !last_echo.compare_exchange_weak(last, ticks);) {
     }
-    const auto sent = clock::time_point(std::chrono::nanoseconds(echo.sent_ns));
     const double round_trip = std::chrono::duration<double, std::milli>(arrived - sent).count();
     const std::lock_guard lock(mutex);
     if (round_trips_ms.size() >= max_samples) round_trips_ms.erase(round_trips_ms.begin());
@@ -191,11 +197,19 @@ struct heartbeat_sender::impl {
     return settings.head_heard_elsewhere();
   }
 
-  /// Sleeps until `until`, or until the socket reports an error or the destructor asks to stop.
+  /// Sleeps until `until`, or until the socket reports an error or the thread is woken (to stop,
+  /// or for a `fenced` a caller read).
   void sleep_until(clock::time_point until) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
-    std::array<pollfd, 2> ready{pollfd{stop_event.get(), POLLIN, 0}, pollfd{socket.get(), 0, 0}};  // errors only
+    std::array<pollfd, 2> ready{pollfd{wake_event.get(), POLLIN, 0}, pollfd{socket.get(), 0, 0}};  // errors only
     ::poll(ready.data(), ready.size(), static_cast<int>(std::clamp<long long>(left, 0, 60000)));
+    std::uint64_t wakes = 0;
+    [[maybe_unused]] const auto taken = ::read(wake_event.get(), &wakes, sizeof wakes);  // readable no more
+  }
+
+  void wake_thread() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto written = ::write(wake_event.get(), &one, sizeof one);
   }
 
   // A beat every period (not caught up after a pause: one beat, then the period again). The
@@ -237,8 +251,8 @@ heartbeat_sender::heartbeat_sender(heartbeat_sender_settings settings, loss_hand
   impl_->socket = connect_heartbeat_socket(settings.head_host, settings.head_port);
   const int on = 1;  // arrival stamps: best effort (without them an echo counts when read)
   ::setsockopt(impl_->socket.get(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
-  impl_->stop_event = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!impl_->stop_event.valid()) throw make_error("heartbeats: eventfd: ", std::strerror(errno));
+  impl_->wake_event = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl_->wake_event.valid()) throw make_error("heartbeats: eventfd: ", std::strerror(errno));
   impl_->settings = std::move(settings);
   impl_->on_loss = std::move(on_loss);
   impl_->thread = std::thread([this] { impl_->run(); });
@@ -246,8 +260,7 @@ heartbeat_sender::heartbeat_sender(heartbeat_sender_settings settings, loss_hand
 
 heartbeat_sender::~heartbeat_sender() {
   impl_->stop.store(true);
-  const std::uint64_t one = 1;
-  [[maybe_unused]] const auto written = ::write(impl_->stop_event.get(), &one, sizeof one);
+  impl_->wake_thread();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

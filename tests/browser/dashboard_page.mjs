@@ -60,7 +60,8 @@ await withPage("dashboard_page", { width: 1400, height: 1700 }, async (page) => 
         return table?.dataset.straggler === rank && row?.classList.contains("straggler") &&
                table.querySelectorAll("tr.straggler").length === 1;
       }, stragglerRank, { timeout: 60000 });
-    } catch {
+    } catch (error) {
+      if (error?.name !== "TimeoutError") throw error;  // the page closed or crashed: say so
       const seen = await page.evaluate(highlight, stragglerRank);
       throw new Error(`rank ${stragglerRank} was not highlighted alone as the straggler within 60 s; last seen: ` +
                       `named "${seen.named}", its row's class "${seen.rowClass}", ${seen.highlighted} rows highlighted`);

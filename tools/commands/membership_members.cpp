@@ -176,7 +176,7 @@ void run_membership_members(const membership_members_options& options) {
     if (line.rfind("kill ", 0) != 0) continue;
     const auto found = members.find(line.substr(5));
     if (found == members.end()) continue;
-    found->second.heartbeats.reset();  // its thread ends within 50 ms: the kill is the connection's close below
+    found->second.heartbeats.reset();  // its thread ends at once: the kill is the connection's close below
     out.say("killed " + found->first + " " + unix_now());
     caf::anon_send_exit(found->second.actor, caf::exit_reason::kill);
     members.erase(found);  // the actor system shuts down: its connection to the head closes

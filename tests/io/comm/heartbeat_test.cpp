@@ -161,6 +161,26 @@ TEST(heartbeats, a_fenced_process_is_told_and_a_restarted_one_is_not) {
   EXPECT_TRUE(eventually([&] { return *receiver.last_heard(0) > admitted; }));
 }
 
+// The sender's thread wakes once a period; an echo saying `fenced` that a caller reads meanwhile
+// (asking whether the head answered) wakes it at once, and round trips stay those of arrival.
+TEST(heartbeats, a_fenced_echo_a_caller_reads_stops_the_sender_at_once) {
+  heartbeat_receiver receiver(0, "127.0.0.1", token, 1);
+  receiver.admit(0, 21);
+  receiver.fence(0, 3);  // before the first beat: its echo says fenced
+  auto settings = settings_for(receiver, 0, 21);
+  settings.period = 10s;
+  settings.timeout = 60s;
+  loss_record loss;
+  const heartbeat_sender sender(settings, loss.handler());
+  EXPECT_TRUE(eventually([&] { return receiver.received().beats >= 1; }));
+  std::this_thread::sleep_for(50ms);  // the echo is back; the thread sleeps until the next beat
+  const auto asked = clock::now();
+  EXPECT_FALSE(sender.head_heard_within(1s)) << "a fenced echo is no answer";
+  ASSERT_EQ(loss.future.wait_for(2s), std::future_status::ready) << "not a period (10 s) later";
+  EXPECT_LT(clock::now() - asked, 2s);
+  EXPECT_EQ(loss.future.get().first, heartbeat_loss::fenced);
+}
+
 /// A sender's settings toward `silent`, a socket nobody answers from: beats go out, no echo
 /// comes back.
 heartbeat_sender_settings settings_toward(const unique_fd& silent, std::chrono::milliseconds timeout) {
