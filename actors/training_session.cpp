@@ -7,7 +7,6 @@
 #include "actors/training_run.hpp"
 #include "io/checkpoint/resume_compatibility.hpp"
 #include "messages/error.hpp"
-#include "messages/type_registration.hpp"
 
 namespace troupe::actors {
 

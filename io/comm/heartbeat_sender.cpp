@@ -73,7 +73,8 @@ class round_trip_histogram {
 };
 
 /// When an echo reached this host: the kernel's stamp (SO_TIMESTAMPNS, on the real-time clock)
-/// moved onto the steady clock, or now where the kernel gave none.
+/// moved onto the steady clock, or now where the kernel gave none. A stepped real-time clock can
+/// put it anywhere: take_echo bounds it by the beat's sending and now.
 clock::time_point arrival_of(const msghdr& message) {
   for (auto* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(const_cast<msghdr*>(&message), c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
@@ -82,8 +83,7 @@ clock::time_point arrival_of(const msghdr& message) {
     const auto stamped = std::chrono::seconds(stamp.tv_sec) + std::chrono::nanoseconds(stamp.tv_nsec);
     const auto real_age = std::chrono::duration_cast<clock::duration>(
         std::chrono::system_clock::now().time_since_epoch() - stamped);
-    const auto now = clock::now();
-    return now - std::clamp(real_age, clock::duration::zero(), now.time_since_epoch());  // a stepped clock: 0
+    return clock::now() - real_age;
   }
   return clock::now();
 }
@@ -203,6 +203,7 @@ struct heartbeat_sender::impl {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
     std::array<pollfd, 2> ready{pollfd{wake_event.get(), POLLIN, 0}, pollfd{socket.get(), 0, 0}};  // errors only
     ::poll(ready.data(), ready.size(), static_cast<int>(std::clamp<long long>(left, 0, 60000)));
+    if ((ready[0].revents & POLLIN) == 0) return;
     std::uint64_t wakes = 0;
     [[maybe_unused]] const auto taken = ::read(wake_event.get(), &wakes, sizeof wakes);  // readable no more
   }
