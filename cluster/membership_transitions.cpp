@@ -395,18 +395,22 @@ void drop_member_sending_plans(step_context& context) {
 }
 
 /// Once every survivor has reported, the generation's start step is known: the furthest any of
-/// them finished, as the ranks agree among themselves.
+/// them finished, as the ranks agree among themselves. The search for a survivor yet to report
+/// starts after the one reporting: reports come back about in the order the plans went out
+/// (the members' order), so it usually stops at the next join, where a search from the first
+/// join made a generation's N reports cost O(N²) (docs/benchmarks.md#membership-at-scale-issue-54).
 void take_standby(step_context& context) {
   const auto& report = std::get<standby_event>(context.event).report;
   auto& state = context.state;
-  auto& join = state.joins.at(report.node);
-  join.standby = report.standby;
-  join.committed_steps = report.committed_steps;
+  const auto reporting = state.joins.find(report.node);
+  reporting->second.standby = report.standby;
+  reporting->second.committed_steps = report.committed_steps;
+  const auto yet_to_report = [](const auto& join) { return join.second.standby.empty(); };
+  if (std::any_of(std::next(reporting), state.joins.end(), yet_to_report) ||
+      std::any_of(state.joins.begin(), reporting, yet_to_report))
+    return;
   int64_t start_steps = 0;
-  for (const auto& [name, member] : state.joins) {
-    if (member.standby.empty()) return;
-    start_steps = std::max(start_steps, member.committed_steps);
-  }
+  for (const auto& [name, member] : state.joins) start_steps = std::max(start_steps, member.committed_steps);
   record_generation(context, start_steps);
 }
 

@@ -220,6 +220,8 @@ std::vector<int> ranks_needed_by(const ring_neighbours& neighbours, int rings, c
   return needed;
 }
 
+std::string encode_plan_as(const cluster_plan& plan, bool auto_rings, const std::vector<std::size_t>& listed);
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_plan plan) {
@@ -233,17 +235,20 @@ std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_pla
   plan.partial = true;
   const ring_neighbours neighbours(plan);
   const auto rings = static_cast<int>(plan.ring_orders.size());
+  // Worked out once, not per member: each is O(world), which made a generation O(N²).
+  const bool auto_rings = plan.ring_orders == auto_ring_orders(plan.world, rings);
   std::vector<std::pair<std::string, std::string>> plans;
   for (const auto& member : members) {
     const auto needed = ranks_needed_by(neighbours, rings, member);
-    std::set<std::size_t> needed_members;
+    std::set<std::size_t> needed_members, listed;
     for (const int rank : needed) {
       plan.endpoints[static_cast<std::size_t>(rank)] = endpoints[static_cast<std::size_t>(rank)];
       needed_members.insert(holder[static_cast<std::size_t>(rank)]);
+      if (!endpoints[static_cast<std::size_t>(rank)].empty()) listed.insert(static_cast<std::size_t>(rank));
     }
     plan.members.clear();
     for (const auto m : needed_members) plan.members.push_back(members[m]);
-    plans.emplace_back(member.node, encode_plan(plan));
+    plans.emplace_back(member.node, encode_plan_as(plan, auto_rings, {listed.begin(), listed.end()}));
     for (const int rank : needed) plan.endpoints[static_cast<std::size_t>(rank)].clear();
   }
   return plans;
@@ -251,10 +256,9 @@ std::vector<std::pair<std::string, std::string>> encode_member_plans(cluster_pla
 
 namespace {
 
-void set_ring_orders(schema::ClusterPlan::Builder out, const cluster_plan& plan) {
-  const auto rings = static_cast<int>(plan.ring_orders.size());
-  if (plan.ring_orders == auto_ring_orders(plan.world, rings)) {
-    out.setAutoRings(static_cast<uint32_t>(rings));
+void set_ring_orders(schema::ClusterPlan::Builder out, const cluster_plan& plan, bool auto_rings) {
+  if (auto_rings) {
+    out.setAutoRings(static_cast<uint32_t>(plan.ring_orders.size()));
     return;
   }
   auto orders = out.initRings(plan.ring_orders.size());
@@ -264,11 +268,9 @@ void set_ring_orders(schema::ClusterPlan::Builder out, const cluster_plan& plan)
   }
 }
 
-/// A partial plan's endpoints: only the ranks that have addresses, by rank.
-void set_rank_endpoints(schema::ClusterPlan::Builder out, const worker_endpoints& endpoints) {
-  std::vector<std::size_t> listed;
-  for (std::size_t rank = 0; rank < endpoints.size(); ++rank)
-    if (!endpoints[rank].empty()) listed.push_back(rank);
+/// A partial plan's endpoints: only the ranks that have addresses (`listed`, ascending).
+void set_rank_endpoints(schema::ClusterPlan::Builder out, const worker_endpoints& endpoints,
+                        const std::vector<std::size_t>& listed) {
   auto ranks = out.initRankEndpoints(static_cast<unsigned>(listed.size()));
   for (std::size_t i = 0; i < listed.size(); ++i) {
     const auto& addresses = endpoints[listed[i]];
@@ -279,17 +281,17 @@ void set_rank_endpoints(schema::ClusterPlan::Builder out, const worker_endpoints
   }
 }
 
-}  // namespace
-
-std::string encode_plan(const cluster_plan& plan) {
+/// encode_plan, told whether the ring orders are the auto ones and (a partial plan) which ranks
+/// have addresses.
+std::string encode_plan_as(const cluster_plan& plan, bool auto_rings, const std::vector<std::size_t>& listed) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::ClusterPlan>();
   out.setProtocolVersion(plan.protocol_version);
   out.setWorld(static_cast<uint32_t>(plan.world));
-  set_ring_orders(out, plan);
+  set_ring_orders(out, plan, auto_rings);
   out.setChunkBytes(plan.chunk_bytes);
   out.setPartial(plan.partial);
-  if (plan.partial) set_rank_endpoints(out, plan.endpoints);
+  if (plan.partial) set_rank_endpoints(out, plan.endpoints, listed);
   else set_endpoints(out.initEndpoints(plan.endpoints.size()), plan.endpoints);
   out.setGeneration(plan.generation);
   out.setStartSteps(plan.start_steps);
@@ -302,6 +304,17 @@ std::string encode_plan(const cluster_plan& plan) {
     members[i].setProbePort(plan.members[i].probe_port);
   }
   return messages::flat_message_bytes<std::string>(message);
+}
+
+}  // namespace
+
+std::string encode_plan(const cluster_plan& plan) {
+  std::vector<std::size_t> listed;
+  if (plan.partial)
+    for (std::size_t rank = 0; rank < plan.endpoints.size(); ++rank)
+      if (!plan.endpoints[rank].empty()) listed.push_back(rank);
+  return encode_plan_as(plan, plan.ring_orders == auto_ring_orders(plan.world, static_cast<int>(plan.ring_orders.size())),
+                        listed);
 }
 
 namespace {

@@ -682,6 +682,23 @@ TEST(membership_machine, a_survivor_of_a_loss_goes_on_from_the_furthest_step_and
   EXPECT_EQ(j.state().start_steps, 7);
 }
 
+// The search for a survivor yet to report starts after the reporting one (take_standby): in
+// either order, only the last report gives the start step.
+TEST(membership_machine, reports_in_either_order_give_the_start_step_only_with_the_last) {
+  for (const auto& order : {std::vector<std::string>{"a", "b"}, std::vector<std::string>{"b", "a"}}) {
+    job j;
+    j.sent_plans_without_c();
+    const auto first = j.on(report_of(order[0], 5, j.machine.rules()));
+    EXPECT_TRUE(effects_of<event_log_line>(first).empty()) << order[1] << " has not reported";
+    EXPECT_EQ(j.state().start_steps, 0);
+    const auto last = j.on(report_of(order[1], 4, j.machine.rules()));
+    const auto lines = effects_of<event_log_line>(last);
+    ASSERT_EQ(lines.size(), 1u) << order[0] << " reported first";
+    EXPECT_EQ(lines[0].fields.at("event"), "generation");
+    EXPECT_EQ(j.state().start_steps, 5);
+  }
+}
+
 TEST(membership_machine, a_second_loss_before_every_survivor_reported_makes_the_survivors_join) {
   job j;
   j.sent_plans_without_c();

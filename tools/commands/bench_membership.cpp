@@ -1,6 +1,8 @@
 #include "tools/commands/bench_membership.hpp"
 
+#include <pthread.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -81,11 +83,18 @@ class member_lines {
   std::deque<std::string> lines_;
 };
 
-double cpu_seconds() {
+double process_cpu_seconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+/// The CPU a clock (of a thread) has spent, or 0 when it cannot be read (the thread ended).
+double clock_seconds(clockid_t clock) {
+  timespec t{};
+  if (clock_gettime(clock, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
 /// Bytes received plus sent on the loopback interface so far (/proc/net/dev).
@@ -193,6 +202,8 @@ class membership_run {
           lines_.add("exited " + std::to_string(index));
         }
       });
+      clockid_t clock{};
+      if (pthread_getcpuclockid(readers_.back().native_handle(), &clock) == 0) reader_clocks_.push_back(clock);
     }
   }
 
@@ -218,7 +229,10 @@ class membership_run {
       double at = 0;
       std::size_t bytes = 0;
       words >> generation >> at >> bytes;
-      planned_[node] = {generation, at};
+      const auto [held, first_plan] = planned_.try_emplace(node, generation, at);
+      const bool newly_holding = first_plan || held->second.first < awaited_.generation;
+      if (newly_holding && generation >= awaited_.generation && alive_.count(node)) count_holding(at);
+      held->second = {generation, at};
       if (generation == 0) plan_bytes_ = std::max(plan_bytes_, bytes);
     } else if (kind == "killed") {
       words >> killed_at_[node];
@@ -234,20 +248,30 @@ class membership_run {
   }
 
   /// Waits until every live member holds a plan of `generation` or later; the last one's time.
+  /// Counted as the lines come (take), so that the wait costs O(1) a line, not a pass over
+  /// every member: this process is the head's, and its CPU is measured.
   double wait_for_generation(uint64_t generation) {
-    double last = 0;
-    wait_until(
-        [&] {
-          last = 0;
-          for (const auto& node : alive_) {
-            const auto found = planned_.find(node);
-            if (found == planned_.end() || found->second.first < generation) return false;
-            last = std::max(last, found->second.second);
-          }
-          return true;
-        },
-        "generation " + std::to_string(generation) + "'s plan at every member");
-    return last;
+    awaited_ = {generation, 0, 0};
+    for (const auto& node : alive_) {
+      const auto found = planned_.find(node);
+      if (found != planned_.end() && found->second.first >= generation) count_holding(found->second.second);
+    }
+    wait_until([&] { return awaited_.holding == alive_.size(); },
+               "generation " + std::to_string(generation) + "'s plan at every member");
+    return awaited_.last_at;
+  }
+
+  void count_holding(double at) {
+    ++awaited_.holding;
+    awaited_.last_at = std::max(awaited_.last_at, at);
+  }
+
+  /// The head's CPU: this process's, less the benchmark's own threads (this one, which reads
+  /// the members' lines and checks them, and a reader per member process).
+  double head_cpu_seconds() const {
+    double harness = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+    for (const auto& clock : reader_clocks_) harness += clock_seconds(clock);
+    return process_cpu_seconds() - harness;
   }
 
   /// When the first live member held its plan of `generation` (after wait_for_generation).
@@ -262,12 +286,12 @@ class membership_run {
 
   /// The head process's CPU and the loopback traffic while every member heartbeats.
   json steady_state() {
-    const double cpu = cpu_seconds(), bytes = loopback_bytes();
+    const double cpu = head_cpu_seconds(), bytes = loopback_bytes();
     const auto since = clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(options_.steady_seconds));
     const double wall = std::chrono::duration<double>(clock::now() - since).count();
     return {{"seconds", wall},
-            {"head_cpu_share", (cpu_seconds() - cpu) / wall},
+            {"head_cpu_share", (head_cpu_seconds() - cpu) / wall},
             {"loopback_bytes_per_s", (loopback_bytes() - bytes) / wall},
             {"heartbeats_per_s", static_cast<double>(members_) * 1000.0 / static_cast<double>(options_.heartbeat_period_ms)}};
   }
@@ -281,12 +305,12 @@ class membership_run {
     std::vector<double> detect, regenerate, first_plan, rejoined, head_cpu;
     for (std::size_t d = 0; d < count; ++d) {
       const auto& node = candidates[d];
-      const double cpu = cpu_seconds();
+      const double cpu = head_cpu_seconds();
       children_[manifest_.node_index(node) / static_cast<std::size_t>(options_.per_process)]->write("kill " + node + "\n");
       wait_until([&] { return killed_at_.count(node) > 0; }, "member " + node + " to die");
       alive_.erase(node);
       const double planned = wait_for_generation(d + 1);
-      head_cpu.push_back(cpu_seconds() - cpu);
+      head_cpu.push_back(head_cpu_seconds() - cpu);
       const double lost = event_at(scratch_ / "events.jsonl", "node_lost", "node", node);
       // With plans sent with the news, the generation's line waits for every survivor's report.
       double sent = 0;
@@ -306,8 +330,9 @@ class membership_run {
             // The first survivor to hold its plan: the rest of new_generation_s is the fan-out.
             {"first_plan_s", percentiles(first_plan)},
             {"generation_line_s", percentiles(rejoined)},
-            // The head process's CPU from the kill to every survivor holding its plan: the
-            // protocol's own cost, apart from the members' processes that share these cores.
+            // The head's CPU from the kill to every survivor holding its plan (this process's,
+            // less the benchmark's own threads): the protocol's own cost, apart from the
+            // members' processes that share these cores.
             {"head_cpu_per_generation_s", percentiles(head_cpu)}};
   }
 
@@ -320,10 +345,16 @@ class membership_run {
   caf::actor coordinator_;
   std::vector<std::unique_ptr<io::child_process>> children_;
   std::vector<std::thread> readers_;
+  std::vector<clockid_t> reader_clocks_;  ///< the readers' CPU clocks: the harness's, not the head's
   member_lines lines_;
   int64_t ready_ = 0;
   std::set<std::string> alive_;
   std::map<std::string, std::pair<uint64_t, double>> planned_;  ///< by member: its latest plan's generation and time
+  struct awaited_generation {
+    uint64_t generation = 0;
+    std::size_t holding = 0;  ///< live members holding it (or a later one)
+    double last_at = 0;       ///< when the last of them took it
+  } awaited_;
   std::map<std::string, double> killed_at_;
   std::size_t plan_bytes_ = 0;
   std::string waiting_for_;  ///< what wait_until waits for, for messages
