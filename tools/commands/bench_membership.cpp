@@ -290,8 +290,9 @@ class membership_run {
     const auto since = clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(options_.steady_seconds));
     const double wall = std::chrono::duration<double>(clock::now() - since).count();
+    steady_cpu_share_ = (head_cpu_seconds() - cpu) / wall;
     return {{"seconds", wall},
-            {"head_cpu_share", (head_cpu_seconds() - cpu) / wall},
+            {"head_cpu_share", steady_cpu_share_},
             {"loopback_bytes_per_s", (loopback_bytes() - bytes) / wall},
             {"heartbeats_per_s", static_cast<double>(members_) * 1000.0 / static_cast<double>(options_.heartbeat_period_ms)}};
   }
@@ -302,15 +303,18 @@ class membership_run {
     std::mt19937 random(1);
     std::shuffle(candidates.begin(), candidates.end(), random);
     const auto count = std::min<std::size_t>(static_cast<std::size_t>(options_.deaths), candidates.size() - 1);
-    std::vector<double> detect, regenerate, first_plan, rejoined, head_cpu;
+    std::vector<double> detect, regenerate, first_plan, rejoined, head_cpu, head_cpu_above_steady;
     for (std::size_t d = 0; d < count; ++d) {
       const auto& node = candidates[d];
       const double cpu = head_cpu_seconds();
+      const auto since = clock::now();
       children_[manifest_.node_index(node) / static_cast<std::size_t>(options_.per_process)]->write("kill " + node + "\n");
       wait_until([&] { return killed_at_.count(node) > 0; }, "member " + node + " to die");
       alive_.erase(node);
       const double planned = wait_for_generation(d + 1);
       head_cpu.push_back(head_cpu_seconds() - cpu);
+      const double wall = std::chrono::duration<double>(clock::now() - since).count();
+      head_cpu_above_steady.push_back(head_cpu.back() - steady_cpu_share_ * wall);
       const double lost = event_at(scratch_ / "events.jsonl", "node_lost", "node", node);
       // With plans sent with the news, the generation's line waits for every survivor's report.
       double sent = 0;
@@ -333,7 +337,10 @@ class membership_run {
             // The head's CPU from the kill to every survivor holding its plan (this process's,
             // less the benchmark's own threads): the protocol's own cost, apart from the
             // members' processes that share these cores.
-            {"head_cpu_per_generation_s", percentiles(head_cpu)}};
+            {"head_cpu_per_generation_s", percentiles(head_cpu)},
+            // Less what the head spends meanwhile in steady state (echoing heartbeats, which
+            // grow with N and with the generation's length): what a generation itself costs.
+            {"head_cpu_per_generation_above_steady_s", percentiles(head_cpu_above_steady)}};
   }
 
   const membership_bench_options& options_;
@@ -345,6 +352,7 @@ class membership_run {
   caf::actor coordinator_;
   std::vector<std::unique_ptr<io::child_process>> children_;
   std::vector<std::thread> readers_;
+  double steady_cpu_share_ = 0;  ///< the head's CPU in steady state, a share of one core
   std::vector<clockid_t> reader_clocks_;  ///< the readers' CPU clocks: the harness's, not the head's
   member_lines lines_;
   int64_t ready_ = 0;
