@@ -284,7 +284,7 @@ class membership_run {
     return first;
   }
 
-  /// The head process's CPU and the loopback traffic while every member heartbeats.
+  /// The head's CPU (head_cpu_seconds) and the loopback traffic while every member heartbeats.
   json steady_state() {
     const double cpu = head_cpu_seconds(), bytes = loopback_bytes();
     const auto since = clock::now();
