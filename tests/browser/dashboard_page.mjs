@@ -72,15 +72,16 @@ await withPage("dashboard_page", { width: 1400, height: 1700 }, async (page) => 
   if (ranks !== undefined) {
     // The newest window's ranks arrive node by node, so a redraw between two nodes' reports lists
     // some of them: wait for one redraw that lists every rank.
-    const rowCount = () => document.querySelectorAll("#workers-table tbody tr[data-rank]").length;
+    const rowSelector = "#workers-table tbody tr[data-rank]";
+    const rowCount = () => page.locator(rowSelector).count();
     try {
-      await page.waitForFunction((n) => document.querySelectorAll("#workers-table tbody tr[data-rank]").length === n,
-                                 Number(ranks), { timeout: 60000 });
+      await page.waitForFunction(([selector, n]) => document.querySelectorAll(selector).length === n,
+                                 [rowSelector, Number(ranks)], { timeout: 60000 });
     } catch (error) {
       if (error?.name !== "TimeoutError") throw error;
-      throw new Error(`the workers table never listed ${ranks} rows within 60 s; last seen ${await page.evaluate(rowCount)}`);
+      throw new Error(`the workers table never listed ${ranks} rows within 60 s; last seen ${await rowCount()}`);
     }
-    const rows = await page.evaluate(rowCount);
+    const rows = await rowCount();
     const legend = await page.textContent("#lateness-chart");
     if (Number(ranks) > 16 && (!legend.includes("median rank") || legend.includes("rank 1 ")))
       throw new Error(`the lateness chart of ${ranks} ranks should draw statistics lines: ${legend.slice(0, 200)}`);
