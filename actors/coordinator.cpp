@@ -390,7 +390,8 @@ caf::behavior coordinator(caf::stateful_actor<coordinator_state>* self, coordina
   state.settings = std::move(settings);
   for (std::size_t index = 0; index < state.settings.manifest.nodes.size(); ++index)
     state.node_indices.emplace(state.settings.manifest.nodes[index].name, index);
-  const cluster::membership_rules rules{state.settings.manifest, state.settings.config_hash};
+  const cluster::membership_rules rules{state.settings.manifest, state.settings.config_hash,
+                                        state.settings.head_term};
   if (auto& takeover = state.settings.takeover) {
     // A new head: the lost head's node leaves and the survivors join it (head_takeover).
     state.took_over_at = std::chrono::steady_clock::now();

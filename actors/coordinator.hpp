@@ -52,6 +52,7 @@ struct coordinator_settings {
   /// With failover (docs/faults.md#head-failover): where every decision is written, guarded by
   /// this head's term, before any node hears of it; none without.
   std::shared_ptr<cluster::membership_writer> record;
+  int64_t head_term = 0;  ///< with failover: this head's etcd term, named in every plan
   /// Set when this coordinator takes the role over: the state its predecessor wrote, and why the
   /// predecessor is gone. The machine goes on from it with a head_takeover event.
   std::optional<cluster::stored_membership> takeover;

@@ -249,6 +249,8 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
                                         cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period),
                                         std::chrono::seconds(2 * m.failover.lease_s + 5),
                                         followed_term_};
+  if (plan_electorate_.head == lost && !plan_electorate_.electors.empty())
+    settings.elector_hint = plan_electorate_.is_elector(node_.name);
   cluster::succession_callbacks callbacks;
   callbacks.try_take = [&](cluster::head_term* other) {
     // The endpoint that just answered goes first for the clients the new head opens (its
@@ -264,6 +266,11 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
   if (!result.holder) return {node_.name, m.head_host, m.head_port};  // try_take_head_role set the term
   followed_term_ = result.term;
   return *result.holder;
+}
+
+std::function<void()> cluster_membership::silence_vote_callback() const {
+  if (!early_vote_) return {};
+  return [vote = early_vote_, head = node_.manifest.head_node] { vote->cast(head); };
 }
 
 // A holder that does not answer (it took the role and died) is lost in turn: etcd is asked again.

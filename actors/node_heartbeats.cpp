@@ -44,6 +44,7 @@ io::heartbeat_sender::loss_handler fence_on_loss(const node_heartbeat_settings& 
       record_event(s.events, {{"event", "head_silent"}, {"node", node}, {"head", s.head}});
       spdlog::error("node {}: {}", node, reason);
       caf::anon_send(s.session, messages::head_lost_atom::value, s.head, reason);
+      if (s.on_head_silent) s.on_head_silent();  // while the session stops its generation
       return;
     }
     if (loss == io::heartbeat_loss::head_silent) {

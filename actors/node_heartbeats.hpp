@@ -45,6 +45,9 @@ struct node_heartbeat_settings {
   bool failover = false;
   std::shared_ptr<std::atomic<bool>> head_silent;  ///< set when the head stopped echoing
   std::filesystem::path events;                    ///< RUN_DIR/events.jsonl, or empty
+  /// With failover: called on the heartbeat thread once the head is found silent, after the
+  /// session was told (an elector's vote: actors/early_silence_vote.hpp); may be empty.
+  std::function<void()> on_head_silent;
 };
 
 class node_heartbeats {

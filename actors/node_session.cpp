@@ -79,6 +79,8 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
         throw make_error(m.source, ": nodes[", spec.name, "].devices: ", device,
                          ": the ucx transport reduces host memory; GPU workers need transport \"nccl\"");
   is_head_ = spec.name == m.head_node && !(node.restarted && m.failover.enabled());
+  if (m.failover.enabled())
+    early_vote_ = std::make_shared<early_silence_vote>(failover_keys(), node_.name, m.failover.lease_s);
 
   ucx_ = std::make_unique<io::ucx_context>(node.manifest.ucx_tls);
   probe_responder_ = std::make_unique<io::link_probe_responder>(probe_token());
@@ -143,6 +145,7 @@ void cluster_membership::start_head(const cluster::stored_membership* takeover, 
     auto record = std::make_shared<cluster::membership_writer>(
         failover_etcd(), failover_keys(), head_lease_->term().revision, node_.name, cluster::electorate_rule_of(m));
     settings.record = record;
+    settings.head_term = head_lease_->term().revision;
     // Cut off from a majority of its electorate and from etcd, the head stops before the electors
     // revoke its lease; hearing half of it, it cannot be voted out, and its lease decides. Before
     // its first write, every member counts.
@@ -201,7 +204,7 @@ void cluster_membership::start_heartbeats() {
   heartbeats_ = std::make_unique<node_heartbeats>(
       *system_, node_heartbeat_settings{node_.name, m.head_address(), std::move(datagrams), coordinator_,
                                         caf::actor_cast<caf::actor>(*self_), m.failover.enabled(), head_silent_,
-                                        events_});
+                                        events_, silence_vote_callback()});
   probe_responder_->answer_head_queries(heartbeats_->head_heard_source());
 }
 
@@ -212,6 +215,10 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   const bool nccl = m.transport == "nccl";
   role_.node = spec.name;
   role_.generation = plan.generation;
+  plan_electorate_ = {m.head_node, plan.electors};
+  if (plan.head_term > 0) followed_term_ = plan.head_term;
+  if (early_vote_)
+    early_vote_->plan_taken(m.head_node, followed_term_, plan_electorate_.is_elector(node_.name), failover_etcd());
   role_.restarted = node_.restarted;
   role_.elastic = m.faults.policy == cluster::fault_policy::elastic;
   role_.failover = m.failover.enabled();

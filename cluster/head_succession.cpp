@@ -74,6 +74,22 @@ std::chrono::milliseconds non_elector_wait(clock::time_point free_since, clock::
   return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()));
 }
 
+/// A member outside the electorate (as its plan said) first waits for the key's first write
+/// after the followed term, with no read before it: the new holder's, unless the wait ends
+/// without one (then the node reads as every member does). Throws io::etcd_unavailable.
+std::optional<succession_result> holder_written_since_term(io::etcd_client& etcd, const succession_settings& settings,
+                                                           clock::time_point deadline) {
+  if (settings.elector_hint != false || settings.followed_term <= 0) return std::nullopt;
+  std::this_thread::sleep_for(non_elector_watch_delay);  // the watch replays what was written meanwhile
+  const auto change = etcd.next_change(settings.keys.head, settings.followed_term + 1,
+                                       non_elector_wait(clock::time_point::max(), deadline),
+                                       io::etcd_client::changes::writes_only);
+  if (!change || change->what != io::etcd_key_event::kind::put) return std::nullopt;
+  const auto holder = decode_holder(change->key.value, settings.keys.head);
+  if (holder.node == settings.lost) return std::nullopt;
+  return succession_result{holder, change->key.create_revision, false};
+}
+
 }  // namespace
 
 succession_result follow_succession(io::etcd_client& etcd, const succession_settings& settings,
@@ -86,6 +102,11 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
   auto free_since = clock::time_point::max();
   auto pause = std::chrono::milliseconds(10);
   std::string last_error;
+  try {
+    if (auto written = holder_written_since_term(etcd, settings, deadline)) return *written;
+  } catch (const io::etcd_unavailable& e) {
+    last_error = std::string(": ") + e.what();
+  }
   int64_t read_at = 0;  // etcd's revision at this node's last read of the key
   while (clock::now() < deadline) {
     try {

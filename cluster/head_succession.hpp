@@ -15,7 +15,12 @@
 ///      itself. The other members only follow the key: after a read, they wait on etcd's watch
 ///      of its next write from the revision they read (io/etcd/etcd_watch.hpp), so they learn
 ///      of the new holder as it commits, with one request each (reading every 100 ms where etcd
-///      would not watch), and read the key again after a second without one;
+///      would not watch), and read the key again after a second without one. A member its last
+///      plan names outside the electorate (`elector_hint`) skips even the first reads: after
+///      `non_elector_watch_delay` it watches from the followed term on, since a new holder's
+///      key is the key's first write after it (the watch replays a write made meanwhile), and
+///      reads only after a second without one. So the few electors' requests meet an etcd with
+///      no other member's queued before them;
 ///   3. when the key is free, an elector tries to create it (the others only once they have seen
 ///      it free for `non_elector_takes_after`: no elector is left). One node wins (an etcd
 ///      transaction, which also records the winner in taken-by and hands back the one before).
@@ -38,6 +43,12 @@ namespace troupe::cluster {
 /// none of them is left.
 constexpr std::chrono::seconds non_elector_takes_after{1};
 
+/// How long a member its plan names outside the electorate waits before its first request: the
+/// electors' vote, revocation and take cost etcd a few milliseconds each when nothing is queued
+/// before them. Measured with `troupe bench succession` at 1,024 members (docs/benchmarks.md):
+/// the role taken 27 ms after the survivors started with it, 296 ms without it.
+constexpr std::chrono::milliseconds non_elector_watch_delay{50};
+
 struct succession_settings {
   head_record_keys keys;
   std::string node;                      ///< this node
@@ -47,6 +58,10 @@ struct succession_settings {
   std::chrono::milliseconds revoke_delay{0};  ///< silence_revoke_delay
   std::chrono::seconds limit{15};        ///< give up after this long
   int64_t followed_term = 0;             ///< the lost head's term as this node knew it (0: any)
+  /// Whether this node is one of the lost head's electors, as that head's last plan for it said
+  /// (cluster_plan::electors); none when unknown. Only a hint of where to start: what etcd holds
+  /// decides who votes.
+  std::optional<bool> elector_hint;
 };
 
 struct succession_callbacks {

@@ -1,7 +1,10 @@
 #include "cluster/membership_machine.hpp"
 
+#include "cluster/electorate.hpp"
 #include "cluster/membership_transitions.hpp"
 #include "messages/error.hpp"
+
+#include <set>
 
 namespace troupe::cluster {
 namespace {
@@ -188,8 +191,9 @@ std::vector<membership_effect> membership_machine::step(const membership_event& 
   return effects;
 }
 
-cluster_plan make_plan(const cluster_manifest& manifest, const std::map<std::string, join_request>& joins,
+cluster_plan make_plan(const membership_rules& rules, const std::map<std::string, join_request>& joins,
                        uint64_t generation) {
+  const auto& manifest = rules.manifest;
   cluster_plan plan;
   plan.generation = generation;
   for (const auto& node : manifest.nodes) {
@@ -206,6 +210,12 @@ cluster_plan make_plan(const cluster_manifest& manifest, const std::map<std::str
                          : manifest.rings.orders;
   plan.chunk_bytes = static_cast<uint64_t>(manifest.rings.chunk_bytes);
   if (!plan.members.empty()) plan.nccl_ids = joins.at(plan.members.front().node).nccl_ids;
+  if (manifest.failover.enabled()) {
+    plan.head_term = rules.head_term;
+    std::set<std::string> members;
+    for (const auto& member : plan.members) members.insert(member.node);
+    plan.electors = choose_electorate(members, manifest.head_node, manifest.nodes, manifest.failover.electors).electors;
+  }
   return plan;
 }
 

@@ -20,6 +20,7 @@ namespace troupe::cluster {
 struct membership_rules {
   cluster_manifest manifest;
   uint64_t config_hash = 0;
+  int64_t head_term = 0;  ///< with failover: this head's etcd term (its key's create revision), in every plan
 };
 
 using membership_transition = transition<coordinator_phase, membership_event_kind>;
@@ -55,8 +56,8 @@ class membership_machine {
 
 /// The plan for a generation's joins: ranks in manifest order over the nodes that joined, ring
 /// orders (the manifest's explicit ones while every node is there, else auto), every reducer's
-/// address.
-cluster_plan make_plan(const cluster_manifest& manifest, const std::map<std::string, join_request>& joins,
+/// address, and with failover the head's term and electors (the manifest's head_node's).
+cluster_plan make_plan(const membership_rules& rules, const std::map<std::string, join_request>& joins,
                        uint64_t generation);
 
 }  // namespace troupe::cluster

@@ -174,7 +174,7 @@ void record_generation(step_context& context, int64_t start_steps) {
 /// state of a replica at that step before training).
 void send_plan_now(step_context& context) {
   auto& state = context.state;
-  auto plan = make_plan(context.rules.manifest, state.joins, state.generation);
+  auto plan = make_plan(context.rules, state.joins, state.generation);
   state.plan = plan.members;
   if (state.generation > 0) {
     for (const auto& [name, join] : state.joins) plan.start_steps = std::max(plan.start_steps, join.committed_steps);
@@ -231,7 +231,7 @@ void drop_sending_plans(step_context& context, const std::string& node, const st
   const auto reason = record_loss(context, node, why);
   for (auto& [name, join] : next) join.generation = state.generation;
   state.joins = std::move(next);
-  auto plan = make_plan(context.rules.manifest, state.joins, state.generation);
+  auto plan = make_plan(context.rules, state.joins, state.generation);
   state.plan = plan.members;
   state.start_steps = 0;  // known once every survivor has reported
   context.effects.push_back(log_line{

@@ -296,6 +296,9 @@ std::string encode_plan_as(const cluster_plan& plan, bool auto_rings, const std:
   out.setGeneration(plan.generation);
   out.setStartSteps(plan.start_steps);
   set_nccl_ids(out.initNcclIds(plan.nccl_ids.size()), plan.nccl_ids);
+  auto electors = out.initElectors(static_cast<unsigned>(plan.electors.size()));
+  for (std::size_t i = 0; i < plan.electors.size(); ++i) electors.set(static_cast<unsigned>(i), plan.electors[i]);
+  out.setHeadTerm(plan.head_term);
   auto members = out.initMembers(plan.members.size());
   for (std::size_t i = 0; i < plan.members.size(); ++i) {
     members[i].setNode(plan.members[i].node);
@@ -383,6 +386,18 @@ std::vector<plan_member> read_members(schema::ClusterPlan::Reader in, const std:
   return members;
 }
 
+/// The head's electors: named, at most one a rank.
+std::vector<std::string> read_electors(schema::ClusterPlan::Reader in, const std::string& where) {
+  if (in.getElectors().size() > in.getWorld())
+    throw make_error(where, ": ", in.getElectors().size(), " electors in a world of ", in.getWorld());
+  std::vector<std::string> electors;
+  for (auto name : in.getElectors()) {
+    if (name.size() == 0) throw make_error(where, ": an elector without a name");
+    electors.emplace_back(name.cStr());
+  }
+  return electors;
+}
+
 }  // namespace
 
 cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
@@ -404,6 +419,9 @@ cluster_plan decode_plan(const std::string& bytes, const std::string& sender) {
     plan.nccl_ids = get_nccl_ids(in.getNcclIds(), plan.ring_orders.size(), where);
     if (plan.start_steps < 0) throw make_error(where, ": start at step ", plan.start_steps, " (expected ≥ 0)");
     plan.members = read_members(in, where);
+    plan.electors = read_electors(in, where);
+    plan.head_term = in.getHeadTerm();
+    if (plan.head_term < 0) throw make_error(where, ": head term ", plan.head_term, " (expected ≥ 0)");
     return plan;
   });
 }

@@ -76,6 +76,11 @@ struct cluster_plan {
   /// Transport "nccl": ring r's communicator id, taken from the join of the member holding rank 0
   /// (its process hosts NCCL's bootstrap for the ring); empty for the UCX transport.
   std::vector<nccl_id> nccl_ids;
+  /// With failover: the electors of the head that made the plan, as it writes them beside the
+  /// generation's state (cluster/electorate.hpp), so that a member knows whether it votes when
+  /// that head falls silent without asking etcd first (cluster/head_succession.hpp); else empty.
+  std::vector<std::string> electors;
+  int64_t head_term = 0;  ///< with failover: that head's etcd term (its key's create revision); else 0
 
   /// The member called `node`; throws troupe::error when this generation does not have it.
   const plan_member& member(const std::string& node) const;

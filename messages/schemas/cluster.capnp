@@ -55,6 +55,9 @@ struct ClusterPlan {
                                # the members it needs (itself, the holders of its ranks' ring
                                # neighbours), `endpoints` is empty and `rankEndpoints` has those ranks'
   rankEndpoints @11 :List(RankEndpoints);
+  electors @12 :List(Text);    # with failover: the electorate's voters beside the head that sent the
+                               # plan (cluster/electorate.hpp), as it writes them to etcd; else empty
+  headTerm @13 :Int64;         # with failover: that head's etcd term (its key's create revision); else 0
 }
 
 struct RankEndpoints {

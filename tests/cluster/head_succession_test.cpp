@@ -1,14 +1,19 @@
 // What survivors do in etcd when the head's process ended (cluster/head_succession.hpp), against
 // a real etcd server: of six members with two electors, an elector revokes the lease and one
 // elector takes the role while the others follow it; with no elector left, the lease runs out
-// and a member outside the electorate takes the role a second after.
+// and a member outside the electorate takes the role a second after. A member its plan names
+// outside the electorate learns the holder from the key's write alone, with no read; one named
+// so wrongly still acts as the elector etcd says it is.
 #include "cluster/head_succession.hpp"
 
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+
 #include <future>
 #include <map>
 #include <mutex>
+#include <sstream>
 
 #include "tests/support/etcd_server.hpp"
 
@@ -34,18 +39,25 @@ class head_succession_test : public ::testing::Test {
     const auto lease = etcd.grant_lease(2);
     const auto taken = etcd.create(keys_.head, "a 10.0.0.1:4100", lease.id);
     ASSERT_TRUE(taken.created);
+    term_ = taken.current.create_revision;
     membership_state state;
     state.members = {"a", "b", "c", "d", "e", "f"};
     ASSERT_TRUE(membership_writer(settings_, keys_, taken.current.create_revision, "a", {nodes_, 2}).write(state));
   }
 
   /// Each of `survivors` follows the succession on a thread of its own; what each ended with.
-  std::map<std::string, succession_result> follow(const std::vector<std::string>& survivors) {
+  /// `hints`: what a survivor's plan said of it (elector or not), with a's term followed.
+  std::map<std::string, succession_result> follow(const std::vector<std::string>& survivors,
+                                                  const std::map<std::string, bool>& hints = {}) {
     std::map<std::string, std::future<succession_result>> runs;
     for (const auto& node : survivors)
-      runs[node] = std::async(std::launch::async, [this, node] {
+      runs[node] = std::async(std::launch::async, [this, node, hints] {
         io::etcd_client etcd(settings_);
         succession_settings s{keys_, node, "a", true, 2, milliseconds(0), std::chrono::seconds(10), 0};
+        if (const auto hint = hints.find(node); hint != hints.end()) {
+          s.elector_hint = hint->second;
+          s.followed_term = term_;
+        }
         succession_callbacks callbacks;
         callbacks.try_take = [this, node](head_term* other) {
           auto lease = head_lease::try_take({settings_, keys_.head, node + " 10.0.0.9:4100", 5}, nullptr, other);
@@ -61,7 +73,21 @@ class head_succession_test : public ::testing::Test {
     return results;
   }
 
+  /// The reads etcd has served (its grpc_server_handled_total for Range, from /metrics).
+  double reads_served() const {
+    httplib::Client client(server_->endpoint());
+    const auto answer = client.Get("/metrics");
+    if (!answer || answer->status != 200) throw std::runtime_error("etcd's /metrics did not answer");
+    std::istringstream lines(answer->body);
+    double total = 0;
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("grpc_server_handled_total{", 0) == 0 && line.find("grpc_method=\"Range\"") != std::string::npos)
+        total += std::stod(line.substr(line.rfind(' ') + 1));
+    return total;
+  }
+
   std::unique_ptr<testing::etcd_server> server_;
+  int64_t term_ = 0;  ///< a's
   io::etcd_settings settings_;
   head_record_keys keys_;
   std::vector<node_spec> nodes_;
@@ -101,6 +127,39 @@ TEST_F(head_succession_test, with_no_elector_left_the_lease_runs_out_and_another
   for (const auto& [node, result] : results) EXPECT_FALSE(result.elector) << node;
   // The lease (2 s, etcd's floor) ran out, and the key stood free a second more.
   EXPECT_GE(took, milliseconds(1900) + non_elector_takes_after);
+}
+
+TEST_F(head_succession_test, members_their_plan_names_outside_the_electorate_learn_the_holder_without_a_read) {
+  head_a_ended();
+  const auto results = follow({"b", "c", "d", "e", "f"}, {{"b", true}, {"c", true}, {"d", false}, {"e", false}, {"f", false}});
+  ASSERT_EQ(taken_.size(), 1u) << "one node took the role";
+  const auto holder = decode_holder(taken_.front()->term().holder, keys_.head).node;
+  EXPECT_TRUE(holder == "b" || holder == "c") << holder << " took it, not an elector";
+  for (const std::string node : {"d", "e", "f"}) {
+    ASSERT_TRUE(results.at(node).holder) << node;
+    EXPECT_EQ(results.at(node).holder->node, holder) << node;
+    EXPECT_EQ(results.at(node).term, taken_.front()->term().revision) << node;
+  }
+  // Once the role has moved, the others' whole succession is the watch: no read of etcd.
+  const double reads_before = reads_served();
+  const auto late = follow({"d", "e", "f"}, {{"d", false}, {"e", false}, {"f", false}});
+  EXPECT_EQ(reads_served(), reads_before) << "members outside the electorate read etcd";
+  for (const auto& [node, result] : late) {
+    ASSERT_TRUE(result.holder) << node;
+    EXPECT_EQ(result.holder->node, holder) << node;
+  }
+}
+
+TEST_F(head_succession_test, a_member_named_outside_the_electorate_by_mistake_still_acts_as_its_elector) {
+  head_a_ended();
+  // b is one of a's electors in etcd, though its plan said otherwise (a later state, say): the
+  // only elector left, it must still revoke and take the role rather than wait for the lease.
+  const auto results = follow({"b", "d"}, {{"b", false}, {"d", false}});
+  ASSERT_EQ(taken_.size(), 1u) << "one node took the role";
+  EXPECT_EQ(decode_holder(taken_.front()->term().holder, keys_.head).node, "b");
+  EXPECT_TRUE(results.at("b").elector) << "b learned from etcd that it is an elector";
+  ASSERT_TRUE(results.at("d").holder);
+  EXPECT_EQ(results.at("d").holder->node, "b");
 }
 
 }  // namespace

@@ -661,6 +661,38 @@ TEST(membership_machine, with_failover_a_silence_heard_by_a_minority_is_left_to_
   EXPECT_EQ(with.state().members, (std::set<std::string>{"a", "b"}));
 }
 
+// With failover every plan names the head's term and electors (cluster/electorate.hpp), whether it goes
+// to joins or with the news of a loss, so that a member knows whether it votes without asking
+// etcd first (cluster/head_succession.hpp); without failover, none.
+TEST(membership_machine, with_failover_every_plan_names_the_heads_term_and_electors) {
+  auto r = rules();
+  r.manifest.failover.etcd = {"http://198.18.0.1:2379"};
+  r.manifest.failover.electors = 1;
+  r.head_term = 17;
+  job j(r);
+  j.training_with_standby();
+  EXPECT_TRUE(j.machine.state().planned());
+  const auto news = effects_of<announce_generation>(j.on(connection_lost_event{"b", "gone"})).at(0);
+  ASSERT_EQ(news.plans.size(), 2u);
+  for (const auto& [node, plan] : news.plans) {
+    EXPECT_EQ(decode_plan(plan, "test").electors, std::vector<std::string>{"c"}) << "a's electorate after b, for " << node;
+    EXPECT_EQ(decode_plan(plan, "test").head_term, 17) << node;
+  }
+
+  job first(r);
+  first.join({"a", "b"}, 0);
+  const auto plans = effects_of<send_plan>(first.on(join_event{join_of("c", 0, first.machine.rules())}));
+  ASSERT_EQ(plans.size(), 1u);
+  for (const std::string node : {"a", "b", "c"})
+    EXPECT_EQ(decode_plan(plan_of(plans[0], node), "test").electors, std::vector<std::string>{"b"}) << node;
+
+  job without;
+  without.join({"a", "b"}, 0);
+  const auto plain = effects_of<send_plan>(without.on(join_event{join_of("c", 0, without.machine.rules())}));
+  EXPECT_TRUE(decode_plan(plan_of(plain.at(0), "c"), "test").electors.empty());
+  EXPECT_EQ(decode_plan(plan_of(plain.at(0), "c"), "test").head_term, 0);
+}
+
 TEST(membership_machine, a_survivor_of_a_loss_goes_on_from_the_furthest_step_and_a_restarted_node_rejoins) {
   job j;
   j.training();

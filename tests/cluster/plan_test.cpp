@@ -183,6 +183,31 @@ TEST(plan, each_member_gets_its_own_ranks_and_their_ring_neighbours_addresses_on
   for (int rank : {3, 4}) EXPECT_TRUE(for_a.endpoints[static_cast<std::size_t>(rank)].empty()) << rank;
 }
 
+// The head's term and electors go to every member, in its own view, and a list no plan could
+// hold is refused.
+TEST(plan, every_members_view_names_the_heads_term_and_electors) {
+  cluster_plan plan;
+  plan.world = 3;
+  plan.ring_orders = auto_ring_orders(3, 1);
+  plan.chunk_bytes = 1 << 20;
+  plan.endpoints = {{{1}}, {{2}}, {{3}}};
+  plan.members = {{"a", 0, 1}, {"b", 1, 1}, {"c", 2, 1}};
+  plan.electors = {"b", "c"};
+  plan.head_term = 41;
+  for (const auto& [node, view] : encode_member_plans(plan)) {
+    EXPECT_EQ(decode_plan(view, "test").electors, plan.electors) << node;
+    EXPECT_EQ(decode_plan(view, "test").head_term, 41) << node;
+  }
+  auto bad = plan;
+  bad.head_term = -1;
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); }, "cluster plan from test: head term -1 (expected ≥ 0)");
+  bad = plan;
+  bad.electors = {"a", "b", "c", "d"};
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); }, "cluster plan from test: 4 electors in a world of 3");
+  bad.electors = {"b", ""};
+  expect_error([&] { decode_plan(encode_plan(bad), "test"); }, "cluster plan from test: an elector without a name");
+}
+
 // A member's view does not grow with the job: itself, its ring neighbours' members and their
 // addresses; auto ring orders are named, not listed.
 TEST(plan, a_members_view_names_only_its_neighbours_and_stays_small_as_the_job_grows) {

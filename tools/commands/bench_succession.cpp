@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cluster/electorate.hpp"
 #include "cluster/head_succession.hpp"
 #include "messages/error.hpp"
 #include "tools/commands/bench_percentiles.hpp"
@@ -77,9 +78,15 @@ struct simulated_job {
 /// survivors following the succession from one moment.
 class succession_run {
  public:
+  /// `hinted`: each survivor knows from its plan whether it is an elector (as nodes do since
+  /// cluster_plan::electors), else it learns it from etcd.
   succession_run(const succession_bench_options& options, const simulated_job& job, int64_t electors,
-                 const std::string& prefix)
-      : options_(options), job_(job), etcd_settings_{options.etcd, std::chrono::milliseconds(1000)} {
+                 const std::string& prefix, bool hinted)
+      : options_(options),
+        job_(job),
+        etcd_settings_{options.etcd, std::chrono::milliseconds(1000)},
+        electorate_(cluster::choose_electorate(job.state.members, "m0", job.nodes, electors)),
+        hinted_(hinted) {
     keys_ = cluster::head_keys(cluster::failover_spec{options.etcd, 5, electors, prefix}, 0);
     io::etcd_client etcd(etcd_settings_);
     const auto lease = etcd.grant_lease(5);
@@ -127,6 +134,7 @@ class succession_run {
     io::etcd_client etcd(etcd_settings_);
     cluster::succession_settings settings{keys_, node, "m0", options_.mode == "ended", 5, std::chrono::milliseconds(0),
                                           std::chrono::seconds(20), term_};
+    if (hinted_) settings.elector_hint = electorate_.is_elector(node);
     cluster::succession_callbacks callbacks;
     callbacks.try_take = [&](cluster::head_term* other) {
       auto lease = cluster::head_lease::try_take({etcd_settings_, keys_.head, node + " 10.9.9.9:29500", 5}, nullptr, other);
@@ -153,6 +161,8 @@ class succession_run {
   const simulated_job& job_;
   io::etcd_settings etcd_settings_;
   cluster::head_record_keys keys_;
+  cluster::electorate electorate_;
+  bool hinted_ = true;
   int64_t term_ = 0;
   std::mutex mutex_;
   std::condition_variable start_;
@@ -162,7 +172,8 @@ class succession_run {
   std::vector<std::unique_ptr<cluster::head_lease>> holders_;
 };
 
-json measure(const succession_bench_options& options, int64_t members, int64_t electors, const std::string& design) {
+json measure(const succession_bench_options& options, int64_t members, int64_t electors, const std::string& design,
+             bool hinted = true) {
   const simulated_job job(members);
   std::vector<double> taken, known;
   int64_t failures = 0, elector_count = 0;
@@ -170,7 +181,7 @@ json measure(const succession_bench_options& options, int64_t members, int64_t e
   for (int64_t loss = 0; loss < options.losses; ++loss) {
     const auto prefix = "/troupe-bench-succession/" + std::to_string(getpid()) + "/" + std::to_string(members) + "/" +
                         design + "/" + std::to_string(loss);
-    succession_run run(options, job, electors, prefix);
+    succession_run run(options, job, electors, prefix, hinted);
     const auto outcome = run.run();
     taken.push_back(outcome.taken_s);
     known.insert(known.end(), outcome.known_s.begin(), outcome.known_s.end());
@@ -205,6 +216,7 @@ json bench_succession(const succession_bench_options& options) {
   for (const auto members : options.members) {
     if (members < 3) throw make_error("bench succession: --members ", members, ": at least 3");
     results.push_back(measure(options, members, options.electors, "electorate"));
+    results.push_back(measure(options, members, options.electors, "electorate, unhinted", false));
     results.push_back(measure(options, members, members - 1, "every member"));
     std::fprintf(stderr, "bench succession: %lld members done\n", static_cast<long long>(members));
   }

@@ -5,8 +5,10 @@
 /// alive, its last state (N members, each with a join of a real join's size) and electorate are
 /// in etcd, and N − 1 survivors — a thread and an etcd client each — run the node's own
 /// succession (cluster/head_succession.hpp) at once, the one that takes the role with the real
-/// head_lease. Each N runs with the electorate of `failover.electors` and with every member an
-/// elector (how every loss went before electorates). Reported per N and design:
+/// head_lease. Each N runs with the electorate of `failover.electors`, its survivors told by
+/// their plan whether they are electors (as nodes are); with that electorate, no survivor told
+/// (each learns it from etcd, as before plans said); and with every member an elector (how every
+/// loss went before electorates). Reported per N and design:
 ///
 ///   taken_s       from the survivors' start to the role taken (p50 over the losses)
 ///   known_s       from the start to each survivor holding the new holder (p50, p99, max over
