@@ -661,9 +661,9 @@ TEST(membership_machine, with_failover_a_silence_heard_by_a_minority_is_left_to_
   EXPECT_EQ(with.state().members, (std::set<std::string>{"a", "b"}));
 }
 
-// With failover every plan names the head's term and electors (cluster/electorate.hpp), whether it goes
-// to joins or with the news of a loss, so that a member knows whether it votes without asking
-// etcd first (cluster/head_succession.hpp); without failover, none.
+// With failover every plan names the head's term and electors (cluster/electorate.hpp),
+// whether it goes to joins or with the news of a loss, so that a member knows whether it votes
+// without asking etcd first (cluster/head_succession.hpp); without failover, none.
 TEST(membership_machine, with_failover_every_plan_names_the_heads_term_and_electors) {
   auto r = rules();
   r.manifest.failover.etcd = {"http://198.18.0.1:2379"};

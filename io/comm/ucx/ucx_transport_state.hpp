@@ -28,6 +28,8 @@ constexpr int max_rank = (1 << (64 - transport_tag_bits)) - 1;
 // How long cancel_pending lets cancelled requests complete; one still under way strands the
 // transport (ucx_teardown.cpp).
 constexpr auto cancel_timeout = std::chrono::milliseconds(100);
+// How long a teardown sleeps between progress calls that found nothing to do (drain).
+constexpr auto drain_pause = std::chrono::milliseconds(1);
 
 inline std::string seconds_text(std::chrono::steady_clock::duration duration) {
   char text[32];
@@ -129,7 +131,10 @@ struct ucx_transport::impl {
   }
 
   /// Progresses until every request in `handles` left UCS_INPROGRESS or `timeout` passed;
-  /// returns the ones still in progress.
+  /// returns the ones still in progress. Between rounds that progress nothing it sleeps
+  /// `drain_pause`: a teardown waits on peers that may be frozen or cut off, and every survivor
+  /// of a loss tears down at once; yielding instead kept each such thread runnable for the whole
+  /// timeout, on cores the electors and the new head need then.
   std::vector<std::pair<void*, int>> drain(std::vector<std::pair<void*, int>> handles,
                                            std::chrono::steady_clock::duration timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -143,7 +148,7 @@ struct ucx_transport::impl {
       }
       handles = std::move(pending);
       if (handles.empty() || std::chrono::steady_clock::now() >= deadline) return handles;
-      if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
+      if (ucp_worker_progress(worker) == 0) std::this_thread::sleep_for(ucx_detail::drain_pause);
     }
   }
 
