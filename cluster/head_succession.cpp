@@ -74,14 +74,21 @@ std::chrono::milliseconds non_elector_wait(clock::time_point free_since, clock::
   return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()));
 }
 
-/// A member outside the electorate (as its plan said) first waits for the key's first write
-/// after the followed term, with no read before it: the new holder's, unless the wait ends
-/// without one (then the node reads as every member does). Throws io::etcd_unavailable.
-std::optional<succession_result> holder_written_since_term(io::etcd_client& etcd, const succession_settings& settings,
+/// A member outside the electorate (as its plan said) lets the electors go first, then reads
+/// the key once — by then it usually names the new holder — and otherwise waits for its next
+/// write from that read on (a watch from the read's revision is served as etcd commits; one
+/// from an older revision waits for etcd's next pass over its history, every 100 ms). None when
+/// no holder came within the wait: the node then reads as every member does. Throws
+/// io::etcd_unavailable.
+std::optional<succession_result> holder_after_the_electors(io::etcd_client& etcd, const succession_settings& settings,
                                                            clock::time_point deadline) {
-  if (settings.elector_hint != false || settings.followed_term <= 0) return std::nullopt;
-  std::this_thread::sleep_for(non_elector_watch_delay);  // the watch replays what was written meanwhile
-  const auto change = etcd.next_change(settings.keys.head, settings.followed_term + 1,
+  if (settings.elector_hint != false) return std::nullopt;
+  std::this_thread::sleep_for(non_elector_pause_first);
+  if (const auto term = current_head(etcd, settings.keys.head)) {
+    const auto holder = decode_holder(term->holder, settings.keys.head);
+    if (holder.node != settings.lost) return succession_result{holder, term->revision, false};
+  }
+  const auto change = etcd.next_change(settings.keys.head, etcd.revision() + 1,
                                        non_elector_wait(clock::time_point::max(), deadline),
                                        io::etcd_client::changes::writes_only);
   if (!change || change->what != io::etcd_key_event::kind::put) return std::nullopt;
@@ -103,7 +110,7 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
   auto pause = std::chrono::milliseconds(10);
   std::string last_error;
   try {
-    if (auto written = holder_written_since_term(etcd, settings, deadline)) return *written;
+    if (auto followed = holder_after_the_electors(etcd, settings, deadline)) return *followed;
   } catch (const io::etcd_unavailable& e) {
     last_error = std::string(": ") + e.what();
   }

@@ -16,11 +16,10 @@
 ///      of its next write from the revision they read (io/etcd/etcd_watch.hpp), so they learn
 ///      of the new holder as it commits, with one request each (reading every 100 ms where etcd
 ///      would not watch), and read the key again after a second without one. A member its last
-///      plan names outside the electorate (`elector_hint`) skips even the first reads: after
-///      `non_elector_watch_delay` it watches from the followed term on, since a new holder's
-///      key is the key's first write after it (the watch replays a write made meanwhile), and
-///      reads only after a second without one. So the few electors' requests meet an etcd with
-///      no other member's queued before them;
+///      plan names outside the electorate (`elector_hint`) sends nothing for
+///      `non_elector_pause_first`, then reads the key alone (not the electorate) — by then it
+///      usually names the new holder — and watches from there. So the few electors' requests
+///      meet an etcd with no other member's queued before them;
 ///   3. when the key is free, an elector tries to create it (the others only once they have seen
 ///      it free for `non_elector_takes_after`: no elector is left). One node wins (an etcd
 ///      transaction, which also records the winner in taken-by and hands back the one before).
@@ -45,9 +44,9 @@ constexpr std::chrono::seconds non_elector_takes_after{1};
 
 /// How long a member its plan names outside the electorate waits before its first request: the
 /// electors' vote, revocation and take cost etcd a few milliseconds each when nothing is queued
-/// before them. Measured with `troupe bench succession` at 1,024 members (docs/benchmarks.md):
-/// the role taken 27 ms after the survivors started with it, 296 ms without it.
-constexpr std::chrono::milliseconds non_elector_watch_delay{50};
+/// before them. Measured with `troupe bench succession` (docs/benchmarks.md): at 1,024 members
+/// the role was taken 36 ms after the survivors started, 602 ms when every member read first.
+constexpr std::chrono::milliseconds non_elector_pause_first{50};
 
 struct succession_settings {
   head_record_keys keys;
