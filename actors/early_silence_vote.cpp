@@ -11,7 +11,8 @@ namespace troupe::actors {
 early_silence_vote::early_silence_vote(cluster::head_record_keys keys, std::string node, int64_t lease_s)
     : keys_(std::move(keys)), node_(std::move(node)), lease_s_(lease_s) {}
 
-void early_silence_vote::plan_taken(const std::string& head, int64_t term, bool elector, io::etcd_settings etcd) {
+void early_silence_vote::plan_taken(const std::string& head, int64_t term, std::optional<bool> elector,
+                                    io::etcd_settings etcd) {
   const std::lock_guard lock(mutex_);
   head_ = head;
   term_ = term;
@@ -19,12 +20,17 @@ void early_silence_vote::plan_taken(const std::string& head, int64_t term, bool 
   etcd_ = std::move(etcd);
 }
 
+std::optional<bool> early_silence_vote::elector_by_plan(const std::string& head) {
+  const std::lock_guard lock(mutex_);
+  return head_ == head ? elector_ : std::nullopt;
+}
+
 void early_silence_vote::cast(const std::string& head) noexcept {
   int64_t term = 0;
   io::etcd_settings settings;
   {
     const std::lock_guard lock(mutex_);
-    if (!elector_ || head_ != head || term_ <= 0) return;
+    if (elector_ != true || head_ != head || term_ <= 0) return;
     term = term_;
     settings = etcd_;
   }

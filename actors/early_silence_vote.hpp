@@ -10,10 +10,12 @@
 /// instead, as the session starts stopping: the succession's own ballot later finds it cast (an
 /// earlier vote of the same node stands: cluster/head_silence.cpp) and counts. The vote means
 /// what it meant: this node declared that term's head silent, now; when the lease may be revoked
-/// is still the ballot's rule, from the moment the votes are complete.
+/// is still the ballot's rule, from the moment the votes are complete. What the last plan said
+/// is kept here alone: the succession asks it too (elector_by_plan).
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "cluster/head_record.hpp"
@@ -26,9 +28,12 @@ class early_silence_vote {
   early_silence_vote(cluster::head_record_keys keys, std::string node, int64_t lease_s);
 
   /// What the node's last plan said: the head that sent it, that head's term, and whether this
-  /// node is one of its electors; `etcd`: the endpoints in the order to try them then (the
-  /// head's host last). Called on the session's thread.
-  void plan_taken(const std::string& head, int64_t term, bool elector, io::etcd_settings etcd);
+  /// node is one of its electors (none: the plan named no electorate); `etcd`: the endpoints in
+  /// the order to try them then (the head's host last). Called on the session's thread.
+  void plan_taken(const std::string& head, int64_t term, std::optional<bool> elector, io::etcd_settings etcd);
+  /// Whether the last plan, when it came from `head`, named this node one of its electors; none
+  /// when it came from another head or named no electorate (succession_settings::elector_hint).
+  std::optional<bool> elector_by_plan(const std::string& head);
   /// Votes `head` silent in etcd when the last plan came from it and named this node an
   /// elector; else nothing. Called on the heartbeat thread; a failure is only logged (the
   /// succession votes again).
@@ -41,7 +46,7 @@ class early_silence_vote {
   std::mutex mutex_;
   std::string head_;  ///< the last plan's
   int64_t term_ = 0;
-  bool elector_ = false;
+  std::optional<bool> elector_;
   io::etcd_settings etcd_;
 };
 

@@ -249,8 +249,7 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
                                         cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period),
                                         std::chrono::seconds(2 * m.failover.lease_s + 5),
                                         followed_term_};
-  if (plan_electorate_.head == lost && !plan_electorate_.electors.empty())
-    settings.elector_hint = plan_electorate_.is_elector(node_.name);
+  if (early_vote_) settings.elector_hint = early_vote_->elector_by_plan(lost);
   cluster::succession_callbacks callbacks;
   callbacks.try_take = [&](cluster::head_term* other) {
     // The endpoint that just answered goes first for the clients the new head opens (its

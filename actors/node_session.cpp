@@ -13,6 +13,7 @@
 #include "actors/event_log.hpp"
 #include "actors/node_heartbeats.hpp"
 #include "actors/shutdown_watchdog.hpp"
+#include "cluster/electorate.hpp"
 #include "cluster/head_lease.hpp"
 #include "cluster/head_record.hpp"
 #include "cluster/head_silence.hpp"
@@ -215,10 +216,13 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   const bool nccl = m.transport == "nccl";
   role_.node = spec.name;
   role_.generation = plan.generation;
-  plan_electorate_ = {m.head_node, plan.electors};
   if (plan.head_term > 0) followed_term_ = plan.head_term;
-  if (early_vote_)
-    early_vote_->plan_taken(m.head_node, followed_term_, plan_electorate_.is_elector(node_.name), failover_etcd());
+  if (early_vote_) {
+    const cluster::electorate named{m.head_node, plan.electors};
+    early_vote_->plan_taken(m.head_node, followed_term_,
+                            named.electors.empty() ? std::nullopt : std::optional<bool>(named.is_elector(node_.name)),
+                            failover_etcd());
+  }
   role_.restarted = node_.restarted;
   role_.elastic = m.faults.policy == cluster::fault_policy::elastic;
   role_.failover = m.failover.enabled();

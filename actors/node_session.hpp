@@ -16,7 +16,6 @@
 #include "actors/metrics_hub.hpp"
 #include "actors/node_startup.hpp"
 #include "actors/training_session.hpp"
-#include "cluster/electorate.hpp"
 #include "cluster/manifest.hpp"
 #include "cluster/plan.hpp"
 #include "io/config/job_config.hpp"
@@ -187,9 +186,8 @@ class cluster_membership {
   std::unique_ptr<cluster::head_lease> head_lease_;
   /// The etcd term of the head this node follows; 0 until it is known (the first head's).
   int64_t followed_term_ = 0;
-  /// The electorate the last plan named, with the head that sent it (cluster_plan::electors).
-  cluster::electorate plan_electorate_;
-  /// With failover: this node's vote when its heartbeats find the head silent; else null.
+  /// With failover: what the last plan said of this node's vote (cluster_plan::electors), and
+  /// the vote cast when its heartbeats find the head silent; else null.
   std::shared_ptr<early_silence_vote> early_vote_;
   /// What the heartbeats call when the head falls silent (early_vote_); empty without failover.
   std::function<void()> silence_vote_callback() const;

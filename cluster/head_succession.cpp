@@ -74,29 +74,6 @@ std::chrono::milliseconds non_elector_wait(clock::time_point free_since, clock::
   return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()));
 }
 
-/// A member outside the electorate (as its plan said) lets the electors go first, then reads
-/// the key once — by then it usually names the new holder — and otherwise waits for its next
-/// write from that read on (a watch from the read's revision is served as etcd commits; one
-/// from an older revision waits for etcd's next pass over its history, every 100 ms). None when
-/// no holder came within the wait: the node then reads as every member does. Throws
-/// io::etcd_unavailable.
-std::optional<succession_result> holder_after_the_electors(io::etcd_client& etcd, const succession_settings& settings,
-                                                           clock::time_point deadline) {
-  if (settings.elector_hint != false) return std::nullopt;
-  std::this_thread::sleep_for(non_elector_pause_first);
-  if (const auto term = current_head(etcd, settings.keys.head)) {
-    const auto holder = decode_holder(term->holder, settings.keys.head);
-    if (holder.node != settings.lost) return succession_result{holder, term->revision, false};
-  }
-  const auto change = etcd.next_change(settings.keys.head, etcd.revision() + 1,
-                                       non_elector_wait(clock::time_point::max(), deadline),
-                                       io::etcd_client::changes::writes_only);
-  if (!change || change->what != io::etcd_key_event::kind::put) return std::nullopt;
-  const auto holder = decode_holder(change->key.value, settings.keys.head);
-  if (holder.node == settings.lost) return std::nullopt;
-  return succession_result{holder, change->key.create_revision, false};
-}
-
 }  // namespace
 
 succession_result follow_succession(io::etcd_client& etcd, const succession_settings& settings,
@@ -109,11 +86,12 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
   auto free_since = clock::time_point::max();
   auto pause = std::chrono::milliseconds(10);
   std::string last_error;
-  try {
-    if (auto followed = holder_after_the_electors(etcd, settings, deadline)) return *followed;
-  } catch (const io::etcd_unavailable& e) {
-    last_error = std::string(": ") + e.what();
-  }
+  // A member its plan names outside the electorate lets the electors reach etcd first, then
+  // takes the plan's word for its first round: one read of the key (by then it usually names the
+  // new holder) and a watch from that read (one from an older revision waits for etcd's next
+  // pass over its history, every 100 ms). From the next round on, etcd's electorate decides.
+  bool outside_by_plan = settings.elector_hint == false;
+  if (outside_by_plan) std::this_thread::sleep_for(non_elector_pause_first);
   int64_t read_at = 0;  // etcd's revision at this node's last read of the key
   while (clock::now() < deadline) {
     try {
@@ -122,13 +100,14 @@ succession_result follow_succession(io::etcd_client& etcd, const succession_sett
       const auto term = key_free ? std::nullopt : current_head(etcd, settings.keys.head);
       if (!key_free) read_at = etcd.revision();
       key_free = false;
-      elector = revocation.elector(etcd);
+      elector = !outside_by_plan && revocation.elector(etcd);
+      outside_by_plan = false;
       if (term) {
         free_since = clock::time_point::max();
         const auto holder = decode_holder(term->holder, settings.keys.head);
         if (holder.node != settings.lost) return {holder, term->revision, elector};
         const bool same_term = settings.followed_term == 0 || term->revision == settings.followed_term;
-        if (!revoked && same_term && revocation.due(etcd, *term)) {
+        if (!revoked && same_term && elector && revocation.due(etcd, *term)) {
           etcd.revoke_lease(term->lease);
           revoked = key_free = true;
           continue;

@@ -1,7 +1,8 @@
 // An elector's early vote (actors/early_silence_vote.hpp) against a real etcd server: cast for
 // the head its last plan came from, when that plan named it an elector, it stands in etcd under
 // the head's term, and the succession's own ballot counts it; for another head, or a node its
-// plan left out of the electorate, nothing is written.
+// plan left out of the electorate, nothing is written. What the plan said is what the
+// succession is told (elector_by_plan).
 #include "actors/early_silence_vote.hpp"
 
 #include <gtest/gtest.h>
@@ -58,13 +59,17 @@ TEST_F(early_silence_vote_test, no_vote_for_another_head_nor_from_a_node_outside
   b.plan_taken("a", term_, true, settings_);
   b.cast("z");  // heartbeats to another head than the last plan's
   EXPECT_FALSE(vote_stands("b"));
+  EXPECT_EQ(b.elector_by_plan("a"), std::optional<bool>(true));
+  EXPECT_EQ(b.elector_by_plan("z"), std::nullopt) << "the plan came from a, not z";
   early_silence_vote d(keys_, "d", 5);
   d.plan_taken("a", term_, false, settings_);
   d.cast("a");
   EXPECT_FALSE(vote_stands("d"));
+  EXPECT_EQ(d.elector_by_plan("a"), std::optional<bool>(false));
   early_silence_vote unplanned(keys_, "c", 5);  // no plan yet
   unplanned.cast("a");
   EXPECT_FALSE(vote_stands("c"));
+  EXPECT_EQ(unplanned.elector_by_plan("a"), std::nullopt);
 }
 
 }  // namespace
