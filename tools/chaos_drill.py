@@ -57,6 +57,7 @@ KINDS = ("freeze_head", "cut_head", "split_etcd", "kill_etcd_leader_host", "kill
 DURATION_S = {"freeze_head": 8, "cut_head": 8, "drop_head": 8, "partition_head": 8, "partition_head_one": 8, "split_etcd": 10,
               "kill_etcd_leader_host": 10, "kill_head_etcd_leader": 10, "reset_control": 0, "kill_head_and_one": 0,
               "cut_head_and_one": 8}
+TWO_AT_ONCE = ("kill_head_and_one", "cut_head_and_one")  # the head's node and another's together
 LEADER_MOVE_S = 10  # how long etcd may take to hand its leadership over
 HEAD_PORT = 29500  # netcluster's manifest's head.port: every head's, the role moving or not
 ETCD_PEER_PORT = 2380
@@ -161,7 +162,7 @@ def inject(faults, kind):
     """Injects the drill fault KIND through FAULTS (chaos_faults.cluster_faults); what it hit and
     what the job must do about it."""
     head = head_host(faults)
-    if kind in ("kill_head_and_one", "cut_head_and_one"):
+    if kind in TWO_AT_ONCE:
         return head_and_one(faults, kind, head)
     if kind == "freeze_head":
         _, pid = faults.head_process()
