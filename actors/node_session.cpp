@@ -83,7 +83,9 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
   if (m.failover.enabled())
     early_vote_ = std::make_shared<early_silence_vote>(failover_keys(), node_.name, m.failover.lease_s);
 
-  ucx_ = std::make_unique<io::ucx_context>(node.manifest.ucx_tls);
+  // A transport stranded mid-message is reaped once every live peer's wait on its ring has
+  // timed out (io/comm/ucx/ucx_teardown.cpp).
+  ucx_ = std::make_unique<io::ucx_context>(node.manifest.ucx_tls, 2 * m.timeouts.collective);
   probe_responder_ = std::make_unique<io::link_probe_responder>(probe_token());
   system_config_ = std::make_unique<caf::actor_system_config>();
   configure_actor_system(*system_config_);

@@ -4,6 +4,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -39,9 +40,15 @@ struct ucx_context::impl {
   std::mutex closing_mutex;
   std::condition_variable all_closed;
   int closing = 0;
-  /// Transports stranded mid-message (ucx_transport.cpp), kept untouched while the process
-  /// lives; with any, the context is left to the process's end too.
-  std::vector<std::shared_ptr<void>> set_aside;
+  /// Transports stranded mid-message (ucx_teardown.cpp), kept untouched for `stranded_grace`,
+  /// then reaped: their workers destroyed without being driven. With any left, the context is
+  /// left to the process's end too.
+  struct stranded_transport {
+    std::function<void()> reap;  ///< owns the transport's state; destroys its worker undriven
+    std::chrono::steady_clock::time_point since;
+  };
+  std::chrono::seconds stranded_grace{ucx_context::default_stranded_grace};
+  std::vector<stranded_transport> set_aside;
 };
 
 /// A worker (UCS_THREAD_MODE_SINGLE) on `owner`'s UCP context. UCX lists the host's network
@@ -58,7 +65,12 @@ ucp_worker_h create_worker(ucx_context::impl& owner);
 /// gives up (minutes), which must not hold up the node's next generation.
 void close_in_background(ucx_context::impl& owner, std::function<void()> close);
 
-/// Keeps a stranded transport's state in `owner`, never driven nor destroyed.
-void set_aside(ucx_context::impl& owner, std::shared_ptr<void> transport);
+/// Keeps a stranded transport in `owner`, never driven again: `reap` holds its state and destroys
+/// its worker once it has been set aside for the context's grace (reap_stranded_in_background).
+void set_aside(ucx_context::impl& owner, std::function<void()> reap);
+
+/// Reaps, on a thread of its own (close_in_background), the transports set aside in `owner` for
+/// its grace or longer; nothing when there are none.
+void reap_stranded_in_background(ucx_context::impl& owner);
 
 }  // namespace troupe::io

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "io/comm/ucx/ucx_check.hpp"
 #include "io/comm/ucx/ucx_transport.hpp"
@@ -77,7 +79,8 @@ ucp_context_h make_ucp_context(const std::string& tls) {
 
 }  // namespace
 
-ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>()) {
+ucx_context::ucx_context(const std::string& tls, std::chrono::seconds stranded_grace)
+    : impl_(std::make_unique<impl>()) {
   // UCX 1.13 opens a TCP endpoint with a blocking connect (UCX_TCP_CONN_NB defaults to n):
   // ucp_ep_create towards a peer whose host is cut off waits out TCP's connect timeout (about
   // two minutes), and a node wiring a new generation hears nothing of its head meanwhile — the
@@ -89,6 +92,7 @@ ucx_context::ucx_context(const std::string& tls) : impl_(std::make_unique<impl>(
   // threads that read the environment (CAF's, the reducers') start.
   ::setenv(tcp_nonblocking_connect_env, "y", /*overwrite=*/0);
   impl_->tls = tls;
+  impl_->stranded_grace = stranded_grace;
   impl_->context = make_ucp_context(tls);
 }
 
@@ -133,9 +137,48 @@ void close_in_background(ucx_context::impl& owner, std::function<void()> close) 
   }).detach();
 }
 
-void set_aside(ucx_context::impl& owner, std::shared_ptr<void> transport) {
+void set_aside(ucx_context::impl& owner, std::function<void()> reap) {
   std::lock_guard<std::mutex> lock(owner.closing_mutex);
-  owner.set_aside.push_back(std::move(transport));
+  owner.set_aside.push_back({std::move(reap), std::chrono::steady_clock::now()});
+}
+
+namespace {
+
+/// Takes out of `owner` the stranded transports set aside at least `age` ago.
+std::vector<ucx_context::impl::stranded_transport> take_stranded(ucx_context::impl& owner,
+                                                                 std::chrono::steady_clock::duration age) {
+  const auto set_aside_by = std::chrono::steady_clock::now() - age;
+  std::lock_guard<std::mutex> lock(owner.closing_mutex);
+  const auto due = std::stable_partition(owner.set_aside.begin(), owner.set_aside.end(),
+                                         [&](const auto& stranded) { return stranded.since > set_aside_by; });
+  std::vector<ucx_context::impl::stranded_transport> taken(std::make_move_iterator(due),
+                                                           std::make_move_iterator(owner.set_aside.end()));
+  owner.set_aside.erase(due, owner.set_aside.end());
+  return taken;
+}
+
+}  // namespace
+
+void reap_stranded_in_background(ucx_context::impl& owner) {
+  auto due = std::make_shared<std::vector<ucx_context::impl::stranded_transport>>(
+      take_stranded(owner, owner.stranded_grace));
+  if (due->empty()) return;
+  close_in_background(owner, [due, grace = owner.stranded_grace] {
+    for (auto& stranded : *due) stranded.reap();
+    spdlog::info("ucx: {} transport(s) set aside mid-message {} s or more ago reaped (their workers destroyed, "
+                 "undriven)", due->size(), grace.count());
+  });
+}
+
+std::size_t ucx_context::reap_stranded(std::chrono::steady_clock::duration age) {
+  const auto due = take_stranded(*impl_, age);
+  for (const auto& stranded : due) stranded.reap();
+  return due.size();
+}
+
+std::size_t ucx_context::stranded() const {
+  std::lock_guard<std::mutex> lock(impl_->closing_mutex);
+  return impl_->set_aside.size();
 }
 
 /// Waits a while for transports still closing in the background; one that does not finish

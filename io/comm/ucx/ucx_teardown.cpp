@@ -30,11 +30,18 @@ using ucx_detail::seconds_text;
 // survivors closing an aborted ring in the background). Closing the endpoints does not stop it
 // at once, and destroying the worker without progress resets its TCP connections under peers
 // still sending, which UCX 1.13 answered with an assertion failure in the sender
-// (tests/io/comm/ucx_abandon_test.cpp). So a stranded transport is set aside untouched until
-// the process ends (set_aside, ucx_check.hpp): its peers see a receiver that stopped reading,
-// as if it hung, until their own rings give up on it. This holds where data lands only within
-// the receiver's own progress calls, as over TCP and shared memory (what troupe's hosts use);
-// over RDMA a peer's rendezvous put lands without them, and nothing here stops it.
+// (tests/io/comm/ucx_abandon_test.cpp). So a stranded transport is set aside untouched (set_aside,
+// ucx_check.hpp): its peers see a receiver that stopped reading, as if it hung, until their own
+// rings give up on it. This holds where data lands only within the receiver's own progress
+// calls, as over TCP and shared memory (what troupe's hosts use); over RDMA a peer's rendezvous
+// put lands without them, and nothing here stops it.
+//
+// A stranded transport is reaped once set aside for the context's grace (twice the collective
+// timeout in a node): its worker destroyed without a progress call, so nothing more lands in
+// the buffers. By then every live peer's wait on that ring has timed out, so no peer still
+// drives a send into the connections the destruction resets; a peer's own stranded transport
+// sees the reset only when it is reaped in turn, undriven as well (both orders tested in
+// ucx_abandon_test). The teardown of any later transport reaps those past their grace.
 void ucx_transport::impl::cancel_pending() noexcept {
   std::vector<std::pair<void*, int>> cancelled;
   for (auto& [id, r] : requests) {
@@ -46,11 +53,25 @@ void ucx_transport::impl::cancel_pending() noexcept {
   for (auto& [handle, peer] : drain(std::move(cancelled), cancel_timeout)) {
     if (!stranded)
       spdlog::warn("ucx transport: a message with rank {} was still under way {} s after its cancellation (its ring "
-                   "was given up mid-message); the transport is set aside, never driven again, until the process ends",
-                   peer, seconds_text(cancel_timeout));
+                   "was given up mid-message); the transport is set aside, never driven again, and reaped after {} s",
+                   peer, seconds_text(cancel_timeout), owner->stranded_grace.count());
     stranded = true;
     ucp_request_free(handle);  // UCX releases it if it ever completes
   }
+}
+
+void ucx_transport::impl::reap() noexcept {
+  for (auto& peer : peers) {
+    if (peer == nullptr) continue;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    const ucs_status_ptr_t result = ucp_ep_close_nbx(peer->endpoint, &param);
+    if (result != nullptr && !UCS_PTR_IS_ERR(result)) ucp_request_free(result);
+  }
+  ucp_worker_destroy(worker);  // undriven
+  worker = nullptr;
+  peers.clear();
 }
 
 void ucx_transport::impl::shut_down() noexcept {
@@ -87,8 +108,9 @@ ucx_transport::~ucx_transport() {
   // on the caller's thread, even when the rest of the teardown goes to the background.
   impl_->cancel_pending();
   std::shared_ptr<impl> closing = std::move(impl_);
+  reap_stranded_in_background(*closing->owner);
   if (closing->stranded)
-    set_aside(*closing->owner, closing);
+    set_aside(*closing->owner, [closing] { closing->reap(); });
   else if (aborted())  // its ring was aborted: a peer may be cut off (close_in_background)
     close_in_background(*closing->owner, [closing] { closing->shut_down(); });
   else

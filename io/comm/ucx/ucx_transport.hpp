@@ -38,13 +38,26 @@ namespace troupe::io {
 /// UCX's keepalive (UCX_KEEPALIVE_INTERVAL, 20 s by default) or by the waits' timeouts.
 class ucx_context {
  public:
+  /// How long a transport stranded mid-message stays set aside before its worker is destroyed
+  /// (ucx_teardown.cpp) unless the context is told otherwise: twice the collective timeout's
+  /// default, the longest a live peer may still be waiting on the message.
+  static constexpr std::chrono::seconds default_stranded_grace{240};
+
   /// Reads the UCX_* environment (ucp_config_read) and initialises UCP; throws transport_error
   /// (peer -1) when UCX cannot start. A non-empty `tls` (the manifest's ucx_tls) replaces
   /// UCX_TLS: the transports UCX may use ("tcp", "tcp,self", "^sysv,posix", …).
-  explicit ucx_context(const std::string& tls = "");
+  /// `stranded_grace`: how long a stranded transport is kept before it is reaped.
+  explicit ucx_context(const std::string& tls = "", std::chrono::seconds stranded_grace = default_stranded_grace);
   ~ucx_context();
   ucx_context(const ucx_context&) = delete;
   ucx_context& operator=(const ucx_context&) = delete;
+
+  /// Transports set aside stranded mid-message and not yet reaped.
+  std::size_t stranded() const;
+  /// Destroys, on this thread and without driving them, the workers of the transports set aside
+  /// at least `age` ago (every transport's teardown does this in the background for those past
+  /// the context's grace); how many.
+  std::size_t reap_stranded(std::chrono::steady_clock::duration age);
 
   struct impl;
 
@@ -70,8 +83,8 @@ class ucx_transport : public transport {
 
   /// Cancels requests still posted, closes the endpoints in force mode (no waiting for peers)
   /// and destroys the worker; after an abort(), on a thread of its own. A transport where a
-  /// message was still under way after its cancellation is set aside untouched until the
-  /// process ends instead (ucx_teardown.cpp). Never throws.
+  /// message was still under way after its cancellation is set aside untouched instead, and
+  /// reaped after the context's grace (ucx_teardown.cpp). Never throws.
   ~ucx_transport() override;
 
   ucx_transport(const ucx_transport&) = delete;

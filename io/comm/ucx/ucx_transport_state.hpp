@@ -154,6 +154,8 @@ struct ucx_transport::impl {
 
   void cancel_pending() noexcept;
   void shut_down() noexcept;
+  /// A stranded transport's end, past its grace: the worker destroyed without progress.
+  void reap() noexcept;
 
   /// A request outlived its cancellation (cancel_pending): the worker is never driven again.
   bool stranded = false;

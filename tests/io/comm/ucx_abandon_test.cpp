@@ -109,6 +109,72 @@ TEST(ucx_abandoned_transport, a_half_received_message_never_lands_after_cancel_p
   EXPECT_EQ(overwritten, 0u) << overwritten << " bytes of the abandoned buffer were written after cancel_pending";
 }
 
+/// Two transports on `context` stranded mid-message both ways round: the receiver's 64 MiB
+/// receive half filled and given up, the sender's send given up too (UCX cancels no send); both
+/// destroyed (set aside), the receiver first when `receiver_first`. The receive buffer, refilled
+/// with a sentinel after the cancellation, is returned for the caller to check.
+std::vector<std::uint8_t> strand_a_pair(ucx_context& context, bool receiver_first) {
+  auto sender = std::make_unique<ucx_transport>(context, 0);
+  auto receiver = std::make_unique<ucx_transport>(context, 1);
+  sender->connect(1, receiver->local_address());
+  receiver->connect(0, sender->local_address());
+  std::vector<std::uint8_t> outgoing(message_bytes, sent_byte);
+  std::vector<std::uint8_t> incoming(message_bytes, 0);
+  const auto receive = receiver->post_receive(0, tag, incoming.data(), incoming.size());
+  sender->post_send(1, tag, outgoing.data(), outgoing.size());
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!any_byte_landed(incoming) && std::chrono::steady_clock::now() < deadline) {
+    sender->progress();
+    if (receiver->test(receive)) throw std::runtime_error("the whole 64 MiB arrived before the receiver looked");
+  }
+  if (!any_byte_landed(incoming)) throw std::runtime_error("no byte of the message arrived within 20 s");
+  receiver->abort("the test abandons the ring");
+  sender->abort("the test abandons the ring");
+  receiver->cancel_pending();
+  sender->cancel_pending();
+  std::fill(incoming.begin(), incoming.end(), sentinel_byte);
+  if (receiver_first) receiver.reset();
+  sender.reset();
+  receiver.reset();
+  return incoming;
+}
+
+std::size_t bytes_overwritten(const std::vector<std::uint8_t>& buffer) {
+  return static_cast<std::size_t>(
+      std::count_if(buffer.begin(), buffer.end(), [](std::uint8_t b) { return b != sentinel_byte; }));
+}
+
+// Reaping destroys a stranded worker without driving it: nothing lands in the given-up buffer,
+// and neither side's UCX fails on the connections the other's destruction reset (UCX 1.13
+// asserted in a sender that drove its send while the receiver's worker was destroyed), in
+// either order.
+TEST(ucx_abandoned_transport, a_stranded_pair_is_reaped_undriven_in_either_order) {
+  for (const bool receiver_first : {true, false}) {
+    SCOPED_TRACE(receiver_first ? "the receiver reaped first" : "the sender reaped first");
+    ucx_context context("tcp", std::chrono::hours(1));
+    const auto incoming = strand_a_pair(context, receiver_first);
+    ASSERT_EQ(context.stranded(), 2u) << "both transports should have been set aside";
+    EXPECT_EQ(context.reap_stranded(std::chrono::hours(1)), 0u) << "reaped before their time";
+    EXPECT_EQ(context.reap_stranded(std::chrono::seconds(0)), 2u);
+    EXPECT_EQ(context.stranded(), 0u);
+    EXPECT_EQ(bytes_overwritten(incoming), 0u) << "bytes of the given-up buffer were written by the reaping";
+  }
+}
+
+// Past the context's grace, the next transport's teardown reaps the stranded ones (in the
+// background), so a node that loses generations for weeks does not keep their workers.
+TEST(ucx_abandoned_transport, a_later_teardown_reaps_the_stranded_past_their_grace) {
+  ucx_context context("tcp", std::chrono::seconds(0));
+  const auto incoming = strand_a_pair(context, true);
+  EXPECT_GE(context.stranded(), 1u) << "the pair's own teardowns reap only those stranded before them";
+  std::make_unique<ucx_transport>(context, 2).reset();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (context.stranded() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(context.stranded(), 0u) << "not reaped within 10 s of a later teardown";
+  EXPECT_EQ(bytes_overwritten(incoming), 0u);
+}
+
 TEST(ucx_abandoned_transport, cancelling_receives_no_message_matched_leaves_it_usable) {
   connected_pair pair;
   std::uint8_t never_sent = 0;
