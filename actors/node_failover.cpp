@@ -197,32 +197,19 @@ void cluster_membership::join_following_the_role(bool restarted, startup_timelin
   }
 }
 
-early_succession::take_function cluster_membership::role_taker() const {
-  const auto& m = node_.manifest;
+bool cluster_membership::try_take_head_role(const std::string& why, cluster::head_term* holder) {
+  auto& m = node_.manifest;
+  const auto keys = failover_keys();
   const auto& spec = m.nodes[m.node_index(node_.name)];
   // On one host the lost head's port may still be held by its sockets; elsewhere the port is the
   // manifest's, on this node's host.
-  return [keys = failover_keys(), node = node_.name, host = spec.host, port = m.head_port, one_host = cluster::single_host(m),
-          ttl = m.failover.lease_s, lost = head_role_lost_handler()](const io::etcd_settings& etcd, cluster::head_term* other) {
-    const cluster::head_holder me{node, host, one_host ? io::free_local_port() : port};
-    cluster::head_lease_settings settings{etcd, keys.head, cluster::encode_holder(me), ttl};
-    // Taking the role records the taker in taken-by, and reads the state it goes on from.
-    settings.on_take.record_key = keys.taken_by;
-    settings.on_take.read_prefixes = {keys.state};
-    return cluster::head_lease::try_take(settings, lost, other);
-  };
-}
-
-bool cluster_membership::try_take_head_role(const std::string& why, cluster::head_term* holder) {
-  auto lease = role_taker()(failover_etcd(), holder);
+  const cluster::head_holder me{node_.name, spec.host,
+                                cluster::single_host(m) ? io::free_local_port() : m.head_port};
+  auto settings = taking_settings(keys, me);
+  settings.on_take.read_prefixes = {keys.state};  // the state it goes on from, in the same request
+  auto lease = cluster::head_lease::try_take(settings, head_role_lost_handler(), holder);
   if (!lease) return false;
   role_taken_unix_s_ = unix_seconds();
-  become_head(std::move(lease), why);
-  return true;
-}
-
-void cluster_membership::become_head(std::unique_ptr<cluster::head_lease> lease, const std::string& why) {
-  const auto keys = failover_keys();
   auto stored = cluster::membership_of(lease->term().read_at_take, keys);
   if (!stored)
     throw make_error("node ", node_.name, " took the head's role, but etcd holds no state at ", keys.state,
@@ -242,44 +229,27 @@ void cluster_membership::become_head(std::unique_ptr<cluster::head_lease> lease,
   spdlog::warn("node {}: takes the head's role over from node {}{} (etcd term {})", node_.name, stored->written_by,
                stored->lost_since_written.empty() ? "" : " and node " + stored->lost_since_written + ", which took it after",
                lease->term().revision);
-  follow(cluster::decode_holder(lease->term().holder, keys.head));
+  follow(me);
   followed_term_ = lease->term().revision;
   head_lease_ = std::move(lease);
   is_head_ = true;
   start_head(&*stored, why);
-}
-
-cluster::succession_settings cluster_membership::succession_basics() const {
-  const auto& m = node_.manifest;
-  cluster::succession_settings settings;
-  settings.keys = failover_keys();
-  settings.node = node_.name;
-  settings.lease_s = m.failover.lease_s;
-  settings.revoke_delay = cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period);
-  settings.limit = std::chrono::seconds(2 * m.failover.lease_s + 5);
-  return settings;
+  return true;
 }
 
 cluster::head_holder cluster_membership::holder_after_loss(const std::string& lost, bool process_ended,
                                                            const std::string& why) {
   const auto& m = node_.manifest;
-  // A silent head's succession started as the silence was declared (actors/early_succession.hpp).
-  if (auto early = early_succession_ ? early_succession_->take(lost) : std::nullopt) {
-    etcd_answered_ = early->etcd_answered;
-    if (!early->result.holder) {
-      role_taken_unix_s_ = early->role_taken_unix_s;
-      become_head(std::move(early->lease), why);
-      return {node_.name, m.head_host, m.head_port};
-    }
-    followed_term_ = early->result.term;
-    return *early->result.holder;
-  }
   io::etcd_client etcd(failover_etcd());
-  auto settings = succession_basics();
-  settings.lost = lost;
-  settings.process_ended = process_ended;
-  settings.followed_term = followed_term_;
-  if (early_succession_) settings.elector_hint = early_succession_->elector_by_plan(lost);
+  cluster::succession_settings settings{failover_keys(),
+                                        node_.name,
+                                        lost,
+                                        process_ended,
+                                        m.failover.lease_s,
+                                        cluster::silence_revoke_delay(m.timeouts.heartbeat, m.timeouts.heartbeat_period),
+                                        std::chrono::seconds(2 * m.failover.lease_s + 5),
+                                        followed_term_};
+  if (early_vote_) settings.elector_hint = early_vote_->elector_by_plan(lost);
   cluster::succession_callbacks callbacks;
   callbacks.try_take = [&](cluster::head_term* other) {
     // The endpoint that just answered goes first for the clients the new head opens (its
@@ -297,9 +267,9 @@ cluster::head_holder cluster_membership::holder_after_loss(const std::string& lo
   return *result.holder;
 }
 
-std::function<void()> cluster_membership::silence_callback() const {
-  if (!early_succession_) return {};
-  return [early = early_succession_, head = node_.manifest.head_node] { early->start(head); };
+std::function<void()> cluster_membership::silence_vote_callback() const {
+  if (!early_vote_) return {};
+  return [vote = early_vote_, head = node_.manifest.head_node] { vote->cast(head); };
 }
 
 // A holder that does not answer (it took the role and died) is lost in turn: etcd is asked again.

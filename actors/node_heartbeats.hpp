@@ -46,7 +46,7 @@ struct node_heartbeat_settings {
   std::shared_ptr<std::atomic<bool>> head_silent;  ///< set when the head stopped echoing
   std::filesystem::path events;                    ///< RUN_DIR/events.jsonl, or empty
   /// With failover: called on the heartbeat thread once the head is found silent, after the
-  /// session was told (the succession: actors/early_succession.hpp); may be empty.
+  /// session was told (an elector's vote: actors/early_silence_vote.hpp); may be empty.
   std::function<void()> on_head_silent;
 };
 

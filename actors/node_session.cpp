@@ -81,11 +81,7 @@ cluster_membership::cluster_membership(const node_identity& node, uint64_t job_h
                          ": the ucx transport reduces host memory; GPU workers need transport \"nccl\"");
   is_head_ = spec.name == m.head_node && !(node.restarted && m.failover.enabled());
   if (m.failover.enabled())
-    early_succession_ = std::make_shared<early_succession>(
-        succession_basics(), role_taker(),
-        [events = events_, node = node_.name](const std::string& head, const std::string& tally) {
-          record_event(events, {{"event", "head_voted_silent"}, {"node", node}, {"head", head}, {"votes", tally}});
-        });
+    early_vote_ = std::make_shared<early_silence_vote>(failover_keys(), node_.name, m.failover.lease_s);
 
   // A transport stranded mid-message is reaped once every live peer's wait on its ring has
   // timed out (io/comm/ucx/ucx_teardown.cpp).
@@ -211,7 +207,7 @@ void cluster_membership::start_heartbeats() {
   heartbeats_ = std::make_unique<node_heartbeats>(
       *system_, node_heartbeat_settings{node_.name, m.head_address(), std::move(datagrams), coordinator_,
                                         caf::actor_cast<caf::actor>(*self_), m.failover.enabled(), head_silent_,
-                                        events_, silence_callback()});
+                                        events_, silence_vote_callback()});
   probe_responder_->answer_head_queries(heartbeats_->head_heard_source());
 }
 
@@ -223,9 +219,9 @@ void cluster_membership::take_place_in(const cluster::cluster_plan& plan, local_
   role_.node = spec.name;
   role_.generation = plan.generation;
   if (plan.head_term > 0) followed_term_ = plan.head_term;
-  if (early_succession_) {
+  if (early_vote_) {
     const cluster::electorate named{m.head_node, plan.electors};
-    early_succession_->plan_taken(m.head_node, followed_term_,
+    early_vote_->plan_taken(m.head_node, followed_term_,
                             named.electors.empty() ? std::nullopt : std::optional<bool>(named.is_elector(node_.name)),
                             failover_etcd());
   }

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/early_succession.hpp"
+#include "actors/early_silence_vote.hpp"
 #include "actors/metrics_hub.hpp"
 #include "actors/node_startup.hpp"
 #include "actors/training_session.hpp"
@@ -129,14 +129,6 @@ class cluster_membership {
   /// Takes the role if it is free, and becomes the head; false when another node took it first
   /// (`*holder` says who).
   bool try_take_head_role(const std::string& why, cluster::head_term* holder);
-  /// How this node takes the role in etcd (the lease alone; thread-safe: an early succession's
-  /// thread calls it too).
-  early_succession::take_function role_taker() const;
-  /// This node took the role (`lease`): it goes on from the state the lost head last wrote, as
-  /// the head.
-  void become_head(std::unique_ptr<cluster::head_lease> lease, const std::string& why);
-  /// The succession's settings for this node, but for the lost head and what the plan said.
-  cluster::succession_settings succession_basics() const;
   /// What the head's lease calls when the role is lost: the coordinator is killed, the process
   /// ends 3 s later (head_fenced in events.jsonl).
   std::function<void(const std::string&)> head_role_lost_handler() const;
@@ -195,10 +187,10 @@ class cluster_membership {
   /// The etcd term of the head this node follows; 0 until it is known (the first head's).
   int64_t followed_term_ = 0;
   /// With failover: what the last plan said of this node's vote (cluster_plan::electors), and
-  /// the succession started when its heartbeats find the head silent; else null.
-  std::shared_ptr<early_succession> early_succession_;
-  /// What the heartbeats call when the head falls silent (early_succession_); empty without failover.
-  std::function<void()> silence_callback() const;
+  /// the vote cast when its heartbeats find the head silent; else null.
+  std::shared_ptr<early_silence_vote> early_vote_;
+  /// What the heartbeats call when the head falls silent (early_vote_); empty without failover.
+  std::function<void()> silence_vote_callback() const;
   int64_t steps_at_head_loss_ = 0;    ///< the committed steps when this node last followed a lost head
   int64_t takeover_kill_window_ = 0;  ///< an injected kill:NODE@W:takeover (0: none)
   std::string etcd_answered_;  ///< the etcd endpoint that answered last (asked first next time)
