@@ -14,6 +14,7 @@
 namespace troupe::io {
 
 using ucx_detail::cancel_timeout;
+using ucx_detail::close_timeout;
 using ucx_detail::seconds_text;
 
 // Teardown: (1) cancel every posted request and give the cancellations a moment, so UCX stops
@@ -89,14 +90,14 @@ void ucx_transport::impl::shut_down() noexcept {
     else if (result != nullptr)
       closing.emplace_back(result, peer->rank);
   }
-  for (auto& [handle, peer] : drain(std::move(closing), cancel_timeout)) {
+  for (auto& [handle, peer] : drain(std::move(closing), close_timeout)) {
     spdlog::debug("ucx transport: closing the endpoint to rank {} did not finish within {} s", peer,
-                  seconds_text(cancel_timeout));
+                  seconds_text(close_timeout));
     ucp_request_free(handle);
   }
   // A force close completes the endpoint's requests from the worker's progress, so give it a
   // few rounds before the worker goes (else UCX warns about requests not returned to its pool).
-  const auto settle_deadline = std::chrono::steady_clock::now() + cancel_timeout;
+  const auto settle_deadline = std::chrono::steady_clock::now() + close_timeout;
   while (ucp_worker_progress(worker) != 0 && std::chrono::steady_clock::now() < settle_deadline) {
   }
   ucp_worker_destroy(worker);
