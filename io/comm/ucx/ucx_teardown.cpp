@@ -61,24 +61,13 @@ void ucx_transport::impl::cancel_pending() noexcept {
   }
 }
 
-void ucx_transport::impl::reap() noexcept {
-  for (auto& peer : peers) {
-    if (peer == nullptr) continue;
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    const ucs_status_ptr_t result = ucp_ep_close_nbx(peer->endpoint, &param);
-    if (result != nullptr && !UCS_PTR_IS_ERR(result)) ucp_request_free(result);
-  }
-  ucp_worker_destroy(worker);  // undriven
-  worker = nullptr;
-  peers.clear();
-}
+namespace {
 
-void ucx_transport::impl::shut_down() noexcept {
-  cancel_pending();
+/// Closes every endpoint of `peers` in force mode; the close requests still under way, each with
+/// its peer's rank (they complete from the worker's progress).
+std::vector<std::pair<void*, int>> force_close(const std::vector<std::unique_ptr<ucx_detail::peer_state>>& peers) {
   std::vector<std::pair<void*, int>> closing;
-  for (auto& peer : peers) {
+  for (const auto& peer : peers) {
     if (peer == nullptr) continue;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -90,7 +79,21 @@ void ucx_transport::impl::shut_down() noexcept {
     else if (result != nullptr)
       closing.emplace_back(result, peer->rank);
   }
-  for (auto& [handle, peer] : drain(std::move(closing), close_timeout)) {
+  return closing;
+}
+
+}  // namespace
+
+void ucx_transport::impl::reap() noexcept {
+  for (auto& [handle, peer] : force_close(peers)) ucp_request_free(handle);  // never driven
+  ucp_worker_destroy(worker);
+  worker = nullptr;
+  peers.clear();
+}
+
+void ucx_transport::impl::shut_down() noexcept {
+  cancel_pending();
+  for (auto& [handle, peer] : drain(force_close(peers), close_timeout)) {
     spdlog::debug("ucx transport: closing the endpoint to rank {} did not finish within {} s", peer,
                   seconds_text(close_timeout));
     ucp_request_free(handle);
