@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,12 +44,13 @@ bool send_one_byte(ucx_transport& sender, ucx_transport& receiver, std::uint64_t
   return received && sent;
 }
 
-/// Two TCP transports (ranks 0 and 1) connected both ways, each connection used once.
+/// Two TCP transports (ranks 0 and 1) on `context` connected both ways, each connection used once.
 struct connected_pair {
-  std::unique_ptr<ucx_transport> sender = std::make_unique<ucx_transport>(tcp_context(), 0);
-  std::unique_ptr<ucx_transport> receiver = std::make_unique<ucx_transport>(tcp_context(), 1);
+  std::unique_ptr<ucx_transport> sender;
+  std::unique_ptr<ucx_transport> receiver;
 
-  connected_pair() {
+  explicit connected_pair(ucx_context& context = tcp_context())
+      : sender(std::make_unique<ucx_transport>(context, 0)), receiver(std::make_unique<ucx_transport>(context, 1)) {
     sender->connect(1, receiver->local_address());
     receiver->connect(0, sender->local_address());
     std::uint8_t warm_up = 0;
@@ -63,22 +65,30 @@ bool any_byte_landed(const std::vector<std::uint8_t>& buffer) {
   return false;
 }
 
+/// Drives both ends until the first bytes of `receive` land in `incoming`, the message not yet
+/// whole; what went wrong instead ("" when nothing did).
+std::string drive_until_half_received(connected_pair& pair, transport_request receive,
+                                      const std::vector<std::uint8_t>& incoming) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!any_byte_landed(incoming) && std::chrono::steady_clock::now() < deadline) {
+    pair.sender->progress();
+    if (pair.receiver->test(receive)) return "the whole 64 MiB arrived before the receiver looked";
+  }
+  return any_byte_landed(incoming) ? "" : "no byte of the message arrived within 20 s";
+}
+
+std::size_t bytes_overwritten(const std::vector<std::uint8_t>& buffer) {
+  return static_cast<std::size_t>(
+      std::count_if(buffer.begin(), buffer.end(), [](std::uint8_t b) { return b != sentinel_byte; }));
+}
+
 TEST(ucx_abandoned_transport, a_half_received_message_never_lands_after_cancel_pending) {
   connected_pair pair;
   std::vector<std::uint8_t> outgoing(message_bytes, sent_byte);
   std::vector<std::uint8_t> incoming(message_bytes, 0);
   const auto receive = pair.receiver->post_receive(0, tag, incoming.data(), incoming.size());
   const auto send = pair.sender->post_send(1, tag, outgoing.data(), outgoing.size());
-
-  // Drive both until the first bytes land, the message not yet whole.
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  bool whole = false;
-  while (!any_byte_landed(incoming) && std::chrono::steady_clock::now() < deadline) {
-    pair.sender->progress();
-    whole = pair.receiver->test(receive);
-    ASSERT_FALSE(whole) << "the whole 64 MiB arrived before the receiver looked";
-  }
-  ASSERT_TRUE(any_byte_landed(incoming)) << "no byte of the message arrived within 20 s";
+  ASSERT_EQ(drive_until_half_received(pair, receive, incoming), "");
 
   // The ring is aborted: the receiver gives its requests up; its caller then reuses the memory.
   pair.receiver->abort("the test abandons the ring");
@@ -104,8 +114,7 @@ TEST(ucx_abandoned_transport, a_half_received_message_never_lands_after_cancel_p
   stop = true;
   sending.join();
 
-  const auto overwritten = static_cast<std::size_t>(
-      std::count_if(incoming.begin(), incoming.end(), [](std::uint8_t b) { return b != sentinel_byte; }));
+  const auto overwritten = bytes_overwritten(incoming);
   EXPECT_EQ(overwritten, 0u) << overwritten << " bytes of the abandoned buffer were written after cancel_pending";
 }
 
@@ -114,34 +123,22 @@ TEST(ucx_abandoned_transport, a_half_received_message_never_lands_after_cancel_p
 /// destroyed (set aside), the receiver first when `receiver_first`. The receive buffer, refilled
 /// with a sentinel after the cancellation, is returned for the caller to check.
 std::vector<std::uint8_t> strand_a_pair(ucx_context& context, bool receiver_first) {
-  auto sender = std::make_unique<ucx_transport>(context, 0);
-  auto receiver = std::make_unique<ucx_transport>(context, 1);
-  sender->connect(1, receiver->local_address());
-  receiver->connect(0, sender->local_address());
+  connected_pair pair(context);
   std::vector<std::uint8_t> outgoing(message_bytes, sent_byte);
   std::vector<std::uint8_t> incoming(message_bytes, 0);
-  const auto receive = receiver->post_receive(0, tag, incoming.data(), incoming.size());
-  sender->post_send(1, tag, outgoing.data(), outgoing.size());
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!any_byte_landed(incoming) && std::chrono::steady_clock::now() < deadline) {
-    sender->progress();
-    if (receiver->test(receive)) throw std::runtime_error("the whole 64 MiB arrived before the receiver looked");
-  }
-  if (!any_byte_landed(incoming)) throw std::runtime_error("no byte of the message arrived within 20 s");
-  receiver->abort("the test abandons the ring");
-  sender->abort("the test abandons the ring");
-  receiver->cancel_pending();
-  sender->cancel_pending();
+  const auto receive = pair.receiver->post_receive(0, tag, incoming.data(), incoming.size());
+  pair.sender->post_send(1, tag, outgoing.data(), outgoing.size());
+  if (const auto failure = drive_until_half_received(pair, receive, incoming); !failure.empty())
+    throw std::runtime_error(failure);
+  pair.receiver->abort("the test abandons the ring");
+  pair.sender->abort("the test abandons the ring");
+  pair.receiver->cancel_pending();
+  pair.sender->cancel_pending();
   std::fill(incoming.begin(), incoming.end(), sentinel_byte);
-  if (receiver_first) receiver.reset();
-  sender.reset();
-  receiver.reset();
+  if (receiver_first) pair.receiver.reset();
+  pair.sender.reset();
+  pair.receiver.reset();
   return incoming;
-}
-
-std::size_t bytes_overwritten(const std::vector<std::uint8_t>& buffer) {
-  return static_cast<std::size_t>(
-      std::count_if(buffer.begin(), buffer.end(), [](std::uint8_t b) { return b != sentinel_byte; }));
 }
 
 // Reaping destroys a stranded worker without driving it: nothing lands in the given-up buffer,
